@@ -1,0 +1,3 @@
+from nlpkit.cli.main import main
+
+main()

@@ -1,0 +1,154 @@
+"""Options and helpers every subcommand shares (the CLI half of DESIGN.md "Conventions").
+
+A subcommand module looks like this:
+
+    @click.command("edit-distance")
+    @click.argument("a")
+    @common_options              # --format, --no-signature, --quiet, --encoding-errors
+    def command(a, fmt, no_signature, quiet, encoding_errors):
+        from nlpkit.distance import levenshtein          # heavy imports inside
+        sig = make_signature("edit-distance", metric="levenshtein")
+        with open_writer(["a", "distance"], fmt, sig, no_signature) as out:
+            out.write({"a": a, "distance": levenshtein(a, a)})
+
+Inputs: `input_paths(files)` gives the files, or ``["-"]`` when none are given and
+stdin is not a terminal. Progress: `progress(...)` gives a callback that draws a
+rich bar on stderr only when stderr is a terminal, the work has lasted ~1 s and
+``--quiet`` is off.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
+
+import click
+
+from nlpkit.io import FORMATS, RecordWriter, stderr_is_terminal, stdout_is_terminal
+
+ProgressFn = Callable[..., None]
+
+
+def format_option(f):
+    return click.option(
+        "--format", "fmt", type=click.Choice(FORMATS), default=None,
+        help="Output format [default: table on a terminal, tsv otherwise].")(f)
+
+
+def signature_option(f):
+    return click.option("--no-signature", is_flag=True,
+                        help="Leave the settings signature out of the output.")(f)
+
+
+def quiet_option(f):
+    return click.option("-q", "--quiet", is_flag=True,
+                        help="No progress or warnings on stderr.")(f)
+
+
+def encoding_option(f):
+    return click.option(
+        "--encoding-errors", type=click.Choice(["strict", "replace"]), default="strict",
+        show_default=True, help="Invalid UTF-8 in inputs: an error naming file and line, or U+FFFD.")(f)
+
+
+def common_options(f):
+    """--format, --no-signature, --quiet, --encoding-errors (in that parameter order)."""
+    for deco in (encoding_option, quiet_option, signature_option, format_option):
+        f = deco(f)
+    return f
+
+
+def resolve_format(fmt: str | None) -> str:
+    """The --format value, or the default: table on a terminal, tsv otherwise."""
+    if fmt:
+        return fmt
+    return "table" if stdout_is_terminal() else "tsv"
+
+
+def open_writer(columns: Sequence[str], fmt: str | None, signature: str | None,
+                no_signature: bool = False, title: str | None = None,
+                digits: int = 4) -> RecordWriter:
+    """A `RecordWriter` on stdout honouring --format and --no-signature."""
+    return RecordWriter(columns, fmt=resolve_format(fmt),
+                        signature=None if no_signature else signature, title=title, digits=digits)
+
+
+def input_paths(files: Sequence[str], what: str = "input") -> list[str]:
+    """Files as given; none given -> stdin ('-') when it is piped, else a usage error."""
+    if files:
+        return list(files)
+    try:
+        piped = not sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        piped = False
+    if piped:
+        return ["-"]
+    raise click.UsageError(f"no {what}: give a FILE (or '-') or pipe text on stdin")
+
+
+def warn(message: str, quiet: bool = False) -> None:
+    """A warning on stderr (`nlpkit: warning: ...`), unless --quiet."""
+    if not quiet:
+        sys.stderr.write(f"nlpkit: warning: {message}\n")
+
+
+def parse_number_list(value: str, name: str, n: int | None = None, cast=float) -> list:
+    """'1,2,3' -> [1.0, 2.0, 3.0]; a usage error naming the option when malformed."""
+    try:
+        items = [cast(x) for x in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}",
+                                 param_hint=name) from None
+    if n is not None and len(items) != n:
+        raise click.BadParameter(f"expected {n} comma-separated numbers, got {len(items)}",
+                                 param_hint=name)
+    return items
+
+
+class _Progress:
+    """Callback `(done, total=None)` that starts a rich bar on stderr after `delay` seconds."""
+
+    def __init__(self, description: str, total: float | None, enabled: bool, delay: float) -> None:
+        self.description = description
+        self.total = total
+        self.enabled = enabled
+        self.start = time.monotonic()
+        self.delay = delay
+        self.bar = None
+        self.task = None
+
+    def __call__(self, done: float, total: float | None = None) -> None:
+        if not self.enabled:
+            return
+        if total is not None:
+            self.total = total
+        if self.bar is None:
+            if time.monotonic() - self.start < self.delay:
+                return
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), TimeRemainingColumn(),
+                                console=Console(file=sys.stderr), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.description, total=self.total)
+        self.bar.update(self.task, completed=done, total=self.total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@contextmanager
+def progress(description: str, total: float | None = None, quiet: bool = False,
+             delay: float = 1.0) -> Iterator[ProgressFn]:
+    """`with progress("merging", total=n, quiet=quiet) as tick: tick(i)` — stderr only, lazy."""
+    p = _Progress(description, total, enabled=(not quiet) and stderr_is_terminal(), delay=delay)
+    try:
+        yield p
+    finally:
+        p.close()

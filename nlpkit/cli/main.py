@@ -1,0 +1,115 @@
+"""The `nlpkit` entry point: one click group that imports each subcommand lazily.
+
+`nlpkit --help` must not import numpy, rich or model code, so the group lists
+commands from the `COMMANDS` registry (name -> module, one-line help) and
+imports a subcommand's module only when that subcommand runs.
+
+Errors: `NlpkitError` -> ``nlpkit: error: ...`` and exit 1 (`UsageError` -> 2),
+click usage errors exit 2, a closed stdout pipe exits 0 quietly, Ctrl-C exits 130.
+``NLPKIT_DEBUG=1`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from nlpkit import __version__
+from nlpkit.errors import NlpkitError, UsageError
+
+# name -> (module, one-line help). Only subcommands that work are registered here.
+COMMANDS: dict[str, tuple[str, str]] = {
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        import importlib
+
+        module = importlib.import_module(COMMANDS[name][0])
+        return module.command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="nlpkit", message="%(prog)s %(version)s")
+def cli() -> None:
+    """nlpkit: NLP utilities for shell pipelines, corpus analysis and CI evaluations.
+
+    Every subcommand reads files or stdin, writes results to stdout
+    (table on a terminal, TSV otherwise; --format tsv|jsonl|json|table)
+    and messages to stderr. Exit status: 0 ok, 1 bad data, 2 usage error.
+    """
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at /dev/null so the final flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI and turn every failure into a message and an exit status."""
+    debug = os.environ.get("NLPKIT_DEBUG", "") not in ("", "0")
+    code = 0
+    try:
+        rv = cli.main(args=argv, prog_name="nlpkit", standalone_mode=False)
+        if isinstance(rv, int):
+            code = rv
+        sys.stdout.flush()
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.ClickException as e:
+        e.show()
+        code = e.exit_code
+    except click.exceptions.Abort:
+        code = 130
+    except KeyboardInterrupt:
+        code = 130
+    except BrokenPipeError:
+        _silence_stdout()
+        code = 0
+    except NlpkitError as e:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        sys.stderr.write(f"nlpkit: error: {e}\n")
+        code = 2 if isinstance(e, UsageError) else 1
+    except MemoryError:
+        sys.stderr.write("nlpkit: error: out of memory\n")
+        code = 1
+    except Exception as e:  # noqa: BLE001 - last resort: a message, not a traceback
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        sys.stderr.write(f"nlpkit: error: unexpected {type(e).__name__}: {e} "
+                         "(set NLPKIT_DEBUG=1 for the traceback)\n")
+        code = 1
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        _silence_stdout()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

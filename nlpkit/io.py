@@ -1,0 +1,268 @@
+"""Reading inputs and writing results, the same way for every subcommand.
+
+Inputs are paths or ``-`` (stdin), read as UTF-8. Undecodable bytes raise
+`NlpkitError` naming the file and line, unless ``errors="replace"``.
+
+Outputs go through `RecordWriter`: ``table`` (rich, on stdout's terminal),
+``tsv`` (header line, tab-separated, full precision), ``jsonl`` (one object per
+record) or ``json`` (one document). The settings signature rides in every
+machine-readable record (a last ``signature`` column/field) and as the table footer.
+TSV and JSONL stream: each record is written as soon as it is produced.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import sys
+from typing import IO, Any, Iterable, Iterator, Sequence
+
+from nlpkit.errors import NlpkitError
+
+FORMATS = ("table", "tsv", "jsonl", "json")
+
+
+# ---------------------------------------------------------------------------- inputs
+
+def display_name(path: str) -> str:
+    """How a path is named in messages: ``<stdin>`` for ``-``."""
+    return "<stdin>" if path == "-" else path
+
+
+def open_binary(path: str) -> IO[bytes]:
+    """Open a path (or ``-`` for stdin) for binary reading; a missing file is an NlpkitError."""
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        if os.path.isdir(path):
+            raise NlpkitError(f"{path}: is a directory, expected a file")
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise NlpkitError(f"{path}: no such file") from None
+    except PermissionError:
+        raise NlpkitError(f"{path}: permission denied") from None
+    except OSError as e:
+        raise NlpkitError(f"{path}: cannot open ({e.strerror or e})") from None
+
+
+def decode_line(raw: bytes, path: str, lineno: int, errors: str = "strict") -> str:
+    """Decode one line of UTF-8; on bad bytes name the file, line and byte offset."""
+    try:
+        return raw.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as e:
+        raise NlpkitError(
+            f"{display_name(path)}, line {lineno}: invalid UTF-8 at byte {e.start} of the line "
+            f"(use --encoding-errors replace to substitute U+FFFD)") from None
+
+
+def iter_lines(path: str, errors: str = "strict", keepends: bool = False,
+               strip_bom: bool = True) -> Iterator[str]:
+    """Yield the lines of a file (or stdin for ``-``) as str, streaming.
+
+    ``keepends`` keeps each line's newline (BPE training needs it); otherwise
+    a trailing ``\\n`` / ``\\r\\n`` is removed. A UTF-8 BOM at the very start is
+    dropped unless ``strip_bom=False``.
+    """
+    f = open_binary(path)
+    try:
+        for lineno, raw in enumerate(f, 1):
+            if lineno == 1 and strip_bom and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            line = decode_line(raw, path, lineno, errors)
+            if not keepends:
+                if line.endswith("\n"):
+                    line = line[:-1]
+                    if line.endswith("\r"):
+                        line = line[:-1]
+            yield line
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+
+
+def read_text(path: str, errors: str = "strict", strip_bom: bool = True) -> str:
+    """Whole file as str; undecodable bytes reported with their line number."""
+    f = open_binary(path)
+    try:
+        data = f.read()
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+    if strip_bom and data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as e:
+        lineno = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1)
+        raise NlpkitError(
+            f"{display_name(path)}, line {lineno}: invalid UTF-8 at byte {col} of the line "
+            f"(use --encoding-errors replace to substitute U+FFFD)") from None
+
+
+def read_lines(path: str, errors: str = "strict") -> list[str]:
+    """All lines of a file without their newlines (see `iter_lines`)."""
+    return list(iter_lines(path, errors=errors))
+
+
+# --------------------------------------------------------------------------- outputs
+
+def format_value(value: Any) -> str:
+    """A cell for TSV: floats at full precision (repr), None empty, lists comma-joined."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(format_value(v) for v in value)
+    if hasattr(value, "item") and not isinstance(value, str):  # numpy scalar
+        return format_value(value.item())
+    s = str(value)
+    if "\t" in s or "\n" in s or "\r" in s:
+        s = s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return s
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalar
+        return value.item()
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _table_cell(value: Any, digits: int) -> str:
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float):
+        if value != 0 and (abs(value) >= 1e6 or abs(value) < 10 ** -digits):
+            return f"{value:.{digits}g}"
+        return f"{value:.{digits}f}"
+    return format_value(value)
+
+
+class RecordWriter:
+    """Write records (dicts) in one of `FORMATS`; tsv/jsonl stream, table/json collect.
+
+    Use as a context manager:
+
+        with RecordWriter(["a", "b", "distance"], fmt="tsv", signature=sig) as out:
+            out.write({"a": "kitten", "b": "sitting", "distance": 3})
+    """
+
+    def __init__(self, columns: Sequence[str], fmt: str = "tsv", signature: str | None = None,
+                 stream: IO[str] | None = None, title: str | None = None, digits: int = 4,
+                 header: bool = True) -> None:
+        if fmt not in FORMATS:
+            raise NlpkitError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
+        self.columns = list(columns)
+        self.fmt = fmt
+        self.signature = signature
+        self.stream = stream if stream is not None else sys.stdout
+        self.title = title
+        self.digits = digits
+        self.header = header
+        self.rows: list[dict] = []
+        self._started = False
+        self.count = 0
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        if self.fmt == "tsv" and self.header:
+            cols = self.columns + (["signature"] if self.signature else [])
+            self.stream.write("\t".join(cols) + "\n")
+
+    def write(self, record: dict) -> None:
+        """Emit one record (keys beyond `columns` are kept in json/jsonl, dropped in tsv/table)."""
+        self._start()
+        self.count += 1
+        if self.fmt == "tsv":
+            cells = [format_value(record.get(c)) for c in self.columns]
+            if self.signature:
+                cells.append(self.signature)
+            self.stream.write("\t".join(cells) + "\n")
+        elif self.fmt == "jsonl":
+            rec = dict(record)
+            if self.signature:
+                rec["signature"] = self.signature
+            self.stream.write(json.dumps(_jsonable(rec), ensure_ascii=False) + "\n")
+        else:
+            self.rows.append(record)
+
+    def write_many(self, records: Iterable[dict]) -> None:
+        for r in records:
+            self.write(r)
+
+    def close(self) -> None:
+        """Finish the output: render the table / json document; flush."""
+        self._start()
+        if self.fmt == "json":
+            doc: dict[str, Any] = {"results": _jsonable(self.rows)}
+            if self.signature:
+                doc = {"signature": self.signature, **doc}
+            self.stream.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+        elif self.fmt == "table":
+            render_table(self.columns, self.rows, self.signature, self.stream, self.title, self.digits)
+        self.stream.flush()
+
+    def __enter__(self) -> "RecordWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            try:
+                self.stream.flush()
+            except Exception:
+                pass
+
+
+def render_table(columns: Sequence[str], rows: list[dict], signature: str | None,
+                 stream: IO[str], title: str | None = None, digits: int = 4) -> None:
+    """Render rows with rich (imported lazily); the signature is the caption (footer)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, caption=signature, caption_justify="left", show_edge=False,
+                  header_style="bold")
+    for c in columns:
+        numeric = any(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
+                      for r in rows[:50])
+        table.add_column(c, justify="right" if numeric else "left", overflow="fold")
+    for r in rows:
+        table.add_row(*[_table_cell(r.get(c), digits) for c in columns])
+    Console(file=stream, highlight=False, soft_wrap=False).print(table)
+
+
+def write_text(text: str, stream: IO[str] | None = None) -> None:
+    """Write raw text to stdout (for formats that are not records: TREC runs, MatrixMarket)."""
+    (stream or sys.stdout).write(text)
+
+
+def stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False

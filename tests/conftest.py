@@ -1,0 +1,52 @@
+"""Shared test fixtures: where the shared public data lives, and how to run the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def nlpkit_data_dir() -> Path | None:
+    """The shared data folder (`NLPKIT_DATA`, else `../shared/data` beside the repo), or None."""
+    env = os.environ.get("NLPKIT_DATA")
+    candidates = [Path(env)] if env else []
+    candidates += [REPO.parent / "shared" / "data", REPO.parent.parent / "shared" / "data"]
+    for c in candidates:
+        if c.is_dir():
+            return c
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Path to ../shared/data; skips the test with a reason when it is absent."""
+    d = nlpkit_data_dir()
+    if d is None:
+        pytest.skip("shared data folder ../shared/data (or $NLPKIT_DATA) is absent")
+    return d
+
+
+def run_cli(*args: str, input: str | bytes | None = None, env: dict | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the real `nlpkit` entry point in a subprocess; returns the CompletedProcess (bytes out)."""
+    full_env = dict(os.environ)
+    full_env.pop("NLPKIT_DEBUG", None)
+    if env:
+        full_env.update(env)
+    if isinstance(input, str):
+        input = input.encode("utf-8")
+    return subprocess.run([sys.executable, "-m", "nlpkit", *args], input=input,
+                          capture_output=True, env=full_env, timeout=timeout, cwd=str(REPO))
+
+
+@pytest.fixture
+def cli():
+    """`cli("edit-distance", "a", "b")` -> CompletedProcess with .returncode, .stdout, .stderr (bytes)."""
+    return run_cli
