@@ -1,0 +1,89 @@
+"""The shared word tokenizer (nlpkit/text.py): pattern, lowercasing, stopwords, sentences."""
+
+import re
+
+import pytest
+
+from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.text import (DEFAULT_PATTERN, WordTokenizer, compile_pattern, load_stopwords,
+                         stopwords_name, tokenize)
+
+
+def test_default_tokenize_lowercases_and_drops_punctuation_and_one_letter_words():
+    assert tokenize("The cat sat on a mat. I saw it!") == ["the", "cat", "sat", "on", "mat", "saw", "it"]
+
+
+def test_default_pattern_equals_sklearn_default():
+    sk = pytest.importorskip("sklearn.feature_extraction.text")
+    analyzer = sk.CountVectorizer().build_analyzer()
+    text = "Héllo WORLD, naïve café — x y zz 3.14 don't Straße ΣΊΣΥΦΟΣ 東京都"
+    assert tokenize(text) == analyzer(text)
+    assert sk.CountVectorizer().token_pattern == DEFAULT_PATTERN
+
+
+def test_one_letter_pattern_keeps_single_letters():
+    assert tokenize("I saw a cat", pattern=r"(?u)\b\w+\b") == ["i", "saw", "a", "cat"]
+
+
+def test_lowercase_off_keeps_case():
+    assert WordTokenizer(lowercase=False).tokenize("New York") == ["New", "York"]
+
+
+def test_english_stopwords_are_nltk_list():
+    words = load_stopwords("english")
+    assert len(words) == 179
+    assert {"the", "a", "ourselves", "wouldn't", "y"} <= words
+    assert tokenize("The cat sat on the mat", stopwords="english") == ["cat", "sat", "mat"]
+
+
+def test_lucene_stopwords_are_33_words():
+    assert len(load_stopwords("lucene")) == 33
+
+
+def test_stopwords_from_file_ignore_comments_and_blanks(tmp_path):
+    p = tmp_path / "stop.txt"
+    p.write_text("# my list\ncat\n\n  mat  \n", encoding="utf-8")
+    assert load_stopwords(str(p)) == frozenset({"cat", "mat"})
+    assert stopwords_name(str(p)) == "file:stop.txt"
+    assert tokenize("the cat sat on the mat", stopwords=str(p)) == ["the", "sat", "on", "the"]
+
+
+def test_missing_stopword_file_is_clear_error():
+    with pytest.raises(NlpkitError, match="no such file and not a built-in list"):
+        load_stopwords("/no/such/stopwords.txt")
+
+
+def test_stopwords_none_and_iterable():
+    assert load_stopwords(None) == frozenset()
+    assert load_stopwords("none") == frozenset()
+    assert load_stopwords(["a", "b"]) == frozenset({"a", "b"})
+
+
+def test_regex_module_fallback_for_unicode_properties():
+    assert tokenize("Ab1 cd2", pattern=r"\p{L}+") == ["ab", "cd"]
+
+
+def test_one_capturing_group_gives_group_text_like_re_findall():
+    assert tokenize("x=1 y=2", pattern=r"(\w)=") == ["x", "y"]
+
+
+def test_bad_patterns_are_usage_errors():
+    with pytest.raises(UsageError, match="capturing groups"):
+        compile_pattern(r"(\w)(\w)")
+    with pytest.raises(UsageError, match="empty string"):
+        compile_pattern(r"\w*")
+    with pytest.raises(UsageError, match="invalid --token-pattern"):
+        compile_pattern(r"(\w")
+
+
+def test_sentences_split_at_end_punctuation_and_lines():
+    tok = WordTokenizer()
+    assert tok.sentences("The cat sat. The dog?\nran on\n\nand on!") == [
+        ["the", "cat", "sat"], ["the", "dog"], ["ran", "on"], ["and", "on"]]
+
+
+def test_signature_names():
+    assert WordTokenizer().signature == "word-lower"
+    assert WordTokenizer(lowercase=False).signature == "word"
+    assert WordTokenizer(pattern=r"(?u)\b\w+\b").signature == "word1-lower"
+    assert re.fullmatch(r"re:[0-9a-f]{8}-lower", WordTokenizer(pattern=r"\S+").signature)
