@@ -1,0 +1,191 @@
+"""Logits processors and token selection: pure numpy over a batch of next-token logits `[b, V]`.
+
+The filters follow Hugging Face transformers' logits processors exactly (semantics and order, as
+`GenerationMixin._get_logits_processor` builds the list):
+
+    repetition penalty -> temperature -> top-k -> top-p -> min-p
+
+Repetition penalty also applies in greedy decoding (transformers treats it as a processor, the others
+as sampling warpers). Removed tokens get -inf. `temperature == 0` means greedy: the argmax of the
+penalized logits. Every function returns a new array and leaves its input alone.
+
+>>> cfg = SamplingConfig(temperature=0.7, top_k=40, top_p=0.9)
+>>> filtered = process_logits(logits, seen, cfg)          # [b, V] -> [b, V], -inf where removed
+>>> next_ids = select_tokens(filtered, cfg, rng)           # [b, V] -> [b]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from nlpkit.errors import UsageError
+
+NEG_INF = np.float32(-np.inf)
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """The decoding knobs. Defaults leave the model's distribution untouched (pure sampling).
+
+    temperature 0 = greedy; top_k 0 = disabled; top_p 1.0 = disabled; min_p 0.0 = disabled;
+    repetition_penalty 1.0 = disabled.
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+
+    def validate(self) -> "SamplingConfig":
+        """Reject values transformers rejects (or that mean nothing), naming the option."""
+        t = self.temperature
+        if not (isinstance(t, (int, float)) and math.isfinite(t) and t >= 0):
+            raise UsageError(f"--temperature must be a number >= 0 (0 = greedy), got {t}")
+        if not (isinstance(self.top_k, int) and self.top_k >= 0):
+            raise UsageError(f"--top-k must be an integer >= 0 (0 = disabled), got {self.top_k}")
+        if not (0.0 < self.top_p <= 1.0):
+            raise UsageError(f"--top-p must be in (0, 1] (1 = disabled), got {self.top_p}")
+        if not (0.0 <= self.min_p <= 1.0):
+            raise UsageError(f"--min-p must be in [0, 1] (0 = disabled), got {self.min_p}")
+        r = self.repetition_penalty
+        if not (math.isfinite(r) and r > 0):
+            raise UsageError(f"--repetition-penalty must be > 0 (1 = disabled), got {r}")
+        return self
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+# ------------------------------------------------------------------------ the processors
+
+def repetition_penalty(logits: np.ndarray, seen: np.ndarray, penalty: float) -> np.ndarray:
+    """Penalize every token already in the sequence once: score / p if score > 0, else score * p.
+
+    `seen` is a boolean mask `[b, V]` (or a `[b, t]` array of token ids). As transformers'
+    RepetitionPenaltyLogitsProcessor (the prompt counts as seen).  # [b, V], [b, V] -> [b, V]
+    """
+    seen = seen_mask(seen, logits.shape[-1]) if seen.dtype != np.bool_ else seen
+    p = np.float32(penalty)
+    penalized = np.where(logits < 0, logits * p, logits / p)
+    return np.where(seen, penalized, logits).astype(np.float32, copy=False)
+
+
+def seen_mask(ids: np.ndarray, vocab_size: int) -> np.ndarray:
+    """Token ids `[b, t]` -> boolean mask `[b, V]` of the ids that occur in each row (ids >= V ignored)."""
+    ids = np.asarray(ids)
+    if ids.ndim == 1:
+        ids = ids[None, :]
+    mask = np.zeros((ids.shape[0], vocab_size), dtype=bool)
+    rows = np.repeat(np.arange(ids.shape[0]), ids.shape[1])
+    flat = ids.reshape(-1)
+    ok = (flat >= 0) & (flat < vocab_size)
+    mask[rows[ok], flat[ok]] = True
+    return mask
+
+
+def temperature(logits: np.ndarray, t: float) -> np.ndarray:  # [b, V] -> [b, V]
+    """Divide the logits by t (TemperatureLogitsWarper); t must be > 0."""
+    return (logits / np.float32(t)).astype(np.float32, copy=False)
+
+
+def top_k(logits: np.ndarray, k: int) -> np.ndarray:  # [b, V] -> [b, V]
+    """Keep every token whose logit is >= the k-th largest (ties at the boundary all kept), as TopKLogitsWarper."""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits.copy()
+    kth = -np.partition(-logits, k - 1, axis=-1)[:, k - 1:k]  # [b, 1]
+    return np.where(logits < kth, NEG_INF, logits)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:  # [b, V] -> [b, V], rows of -inf stay finite where allowed
+    m = np.max(x, axis=-1, keepdims=True)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def top_p(logits: np.ndarray, p: float, min_tokens_to_keep: int = 1) -> np.ndarray:  # [b, V] -> [b, V]
+    """Nucleus filter as TopPLogitsWarper: sort ascending, cumulative softmax, drop tokens whose
+    cumulative probability is <= 1 - p (so the token that crosses the threshold is kept), keep at
+    least `min_tokens_to_keep` of the most likely.
+
+    Equal logits straddling the threshold: transformers' torch.sort is unstable there, so which of the
+    tied tokens survives is arbitrary; nlpkit keeps the lower ids (deterministic).
+    """
+    if p >= 1.0:
+        return logits.copy()
+    order = np.argsort(-logits, axis=-1, kind="stable")[:, ::-1]  # [b, V] ascending, ties by id descending
+    sorted_logits = np.take_along_axis(logits, order, axis=-1)
+    cum = np.cumsum(_softmax(sorted_logits), axis=-1, dtype=np.float32)  # [b, V]
+    remove_sorted = cum <= np.float32(1.0 - p)
+    remove_sorted[:, -min_tokens_to_keep:] = False
+    remove = np.empty_like(remove_sorted)
+    np.put_along_axis(remove, order, remove_sorted, axis=-1)
+    return np.where(remove, NEG_INF, logits)
+
+
+def min_p(logits: np.ndarray, p: float, min_tokens_to_keep: int = 1) -> np.ndarray:  # [b, V] -> [b, V]
+    """Drop tokens whose probability is below p * (probability of the top token), as MinPLogitsWarper."""
+    if p <= 0.0:
+        return logits.copy()
+    probs = _softmax(logits)
+    remove = probs < np.float32(p) * probs.max(axis=-1, keepdims=True)
+    keep = np.argsort(-probs, axis=-1, kind="stable")[:, :min_tokens_to_keep]  # [b, k]
+    np.put_along_axis(remove, keep, False, axis=-1)
+    return np.where(remove, NEG_INF, logits)
+
+
+def process_logits(logits: np.ndarray, seen: np.ndarray | None, cfg: SamplingConfig) -> np.ndarray:
+    """Apply the configured processors in transformers' order.  # [b, V] -> [b, V]
+
+    Greedy configs get only the repetition penalty (as transformers' greedy search does).
+    """
+    x = np.asarray(logits, dtype=np.float32)
+    if cfg.repetition_penalty != 1.0 and seen is not None:
+        x = repetition_penalty(x, seen, cfg.repetition_penalty)
+    if cfg.greedy:
+        return x
+    if cfg.temperature != 1.0:
+        x = temperature(x, cfg.temperature)
+    if cfg.top_k:
+        x = top_k(x, cfg.top_k)
+    if cfg.top_p < 1.0:
+        x = top_p(x, cfg.top_p)
+    if cfg.min_p > 0.0:
+        x = min_p(x, cfg.min_p)
+    return x
+
+
+# ---------------------------------------------------------------------- distributions and draws
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:  # [..., V] -> [..., V] (float64 for exact sums)
+    x = np.asarray(logits, dtype=np.float64)
+    m = np.max(x, axis=-1, keepdims=True)
+    return x - m - np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True))
+
+
+def probabilities(filtered: np.ndarray, cfg: SamplingConfig) -> np.ndarray:  # [b, V] -> [b, V] float64
+    """The distribution a draw comes from: softmax of the filtered logits, or one-hot argmax when greedy."""
+    if cfg.greedy:
+        out = np.zeros(filtered.shape, dtype=np.float64)
+        out[np.arange(filtered.shape[0]), np.argmax(filtered, axis=-1)] = 1.0
+        return out
+    return np.exp(log_softmax(filtered))
+
+
+def select_tokens(filtered: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> np.ndarray:
+    """One token per row: argmax when greedy, else a draw from softmax(filtered).  # [b, V] -> [b]
+
+    Draws use the inverse CDF with one uniform number per row from `rng`, so a seed fixes the
+    whole sequence and a zero-probability (filtered) token can never be chosen.
+    """
+    if cfg.greedy:
+        return np.argmax(filtered, axis=-1)
+    probs = probabilities(filtered, cfg)
+    cdf = np.cumsum(probs, axis=-1)  # [b, V]
+    u = (1.0 - rng.random(probs.shape[0])) * cdf[:, -1]  # (0, total]
+    idx = np.sum(cdf < u[:, None], axis=-1)  # first index with cdf >= u
+    return np.minimum(idx, probs.shape[-1] - 1)
