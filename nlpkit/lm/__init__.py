@@ -1,0 +1,1 @@
+"""The numpy language-model engine: config, forward pass, KV cache, RoPE, loaders, scoring."""

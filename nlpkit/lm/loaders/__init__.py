@@ -1,0 +1,64 @@
+"""`load_model(path)`: a Hugging Face model directory or a GGUF file -> `Model`.
+
+None means `$NLPKIT_MODEL`, else the default model shipped in `nlpkit/lm/default/`.
+Pickled checkpoints (.bin/.pt/.pth/.ckpt) are refused: unpickling runs arbitrary code.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nlpkit.errors import NlpkitError
+
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+
+
+def resolve_model_path(path: str | os.PathLike | None) -> Path:
+    """The path to load: the argument, else $NLPKIT_MODEL, else the shipped default model."""
+    if path is None or str(path) == "":
+        env = os.environ.get("NLPKIT_MODEL")
+        if env:
+            return Path(env)
+        if not (DEFAULT_MODEL_DIR / "config.json").is_file():
+            raise NlpkitError(f"no model given and the default model is not installed ({DEFAULT_MODEL_DIR} has no "
+                              "config.json); pass --model PATH or set NLPKIT_MODEL")
+        return DEFAULT_MODEL_DIR
+    return Path(path)
+
+
+def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | None = None,
+               rope_factor: float | None = None):
+    """Load a model: HF directory (config.json + safetensors) or .gguf file; optional RoPE scaling override.
+
+    >>> model = load_model("tests/fixtures/lm/llama-gqa")   # doctest: +SKIP
+    """
+    p = resolve_model_path(path)
+    if not p.exists():
+        raise NlpkitError(f"model path {str(p)!r} does not exist")
+    if p.is_file() and p.suffix.lower() in PICKLE_SUFFIXES:
+        raise NlpkitError(f"{p}: pickled checkpoints are refused, because loading one can execute arbitrary code; "
+                          "use a model.safetensors directory or a .gguf file")
+    if p.is_file() and p.name in ("config.json", "model.safetensors") or p.suffix == ".safetensors":
+        p = p.parent
+    if p.is_dir():
+        from nlpkit.lm.loaders.hf import load_hf_dir
+        model = load_hf_dir(p)
+    else:
+        try:
+            with open(p, "rb") as f:
+                magic = f.read(4)
+        except OSError as e:
+            raise NlpkitError(f"{p}: cannot read: {e.strerror or e}") from None
+        if magic != b"GGUF":
+            raise NlpkitError(f"{p}: not a GGUF file or a model directory (expected a Hugging Face directory with "
+                              "config.json, or a .gguf file)")
+        from nlpkit.lm.loaders.gguf import load_gguf
+        model = load_gguf(p)
+    if rope_scaling is not None or rope_factor is not None:
+        model.set_rope(rope_scaling, rope_factor)
+    return model
+
+
+__all__ = ["load_model", "resolve_model_path", "DEFAULT_MODEL_DIR"]

@@ -1,0 +1,149 @@
+"""Load a Hugging Face model directory (config.json + safetensors + tokenizer) into a `Model`.
+
+Llama: q/k/v rows are stacked into one `wqkv` and gate/up into one `w_gate_up` while reading, so the
+fused matrices cost no extra copy. GPT-2 stores its projections as Conv1D `[in, out]`; they are
+transposed once here into the `[out, in]` layout the forward pass uses.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError
+from nlpkit.lm.config import ModelConfig, config_from_hf
+from nlpkit.lm.loaders.safetensors import TensorSet
+from nlpkit.lm.model import GPT2Layer, LlamaLayer, Model, Weights
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NlpkitError(f"{path}: cannot read JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise NlpkitError(f"{path}: expected a JSON object")
+    return data
+
+
+def _prefix(ts: TensorSet, candidates: tuple[str, ...], probe: str) -> str:
+    for p in candidates:
+        if p + probe in ts:
+            return p
+    raise NlpkitError(f"model weights: tensor {candidates[0]}{probe} is missing")
+
+
+def load_llama_weights(ts: TensorSet, c: ModelConfig) -> Weights:
+    d, nh, nkv, hd, h = c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim
+    p = _prefix(ts, ("model.", ""), "embed_tokens.weight")
+    layers = []
+    for i in range(c.n_layers):
+        a = f"{p}layers.{i}."
+        qkv = [a + f"self_attn.{n}_proj.weight" for n in "qkv"]
+        bias = None
+        if c.attention_bias:
+            bias = np.concatenate([ts.read(a + f"self_attn.{n}_proj.bias", (m * hd,))
+                                   for n, m in zip("qkv", (nh, nkv, nkv))])
+        layers.append(LlamaLayer(
+            attn_norm=ts.read(a + "input_layernorm.weight", (d,)),
+            wqkv=ts.read_rows(qkv, [(nh * hd, d), (nkv * hd, d), (nkv * hd, d)]),
+            bqkv=bias,
+            wo=ts.read(a + "self_attn.o_proj.weight", (d, nh * hd)),
+            bo=ts.read(a + "self_attn.o_proj.bias", (d,)) if c.attention_bias else None,
+            mlp_norm=ts.read(a + "post_attention_layernorm.weight", (d,)),
+            w_gate_up=ts.read_rows([a + "mlp.gate_proj.weight", a + "mlp.up_proj.weight"], [(h, d), (h, d)]),
+            w_down=ts.read(a + "mlp.down_proj.weight", (d, h))))
+    embed = ts.read(p + "embed_tokens.weight", (c.vocab_size, d))
+    if not c.tie_embeddings and "lm_head.weight" not in ts:
+        c.tie_embeddings = True  # some exports drop lm_head when it equals the embedding
+    lm_head = embed if c.tie_embeddings else ts.read("lm_head.weight", (c.vocab_size, d))
+    return Weights(embed=embed, layers=layers, norm_g=ts.read(p + "norm.weight", (d,)), lm_head=lm_head)
+
+
+def load_gpt2_weights(ts: TensorSet, c: ModelConfig) -> Weights:
+    d, h = c.dim, c.hidden_dim
+    p = _prefix(ts, ("transformer.", ""), "wte.weight")
+
+    def conv1d(name: str, n_in: int, n_out: int) -> np.ndarray:  # Conv1D [in, out] -> [out, in]
+        return np.ascontiguousarray(ts.read(name, (n_in, n_out)).T)
+
+    layers = []
+    for i in range(c.n_layers):
+        a = f"{p}h.{i}."
+        layers.append(GPT2Layer(
+            ln1_g=ts.read(a + "ln_1.weight", (d,)), ln1_b=ts.read(a + "ln_1.bias", (d,)),
+            wqkv=conv1d(a + "attn.c_attn.weight", d, 3 * d), bqkv=ts.read(a + "attn.c_attn.bias", (3 * d,)),
+            wo=conv1d(a + "attn.c_proj.weight", d, d), bo=ts.read(a + "attn.c_proj.bias", (d,)),
+            ln2_g=ts.read(a + "ln_2.weight", (d,)), ln2_b=ts.read(a + "ln_2.bias", (d,)),
+            w_fc=conv1d(a + "mlp.c_fc.weight", d, h), b_fc=ts.read(a + "mlp.c_fc.bias", (h,)),
+            w_proj=conv1d(a + "mlp.c_proj.weight", h, d), b_proj=ts.read(a + "mlp.c_proj.bias", (d,))))
+    embed = ts.read(p + "wte.weight", (c.vocab_size, d))
+    return Weights(embed=embed, layers=layers, norm_g=ts.read(p + "ln_f.weight", (d,)),
+                   norm_b=ts.read(p + "ln_f.bias", (d,)), lm_head=embed,
+                   pos_embed=ts.read(p + "wpe.weight", (c.max_seq_len, d)))
+
+
+def _special_id(tok, value) -> int | None:
+    """A token id from a tokenizer_config entry: a string, or {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    if isinstance(value, str) and tok is not None:
+        return getattr(tok, "special_tokens", {}).get(value)
+    return None
+
+
+def _add_bos_default(directory: Path, tok_cfg: dict) -> bool:
+    """Whether the model's own tokenizer prepends BOS: tokenizer_config's add_bos_token, else the post-processor."""
+    if isinstance(tok_cfg.get("add_bos_token"), bool):
+        return tok_cfg["add_bos_token"]
+    tj = directory / "tokenizer.json"
+    if tj.is_file():
+        try:
+            post = json.loads(tj.read_text("utf-8")).get("post_processor") or {}
+        except (OSError, ValueError):
+            return False
+        procs = post.get("processors", [post]) if isinstance(post, dict) else []
+        for proc in procs:
+            single = proc.get("single") if isinstance(proc, dict) else None
+            if proc.get("type") == "TemplateProcessing" and single and "SpecialToken" in single[0]:
+                return True
+    return False
+
+
+def load_tokenizer(directory: Path):
+    """nlpkit's BPE tokenizer for the directory, or None when it has no tokenizer files."""
+    if not ((directory / "tokenizer.json").is_file() or (directory / "vocab.json").is_file()):
+        return None
+    try:
+        from nlpkit.bpe.tokenizer import Tokenizer
+    except ImportError:
+        return None
+    return Tokenizer.from_dir(directory)
+
+
+def load_hf_dir(directory: str | Path) -> Model:
+    """Load config.json, the safetensors weights and the tokenizer of a Hugging Face model directory."""
+    directory = Path(directory)
+    cfg_path = directory / "config.json"
+    if not cfg_path.is_file():
+        raise NlpkitError(f"{directory}: not a model directory (no config.json); pass a Hugging Face model "
+                          "directory or a .gguf file")
+    config = config_from_hf(_read_json(cfg_path))
+    ts = TensorSet(directory)
+    weights = load_llama_weights(ts, config) if config.arch == "llama" else load_gpt2_weights(ts, config)
+    tok = load_tokenizer(directory)
+    tok_cfg = _read_json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
+    gen_cfg = _read_json(directory / "generation_config.json") \
+        if (directory / "generation_config.json").is_file() else {}
+    bos = _special_id(tok, tok_cfg.get("bos_token"))
+    eos = _special_id(tok, tok_cfg.get("eos_token"))
+    config.bos_id = bos if bos is not None else config.bos_id if config.bos_id is not None else gen_cfg.get("bos_token_id")
+    gen_eos = gen_cfg.get("eos_token_id")
+    gen_eos = gen_eos[0] if isinstance(gen_eos, list) and gen_eos else gen_eos
+    config.eos_id = eos if eos is not None else config.eos_id if config.eos_id is not None else gen_eos
+    config.add_bos = _add_bos_default(directory, tok_cfg) and config.bos_id is not None
+    if tok is not None:
+        tok.bos_id, tok.eos_id = config.bos_id, config.eos_id
+    return Model(config, weights, tok, source=str(directory))

