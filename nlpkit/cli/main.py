@@ -21,6 +21,7 @@ from nlpkit.errors import NlpkitError, UsageError
 
 # name -> (module, one-line help). Only subcommands that work are registered here.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bleu": ("nlpkit.cli.bleu", "BLEU / chrF / TER with sacrebleu: many systems, signed, significance."),
 }
 
 
