@@ -1,0 +1,290 @@
+"""BM25 in five variants, as an index of precomputed per-(term, document) scores.
+
+The index is a term-major (CSC-like) postings table in flat numpy arrays:
+
+    indptr  [V+1]  int64    postings of term t are positions indptr[t]:indptr[t+1]
+    docs    [P]    int32    document number of each posting (ascending within a term)
+    scores  [P]    float32  the term's BM25 contribution to that document
+    tf      [P]    uint*    raw term frequency (kept so `add` can recompute every score)
+    doclen  [N]    int32    document lengths in tokens
+
+A query is a gather of its terms' postings, one `bincount` into a dense [N] score
+array and an `argpartition` for the top k. The formulas are those of bm25s
+(Kamphuis et al., ECIR 2020), with N documents, df document frequency, tf term
+frequency, dl document length and avgdl the mean length, norm = 1 - b + b·dl/avgdl:
+
+    variant    idf                              tf component
+    lucene     log(1 + (N - df + .5)/(df + .5))  tf / (k1·norm + tf)
+    robertson  log(max(1, (N-df+.5)/(df+.5)))    tf / (k1·norm + tf)
+    atire      log(N / df)                       tf·(k1+1) / (tf + k1·norm)
+    bm25l      log((N + 1)/(df + .5))            (k1+1)(c+δ) / (k1+c+δ), c = tf/norm
+    bm25+      log((N + 1)/df)                   (k1+1)·tf / (k1·norm + tf) + δ
+
+For bm25l and bm25+ a document without the term still scores idf·tfc(0); as in
+bm25s the postings store idf·(tfc(tf) - tfc(0)) and a query adds Σ idf·tfc(0)
+(the `nonocc` array) to every matching document. Query terms count with their
+multiplicity (a repeated word adds its postings twice), also as bm25s does.
+
+>>> idx = build_index([["cat", "sat"], ["dog", "sat"], ["cat", "cat"]], ["a", "b", "c"])
+>>> [(doc, round(score, 4)) for doc, score in idx.search_ids(["cat"], 2)]
+[('c', 0.2686), ('a', 0.188)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import Callable, Sequence
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError, UsageError
+
+VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+DEFAULTS = {"k1": 1.5, "b": 0.75, "delta": 0.5}  # bm25s' defaults
+NONOCC_VARIANTS = ("bm25l", "bm25+")
+
+
+def check_params(variant: str, k1: float, b: float, delta: float) -> None:
+    """Refuse values the formulas are not defined for (a UsageError: exit status 2 in the CLI)."""
+    if variant not in VARIANTS:
+        raise UsageError(f"unknown BM25 variant {variant!r} (choose from {', '.join(VARIANTS)})")
+    if not k1 >= 0:
+        raise UsageError(f"--k1 must be >= 0, got {k1}")
+    if not 0 <= b <= 1:
+        raise UsageError(f"--b must be between 0 and 1, got {b}")
+    if not delta >= 0:
+        raise UsageError(f"--delta must be >= 0, got {delta}")
+
+
+def idf(variant: str, df: np.ndarray, n_docs: int) -> np.ndarray:  # [V] -> [V] float64
+    """Inverse document frequency of each term; df must be >= 1."""
+    df = df.astype(np.float64)
+    n = float(n_docs)
+    if variant == "lucene":
+        return np.log1p((n - df + 0.5) / (df + 0.5))
+    if variant == "robertson":
+        return np.log(np.maximum(1.0, (n - df + 0.5) / (df + 0.5)))
+    if variant == "atire":
+        return np.log(n / df)
+    if variant == "bm25l":
+        return np.log((n + 1) / (df + 0.5))
+    return np.log((n + 1) / df)  # bm25+
+
+
+def tf_component(variant: str, tf: np.ndarray, dl: np.ndarray, avgdl: float,
+                 k1: float, b: float, delta: float) -> np.ndarray:  # [P], [P] -> [P] float64
+    """The term-frequency factor of each posting (tf may be 0 for the non-occurrence score)."""
+    tf = np.asarray(tf, dtype=np.float64)
+    norm = 1.0 - b + b * np.asarray(dl, dtype=np.float64) / avgdl
+    if variant in ("lucene", "robertson"):
+        return tf / (k1 * norm + tf)
+    if variant == "atire":
+        return tf * (k1 + 1) / (tf + k1 * norm)
+    if variant == "bm25l":
+        c = tf / norm
+        return (k1 + 1) * (c + delta) / (k1 + c + delta)
+    return (k1 + 1) * tf / (k1 * norm + tf) + delta  # bm25+
+
+
+@dataclass
+class BM25Index:
+    """A BM25 index: parameters, vocabulary, document ids and the postings arrays."""
+
+    variant: str
+    k1: float
+    b: float
+    delta: float
+    vocab: list[str]
+    doc_ids: list[str]
+    indptr: np.ndarray   # [V+1] int64
+    docs: np.ndarray     # [P] int32
+    scores: np.ndarray   # [P] float32
+    tf: np.ndarray       # [P] unsigned int
+    doclen: np.ndarray   # [N] int32
+    nonocc: np.ndarray   # [V] float32 (zeros unless bm25l / bm25+)
+    tokenizer: dict = field(default_factory=dict)
+    _term_id: dict | None = field(default=None, repr=False)
+    _id_rank: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_ids)
+
+    @property
+    def avgdl(self) -> float:
+        return float(self.doclen.mean()) if len(self.doclen) else 0.0
+
+    @property
+    def term_id(self) -> dict[str, int]:
+        if self._term_id is None:
+            self._term_id = {t: i for i, t in enumerate(self.vocab)}
+        return self._term_id
+
+    def id_rank(self) -> np.ndarray:  # [N] int64: position of each doc id in sorted string order
+        if self._id_rank is None:
+            order = sorted(range(self.n_docs), key=self.doc_ids.__getitem__)
+            rank = np.empty(self.n_docs, dtype=np.int64)
+            rank[order] = np.arange(self.n_docs)
+            self._id_rank = rank
+        return self._id_rank
+
+    def score_query(self, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate documents (those holding a query term) and their scores, unsorted.
+
+        Returns ([M] int64 doc numbers, [M] float64 scores); empty for an empty or unknown query.
+        """
+        tid = self.term_id
+        terms = [tid[t] for t in tokens if t in tid]
+        if not terms:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        indptr = self.indptr
+        if len(terms) == 1:
+            s, e = indptr[terms[0]], indptr[terms[0] + 1]
+            docs = np.asarray(self.docs[s:e], dtype=np.int64)
+            scores = self.scores[s:e].astype(np.float64)
+        else:
+            spans = [(indptr[t], indptr[t + 1]) for t in terms]
+            all_docs = np.concatenate([self.docs[s:e] for s, e in spans])      # [P_q]
+            all_scores = np.concatenate([self.scores[s:e] for s, e in spans])  # [P_q]
+            dense = np.bincount(all_docs, weights=all_scores, minlength=self.n_docs)  # [N]
+            hit = np.zeros(self.n_docs, dtype=bool)
+            hit[all_docs] = True
+            docs = np.flatnonzero(hit)
+            scores = dense[docs]
+        if self.variant in NONOCC_VARIANTS:
+            scores = scores + float(self.nonocc[terms].astype(np.float64).sum())
+        return docs, scores
+
+    def search(self, tokens: Sequence[str], k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (doc numbers, scores), best first; ties by document id descending (trec_eval order).
+
+        Only documents holding at least one query term are returned, so an empty query,
+        or one of unknown words only, gives an empty result.
+        """
+        docs, scores = self.score_query(tokens)
+        if k <= 0 or len(docs) == 0:
+            return docs[:0], scores[:0]
+        if len(docs) > k:
+            # keep every document tied with the k-th score, then order and cut
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            keep = scores >= kth
+            docs, scores = docs[keep], scores[keep]
+        order = np.lexsort((-self.id_rank()[docs], -scores))[:k]
+        return docs[order], scores[order]
+
+    def search_ids(self, tokens: Sequence[str], k: int = 10) -> list[tuple[str, float]]:
+        """Top-k as (document id, score) pairs."""
+        docs, scores = self.search(tokens, k)
+        ids = self.doc_ids
+        return [(ids[d], s) for d, s in zip(docs.tolist(), scores.tolist())]
+
+
+def _count_postings(docs_tokens: Sequence[Sequence[str]], vocab: dict[str, int], offset: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Token lists -> (term [P] int64, doc [P] int64, tf [P] int64, doclen [n] int32), term-major.
+
+    New words are appended to `vocab` (first-occurrence order); doc numbers start at `offset`.
+    """
+    lengths = np.fromiter(map(len, docs_tokens), dtype=np.int64, count=len(docs_tokens))  # [n]
+    flat = list(chain.from_iterable(docs_tokens))
+    for t in dict.fromkeys(flat):
+        if t not in vocab:
+            vocab[t] = len(vocab)
+    term = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))  # [T]
+    doc = np.repeat(np.arange(len(docs_tokens), dtype=np.int64), lengths)             # [T]
+    n = max(len(docs_tokens), 1)
+    key = term * n + doc
+    key.sort()
+    if len(key):
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        tf = np.diff(np.append(starts, len(key)))
+        key = key[starts]
+    else:
+        tf = np.empty(0, np.int64)
+    return key // n, key % n + offset, tf, lengths.astype(np.int32)
+
+
+def _tf_dtype(max_tf: int) -> type:
+    for dt in (np.uint8, np.uint16, np.uint32):
+        if max_tf <= np.iinfo(dt).max:
+            return dt
+    return np.uint64
+
+
+def _assemble(variant: str, k1: float, b: float, delta: float, vocab: list[str], doc_ids: list[str],
+              term: np.ndarray, doc: np.ndarray, tf: np.ndarray, doclen: np.ndarray,
+              tokenizer: dict) -> BM25Index:
+    """Postings (term-major, doc-ascending within a term) -> an index with every score computed."""
+    n_docs, n_terms = len(doc_ids), len(vocab)
+    counts = np.bincount(term, minlength=n_terms)                      # [V] = df
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    avgdl = float(doclen.mean()) if n_docs and doclen.sum() > 0 else 1.0
+    term_idf = idf(variant, np.maximum(counts, 1), n_docs)            # [V]
+    tfc = tf_component(variant, tf, doclen[doc], avgdl, k1, b, delta)  # [P]
+    scores = term_idf[term] * tfc
+    nonocc = np.zeros(n_terms, dtype=np.float32)
+    if variant in NONOCC_VARIANTS:
+        tfc0 = float(tf_component(variant, np.zeros(1), np.ones(1), 1.0, k1, b, delta)[0])
+        nonocc64 = term_idf * tfc0                                      # [V]
+        scores -= nonocc64[term]
+        nonocc = nonocc64.astype(np.float32)
+    return BM25Index(variant=variant, k1=k1, b=b, delta=delta, vocab=vocab, doc_ids=doc_ids,
+                     indptr=indptr, docs=doc.astype(np.int32), scores=scores.astype(np.float32),
+                     tf=tf.astype(_tf_dtype(int(tf.max()) if len(tf) else 0)),
+                     doclen=doclen.astype(np.int32), nonocc=nonocc, tokenizer=dict(tokenizer))
+
+
+def build_index(docs_tokens: Sequence[Sequence[str]], doc_ids: Sequence[str] | None = None,
+                variant: str = "lucene", k1: float = DEFAULTS["k1"], b: float = DEFAULTS["b"],
+                delta: float = DEFAULTS["delta"], tokenizer: dict | None = None,
+                progress: Callable[..., None] | None = None) -> BM25Index:
+    """Index token lists; `doc_ids` default to "1".."N". An empty corpus is an error."""
+    check_params(variant, k1, b, delta)
+    if doc_ids is None:
+        doc_ids = [str(i) for i in range(1, len(docs_tokens) + 1)]
+    doc_ids = list(doc_ids)
+    if len(doc_ids) != len(docs_tokens):
+        raise NlpkitError(f"{len(doc_ids)} document ids for {len(docs_tokens)} documents")
+    if not docs_tokens:
+        raise NlpkitError("empty corpus: there are no documents to index")
+    if len(set(doc_ids)) != len(doc_ids):
+        from nlpkit.retrieval.corpus import check_unique_ids
+        check_unique_ids(doc_ids, "corpus")
+    vocab: dict[str, int] = {}
+    term, doc, tf, doclen = _count_postings(docs_tokens, vocab, 0)
+    if progress:
+        progress(len(doc_ids), len(doc_ids))
+    return _assemble(variant, k1, b, delta, list(vocab), doc_ids, term, doc, tf, doclen,
+                     tokenizer or {})
+
+
+def add_documents(index: BM25Index, docs_tokens: Sequence[Sequence[str]],
+                  doc_ids: Sequence[str] | None = None) -> BM25Index:
+    """A new index holding the old documents and these; every score is recomputed from raw tf.
+
+    N, df and avgdl change, so does every idf and length norm: the result equals a fresh
+    `build_index` over all documents (ids default to continuing the numbering).
+    """
+    n_old = index.n_docs
+    if doc_ids is None:
+        doc_ids = [str(i) for i in range(n_old + 1, n_old + len(docs_tokens) + 1)]
+    doc_ids = list(doc_ids)
+    if len(doc_ids) != len(docs_tokens):
+        raise NlpkitError(f"{len(doc_ids)} document ids for {len(docs_tokens)} documents")
+    all_ids = list(index.doc_ids) + doc_ids
+    if len(set(all_ids)) != len(all_ids):
+        from nlpkit.retrieval.corpus import check_unique_ids
+        check_unique_ids(all_ids, "index + new documents")
+    vocab = dict(index.term_id)
+    new_term, new_doc, new_tf, new_len = _count_postings(docs_tokens, vocab, n_old)
+    old_counts = np.diff(np.asarray(index.indptr))
+    old_term = np.repeat(np.arange(len(index.vocab), dtype=np.int64), old_counts)  # [P_old]
+    term = np.concatenate([old_term, new_term])
+    doc = np.concatenate([np.asarray(index.docs, dtype=np.int64), new_doc])
+    tf = np.concatenate([np.asarray(index.tf, dtype=np.int64), new_tf])
+    order = np.argsort(term, kind="stable")  # old postings of a term precede the new (higher) docs
+    doclen = np.concatenate([np.asarray(index.doclen), new_len])
+    return _assemble(index.variant, index.k1, index.b, index.delta, list(vocab), all_ids,
+                     term[order], doc[order], tf[order], doclen, index.tokenizer)

@@ -1,0 +1,137 @@
+"""Saving and loading BM25 indexes: a directory of `.npy` arrays plus a JSON header.
+
+    INDEX/
+      header.json   {"format": "nlpkit-bm25", "format_version": 1, variant, k1, b, delta,
+                     n_docs, n_terms, n_postings, tokenizer settings, doc ids, array manifest}
+      vocab.json    the terms, in term-id order
+      indptr.npy docs.npy scores.npy tf.npy doclen.npy nonocc.npy
+
+`load_index` memory-maps the arrays (np.load(mmap_mode="r")): loading reads the two JSON
+files and maps the rest, so it takes milliseconds and the OS pages postings in on demand.
+Every array's dtype and shape are checked against the manifest, so a truncated, corrupt or
+foreign directory is refused with a message naming the file, never half-loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError
+from nlpkit.retrieval.bm25 import VARIANTS, BM25Index
+
+FORMAT = "nlpkit-bm25"
+FORMAT_VERSION = 1
+ARRAYS = ("indptr", "docs", "scores", "tf", "doclen", "nonocc")
+HEADER = "header.json"
+VOCAB = "vocab.json"
+
+
+def save_index(index: BM25Index, path: str) -> None:
+    """Write `index` to directory `path` (created if needed; files of an older index replaced).
+
+    Arrays are written first and the header last, so an interrupted save leaves no valid header
+    over mismatched arrays.
+    """
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise NlpkitError(f"{path}: exists and is not a directory (an index is a directory)")
+    os.makedirs(path, exist_ok=True)
+    header_path = os.path.join(path, HEADER)
+    if os.path.exists(header_path):
+        os.remove(header_path)
+    manifest = {}
+    for name in ARRAYS:
+        arr = np.ascontiguousarray(getattr(index, name))
+        tmp = os.path.join(path, f".{name}.npy.tmp")
+        with open(tmp, "wb") as f:
+            np.save(f, arr, allow_pickle=False)
+        os.replace(tmp, os.path.join(path, f"{name}.npy"))
+        manifest[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape)}
+    with open(os.path.join(path, VOCAB), "w", encoding="utf-8") as f:
+        json.dump(index.vocab, f, ensure_ascii=False, separators=(",", ":"))
+    header = {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "variant": index.variant, "k1": index.k1, "b": index.b, "delta": index.delta,
+        "n_docs": index.n_docs, "n_terms": len(index.vocab), "n_postings": int(len(index.docs)),
+        "tokenizer": index.tokenizer, "arrays": manifest, "doc_ids": index.doc_ids,
+    }
+    tmp = header_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(header, f, ensure_ascii=False, separators=(",", ":"))
+    os.replace(tmp, header_path)
+
+
+def _read_json(path: str, what: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise NlpkitError(f"{path}: missing; not an nlpkit BM25 index ({what} not found)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise NlpkitError(f"{path}: corrupt {what} ({e}); rebuild the index with `nlpkit bm25 index`") from None
+
+
+def read_header(path: str) -> dict:
+    """The validated header of the index directory `path`."""
+    if not os.path.isdir(path):
+        if os.path.exists(path):
+            raise NlpkitError(f"{path}: not an nlpkit BM25 index (an index is a directory with {HEADER})")
+        raise NlpkitError(f"{path}: no such index directory")
+    header = _read_json(os.path.join(path, HEADER), "header")
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise NlpkitError(f"{path}: not an nlpkit BM25 index (header format is "
+                          f"{header.get('format') if isinstance(header, dict) else None!r})")
+    version = header.get("format_version")
+    if version != FORMAT_VERSION:
+        raise NlpkitError(f"{path}: index format version {version} is not supported by this nlpkit "
+                          f"(reads version {FORMAT_VERSION}); rebuild it with `nlpkit bm25 index`")
+    need = ("variant", "k1", "b", "delta", "n_docs", "n_terms", "n_postings", "arrays", "doc_ids")
+    missing = [k for k in need if k not in header]
+    if missing or header["variant"] not in VARIANTS:
+        raise NlpkitError(f"{path}: corrupt index header (missing or bad: "
+                          f"{', '.join(missing) or 'variant'})")
+    return header
+
+
+def _load_array(path: str, name: str, spec: dict, mmap: bool) -> np.ndarray:
+    file = os.path.join(path, f"{name}.npy")
+    try:
+        arr = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except FileNotFoundError:
+        raise NlpkitError(f"{file}: missing; the index is incomplete, rebuild it") from None
+    except (ValueError, OSError, EOFError) as e:
+        raise NlpkitError(f"{file}: corrupt or truncated array ({e}); rebuild the index") from None
+    if arr.dtype.str != spec.get("dtype") or list(arr.shape) != spec.get("shape"):
+        raise NlpkitError(f"{file}: holds {arr.dtype.str}{list(arr.shape)}, header says "
+                          f"{spec.get('dtype')}{spec.get('shape')}; the index is corrupt, rebuild it")
+    return arr
+
+
+def load_index(path: str, mmap: bool = True) -> BM25Index:
+    """Open a saved index; arrays are memory-mapped read-only unless ``mmap=False``."""
+    header = read_header(path)
+    vocab = _read_json(os.path.join(path, VOCAB), "vocabulary")
+    n_docs, n_terms, n_post = header["n_docs"], header["n_terms"], header["n_postings"]
+    doc_ids = header["doc_ids"]
+    if not isinstance(vocab, list) or len(vocab) != n_terms or len(doc_ids) != n_docs:
+        raise NlpkitError(f"{path}: corrupt index (vocabulary or document ids do not match the header)")
+    expected = {"indptr": [n_terms + 1], "docs": [n_post], "scores": [n_post], "tf": [n_post],
+                "doclen": [n_docs], "nonocc": [n_terms]}
+    arrays = {}
+    for name in ARRAYS:
+        spec = header["arrays"].get(name, {})
+        if spec.get("shape") != expected[name]:
+            raise NlpkitError(f"{path}: corrupt index header (array {name} has shape "
+                              f"{spec.get('shape')}, expected {expected[name]})")
+        arrays[name] = _load_array(path, name, spec, mmap)
+    if int(arrays["indptr"][0]) != 0 or int(arrays["indptr"][-1]) != n_post:
+        raise NlpkitError(f"{os.path.join(path, 'indptr.npy')}: corrupt postings pointers; rebuild the index")
+    return BM25Index(variant=header["variant"], k1=header["k1"], b=header["b"], delta=header["delta"],
+                     vocab=vocab, doc_ids=doc_ids, tokenizer=header.get("tokenizer") or {}, **arrays)
+
+
+def index_size(path: str) -> int:
+    """Bytes on disk of the index directory's files."""
+    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
