@@ -66,14 +66,19 @@ class EvalOptions:
 
 # ---------------------------------------------------------------------------- inputs
 
-def read_segments(path: str, errors: str = "strict") -> list[str]:
+def read_segments(path: str, errors: str = "strict", role: str = "") -> list[str]:
     """One segment per line, as sacrebleu's CLI reads them (``line.rstrip()``, BOM kept).
 
-    An empty file is an error; an empty line is a legal (empty) segment.
+    An empty file is an error; an empty line is a legal (empty) segment. ``role``
+    ('reference', 'hypothesis') starts the error messages.
     """
-    lines = [line.rstrip() for line in iter_lines(path, errors=errors, strip_bom=False)]
+    prefix = f"{role} " if role else ""
+    try:
+        lines = [line.rstrip() for line in iter_lines(path, errors=errors, strip_bom=False)]
+    except NlpkitError as e:
+        raise NlpkitError(f"{prefix}{e}") from None
     if not lines:
-        raise NlpkitError(f"{display_name(path)}: empty file (expected one segment per line)")
+        raise NlpkitError(f"{prefix}{display_name(path)}: empty file (expected one segment per line)")
     return lines
 
 
@@ -84,7 +89,8 @@ def read_refs_tsv(path: str, errors: str = "strict") -> list[list[str]]:
     as many fields as the first; each field is ``rstrip()``-ed like a reference line.
     """
     streams: list[list[str]] = []
-    for lineno, line in enumerate(iter_lines(path, errors=errors, strip_bom=False), 1):
+    lines = iter_lines(path, errors=errors, strip_bom=False)
+    for lineno, line in enumerate(lines, 1):
         fields = line.split("\t")
         if lineno == 1:
             streams = [[] for _ in fields]
@@ -106,7 +112,7 @@ def load_references(paths: Sequence[str], refs_tsv: str | None = None,
     streams: list[list[str]] = []
     for p in paths:
         names.append(display_name(p))
-        streams.append(read_segments(p, errors))
+        streams.append(read_segments(p, errors, role="reference"))
     if refs_tsv is not None:
         cols = read_refs_tsv(refs_tsv, errors)
         names += [f"{display_name(refs_tsv)}[{i + 1}]" for i in range(len(cols))]

@@ -141,7 +141,7 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
         ter_normalized=ter_normalized, ter_no_punct=ter_no_punct,
         ter_asian_support=ter_asian_support, short_signature=short_signature)
     ref_names, references = mt_eval.load_references(refs, refs_tsv, encoding_errors)
-    systems = [(display_name(p), mt_eval.read_segments(p, encoding_errors)) for p in seen]
+    systems = [(display_name(p), mt_eval.read_segments(p, encoding_errors, "hypothesis")) for p in seen]
     for name, lines in systems:  # fail before any (slow) scoring
         mt_eval.check_lengths(name, lines, ref_names[0], references)
 
