@@ -90,9 +90,10 @@ def _iter_paragraphs(lines: Iterable[str]) -> Iterator[str]:
         yield "\n".join(block)
 
 
-def _jsonl_records(path: str, id_field: str | None, field: str, errors: str) -> Iterator[tuple[str, str]]:
+def _jsonl_records(path: str, id_field: str | None, field: str, errors: str,
+                   first_id: int = 1) -> Iterator[tuple[str, str]]:
     name = display_name(path)
-    n = 0
+    n = first_id - 1
     for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
         if not line.strip():
             continue
@@ -130,12 +131,13 @@ def _tsv_records(path: str, errors: str) -> Iterator[tuple[str, str]]:
 
 def read_records(path: str, fmt: str = "auto", id_field: str | None = "id", field: str = "text",
                  errors: str = "strict", kind: str = "corpus", fields: str = "T,W",
-                 query_ids: str = "file") -> list[tuple[str, str]]:
+                 query_ids: str = "file", first_id: int = 1) -> list[tuple[str, str]]:
     """All (id, text) records of a corpus or query file; duplicate ids are an error.
 
     ``kind`` is ``corpus`` or ``queries`` (queries default to tsv, and skip bodiless SMART
     records). ``query_ids="position"`` renumbers records 1..n in file order (the Cranfield
-    qrels number queries by position, not by the ``.I`` ids of ``cran.qry``).
+    qrels number queries by position, not by the ``.I`` ids of ``cran.qry``). Formats without
+    ids (lines, paragraphs, jsonl without ``id_field``) number records from ``first_id``.
     """
     if fmt not in CORPUS_FORMATS:
         raise NlpkitError(f"unknown format {fmt!r} (choose from {', '.join(CORPUS_FORMATS)})")
@@ -143,15 +145,16 @@ def read_records(path: str, fmt: str = "auto", id_field: str | None = "id", fiel
         fmt = detect_format(path, errors, default="tsv" if kind == "queries" else "lines")
     name = display_name(path)
     if fmt == "lines":
-        records = [(str(i), t) for i, t in enumerate(iter_lines(path, errors=errors), 1)]
+        records = [(str(i), t) for i, t in enumerate(iter_lines(path, errors=errors), first_id)]
         if kind == "queries":
             records = [r for r in records if r[1].strip()]
     elif fmt == "tsv":
         records = list(_tsv_records(path, errors))
     elif fmt == "jsonl":
-        records = list(_jsonl_records(path, id_field, field, errors))
+        records = list(_jsonl_records(path, id_field, field, errors, first_id))
     elif fmt == "paragraphs":
-        records = [(str(i), t) for i, t in enumerate(_iter_paragraphs(iter_lines(path, errors=errors)), 1)]
+        records = [(str(i), t) for i, t in
+                   enumerate(_iter_paragraphs(iter_lines(path, errors=errors)), first_id)]
     else:
         tags = [t.strip() for t in fields.split(",") if t.strip()]
         records = parse_smart(iter_lines(path, errors=errors), tags, name, skip_empty=kind == "queries")

@@ -1,0 +1,192 @@
+"""`nlpkit bm25`: build, search and extend BM25 indexes (core: nlpkit/retrieval/)."""
+
+from __future__ import annotations
+
+import click
+
+from nlpkit.cli.common import (encoding_option, format_option, input_paths, open_writer, progress,
+                               quiet_option, signature_option, warn)
+from nlpkit.cli.trec import emit, qrels_options, run_format_option
+
+VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+CORPUS_FORMATS = ("auto", "lines", "tsv", "jsonl", "paragraphs", "smart")
+
+
+def corpus_options(f):
+    for deco in reversed([
+        click.option("--corpus-format", type=click.Choice(CORPUS_FORMATS), default="auto",
+                     show_default=True,
+                     help="lines (id = line number), tsv (id<TAB>text), jsonl, paragraphs "
+                          "(blank-line separated), smart (.I/.T/.W: Cranfield, CISI, CACM); "
+                          "auto detects smart and jsonl, else lines."),
+        click.option("--id-field", default="id", show_default=True, help="JSONL: the id field."),
+        click.option("--field", default=None,
+                     help="JSONL: the text field [text]; smart: comma-separated tags [T,W]."),
+    ]):
+        f = deco(f)
+    return f
+
+
+def model_options(f):
+    for deco in reversed([
+        click.option("--variant", type=click.Choice(VARIANTS), default="lucene", show_default=True,
+                     help="BM25 variant (formulas as bm25s)."),
+        click.option("--k1", type=click.FloatRange(min=0), default=1.5, show_default=True,
+                     help="Term-frequency saturation."),
+        click.option("--b", type=click.FloatRange(0, 1), default=0.75, show_default=True,
+                     help="Length normalisation."),
+        click.option("--delta", type=click.FloatRange(min=0), default=0.5, show_default=True,
+                     help="bm25l / bm25+ lower bound (ignored by the others)."),
+        click.option("--stopwords", default=None, help="english, lucene, none, or a file (one word a line)."),
+        click.option("--token-pattern", default=None,
+                     help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn and bm25s]."),
+    ]):
+        f = deco(f)
+    return f
+
+
+def _read_corpus(path, corpus_format, id_field, field, errors, first_id=1):
+    from nlpkit.retrieval.corpus import detect_format, read_records
+
+    fmt = detect_format(path, errors) if corpus_format == "auto" else corpus_format
+    field = field or ("T,W" if fmt == "smart" else "text")
+    return read_records(path, fmt, id_field=id_field, field=field, fields=field, errors=errors,
+                        first_id=first_id)
+
+
+def _build(path, corpus_format, id_field, field, variant, k1, b, delta, stopwords, token_pattern,
+           errors, quiet):
+    from nlpkit.retrieval.search import index_texts
+
+    records = _read_corpus(path, corpus_format, id_field, field, errors)
+    with progress("indexing", total=len(records), quiet=quiet) as tick:
+        return index_texts(records, variant=variant, k1=k1, b=b, delta=delta, pattern=token_pattern,
+                           stopwords=stopwords, progress=tick)
+
+
+@click.group("bm25")
+def command() -> None:
+    """BM25 search: build an index (index), query it (search), append documents (add).
+
+    \b
+      nlpkit bm25 index cran.all.1400 -o cran.idx --variant lucene --k1 1.2
+      nlpkit bm25 search cran.idx --query "boundary layer heat transfer" --top 5
+      nlpkit bm25 search cran.idx --queries cran.qry --query-ids position \\
+          --qrels cranqrel --qrels-format cranfield
+      nlpkit bm25 add cran.idx more_docs.tsv --corpus-format tsv
+    """
+
+
+@command.command("index")
+@click.argument("corpus", required=False)
+@click.option("-o", "--output", "index_path", required=True, type=click.Path(file_okay=False),
+              help="Index directory to write.")
+@corpus_options
+@model_options
+@format_option
+@signature_option
+@quiet_option
+@encoding_option
+def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
+              token_pattern, fmt, no_signature, quiet, encoding_errors):
+    """Index CORPUS (a file, or '-' / stdin) into the directory INDEX."""
+    from nlpkit.retrieval.search import signature
+    from nlpkit.retrieval.store import index_size, save_index
+
+    path = input_paths([corpus] if corpus else [], "corpus")[0]
+    idx = _build(path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
+                 token_pattern, encoding_errors, quiet)
+    save_index(idx, index_path)
+    _summary(idx, index_path, index_size(index_path), signature(idx), fmt, no_signature)
+
+
+def _summary(idx, index_path, size, sig, fmt, no_signature):
+    cols = ["index", "documents", "terms", "postings", "avgdl", "bytes"]
+    with open_writer(cols, fmt, sig, no_signature) as out:
+        out.write({"index": index_path, "documents": idx.n_docs, "terms": len(idx.vocab),
+                   "postings": int(len(idx.docs)), "avgdl": idx.avgdl, "bytes": size})
+
+
+@command.command("add")
+@click.argument("index_path", metavar="INDEX", type=click.Path(file_okay=False))
+@click.argument("corpus", required=False)
+@corpus_options
+@format_option
+@signature_option
+@quiet_option
+@encoding_option
+def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signature, quiet,
+            encoding_errors):
+    """Append the documents of CORPUS to INDEX; every score is recomputed (N, df, avgdl change).
+
+    Documents without ids (lines, paragraphs) continue the index's numbering.
+    """
+    from nlpkit.retrieval.search import add_texts, signature
+    from nlpkit.retrieval.store import index_size, load_index, save_index
+
+    path = input_paths([corpus] if corpus else [], "corpus")[0]
+    idx = load_index(index_path, mmap=False)
+    records = _read_corpus(path, corpus_format, id_field, field, encoding_errors,
+                           first_id=idx.n_docs + 1)
+    if not records:
+        warn("no documents to add; the index is unchanged", quiet)
+    else:
+        idx = add_texts(idx, records)
+        save_index(idx, index_path)
+    _summary(idx, index_path, index_size(index_path), signature(idx), fmt, no_signature)
+
+
+@command.command("search")
+@click.argument("index_path", metavar="[INDEX]", required=False, type=click.Path(file_okay=False))
+@click.option("--query", "query_texts", multiple=True, help="A query (repeatable; ids 1, 2, ...).")
+@click.option("--queries", "queries_path", type=click.Path(dir_okay=False), default=None,
+              help="Query file: TSV qid<TAB>text, JSONL, lines or SMART (see --queries-format).")
+@click.option("--queries-format", type=click.Choice(CORPUS_FORMATS), default="auto", show_default=True,
+              help="auto: smart or jsonl when they look so, else tsv.")
+@click.option("--query-field", default="text", show_default=True, help="JSONL queries: the text field.")
+@click.option("--query-ids", type=click.Choice(("file", "position")), default="file", show_default=True,
+              help="position: number queries 1..n in file order (Cranfield's qrels do).")
+@click.option("--corpus", "corpus_path", default=None,
+              help="Build an in-memory index from this corpus instead of loading INDEX.")
+@corpus_options
+@model_options
+@click.option("-k", "--top", type=click.IntRange(min=1), default=None,
+              help="Results per query [default: 10; 1000 with --qrels].")
+@qrels_options
+@run_format_option
+@signature_option
+@quiet_option
+@encoding_option
+def search_cmd(index_path, query_texts, queries_path, queries_format, query_field, query_ids,
+               corpus_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
+               token_pattern, top, qrels, qrels_format, metrics, per_query, run_path, tag, fmt,
+               no_signature, quiet, encoding_errors):
+    """Search INDEX (or an in-memory --corpus) with --query TEXT or --queries FILE."""
+    from nlpkit.retrieval.corpus import read_records
+    from nlpkit.retrieval.search import search_texts, signature
+    from nlpkit.retrieval.store import load_index
+
+    if (index_path is None) == (corpus_path is None):
+        raise click.UsageError("give an INDEX directory or --corpus FILE (exactly one)")
+    if not query_texts and not queries_path:
+        raise click.UsageError("give --query TEXT or --queries FILE")
+    if qrels:
+        from nlpkit.retrieval.metrics import parse_metrics
+        parse_metrics(metrics)  # a bad --metrics is a usage error before any work
+    queries = [(str(i), q) for i, q in enumerate(query_texts, 1)]
+    if queries_path:
+        qfield = query_field
+        queries += read_records(queries_path, queries_format, id_field=id_field, field=qfield,
+                                fields="W", errors=encoding_errors, kind="queries",
+                                query_ids=query_ids)
+    if index_path:
+        idx = load_index(index_path)
+    else:
+        idx = _build(corpus_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
+                     token_pattern, encoding_errors, quiet)
+    k = top or (1000 if qrels else 10)
+    with progress("searching", total=len(queries), quiet=quiet) as tick:
+        run = search_texts(idx, queries, k, progress=tick)
+    sig = signature(idx)
+    emit(run, sig, fmt, no_signature, tag or f"nlpkit-bm25-{idx.variant}", qrels, qrels_format,
+         metrics, per_query, run_path, encoding_errors, quiet)
