@@ -1,0 +1,301 @@
+"""Tokenizer files: HF tokenizer.json, vocab.json + merges.txt, and GGUF tokenizer metadata.
+
+Readers check every field they use and raise NlpkitError naming it
+(``tokenizer.json: model.vocab: expected an object of token -> id``); writers produce what
+HF ``tokenizers`` writes, so ``tokenizers.Tokenizer.from_file`` loads it and encodes the same.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import regex
+
+from nlpkit.bpe.pretokenize import PreTokenizer, SplitStep
+from nlpkit.bpe.tokenizer import AddedToken, Tokenizer
+from nlpkit.errors import NlpkitError
+
+MERGES_HEADER = "#version: 0.2"
+_BEHAVIORS = {"Isolated": "isolated", "Removed": "removed"}
+
+
+def _bad(where: str, field: str, what: str) -> NlpkitError:
+    return NlpkitError(f"{where}: {field}: {what}")
+
+
+# ---------------------------------------------------------------------------- reading
+def _pretokenizer_from_json(spec: Any, where: str) -> PreTokenizer:
+    """HF pre_tokenizer JSON -> PreTokenizer: Split/Digits steps, then one ByteLevel."""
+    if spec is None:
+        raise _bad(where, "pre_tokenizer", "missing; nlpkit reads byte-level BPE, which needs a ByteLevel pre-tokenizer")
+    items = spec.get("pretokenizers") if isinstance(spec, dict) and spec.get("type") == "Sequence" else [spec]
+    if not isinstance(items, list) or not items:
+        raise _bad(where, "pre_tokenizer.pretokenizers", "expected a non-empty list")
+    steps: list[SplitStep] = []
+    for k, item in enumerate(items):
+        field = f"pre_tokenizer.pretokenizers[{k}]" if len(items) > 1 or spec is not item else "pre_tokenizer"
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "ByteLevel":
+            if k != len(items) - 1:
+                raise _bad(where, field, "ByteLevel must be the last pre-tokenizer")
+            return PreTokenizer(steps, add_prefix_space=bool(item.get("add_prefix_space", False)),
+                                use_regex=bool(item.get("use_regex", True)))
+        if kind == "Digits":
+            steps.append(SplitStep(r"\p{N}" if item.get("individual_digits") else r"\p{N}+"))
+        elif kind == "Split":
+            pat = item.get("pattern")
+            if isinstance(pat, dict) and isinstance(pat.get("Regex"), str):
+                source = pat["Regex"]
+            elif isinstance(pat, dict) and isinstance(pat.get("String"), str):
+                source = regex.escape(pat["String"])
+            else:
+                raise _bad(where, f"{field}.pattern", "expected {\"Regex\": ...} or {\"String\": ...}")
+            behavior = _BEHAVIORS.get(item.get("behavior"))
+            if behavior is None or item.get("invert"):
+                raise _bad(where, f"{field}.behavior", f"{item.get('behavior')!r} (invert={item.get('invert')}) is not supported")
+            steps.append(SplitStep(source, behavior))
+        else:
+            raise _bad(where, field, f"pre-tokenizer type {kind!r} is not supported (Split, Digits, ByteLevel)")
+    raise _bad(where, "pre_tokenizer", "no ByteLevel step; nlpkit reads byte-level BPE only")
+
+
+def _merges_from(value: Any, where: str, field: str) -> list[tuple[str, str]]:
+    if not isinstance(value, list):
+        raise _bad(where, field, "expected a list of merges")
+    out = []
+    for k, m in enumerate(value):
+        if isinstance(m, str):
+            parts = m.split(" ")
+        elif isinstance(m, (list, tuple)):
+            parts = list(m)
+        else:
+            parts = None
+        if not parts or len(parts) != 2 or not all(isinstance(p, str) and p for p in parts):
+            raise _bad(where, f"{field}[{k}]", f"expected 'a b' or [a, b], got {m!r}")
+        out.append((parts[0], parts[1]))
+    return out
+
+
+def _vocab_from(value: Any, where: str, field: str) -> dict[str, int]:
+    if not isinstance(value, dict) or not all(isinstance(v, int) and v >= 0 for v in value.values()):
+        raise _bad(where, field, "expected an object of token -> non-negative integer id")
+    return dict(value)
+
+
+def _added_from(value: Any, where: str) -> list[AddedToken]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _bad(where, "added_tokens", "expected a list")
+    out = []
+    for k, t in enumerate(value):
+        if not isinstance(t, dict) or not isinstance(t.get("content"), str) or not isinstance(t.get("id"), int):
+            raise _bad(where, f"added_tokens[{k}]", "expected {\"id\": int, \"content\": str, ...}")
+        out.append(AddedToken(t["content"], t["id"], bool(t.get("special", False))))
+    return out
+
+
+def _bos_from_post_processor(spec: Any, added: dict[str, int]) -> int | None:
+    """The id a TemplateProcessing post-processor puts before a single sequence, if any."""
+    if not isinstance(spec, dict):
+        return None
+    procs = spec.get("processors", [spec]) if spec.get("type") == "Sequence" else [spec]
+    for p in procs:
+        if isinstance(p, dict) and p.get("type") == "TemplateProcessing":
+            single = p.get("single") or []
+            if single and isinstance(single[0], dict) and "SpecialToken" in single[0]:
+                return added.get(single[0]["SpecialToken"].get("id"))
+    return None
+
+
+def load_tokenizer_json(path: str | Path) -> Tokenizer:
+    """An HF tokenizer.json with a byte-level BPE model -> Tokenizer."""
+    path = Path(path)
+    where = str(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise NlpkitError(f"cannot read {where}: {e.strerror or e}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NlpkitError(f"{where}: not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise _bad(where, "(top level)", "expected a JSON object")
+    model = data.get("model")
+    if not isinstance(model, dict):
+        raise _bad(where, "model", "missing or not an object")
+    if model.get("type", "BPE") != "BPE":
+        raise _bad(where, "model.type", f"{model.get('type')!r} is not supported (BPE only)")
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(key):
+            raise _bad(where, f"model.{key}", "is not supported for byte-level BPE")
+    if data.get("normalizer") is not None:
+        raise _bad(where, "normalizer", f"{data['normalizer'].get('type') if isinstance(data['normalizer'], dict) else data['normalizer']!r} is not supported (byte-level BPE has none)")
+    vocab = _vocab_from(model.get("vocab"), where, "model.vocab")
+    merges = _merges_from(model.get("merges"), where, "model.merges")
+    added = _added_from(data.get("added_tokens"), where)
+    pre = _pretokenizer_from_json(data.get("pre_tokenizer"), where)
+    bos = _bos_from_post_processor(data.get("post_processor"), {t.content: t.id for t in added})
+    try:
+        return Tokenizer(vocab, merges, added_tokens=added, pretokenizer=pre,
+                         ignore_merges=bool(model.get("ignore_merges", False)), bos_id=bos)
+    except NlpkitError as e:
+        raise _bad(where, "model.merges", str(e)) from None
+
+
+def load_vocab_merges(vocab_path: str | Path, merges_path: str | Path, **kw) -> Tokenizer:
+    """vocab.json + merges.txt (GPT-2 style, '#version' header optional) -> Tokenizer."""
+    try:
+        vocab = _vocab_from(json.loads(Path(vocab_path).read_text(encoding="utf-8")), str(vocab_path), "(top level)")
+        lines = Path(merges_path).read_text(encoding="utf-8").split("\n")
+    except OSError as e:
+        raise NlpkitError(f"cannot read {e.filename}: {e.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NlpkitError(f"{vocab_path}: not valid JSON: {e}") from None
+    merges = []
+    for k, line in enumerate(lines, 1):
+        if not line or (k == 1 and line.startswith("#version")):
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2 or not all(parts):
+            raise _bad(str(merges_path), f"line {k}", f"expected 'a b', got {line!r}")
+        merges.append((parts[0], parts[1]))
+    return from_vocab_merges(vocab, merges, **kw)
+
+
+def _tokenizer_config_ids(directory: Path, tok: Tokenizer) -> None:
+    """bos/eos from tokenizer_config.json (a string or {"content": ...}), when present."""
+    cfg_path = directory / "tokenizer_config.json"
+    if not cfg_path.is_file():
+        return
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return
+    for key, attr in (("bos_token", "bos_id"), ("eos_token", "eos_id")):
+        value = cfg.get(key)
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str) and tok.token_to_id(value) is not None:
+            setattr(tok, attr, tok.token_to_id(value))
+
+
+def load_dir(directory: str | Path) -> Tokenizer:
+    """A tokenizer directory: tokenizer.json, else vocab.json + merges.txt."""
+    d = Path(directory)
+    if (d / "tokenizer.json").is_file():
+        tok = load_tokenizer_json(d / "tokenizer.json")
+    elif (d / "vocab.json").is_file() and (d / "merges.txt").is_file():
+        tok = load_vocab_merges(d / "vocab.json", d / "merges.txt")
+    else:
+        raise NlpkitError(f"{d}: no tokenizer.json, nor vocab.json + merges.txt")
+    _tokenizer_config_ids(d, tok)
+    return tok
+
+
+def from_vocab_merges(vocab: Mapping[str, int] | Sequence[str], merges: Sequence[tuple[str, str] | str], *,
+                      special_tokens: Mapping[str, int] | Iterable[str] = (), pattern: str | None = "gpt2",
+                      pretokenizer: PreTokenizer | None = None, add_prefix_space: bool = False,
+                      **kw) -> Tokenizer:
+    """Tokenizer from in-memory vocab/merges. Special tokens already in the vocab keep their id;
+    new ones get the next free ids."""
+    if not isinstance(vocab, Mapping):
+        vocab = {t: i for i, t in enumerate(vocab)}
+    vocab = dict(vocab)
+    pairs = _merges_from(list(merges), "merges", "merges")
+    specials = dict(special_tokens) if isinstance(special_tokens, Mapping) else {s: None for s in special_tokens}
+    added, next_id = [], max(vocab.values(), default=-1) + 1
+    for content, i in specials.items():
+        if i is None:
+            i = vocab.get(content)
+            if i is None:
+                i, next_id = next_id, next_id + 1
+        added.append(AddedToken(content, i, True))
+    if pretokenizer is None:
+        pretokenizer = PreTokenizer.from_pattern(pattern, add_prefix_space)
+    return Tokenizer(vocab, pairs, added_tokens=added, pretokenizer=pretokenizer, **kw)
+
+
+#: llama.cpp `tokenizer.ggml.pre` names -> the pre-tokenizer its vocabulary was trained with.
+GGUF_PRE = {"gpt-2": [], "default": [], "smollm": [r"\p{N}"], "starcoder": [r"\p{N}"], "refact": [r"\p{N}"]}
+
+
+def from_gguf_metadata(tokens: Sequence[str], merges: Sequence[str], *, pre: str | None = None,
+                       token_types: Sequence[int] | None = None, bos_id: int | None = None,
+                       eos_id: int | None = None) -> Tokenizer:
+    """Tokenizer from GGUF metadata (tokenizer.ggml.tokens / merges / token_type / pre);
+    tokens of type 3 (control) become special tokens, as llama.cpp and transformers treat them."""
+    pre_name = pre or "default"
+    if pre_name not in GGUF_PRE:
+        raise NlpkitError(f"GGUF tokenizer.ggml.pre {pre_name!r} is not supported ({', '.join(sorted(GGUF_PRE))})")
+    pretok = PreTokenizer([SplitStep(p) for p in GGUF_PRE[pre_name]], use_regex=True)
+    specials = {t: i for i, (t, ty) in enumerate(zip(tokens, token_types or ())) if ty == 3}
+    vocab = {t: i for i, t in enumerate(tokens)}
+    tok = from_vocab_merges(vocab, list(merges), special_tokens=specials, pretokenizer=pretok)
+    tok.bos_id, tok.eos_id = bos_id, eos_id
+    return tok
+
+
+def load_gguf_tokenizer(path: str | Path) -> Tokenizer:
+    """The tokenizer stored in a GGUF file's metadata (byte-level 'gpt2' model only)."""
+    from gguf import GGUFReader
+    reader = GGUFReader(str(path))
+
+    def field(name: str) -> Any:
+        f = reader.fields.get(name)
+        return f.contents() if f is not None else None
+
+    if field("tokenizer.ggml.model") != "gpt2":
+        raise NlpkitError(f"{path}: tokenizer.ggml.model {field('tokenizer.ggml.model')!r} is not byte-level BPE ('gpt2')")
+    return from_gguf_metadata(field("tokenizer.ggml.tokens"), field("tokenizer.ggml.merges"),
+                              pre=field("tokenizer.ggml.pre"), token_types=field("tokenizer.ggml.token_type"),
+                              bos_id=field("tokenizer.ggml.bos_token_id"), eos_id=field("tokenizer.ggml.eos_token_id"))
+
+
+# ---------------------------------------------------------------------------- writing
+def _pretokenizer_to_json(pre: PreTokenizer) -> dict:
+    items: list[dict] = []
+    for s in pre.steps:
+        if s.pattern in (r"\p{N}", r"\p{N}+") and s.behavior == "isolated":
+            items.append({"type": "Digits", "individual_digits": s.pattern == r"\p{N}"})
+        else:
+            items.append({"type": "Split", "pattern": {"Regex": s.pattern},
+                          "behavior": s.behavior.capitalize(), "invert": False})
+    items.append({"type": "ByteLevel", "add_prefix_space": pre.add_prefix_space, "trim_offsets": True,
+                  "use_regex": pre.use_regex})
+    return items[0] if len(items) == 1 else {"type": "Sequence", "pretokenizers": items}
+
+
+def tokenizer_json(tok: Tokenizer) -> dict:
+    """The HF tokenizer.json object for `tok`."""
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": t.id, "content": t.content, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": not t.special, "special": t.special}
+                         for t in sorted(tok.added_tokens, key=lambda t: t.id)],
+        "normalizer": None,
+        "pre_tokenizer": _pretokenizer_to_json(tok.pretokenizer),
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": tok.ignore_merges,
+                  "vocab": dict(sorted(tok.vocab.items(), key=lambda kv: kv[1])),
+                  "merges": [list(m) for m in tok.merges]},
+    }
+
+
+def save_dir(tok: Tokenizer, directory: str | Path) -> None:
+    """tokenizer.json + vocab.json + merges.txt (with the '#version: 0.2' header)."""
+    d = Path(directory)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "tokenizer.json").write_text(json.dumps(tokenizer_json(tok), ensure_ascii=False, indent=2) + "\n",
+                                          encoding="utf-8")
+        vocab = dict(sorted(tok.vocab.items(), key=lambda kv: kv[1]))
+        (d / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False) + "\n", encoding="utf-8")
+        (d / "merges.txt").write_text("\n".join([MERGES_HEADER, *(f"{a} {b}" for a, b in tok.merges)]) + "\n",
+                                      encoding="utf-8")
+    except OSError as e:
+        raise NlpkitError(f"cannot write to {d}: {e.strerror or e}") from None

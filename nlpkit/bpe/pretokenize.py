@@ -1,0 +1,157 @@
+"""Byte-level alphabet and pre-tokenization: text -> pieces -> byte-level strings.
+
+Byte-level BPE (GPT-2) never sees raw text. Text is first cut into pieces by a regex
+(the pre-tokenizer: words, numbers, punctuation runs, whitespace), then every piece is
+re-spelled byte by byte in a 256-symbol alphabet of printable characters, so merges
+never cross piece boundaries and any UTF-8 text round-trips exactly.
+
+    >>> byte_level("héllo")
+    'hÃ©llo'
+    >>> PreTokenizer.from_pattern("gpt2").split("Hello world's 2024!")
+    ['Hello', ' world', "'s", ' 2024', '!']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import regex
+
+from nlpkit.errors import UsageError
+
+#: GPT-2's pre-tokenizer (also HF ``ByteLevel(use_regex=True)``).
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+#: GPT-4's cl100k_base pre-tokenizer (case-insensitive contractions, numbers of 1-3 digits).
+GPT4_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
+                r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+PATTERNS: dict[str, str | None] = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN, "none": None}
+# Patterns whose alternatives match every character, so findall() alone gives the pieces.
+_TOTAL_PATTERNS = {GPT2_PATTERN, GPT4_PATTERN}
+
+
+@lru_cache(maxsize=1)
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte -> printable character table: printable Latin-1 bytes map to themselves,
+    the other 68 bytes to U+0100.. in byte order (space -> 'Ġ', newline -> 'Ċ')."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+BYTE_ENCODER: dict[int, str] = bytes_to_unicode()
+BYTE_DECODER: dict[str, int] = {c: b for b, c in BYTE_ENCODER.items()}
+_LATIN1_TO_BYTE_LEVEL = {b: c for b, c in BYTE_ENCODER.items()}  # for str.translate on latin-1 text
+
+
+def byte_level(piece: str) -> str:
+    """Re-spell `piece` in the byte-level alphabet: one character per UTF-8 byte ('é' -> 'Ã©')."""
+    return piece.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL)
+
+
+def byte_level_alphabet() -> list[str]:
+    """The 256 byte symbols sorted by code point (the order HF's trainer gives them ids)."""
+    return sorted(BYTE_ENCODER.values())
+
+
+def compile_pattern(pattern: str | None) -> regex.Pattern | None:
+    """A named pattern (gpt2, gpt4, none) or a custom regex, compiled; UsageError if it does not compile."""
+    pattern = PATTERNS.get(pattern, pattern) if pattern is not None else None
+    if pattern is None:
+        return None
+    try:
+        return regex.compile(pattern)
+    except (regex.error, TypeError) as e:
+        raise UsageError(f"pattern {pattern!r} does not compile: {e}") from None
+
+
+@dataclass
+class SplitStep:
+    """One regex split of a pre-tokenizer sequence (HF ``Split``/``Digits``), with HF's behaviour:
+    ``isolated`` keeps matches and the text between them as pieces; ``removed`` drops matches."""
+
+    pattern: str
+    behavior: str = "isolated"
+    compiled: regex.Pattern = field(init=False, repr=False)
+    total: bool = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.behavior not in ("isolated", "removed"):
+            raise UsageError(f"split behaviour {self.behavior!r} is not supported (isolated, removed)")
+        self.compiled = compile_pattern(self.pattern)
+        self.total = self.pattern in _TOTAL_PATTERNS and self.behavior == "isolated"
+
+    def split(self, text: str) -> list[str]:
+        """`text` cut into pieces: ``'ab12' -> ['ab', '1', '2']`` for ``\\p{N}``."""
+        if self.total:
+            return self.compiled.findall(text)
+        pieces, last = [], 0
+        for m in self.compiled.finditer(text):
+            s, e = m.span()
+            if s > last:
+                pieces.append(text[last:s])
+            if e > s and self.behavior == "isolated":
+                pieces.append(text[s:e])
+            last = max(last, e)
+        if last < len(text):
+            pieces.append(text[last:])
+        return pieces
+
+
+class PreTokenizer:
+    """Text -> list of raw pieces, exactly as an HF byte-level pre-tokenizer sequence cuts it.
+
+    ``steps`` are regex splits applied in order to every piece (SmolLM2: each digit alone;
+    gpt4: the cl100k regex). Then the byte-level step: ``add_prefix_space`` prepends ' ' to each
+    piece not already starting with one, and ``use_regex`` splits with the GPT-2 regex, as HF
+    ``ByteLevel(add_prefix_space=..., use_regex=...)`` does.
+    """
+
+    def __init__(self, steps: list[SplitStep] | tuple[SplitStep, ...] = (), *,
+                 add_prefix_space: bool = False, use_regex: bool = True) -> None:
+        self.steps = list(steps)
+        self.add_prefix_space = add_prefix_space
+        self.use_regex = use_regex
+        self._gpt2 = SplitStep(GPT2_PATTERN) if use_regex else None
+
+    @classmethod
+    def from_pattern(cls, pattern: str | None = "gpt2", add_prefix_space: bool = False) -> "PreTokenizer":
+        """gpt2 -> HF ByteLevel(use_regex=True); none -> no split; other regexes (gpt4, custom)
+        -> Split(regex, isolated) then ByteLevel(use_regex=False)."""
+        pattern = PATTERNS.get(pattern, pattern) if pattern is not None else None
+        if pattern == GPT2_PATTERN:
+            return cls(add_prefix_space=add_prefix_space, use_regex=True)
+        if pattern is None:
+            return cls(add_prefix_space=add_prefix_space, use_regex=False)
+        return cls([SplitStep(pattern)], add_prefix_space=add_prefix_space, use_regex=False)
+
+    @property
+    def name(self) -> str:
+        """Short name for signatures: gpt2, gpt4, none, digits+gpt2, or custom."""
+        names = {v: k for k, v in PATTERNS.items() if v is not None}
+        parts = [names.get(s.pattern, "digits" if s.pattern in (r"\p{N}", r"\p{N}+") else "custom")
+                 for s in self.steps]
+        if self.use_regex:
+            parts.append("gpt2")
+        return "+".join(parts) or "none"
+
+    def split(self, text: str) -> list[str]:
+        """`text` cut into raw (not byte-level) pieces."""
+        if not text:
+            return []
+        pieces = [text]
+        for step in self.steps:
+            pieces = [p for piece in pieces for p in step.split(piece)]
+        if self.add_prefix_space:
+            pieces = [p if p.startswith(" ") else " " + p for p in pieces]
+        if self._gpt2 is not None:
+            if len(pieces) == 1:
+                return self._gpt2.split(pieces[0])
+            pieces = [p for piece in pieces for p in self._gpt2.split(piece)]
+        return [p for p in pieces if p]
