@@ -219,7 +219,8 @@ def smollm2_gguf_path() -> Path | None:
 
 GGUF_TEXT = ("The old lighthouse keeper climbed the spiral stairs every evening at dusk. He trimmed the wick, "
              "polished the great lens, and watched the ships pass safely beyond the rocks. Nobody in the village "
-             "remembered a night when the light had failed.")
+             "remembered a night when the light had failed. In the winter of 1887, a storm tore the roof from the "
+             "boathouse, yet the lamp burned on until morning, and the keeper wrote one line in his log: all well.")
 
 
 def make_gguf_fixture() -> None:
@@ -232,7 +233,9 @@ def make_gguf_fixture() -> None:
     tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
     model.eval()
-    ids = tok(GGUF_TEXT)["input_ids"][:64]
+    ids = tok(GGUF_TEXT)["input_ids"]
+    assert len(ids) >= 64, len(ids)
+    ids = ids[:64]
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0].float().numpy()  # [64, V]
     rows = [0, 1, 7, 31, 63]
