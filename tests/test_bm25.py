@@ -1,0 +1,207 @@
+"""BM25 core (nlpkit/retrieval/bm25.py, store.py, corpus.py): bm25s equality, add, save/load."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.retrieval.bm25 import VARIANTS, add_documents, build_index
+from nlpkit.retrieval.corpus import read_records
+from nlpkit.retrieval.search import add_texts, index_texts, search_texts
+from nlpkit.retrieval.store import load_index, save_index
+from nlpkit.text import WordTokenizer
+
+
+@pytest.fixture(scope="module")
+def cranfield(shared_data):
+    d = shared_data / "cranfield"
+    docs = read_records(str(d / "cran.all.1400"), "smart")
+    queries = read_records(str(d / "cran.qry"), "smart", fields="W", kind="queries",
+                           query_ids="position")
+    tok = WordTokenizer()
+    return ([i for i, _ in docs], [tok(t) for _, t in docs],
+            [q for q, _ in queries], [tok(t) for _, t in queries])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_bm25_matches_bm25s_top100_on_cranfield(cranfield, variant):
+    bm25s = pytest.importorskip("bm25s")
+    doc_ids, doc_tokens, _, query_tokens = cranfield
+    k1, b, delta = 1.2, 0.75, 0.5
+    idx = build_index(doc_tokens, doc_ids, variant=variant, k1=k1, b=b, delta=delta)
+    ref = bm25s.BM25(method=variant, k1=k1, b=b, delta=delta)
+    ref.index(doc_tokens, show_progress=False)
+    ref_docs, ref_scores = ref.retrieve(query_tokens, k=100, show_progress=False)
+    for qi, q in enumerate(query_tokens):
+        full = ref.get_scores(q)                          # [N] every document's bm25s score
+        docs, scores = idx.search(q, 100)
+        assert len(docs) == min(100, len(idx.score_query(q)[0]))
+        # our top-100 scores equal bm25s's own scores of those documents ...
+        np.testing.assert_allclose(scores, full[docs], rtol=1e-5)
+        # ... and bm25s's top-100 scores rank by rank (the rankings agree up to ties)
+        np.testing.assert_allclose(scores, ref_scores[qi][: len(docs)], rtol=1e-5)
+        differ = docs != ref_docs[qi][: len(docs)]
+        np.testing.assert_allclose(full[docs[differ]], full[ref_docs[qi][: len(docs)][differ]], rtol=1e-5)
+
+
+def test_bm25_all_documents_scores_match_bm25s_bm25plus_nonoccurrence(cranfield):
+    bm25s = pytest.importorskip("bm25s")
+    doc_ids, doc_tokens, _, query_tokens = cranfield
+    idx = build_index(doc_tokens, doc_ids, variant="bm25+", k1=1.5, b=0.75, delta=1.0)
+    ref = bm25s.BM25(method="bm25+", k1=1.5, b=0.75, delta=1.0)
+    ref.index(doc_tokens, show_progress=False)
+    q = query_tokens[0]
+    docs, scores = idx.score_query(q)   # matching documents only
+    full = ref.get_scores(q)
+    np.testing.assert_allclose(scores, full[docs], rtol=1e-5)
+    others = np.setdiff1d(np.arange(len(doc_ids)), docs)
+    assert np.all(full[others] < scores.min())    # non-matching docs score only the constant
+
+
+def test_idf_and_scores_by_hand_lucene():
+    # N=3, "cat" in 2 docs: idf = ln(1 + (3-2+.5)/(2+.5)) = ln 1.6; doc c: tf 2, dl 2 = avgdl
+    idx = build_index([["cat", "sat"], ["dog", "sat"], ["cat", "cat"]], ["a", "b", "c"],
+                      k1=1.5, b=0.75)
+    hits = dict(idx.search_ids(["cat"], 10))
+    assert hits["c"] == pytest.approx(np.log(1.6) * 2 / (1.5 + 2), rel=1e-6)
+    assert hits["a"] == pytest.approx(np.log(1.6) * 1 / (1.5 + 1), rel=1e-6)
+    assert set(hits) == {"a", "c"}
+
+
+def test_ties_are_ordered_by_docid_descending():
+    idx = build_index([["x", "y"], ["x", "y"], ["x", "y"], ["z"]], ["b", "c", "a", "d"])
+    assert [d for d, _ in idx.search_ids(["x"], 10)] == ["c", "b", "a"]
+    assert [d for d, _ in idx.search_ids(["x"], 2)] == ["c", "b"]
+
+
+def test_repeated_query_word_counts_twice_like_bm25s():
+    idx = build_index([["cat", "sat"], ["dog", "sat"], ["cat", "cat"]])
+    once = dict(idx.search_ids(["cat"], 5))
+    twice = dict(idx.search_ids(["cat", "cat"], 5))
+    assert twice["3"] == pytest.approx(2 * once["3"])
+
+
+def test_empty_and_unknown_queries_give_empty_results():
+    idx = build_index([["cat", "sat"], ["dog"]])
+    assert idx.search_ids([], 10) == []
+    assert idx.search_ids(["unicorn"], 10) == []
+
+
+def test_stopword_only_query_gives_empty_result():
+    idx = index_texts([("1", "the cat sat"), ("2", "a dog")], stopwords="english")
+    assert search_texts(idx, [("q", "the and of")], k=5) == {"q": []}
+
+
+def test_empty_corpus_is_an_error():
+    with pytest.raises(NlpkitError, match="empty corpus"):
+        build_index([], [])
+
+
+def test_duplicate_document_ids_are_an_error():
+    with pytest.raises(NlpkitError, match="duplicate document id 'a'"):
+        build_index([["x"], ["y"]], ["a", "a"])
+
+
+@pytest.mark.parametrize("k1,b,delta", [(-1, 0.75, 0.5), (1.2, 1.5, 0.5), (1.2, 0.75, -0.1)])
+def test_invalid_parameters_are_usage_errors(k1, b, delta):
+    with pytest.raises(UsageError):
+        build_index([["x"]], k1=k1, b=b, delta=delta)
+
+
+@pytest.mark.parametrize("variant", ["lucene", "bm25l"])
+def test_add_equals_fresh_build_over_union(cranfield, tmp_path, variant):
+    doc_ids, doc_tokens, _, query_tokens = cranfield
+    fresh = build_index(doc_tokens, doc_ids, variant=variant, k1=1.2, b=0.75)
+    part = build_index(doc_tokens[:1000], doc_ids[:1000], variant=variant, k1=1.2, b=0.75)
+    save_index(part, str(tmp_path / "idx"))
+    grown = add_documents(load_index(str(tmp_path / "idx")), doc_tokens[1000:], doc_ids[1000:])
+    save_index(grown, str(tmp_path / "idx"))
+    grown = load_index(str(tmp_path / "idx"))
+    assert grown.doc_ids == fresh.doc_ids and grown.vocab == fresh.vocab
+    for name in ("indptr", "docs", "tf", "doclen"):
+        np.testing.assert_array_equal(getattr(grown, name), getattr(fresh, name))
+    np.testing.assert_array_equal(grown.scores, fresh.scores)
+    for q in query_tokens[:50]:
+        assert grown.search_ids(q, 100) == fresh.search_ids(q, 100)
+
+
+def test_add_texts_rejects_an_id_already_in_the_index():
+    idx = index_texts([("a", "cat"), ("b", "dog")])
+    with pytest.raises(NlpkitError, match="duplicate document id 'a'"):
+        add_texts(idx, [("a", "bird")])
+
+
+def test_saved_index_is_memory_mapped_and_searches_the_same(tmp_path):
+    idx = index_texts([("d1", "the cat sat on the mat"), ("d2", "a dog sat"), ("d3", "cats and dogs")],
+                      variant="bm25+", k1=1.2, b=0.5, delta=1.0, stopwords="english")
+    save_index(idx, str(tmp_path / "i"))
+    loaded = load_index(str(tmp_path / "i"))
+    assert isinstance(loaded.scores, np.memmap)
+    assert loaded.tokenizer["stopwords"] == "english"
+    assert (loaded.variant, loaded.k1, loaded.b, loaded.delta) == ("bm25+", 1.2, 0.5, 1.0)
+    q = [("q", "the dog sat")]
+    assert search_texts(loaded, q, 3) == search_texts(idx, q, 3)
+
+
+@pytest.fixture
+def saved(tmp_path):
+    path = tmp_path / "idx"
+    save_index(index_texts([("a", "cat sat"), ("b", "dog sat"), ("c", "cat cat")]), str(path))
+    return path
+
+
+def test_truncated_array_is_rejected(saved):
+    data = (saved / "scores.npy").read_bytes()
+    (saved / "scores.npy").write_bytes(data[:-3])
+    with pytest.raises(NlpkitError, match=r"scores\.npy: corrupt or truncated"):
+        load_index(str(saved))
+
+
+def test_corrupt_header_is_rejected(saved):
+    (saved / "header.json").write_text('{"format": "nlpkit-bm25", "format_ver')
+    with pytest.raises(NlpkitError, match=r"header\.json: corrupt header"):
+        load_index(str(saved))
+
+
+def test_foreign_directory_is_rejected(saved):
+    (saved / "header.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(NlpkitError, match="not an nlpkit BM25 index"):
+        load_index(str(saved))
+
+
+def test_future_format_version_is_rejected(saved):
+    h = json.loads((saved / "header.json").read_text())
+    h["format_version"] = 99
+    (saved / "header.json").write_text(json.dumps(h))
+    with pytest.raises(NlpkitError, match="format version 99 is not supported"):
+        load_index(str(saved))
+
+
+def test_array_of_wrong_dtype_is_rejected(saved):
+    np.save(saved / "docs.npy", np.load(saved / "docs.npy").astype(np.int64))
+    with pytest.raises(NlpkitError, match=r"docs\.npy: holds <i8"):
+        load_index(str(saved))
+
+
+def test_missing_array_and_plain_file_are_rejected(saved, tmp_path):
+    os.remove(saved / "tf.npy")
+    with pytest.raises(NlpkitError, match=r"tf\.npy: missing"):
+        load_index(str(saved))
+    (tmp_path / "f.txt").write_text("hello")
+    with pytest.raises(NlpkitError, match="not an nlpkit BM25 index"):
+        load_index(str(tmp_path / "f.txt"))
+
+
+def test_smart_readers_handle_the_three_collections(shared_data):
+    cisi = read_records(str(shared_data / "cisi" / "CISI.ALL"))
+    cacm_q = read_records(str(shared_data / "cacm" / "query.text"), kind="queries", fields="W")
+    cran_q = read_records(str(shared_data / "cranfield" / "cran.qry"), kind="queries", fields="W",
+                          query_ids="position")
+    assert len(cisi) == 1460 and cisi[0][0] == "1"
+    assert len(cacm_q) == 64 and cacm_q[-1][0] == "64"   # the bodiless `.I 0` sentinel is dropped
+    assert len(cran_q) == 225 and cran_q[2][0] == "3"     # .I 004 is query 3 of the qrels
+    assert cran_q[0][1].startswith("what similarity laws")
