@@ -25,7 +25,10 @@ GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
 #: GPT-4's cl100k_base pre-tokenizer (case-insensitive contractions, numbers of 1-3 digits).
 GPT4_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"""
                 r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
-PATTERNS: dict[str, str | None] = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN, "none": None}
+PATTERNS: dict[str, str | None] = {"gpt2": GPT2_PATTERN, "gpt4": GPT4_PATTERN, "llama3": GPT4_PATTERN,
+                                   "none": None}
+#: Named pre-tokenizer sequences: each digit alone, then the GPT-2 regex (SmolLM2, StarCoder).
+DIGITS_THEN_GPT2 = ("smollm", "starcoder")
 # Patterns whose alternatives match every character, so findall() alone gives the pieces.
 _TOTAL_PATTERNS = {GPT2_PATTERN, GPT4_PATTERN}
 
@@ -122,8 +125,11 @@ class PreTokenizer:
 
     @classmethod
     def from_pattern(cls, pattern: str | None = "gpt2", add_prefix_space: bool = False) -> "PreTokenizer":
-        """gpt2 -> HF ByteLevel(use_regex=True); none -> no split; other regexes (gpt4, custom)
-        -> Split(regex, isolated) then ByteLevel(use_regex=False)."""
+        """gpt2 -> HF ByteLevel(use_regex=True); none -> no split; smollm -> Digits(individual)
+        then ByteLevel; other regexes (gpt4/llama3, custom) -> Split(regex, isolated) then
+        ByteLevel(use_regex=False)."""
+        if pattern in DIGITS_THEN_GPT2:
+            return cls([SplitStep(r"\p{N}")], add_prefix_space=add_prefix_space, use_regex=True)
         pattern = PATTERNS.get(pattern, pattern) if pattern is not None else None
         if pattern == GPT2_PATTERN:
             return cls(add_prefix_space=add_prefix_space, use_regex=True)
@@ -134,7 +140,7 @@ class PreTokenizer:
     @property
     def name(self) -> str:
         """Short name for signatures: gpt2, gpt4, none, digits+gpt2, or custom."""
-        names = {v: k for k, v in PATTERNS.items() if v is not None}
+        names = {GPT2_PATTERN: "gpt2", GPT4_PATTERN: "gpt4"}
         parts = [names.get(s.pattern, "digits" if s.pattern in (r"\p{N}", r"\p{N}+") else "custom")
                  for s in self.steps]
         if self.use_regex:

@@ -43,17 +43,21 @@ _PARALLEL_MIN_BYTES = 1 << 22   # smaller inputs are counted in-process
 
 
 # ---------------------------------------------------------------------------- phase 1: counting
-def _read_blocks(sources: Iterable[Source]) -> Iterator[str]:
-    """Yield blocks of whole lines from files (Path), texts (str) and open streams."""
+def _read_blocks(sources: Iterable[Source], errors: str = "strict") -> Iterator[str]:
+    """Yield blocks of whole lines from files (Path, or '-' for stdin), texts (str) and
+    binary/text streams. Bytes are kept as they are (a BOM too, as HF reads files)."""
+    from nlpkit.io import display_name, open_binary
+
     for src in sources:
         if isinstance(src, str):
             yield src
             continue
-        name = str(src) if isinstance(src, Path) else getattr(src, "name", "<stream>")
-        try:
-            stream = open(src, "rb") if isinstance(src, Path) else getattr(src, "buffer", src)
-        except OSError as e:
-            raise NlpkitError(f"cannot read {name}: {e.strerror}") from None
+        if isinstance(src, Path):
+            name = display_name(str(src))
+            stream = open_binary(str(src))
+        else:
+            name = getattr(src, "name", "<stream>")
+            stream = getattr(src, "buffer", src)
         line_no, rest = 1, b""
         try:
             while True:
@@ -68,15 +72,17 @@ def _read_blocks(sources: Iterable[Source]) -> Iterator[str]:
                     rest = data[cut:]
                 if cut:
                     try:
-                        yield data[:cut].decode("utf-8")
+                        yield data[:cut].decode("utf-8", errors=errors)
                     except UnicodeDecodeError as e:
                         line = line_no + data.count(b"\n", 0, e.start)
-                        raise NlpkitError(f"{name}: line {line}: not valid UTF-8 ({e.reason})") from None
+                        start = data.rfind(b"\n", 0, e.start) + 1
+                        raise NlpkitError(f"{name}, line {line}: invalid UTF-8 at byte {e.start - start} of the "
+                                          "line (use --encoding-errors replace to substitute U+FFFD)") from None
                     line_no += data.count(b"\n", 0, cut)
                 if not chunk:
                     break
         finally:
-            if isinstance(src, Path):
+            if isinstance(src, Path) and str(src) != "-":
                 stream.close()
 
 
@@ -106,7 +112,7 @@ def _count_in_worker(block: str) -> Counter:
 def _total_size(sources: list[Source]) -> int:
     size = 0
     for s in sources:
-        if isinstance(s, Path):
+        if isinstance(s, Path) and str(s) != "-":
             try:
                 size += s.stat().st_size
             except OSError:
@@ -118,21 +124,22 @@ def _total_size(sources: list[Source]) -> int:
     return size
 
 
-def count_pieces(sources: Iterable[Source], pretok: PreTokenizer, workers: int | None = None) -> Counter:
+def count_pieces(sources: Iterable[Source], pretok: PreTokenizer, workers: int | None = None,
+                 errors: str = "strict") -> Counter:
     """Raw pre-token counts over all lines of all sources, on `workers` processes when large."""
     sources = list(sources)
     if workers is None:
         workers = min(os.cpu_count() or 1, 8)
     total: Counter = Counter()
     if workers <= 1 or _total_size(sources) < _PARALLEL_MIN_BYTES:
-        for block in _read_blocks(sources):
+        for block in _read_blocks(sources, errors):
             total.update(_count_block(block, pretok))
         return total
     import multiprocessing
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(pretok,)) as pool:
         pending = []
-        for block in _read_blocks(sources):
+        for block in _read_blocks(sources, errors):
             pending.append(pool.submit(_count_in_worker, block))
             if len(pending) >= 2 * workers:  # bounded: memory does not grow with the input
                 total.update(pending.pop(0).result())
@@ -160,12 +167,13 @@ def train_bpe(texts_or_files: Iterable[Source], vocab_size: int, min_frequency: 
               special_tokens: Iterable[str] = (), pattern: str | None = "gpt2", *,
               add_prefix_space: bool = False, max_token_length: int | None = None,
               limit_alphabet: int | None = None, progress: Progress | None = None,
-              workers: int | None = None) -> Tokenizer:
+              workers: int | None = None, encoding_errors: str = "strict") -> Tokenizer:
     """Train a byte-level BPE tokenizer; same vocabulary and merges as HF BpeTrainer with
     ByteLevel(add_prefix_space) and initial_alphabet=ByteLevel.alphabet().
 
-    `texts_or_files`: Path objects are files, str items are texts (split into lines like a
-    file's content), open streams are read to the end. `progress(done, total)` is called as
+    `texts_or_files`: Path objects are files (Path("-") is stdin), str items are texts (split
+    into lines like a file's content), open streams are read to the end; `workers` processes
+    count big inputs (default: all cores). `progress(done, total)` is called as
     merges are made. Raises UsageError for a vocab_size below alphabet + specials or a bad
     pattern, NlpkitError for an empty corpus or unreadable input.
     """
@@ -178,7 +186,7 @@ def train_bpe(texts_or_files: Iterable[Source], vocab_size: int, min_frequency: 
                          f"({n_alpha} byte symbols + {len(specials)} special tokens)")
     if max_token_length is not None and max_token_length < 1:
         raise UsageError(f"max token length must be positive, got {max_token_length}")
-    pieces = count_pieces(texts_or_files, pretok, workers)
+    pieces = count_pieces(texts_or_files, pretok, workers, encoding_errors)
     if not pieces:
         raise NlpkitError("empty corpus: no text to train on")
     word_counts = {byte_level(p): c for p, c in pieces.items()}

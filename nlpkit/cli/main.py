@@ -21,6 +21,7 @@ from nlpkit.errors import NlpkitError, UsageError
 
 # name -> (module, one-line help). Only subcommands that work are registered here.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bpe-train": ("nlpkit.cli.bpe_train", "Train a byte-level BPE tokenizer (same merges as HF tokenizers)."),
     "bm25": ("nlpkit.cli.bm25", "BM25 index, search and add (five variants); TREC runs, IR metrics."),
     "rrf": ("nlpkit.cli.rrf", "Reciprocal rank fusion of TREC runs or ranked lists."),
     "bleu": ("nlpkit.cli.bleu", "BLEU / chrF / TER with sacrebleu: many systems, signed, significance."),

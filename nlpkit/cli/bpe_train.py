@@ -1,0 +1,82 @@
+"""`nlpkit bpe-train`: train a byte-level BPE tokenizer (core: nlpkit/bpe/trainer.py)."""
+
+from __future__ import annotations
+
+import click
+
+from nlpkit.cli.common import common_options, input_paths, open_writer, progress
+
+
+def _split_specials(values: tuple[str, ...]) -> list[str]:
+    """--special-tokens '<a>,<b>' --special-tokens '<c>' -> ['<a>', '<b>', '<c>']."""
+    out: list[str] = []
+    for v in values:
+        out.extend(t for t in v.split(",") if t)
+    return list(dict.fromkeys(out))
+
+
+@click.command("bpe-train")
+@click.argument("files", nargs=-1)
+@click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False),
+              help="Directory for tokenizer.json, vocab.json and merges.txt (created if needed).")
+@click.option("--vocab-size", type=click.IntRange(min=1), required=True,
+              help="Target vocabulary size, special tokens and the 256 byte symbols included.")
+@click.option("--min-frequency", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Stop when the best pair occurs fewer times (training may stop short of --vocab-size).")
+@click.option("--special-tokens", "special_tokens", multiple=True, metavar="TOK[,TOK...]",
+              help="Special tokens (ids 0, 1, ...), comma-separated or repeated.")
+@click.option("--pattern", default="gpt2", show_default=True, metavar="gpt2|gpt4|none|REGEX",
+              help="Pre-tokenizer: GPT-2 regex, GPT-4 cl100k regex, no split, or a custom regex.")
+@click.option("--add-prefix-space", is_flag=True,
+              help="Prepend a space to each line (each piece for gpt4/REGEX), as HF ByteLevel does.")
+@click.option("--max-token-length", type=click.IntRange(min=1), default=None,
+              help="Never form tokens this long or longer, in characters (HF semantics) [no limit].")
+@click.option("--limit-alphabet", type=click.IntRange(min=1), default=None,
+              help="Keep only the N most frequent byte symbols (lossy below 256) [all 256].")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes for counting large inputs [all cores].")
+@common_options
+def command(files, output, vocab_size, min_frequency, special_tokens, pattern, add_prefix_space,
+            max_token_length, limit_alphabet, workers, fmt, no_signature, quiet, encoding_errors):
+    """Train a byte-level BPE tokenizer on FILES ('-' or a pipe for stdin).
+
+    Same merges, in the same order, as HF tokenizers' BpeTrainer with a ByteLevel
+    pre-tokenizer. Files are read line by line, each line keeping its newline. Writes
+    tokenizer.json (loads in HF tokenizers), vocab.json and merges.txt into -o DIR and
+    prints a summary record.
+
+    \b
+      nlpkit bpe-train corpus.txt -o tok/ --vocab-size 8000 --special-tokens '<|endoftext|>'
+      cat *.txt | nlpkit bpe-train - -o tok/ --vocab-size 32000 --min-frequency 2 --pattern gpt4
+    """
+    import time
+    from pathlib import Path
+
+    from nlpkit.bpe.pretokenize import PreTokenizer
+    from nlpkit.bpe.trainer import train_bpe
+    from nlpkit.errors import UsageError
+    from nlpkit.signature import make_signature
+
+    paths = input_paths(files, "corpus")
+    if paths.count("-") > 1:
+        raise click.UsageError("stdin ('-') can be given only once")
+    specials = _split_specials(special_tokens)
+    try:
+        pre = PreTokenizer.from_pattern(pattern, add_prefix_space)
+    except UsageError as e:
+        raise click.BadParameter(str(e), param_hint="--pattern") from None
+    start = time.perf_counter()
+    with progress("merges", quiet=quiet) as tick:
+        tok = train_bpe([Path(p) for p in paths], vocab_size, min_frequency, specials, pattern,
+                        add_prefix_space=add_prefix_space, max_token_length=max_token_length,
+                        limit_alphabet=limit_alphabet, progress=tick, workers=workers,
+                        encoding_errors=encoding_errors)
+    seconds = time.perf_counter() - start
+    tok.save(output)
+    sig = make_signature("bpe-train", vocab=vocab_size, min_freq=min_frequency,
+                         specials=len(specials), pattern=pre.name, prefix_space=add_prefix_space,
+                         max_len=max_token_length, alphabet=limit_alphabet or 256)
+    columns = ["vocab_size", "merges", "special_tokens", "seconds", "output"]
+    with open_writer(columns, fmt, sig, no_signature, title="bpe-train") as out:
+        out.write({"vocab_size": tok.vocab_size, "merges": len(tok.merges),
+                   "special_tokens": len(specials), "seconds": round(seconds, 3), "output": output})
