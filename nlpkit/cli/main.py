@@ -21,6 +21,8 @@ from nlpkit.errors import NlpkitError, UsageError
 
 # name -> (module, one-line help). Only subcommands that work are registered here.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "generate": ("nlpkit.cli.generate", "Stream one continuation of a prompt (greedy, top-k/top-p/min-p sampling)."),
+    "sample": ("nlpkit.cli.sample", "N sampled continuations in one batch with log-probs; next-token distribution."),
     "bpe-train": ("nlpkit.cli.bpe_train", "Train a byte-level BPE tokenizer (same merges as HF tokenizers)."),
     "bm25": ("nlpkit.cli.bm25", "BM25 index, search and add (five variants); TREC runs, IR metrics."),
     "rrf": ("nlpkit.cli.rrf", "Reciprocal rank fusion of TREC runs or ranked lists."),

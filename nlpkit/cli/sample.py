@@ -1,0 +1,68 @@
+"""`nlpkit sample [PROMPT] -n N`: N continuations in one batch, as records with their log-probabilities;
+`--dist` prints the next-token distribution after the filters instead."""
+
+from __future__ import annotations
+
+import click
+
+from nlpkit.cli.common import common_options, open_writer
+from nlpkit.cli.generate import (decoding_options, decoding_signature, load_for_decoding, print_stats,
+                                 prompt_ids, read_prompt, sampling_config)
+
+
+def token_text(tokenizer, token_id: int) -> str:
+    """How one token reads: its bytes as UTF-8, with a partial character shown as \\xNN escapes."""
+    return tokenizer.decode_bytes([token_id]).decode("utf-8", errors="backslashreplace")
+
+
+@click.command("sample")
+@click.argument("prompt", required=False)
+@click.option("-n", "n", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Number of continuations, decoded together in one batch.")
+@click.option("--dist", is_flag=True,
+              help="Print the next-token distribution after the filters (token, id, probability, cumulative).")
+@decoding_options
+@common_options
+def command(prompt, n, dist, model_path, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
+            seed, stops, no_kv_cache, sliding, stats, truncate_prompt, ignore_eos,
+            fmt, no_signature, quiet, encoding_errors):
+    """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
+    its KV cache shared by the N rows. Each record has the text, its token count, and its total
+    log-probability under the model (logprob) and under the filtered distribution it was drawn from
+    (logprob_filtered). No prompt: start from BOS.
+
+    \b
+    Examples:
+      nlpkit sample "The weather today" -n 8 --temperature 0.8 --top-k 40 --seed 1
+      nlpkit sample "The weather today" --dist --top-p 0.9
+    """
+    from nlpkit.lm.generation import GenerationStats, next_token_distribution, sample_batch
+
+    cfg = sampling_config(temperature, top_k, top_p, min_p, repetition_penalty)
+    model = load_for_decoding(model_path)
+    text = read_prompt(prompt)
+    ids = prompt_ids(model, text, max_new_tokens, truncate_prompt)
+
+    if dist:
+        sig = decoding_signature("sample-dist", model, cfg, seed=seed, max_new_tokens=0, stops=(), sliding=False)
+        with open_writer(["token", "id", "probability", "cumulative"], fmt, sig, no_signature, digits=6) as out:
+            cum = 0.0
+            for tid, p in next_token_distribution(model, ids, cfg):
+                cum += p
+                out.write({"token": token_text(model.tokenizer, tid), "id": tid, "probability": p,
+                           "cumulative": cum})
+        return
+
+    st = GenerationStats()
+    samples = sample_batch(model, ids, n, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
+                           use_cache=not no_kv_cache, sliding=sliding, ignore_eos=ignore_eos, stats=st)
+    sig = decoding_signature("sample", model, cfg, seed=seed, max_new_tokens=max_new_tokens, stops=stops,
+                             sliding=sliding, n=n)
+    with open_writer(["index", "text", "tokens", "logprob", "logprob_filtered", "finish"], fmt, sig,
+                     no_signature) as out:
+        for s in samples:
+            out.write({"index": s.index, "text": s.text, "tokens": len(s.ids), "logprob": s.logprob,
+                       "logprob_filtered": s.logprob_filtered, "finish": s.finish})
+    if any(s.finish == "context" for s in samples):
+        st.finish = "context"
+    print_stats(st, quiet, stats)
