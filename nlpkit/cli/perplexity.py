@@ -1,0 +1,125 @@
+"""`nlpkit perplexity`: tokens, mean NLL, token/word/byte perplexity and bits per byte (core: lm/scoring.py)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from nlpkit.cli.common import common_options, input_paths, open_writer, progress
+
+ROPE_CHOICES = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
+SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words", "bytes"]
+PER_LINE = ["file", "line", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte"]
+PER_TOKEN = ["file", "line", "position", "id", "token", "logprob"]
+
+
+def model_options(f):
+    """--model, --rope-scaling, --rope-factor (shared with sample/generate if they like)."""
+    f = click.option("--rope-factor", type=float, default=None,
+                     help="RoPE scaling factor s (with --rope-scaling).")(f)
+    f = click.option("--rope-scaling", type=click.Choice(ROPE_CHOICES), default=None,
+                     help="Override RoPE scaling: linear interpolation, NTK-aware base change, "
+                          "transformers' dynamic NTK, YaRN, Llama 3.1 [the model's own].")(f)
+    f = click.option("-m", "--model", "model_path", default=None, metavar="PATH",
+                     help="Hugging Face model directory or .gguf file [$NLPKIT_MODEL, else the shipped model].")(f)
+    return f
+
+
+def _model_name(model) -> str:
+    src = model.source.rstrip("/")
+    return os.path.basename(src) or src
+
+
+@click.command("perplexity")
+@click.argument("files", nargs=-1)
+@model_options
+@click.option("--mode", type=click.Choice(("sliding", "disjoint", "second-half")), default="sliding",
+              show_default=True, help="Windowing: transformers guide sliding window, lm-evaluation-harness "
+                                      "disjoint rolling windows, or llama.cpp second-half chunks.")
+@click.option("--context", type=click.IntRange(min=2), default=None,
+              help="Window length in tokens [the model's context, at most 1024].")
+@click.option("--stride", type=click.IntRange(min=1), default=None,
+              help="Sliding-window step in tokens [context/2]; at most --context.")
+@click.option("--per-line", is_flag=True, help="Score each line on its own (one record per line).")
+@click.option("--per-token", is_flag=True, help="Print every scored token: position, id, text, log-probability.")
+@click.option("--add-bos/--no-add-bos", default=None,
+              help="Prepend the BOS token [as the model's tokenizer does].")
+@common_options
+def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
+            fmt, no_signature, quiet, encoding_errors):
+    """Perplexity of text under a language model.
+
+    Prints scored tokens, mean negative log-likelihood (nats/token), token, word and byte
+    perplexity and bits per byte (lm-evaluation-harness normalizations). Long texts are scored
+    in windows: --mode sliding (--context/--stride, as the transformers perplexity guide),
+    disjoint (lm-evaluation-harness rolling windows) or second-half (llama.cpp llama-perplexity).
+
+    \b
+      nlpkit perplexity book.txt --model SmolLM2-135M/ --context 512 --stride 256
+      nlpkit perplexity --per-line sentences.txt --format jsonl
+      echo "The cat sat on the mat." | nlpkit perplexity --per-token
+    """
+    if stride is not None and context is not None and stride > context:
+        raise click.BadParameter(f"--stride {stride} is larger than --context {context}", param_hint="--stride")
+    if stride is not None and mode != "sliding":
+        raise click.BadParameter("--stride applies to --mode sliding only", param_hint="--stride")
+    if rope_factor is not None and rope_factor <= 0:
+        raise click.BadParameter("must be positive", param_hint="--rope-factor")
+    paths = input_paths(files, "text")
+    if paths.count("-") > 1:
+        raise click.UsageError("stdin ('-') can be given only once")
+
+    from nlpkit.errors import NlpkitError
+    from nlpkit.io import iter_lines, read_text
+    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.scoring import TooShort, default_context, default_stride, perplexity
+    from nlpkit.signature import make_signature
+
+    model = load_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor)
+    ctx = context or default_context(model)
+    if stride is not None and stride > ctx:
+        raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
+    strd = (stride or default_stride(ctx)) if mode == "sliding" else None
+    bos = model.config.add_bos if add_bos is None else add_bos
+    rope = (model.config.rope_scaling or {}).get("rope_type", "none") if model.config.arch == "llama" else "learned"
+    sig = make_signature("perplexity", model=_model_name(model), mode=mode, ctx=ctx, stride=strd, bos=bos,
+                         rope=rope if rope in ("none", "learned") else f"{rope}x{model.config.rope_scaling['factor']}")
+    columns = PER_TOKEN if per_token else PER_LINE if per_line else SUMMARY
+    tok = model.tokenizer
+
+    def stats(p) -> dict:
+        return {"tokens": p.tokens, "mean_nll": p.mean_nll, "token_ppl": p.token_perplexity,
+                "word_ppl": p.word_perplexity, "byte_ppl": p.byte_perplexity, "bits_per_byte": p.bits_per_byte,
+                "words": p.words, "bytes": p.bytes}
+
+    def token_rows(name: str, line: int | None, scored) -> list[dict]:
+        return [{"file": name, "line": line, "position": pos, "id": i,
+                 "token": tok.decode_bytes([i]).decode("utf-8", errors="replace"), "logprob": lp}
+                for pos, i, lp in zip(scored.positions, scored.ids, scored.logprobs)]
+
+    with open_writer(columns, fmt, sig, no_signature) as out, progress("scoring", quiet=quiet) as tick:
+        for path in paths:
+            name = "-" if path == "-" else path
+            if per_line:
+                for lineno, line in enumerate(iter_lines(path, errors=encoding_errors), 1):
+                    try:
+                        p, scored = perplexity(model, line, mode=mode, context=ctx, stride=strd, add_bos=bos)
+                    except TooShort:
+                        if not per_token:
+                            out.write({"file": name, "line": lineno, "tokens": 0})
+                        continue
+                    if per_token:
+                        out.write_many(token_rows(name, lineno, scored))
+                    else:
+                        out.write({"file": name, "line": lineno, **stats(p)})
+            else:
+                text = read_text(path, errors=encoding_errors)
+                if not text.strip():
+                    raise NlpkitError(f"{'<stdin>' if path == '-' else path}: empty text, nothing to score")
+                p, scored = perplexity(model, text, mode=mode, context=ctx, stride=strd, add_bos=bos,
+                                       progress=tick)
+                if per_token:
+                    out.write_many(token_rows(name, None, scored))
+                else:
+                    out.write({"file": name, **stats(p)})

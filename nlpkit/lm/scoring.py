@@ -1,0 +1,246 @@
+"""Perplexity: token log-probabilities under a model, over windows chosen the way three references do.
+
+- `sliding` — the transformers perplexity guide: windows of `context` tokens starting every `stride`
+  tokens; each window scores only its last `trg_len` tokens (the labels -100 trick), so every token
+  after the first is scored once, with up to `context - stride` tokens of left context. The mean NLL
+  is the guide's: each window's mean loss weighted by `trg_len - 1` (its `num_loss_tokens`).
+- `disjoint` — lm-evaluation-harness `loglikelihood_rolling`: disjoint windows of `context` tokens,
+  each conditioned on just the previous token (the first on the prefix token: BOS, else EOS); every
+  token is scored.
+- `second-half` — llama.cpp `llama-perplexity`: chunks of `context` tokens (BOS swapped in first when
+  the model adds BOS), scoring only the second half of each chunk; needs 2 x context tokens.
+
+Normalizations follow lm-evaluation-harness: word perplexity exp(NLL / words) with words =
+len(re.split(r"\\s+", text)), byte perplexity exp(NLL / UTF-8 bytes), bits per byte NLL / bytes / ln 2.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError, UsageError
+
+MODES = ("sliding", "disjoint", "second-half")
+
+
+class TooShort(NlpkitError):
+    """The text has no token that the chosen procedure can score."""
+CHUNK = 512  # tokens per forward call inside a window (bounds the [t, vocab] logits buffer)
+
+
+@dataclass
+class Scored:
+    """Log-probabilities of the scored tokens: `positions` index the id list that was scored."""
+
+    positions: list[int] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    mean_nll: float = float("nan")  # the mode's own definition (guide weighting for sliding)
+
+
+@dataclass
+class Perplexity:
+    tokens: int
+    nll: float  # total negative log-likelihood, nats
+    mean_nll: float  # nats per token
+    words: int
+    bytes: int
+
+    @property
+    def token_perplexity(self) -> float:
+        return math.exp(self.mean_nll)
+
+    @property
+    def word_perplexity(self) -> float:
+        return math.exp(self.nll / self.words) if self.words else float("nan")
+
+    @property
+    def byte_perplexity(self) -> float:
+        return math.exp(self.nll / self.bytes) if self.bytes else float("nan")
+
+    @property
+    def bits_per_byte(self) -> float:
+        return self.nll / self.bytes / math.log(2) if self.bytes else float("nan")
+
+
+def log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:  # [t, V], [t] -> [t] float64
+    x = logits.astype(np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    lse = np.log(np.exp(x - m).sum(axis=-1)) + m[:, 0]
+    return x[np.arange(len(targets)), targets] - lse
+
+
+def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
+    """log p(ids[j] | ids[:j]) for j = first..len-1: one causal pass over ids[:-1], chunked through a KV cache.
+
+    # [t] -> [t - first]
+    """
+    first = max(first, 1)
+    t = len(ids) - 1  # inputs ids[:-1], targets ids[1:]
+    arr = np.asarray(ids, dtype=np.int64)[None, :]
+    cache = model.new_cache(1, max_len=t) if t > CHUNK else None
+    out = []
+    for s in range(0, t, CHUNK):
+        e = min(s + CHUNK, t)
+        if e < first:  # rows s..e-1 predict nothing we score, but the cache needs their keys
+            if cache is not None:
+                model.forward(arr[:, s:e], cache, last_only=True)
+            continue
+        logits = model.forward(arr[:, s:e], cache)[0]  # [e - s, V]; row j predicts ids[j + 1]
+        rows = np.arange(max(first - 1, s), e)
+        out.append(log_softmax_at(logits[rows - s], arr[0, rows + 1]))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def score_sliding(model, ids: list[int], context: int, stride: int, progress=None) -> Scored:
+    """The transformers guide loop (see module docstring)."""
+    n, res = len(ids), Scored()
+    starts = list(range(0, n, stride))
+    weighted, weights, prev_end = 0.0, 0, 0
+    for w, begin in enumerate(starts):
+        end = min(begin + context, n)
+        trg_len = end - prev_end
+        first = max(end - trg_len, begin + 1)  # the window's first token has no prediction
+        lp = window_logprobs(model, ids[begin:end], first - begin)
+        res.positions += range(first, end)
+        res.ids += ids[first:end]
+        res.logprobs += lp.tolist()
+        if len(lp):
+            weighted += float(-lp.mean()) * (trg_len - 1)
+            weights += trg_len - 1
+        prev_end = end
+        if progress:
+            progress(w + 1, len(starts))
+        if end == n:
+            break
+    res.mean_nll = weighted / weights if weights else float("nan")
+    return res
+
+
+def score_disjoint(model, ids: list[int], context: int, prefix_id: int | None, progress=None) -> Scored:
+    """lm-evaluation-harness get_rolling_token_windows(context_len=1) + make_disjoint_window.
+
+    Windows predict `context` tokens each, conditioned on the token before them (the first window on the
+    prefix token); the last, shorter window is rolled back to a full `context` tokens of input, as there.
+    """
+    res = Scored()
+    offset = 0 if prefix_id is None else 1  # without a prefix token the first token stays unscored
+    seq = ([prefix_id] if offset else []) + list(ids)
+    bounds = [(1, min(context + 1 - (1 - offset), len(seq)))]  # seq[a:b] is predicted
+    while bounds[-1][1] < len(seq):
+        a = bounds[-1][1]
+        bounds.append((a, min(a + context, len(seq))))
+    for w, (a, b) in enumerate(bounds):
+        if b <= a:
+            continue
+        start = max(b - context - 1, 0)
+        lp = window_logprobs(model, seq[start:b], a - start)
+        res.positions += [p - offset for p in range(a, b)]
+        res.ids += seq[a:b]
+        res.logprobs += lp.tolist()
+        if progress:
+            progress(w + 1, len(bounds))
+    res.mean_nll = -float(np.mean(res.logprobs)) if res.logprobs else float("nan")
+    return res
+
+
+def score_second_half(model, ids: list[int], context: int, bos_id: int | None, progress=None) -> Scored:
+    """llama.cpp perplexity: n_chunk = len // context chunks, each scoring tokens context/2+1 .. context-1."""
+    if len(ids) < 2 * context:
+        raise NlpkitError(f"--mode second-half needs at least 2 x context = {2 * context} tokens, the text has "
+                          f"{len(ids)} (lower --context or use --mode sliding)")
+    res, first = Scored(), context // 2
+    n_chunk = len(ids) // context
+    for c in range(n_chunk):
+        chunk = list(ids[c * context:(c + 1) * context])
+        if bos_id is not None:
+            chunk[0] = bos_id
+        lp = window_logprobs(model, chunk, first + 1)
+        res.positions += range(c * context + first + 1, (c + 1) * context)
+        res.ids += chunk[first + 1:]
+        res.logprobs += lp.tolist()
+        if progress:
+            progress(c + 1, n_chunk)
+    res.mean_nll = -float(np.mean(res.logprobs))
+    return res
+
+
+def count_words(text: str) -> int:
+    """lm-evaluation-harness word count: len(re.split(r"\\s+", text))."""
+    return len(re.split(r"\s+", text))
+
+
+def check_window(mode: str, context: int, stride: int | None) -> None:
+    if mode not in MODES:
+        raise UsageError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if context < 2:
+        raise UsageError(f"--context must be at least 2 tokens, got {context}")
+    if stride is not None and not 1 <= stride <= context:
+        raise UsageError(f"--stride {stride} must be between 1 and --context {context}")
+
+
+def score_ids(model, ids: list[int], *, mode: str = "sliding", context: int, stride: int | None = None,
+              add_bos: bool = False, progress: Callable | None = None) -> Scored:
+    """Score a token-id list (without BOS; `add_bos` prepends it where the mode's reference does)."""
+    check_window(mode, context, stride)
+    c = model.config
+    bos = c.bos_id if add_bos else None
+    if add_bos and c.bos_id is None:
+        raise NlpkitError("--add-bos: this model defines no BOS token")
+    if mode == "sliding":
+        seq = ([bos] if bos is not None else []) + list(ids)
+        if len(seq) < 2:
+            raise TooShort("text too short: at least 2 tokens (or 1 with BOS) are needed to score one")
+        res = score_sliding(model, seq, context, stride or context, progress)
+        if bos is not None:
+            res.positions = [p - 1 for p in res.positions]
+        return res
+    if mode == "disjoint":
+        if not ids:
+            raise TooShort("text too short: nothing to score")
+        prefix = c.bos_id if c.bos_id is not None else c.eos_id
+        return score_disjoint(model, list(ids), context, prefix, progress)
+    seq = ([bos] if bos is not None else []) + list(ids)
+    res = score_second_half(model, seq, context, bos, progress)
+    if bos is not None:
+        res.positions = [p - 1 for p in res.positions]
+    return res
+
+
+def perplexity(model, text: str, *, mode: str = "sliding", context: int | None = None, stride: int | None = None,
+               add_bos: bool | None = None, progress: Callable | None = None) -> tuple[Perplexity, Scored]:
+    """Tokenize `text` with the model's tokenizer and score it.
+
+    >>> perplexity(load_model(), "The cat sat.", context=512)[0].token_perplexity   # doctest: +SKIP
+    """
+    if model.tokenizer is None:
+        raise NlpkitError(f"{model.source}: the model has no tokenizer (tokenizer.json / vocab.json + merges.txt)")
+    if not text:
+        raise TooShort("empty text: nothing to score")
+    context = context or default_context(model)
+    if model.config.arch == "gpt2" and context > model.config.max_seq_len:
+        raise UsageError(f"--context {context} exceeds this GPT-2 model's {model.config.max_seq_len} positions")
+    add_bos = model.config.add_bos if add_bos is None else add_bos
+    if mode == "sliding" and stride is None:
+        stride = default_stride(context)
+    check_window(mode, context, stride)
+    ids = model.tokenizer.encode(text)
+    res = score_ids(model, ids, mode=mode, context=context, stride=stride, add_bos=add_bos, progress=progress)
+    nll = -float(np.sum(res.logprobs))
+    return Perplexity(tokens=len(res.logprobs), nll=nll, mean_nll=res.mean_nll, words=count_words(text),
+                      bytes=len(text.encode("utf-8"))), res
+
+
+def default_context(model) -> int:
+    """The model's context length, capped at 1024 tokens to bound memory and time."""
+    return min(model.config.max_seq_len, 1024)
+
+
+def default_stride(context: int) -> int:
+    """Half the context: every token after the first window sees at least context/2 tokens of history."""
+    return max(context // 2, 1)
