@@ -1,0 +1,142 @@
+"""`nlpkit pmi`: pointwise mutual information of co-occurring words (NLTK's numbers)."""
+
+from __future__ import annotations
+
+import click
+
+from nlpkit.cli.common import common_options, input_paths, open_writer, progress, warn
+
+
+@click.command("pmi")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("-w", "--window", type=int, default=2, show_default=True,
+              help="Count pairs of words up to WINDOW-1 apart (2 = adjacent), as NLTK's window_size.")
+@click.option("--ngram", type=click.Choice(["2", "3"]), default="2", show_default=True,
+              help="2 = word pairs, 3 = word triples: log p(x,y,z)/(p(x)p(y)p(z)).")
+@click.option("-m", "--measure", type=click.Choice(["pmi", "npmi", "ppmi"]), default="pmi",
+              show_default=True, help="pmi; npmi = pmi / -log p(x,y) in [-1,1]; ppmi = max(pmi, 0).")
+@click.option("--min-count", type=int, default=1, show_default=True,
+              help="Keep n-grams seen at least this often (NLTK's apply_freq_filter).")
+@click.option("-k", "--top", type=int, default=20, show_default=True,
+              help="Print the K best n-grams (0 = all); with --matrix, the K most frequent words.")
+@click.option("--log-base", type=click.Choice(["2", "e", "10"]), default="2", show_default=True,
+              help="Logarithm base of pmi/ppmi (npmi does not depend on it).")
+@click.option("--stopwords", default="none", show_default=True, metavar="english|lucene|none|FILE",
+              help="Drop these words before counting (english = NLTK's list).")
+@click.option("--token-pattern", default=None, metavar="REGEX",
+              help=r"Token regex [default: (?u)\b\w\w+\b, words of 2+ characters, as scikit-learn].")
+@click.option("--lowercase/--no-lowercase", default=True, show_default=True, help="Lowercase the text first.")
+@click.option("--cross-lines", is_flag=True, help="Let n-grams span line ends.")
+@click.option("--cross-sentences", is_flag=True,
+              help="Let n-grams span sentence ends (. ! ?). With --cross-lines: one stream, as NLTK from_words.")
+@click.option("--pair", "pairs", nargs=2, multiple=True, metavar="X Y",
+              help="Report these pairs only (repeatable), whatever their count.")
+@click.option("--matrix", is_flag=True, help="Print the forward co-occurrence count matrix of the top words.")
+@common_options
+def command(files, window, ngram, measure, min_count, top, log_base, stopwords, token_pattern,
+            lowercase, cross_lines, cross_sentences, pairs, matrix, fmt, no_signature, quiet,
+            encoding_errors):
+    """Score co-occurring words by pointwise mutual information.
+
+    Pairs (x, y) are counted where y follows x within WINDOW-1 words, not across
+    sentence or line ends unless --cross-sentences/--cross-lines; scores equal
+    NLTK's BigramAssocMeasures.pmi / TrigramAssocMeasures.pmi. Output is sorted by
+    score, ties by the words.
+
+    \b
+    Example:
+      nlpkit pmi --window 5 --min-count 5 --top 10 corpus.txt
+    """
+    from nlpkit import cooccur
+    from nlpkit.io import display_name
+    from nlpkit.errors import NlpkitError, UsageError
+    from nlpkit.signature import make_signature
+    from nlpkit.text import WordTokenizer
+
+    n = int(ngram)
+    cooccur.check_settings(window, n)
+    if min_count < 1:
+        raise UsageError(f"--min-count must be at least 1, got {min_count}")
+    if top < 0:
+        raise UsageError(f"--top must be >= 0 (0 = all), got {top}")
+    if pairs and n != 2:
+        raise UsageError("--pair needs --ngram 2")
+    if matrix and n != 2:
+        raise UsageError("--matrix needs --ngram 2")
+    tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
+    paths = input_paths(files)
+    with progress("counting", quiet=quiet) as tick:
+        co = cooccur.count_cooccurrences(paths, tok, window=window, ngram=n, cross_lines=cross_lines,
+                                         cross_sentences=cross_sentences, errors=encoding_errors,
+                                         progress=tick)
+    if co.n_tokens == 0:
+        what = ("every word is a stopword" if any(w in tok.stopwords for w in co.words)
+                else "no words found")
+        raise NlpkitError(f"empty corpus: {what} in {', '.join(paths)}")
+    bounds = ("none" if cross_lines and cross_sentences else "sentence" if cross_lines
+              else "line" if cross_sentences else "sentence+line")
+    sig = make_signature("pmi", measure=measure, ngram=n, window=window, min_count=min_count,
+                         log=log_base, tok=tok.signature, stop=tok.stopwords_name, bounds=bounds)
+    if matrix:
+        _write_matrix(co, top, fmt, sig, no_signature)
+    elif pairs:
+        _write_pairs(co, tok, pairs, measure, log_base, fmt, sig, no_signature)
+    else:
+        ids, counts, scores = cooccur.ranked(co, measure, log_base, min_count, top)
+        if len(ids) == 0:
+            warn(f"no {'pairs' if n == 2 else 'triples'} occur at least {min_count} times", quiet)
+        cols = [f"word{j + 1}" for j in range(n)] + ["count"] + [f"freq{j + 1}" for j in range(n)]
+        words, uni = co.words, co.unigram
+        with open_writer(cols + [measure], fmt, sig, no_signature) as out:
+            for row, c, s in zip(ids.tolist(), counts.tolist(), scores.tolist()):
+                rec = {f"word{j + 1}": words[i] for j, i in enumerate(row)}
+                rec["count"] = c
+                rec.update({f"freq{j + 1}": int(uni[i]) for j, i in enumerate(row)})
+                rec[measure] = s
+                out.write(rec)
+
+
+def _write_matrix(co, top, fmt, sig, no_signature) -> None:
+    from nlpkit import cooccur
+    from nlpkit.io import display_name
+
+    ids = cooccur.top_words(co, top)
+    m = cooccur.count_matrix(co, ids)
+    names = [co.words[i] for i in ids.tolist()]
+    cols = ["word"] + names
+    if len(set(cols)) != len(cols):  # a vocabulary word spelled "word"
+        cols = ["word\\"] + names
+    with open_writer(cols, fmt, sig, no_signature, title="forward co-occurrence counts (row -> column)") as out:
+        for name, row in zip(names, m.tolist()):
+            rec = {cols[0]: name}
+            rec.update(zip(names, row))
+            out.write(rec)
+
+
+def _write_pairs(co, tok, pairs, measure, log_base, fmt, sig, no_signature) -> None:
+    import numpy as np
+
+    from nlpkit import cooccur
+    from nlpkit.io import display_name
+
+    vocab = {w: i for i, w in enumerate(co.words)}
+    cols = ["word1", "word2", "count", "freq1", "freq2", measure]
+    with open_writer(cols, fmt, sig, no_signature) as out:
+        for x, y in pairs:
+            x, y = _normalize(tok, x), _normalize(tok, y)
+            ix, iy = vocab.get(x), vocab.get(y)
+            rec = {"word1": x, "word2": y, "count": 0,
+                   "freq1": int(co.unigram[ix]) if ix is not None else 0,
+                   "freq2": int(co.unigram[iy]) if iy is not None else 0, measure: None}
+            if ix is not None and iy is not None:
+                c = co.count_of([ix, iy])
+                rec["count"] = c
+                if c:
+                    s = cooccur.score(co, np.array([[ix, iy]]), np.array([c]), measure, log_base)
+                    rec[measure] = float(s[0])
+            out.write(rec)
+
+
+def _normalize(tok, word: str) -> str:
+    """A word as the corpus tokens are spelled: lowercased when the tokenizer lowercases."""
+    return word.lower() if tok.lowercase else word
