@@ -64,6 +64,10 @@ def _pretokenizer_from_json(spec: Any, where: str) -> PreTokenizer:
 def _merges_from(value: Any, where: str, field: str) -> list[tuple[str, str]]:
     if not isinstance(value, list):
         raise _bad(where, field, "expected a list of merges")
+    if all(isinstance(m, str) for m in value):  # 'a b' strings: the fast, common case
+        out = [tuple(m.split(" ")) for m in value]
+        if all(len(m) == 2 and m[0] and m[1] for m in out):
+            return out
     out = []
     for k, m in enumerate(value):
         if isinstance(m, str):
@@ -237,20 +241,82 @@ def from_gguf_metadata(tokens: Sequence[str], merges: Sequence[str], *, pre: str
     return tok
 
 
+_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def read_gguf_metadata(path: str | Path, prefix: str = "") -> dict[str, Any]:
+    """The key/value metadata of a GGUF file (keys starting with `prefix`), read straight from
+    the header without touching tensors: a fraction of a second, where ``GGUFReader`` takes seconds."""
+    import mmap
+    import struct
+
+    unpack = struct.unpack_from
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            pos = 0
+
+            def string() -> str:
+                nonlocal pos
+                (n,) = unpack("<Q", mm, pos)
+                pos += 8 + n
+                return mm[pos - n:pos].decode("utf-8", errors="replace")
+
+            def value(vtype: int) -> Any:
+                nonlocal pos
+                if vtype == 8:
+                    return string()
+                if vtype == 9:
+                    itype, count = unpack("<IQ", mm, pos)
+                    pos += 12
+                    if itype == 8:
+                        return [string() for _ in range(count)]
+                    if itype in _GGUF_SCALARS:
+                        code = _GGUF_SCALARS[itype][1]
+                        out = list(unpack(f"<{count}{code}", mm, pos))
+                        pos += struct.calcsize(f"<{count}{code}")
+                        return out
+                    return [value(itype) for _ in range(count)]
+                if vtype in _GGUF_SCALARS:
+                    fmt = _GGUF_SCALARS[vtype]
+                    (v,) = unpack(fmt, mm, pos)
+                    pos += struct.calcsize(fmt)
+                    return v
+                raise NlpkitError(f"{path}: unknown GGUF metadata type {vtype}")
+
+            if mm[:4] != b"GGUF":
+                raise NlpkitError(f"{path}: not a GGUF file (bad magic)")
+            version, _n_tensors, n_kv = unpack("<IQQ", mm, 4)
+            if version < 2:
+                raise NlpkitError(f"{path}: GGUF version {version} is not supported")
+            pos = 24
+            meta: dict[str, Any] = {}
+            for _ in range(n_kv):
+                key = string()
+                (vtype,) = unpack("<I", mm, pos)
+                pos += 4
+                v = value(vtype)
+                if key.startswith(prefix):
+                    meta[key] = v
+            return meta
+    except (struct.error, ValueError) as e:
+        raise NlpkitError(f"{path}: truncated or corrupt GGUF header ({e})") from None
+    except OSError as e:
+        raise NlpkitError(f"cannot read {path}: {e.strerror or e}") from None
+
+
 def load_gguf_tokenizer(path: str | Path) -> Tokenizer:
     """The tokenizer stored in a GGUF file's metadata (byte-level 'gpt2' model only)."""
-    from gguf import GGUFReader
-    reader = GGUFReader(str(path))
-
-    def field(name: str) -> Any:
-        f = reader.fields.get(name)
-        return f.contents() if f is not None else None
-
-    if field("tokenizer.ggml.model") != "gpt2":
-        raise NlpkitError(f"{path}: tokenizer.ggml.model {field('tokenizer.ggml.model')!r} is not byte-level BPE ('gpt2')")
-    return from_gguf_metadata(field("tokenizer.ggml.tokens"), field("tokenizer.ggml.merges"),
-                              pre=field("tokenizer.ggml.pre"), token_types=field("tokenizer.ggml.token_type"),
-                              bos_id=field("tokenizer.ggml.bos_token_id"), eos_id=field("tokenizer.ggml.eos_token_id"))
+    meta = read_gguf_metadata(path, "tokenizer.")
+    model = meta.get("tokenizer.ggml.model")
+    if model != "gpt2":
+        raise NlpkitError(f"{path}: tokenizer.ggml.model {model!r} is not byte-level BPE ('gpt2')")
+    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges"):
+        if not isinstance(meta.get(key), list):
+            raise NlpkitError(f"{path}: {key} is missing")
+    return from_gguf_metadata(meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.merges"],
+                              pre=meta.get("tokenizer.ggml.pre"), token_types=meta.get("tokenizer.ggml.token_type"),
+                              bos_id=meta.get("tokenizer.ggml.bos_token_id"),
+                              eos_id=meta.get("tokenizer.ggml.eos_token_id"))
 
 
 # ---------------------------------------------------------------------------- writing

@@ -34,13 +34,16 @@ class AddedToken:
     special: bool = True
 
 
+_TO_LATIN1 = {ord(c): b for c, b in BYTE_DECODER.items()}
+_DROP_ALPHABET = {ord(c): None for c in BYTE_DECODER}
+
+
 def token_to_bytes(token: str) -> bytes:
     """Raw bytes a token stands for: byte-level spelling decoded ('Ġhi' -> b' hi'), or the
     UTF-8 of the token itself when it uses characters outside the byte alphabet (as HF's decoder)."""
-    try:
-        return bytes(BYTE_DECODER[c] for c in token)
-    except KeyError:
+    if token.translate(_DROP_ALPHABET):
         return token.encode("utf-8")
+    return token.translate(_TO_LATIN1).encode("latin-1")
 
 
 class Tokenizer:

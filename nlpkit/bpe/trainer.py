@@ -268,7 +268,8 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
                 if w[i] == a and w[i + 1] == b:
                     if i > 0:
                         p = w[i - 1]
-                        pair_counts[p << _SHIFT | a] -= c
+                        k1 = p << _SHIFT | a  # absent when too long to count (max_token_length)
+                        pair_counts[k1] = pair_counts.get(k1, 0) - c
                         if limit is None or tlen[p] + new_len < limit:
                             k2 = p << _SHIFT | new
                             pair_counts[k2] = pair_counts.get(k2, 0) + c
@@ -281,7 +282,8 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
                     del w[i + 1]
                     if i < len(w) - 1:
                         q = w[i + 1]
-                        pair_counts[b << _SHIFT | q] -= c
+                        k1 = b << _SHIFT | q
+                        pair_counts[k1] = pair_counts.get(k1, 0) - c
                         if limit is None or tlen[q] + new_len < limit:
                             k2 = new << _SHIFT | q
                             pair_counts[k2] = pair_counts.get(k2, 0) + c
