@@ -14,6 +14,7 @@ Scores (Church & Hanks; Manning & Schütze 5.4), with the pair count scaled by
     pmi(x,y)   = log( c(x,y)/(w-1) * N / (f(x) f(y)) )
     pmi(x,y,z) = log( c(x,y,z) * M^2 / (g(x) g(y) g(z)) ),  g = k f, M = k N, k = C(w-1, 2)
     npmi       = pmi / -log p(x,y),  p(x,y) = c(x,y)/(w-1)/N   (gensim's npmi_scorer, in [-1, 1])
+    npmi(x,y,z)= pmi / -2 log p(x,y,z),  p = c(x,y,z)/k/N          (bounded by 1 as well)
     ppmi       = max(pmi, 0)
 
 Unlike NLTK, segments are not crossed by default: pairs stop at sentence ends
@@ -250,7 +251,7 @@ def score(co: Cooccurrence, ids: np.ndarray, counts: np.ndarray, measure: str = 
             pxyz = counts / k / float(N)
             ratio = (counts.astype(np.longdouble) * M * M / (g[0] * g[1] * g[2])).astype(np.float64)
             with np.errstate(divide="ignore", invalid="ignore"):
-                out = np.log(ratio) / -np.log(pxyz)
+                out = np.log(ratio) / (-2.0 * np.log(pxyz))
             return np.where(pxyz >= 1.0, 1.0, out)
         num = (counts.astype(np.longdouble) * (M * M)).astype(np.float64)
         den = (g[0] * g[1] * g[2]).astype(np.float64)

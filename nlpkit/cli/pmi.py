@@ -72,7 +72,7 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
     if co.n_tokens == 0:
         what = ("every word is a stopword" if any(w in tok.stopwords for w in co.words)
                 else "no words found")
-        raise NlpkitError(f"empty corpus: {what} in {', '.join(paths)}")
+        raise NlpkitError(f"empty corpus: {what} in {', '.join(map(display_name, paths))}")
     bounds = ("none" if cross_lines and cross_sentences else "sentence" if cross_lines
               else "line" if cross_sentences else "sentence+line")
     sig = make_signature("pmi", measure=measure, ngram=n, window=window, min_count=min_count,
@@ -98,7 +98,6 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
 
 def _write_matrix(co, top, fmt, sig, no_signature) -> None:
     from nlpkit import cooccur
-    from nlpkit.io import display_name
 
     ids = cooccur.top_words(co, top)
     m = cooccur.count_matrix(co, ids)
@@ -117,7 +116,6 @@ def _write_pairs(co, tok, pairs, measure, log_base, fmt, sig, no_signature) -> N
     import numpy as np
 
     from nlpkit import cooccur
-    from nlpkit.io import display_name
 
     vocab = {w: i for i, w in enumerate(co.words)}
     cols = ["word1", "word2", "count", "freq1", "freq2", measure]
