@@ -39,6 +39,7 @@ def greedy(model, prompt: list[int], new: int, penalty: float = 1.0) -> list[int
     # no min_new_tokens: its processor would mask EOS, which nlpkit (ignore_eos) does not do
     gc = GenerationConfig(do_sample=False, max_new_tokens=new, eos_token_id=None,
                           pad_token_id=0, repetition_penalty=penalty, top_k=None, top_p=None, temperature=None)
+    model.generation_config.eos_token_id = None  # else generate() falls back to it and stops at EOS
     with torch.no_grad():
         out = model.generate(torch.tensor([prompt]), generation_config=gc,
                              attention_mask=torch.ones(1, len(prompt), dtype=torch.long))

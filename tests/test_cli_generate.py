@@ -1,0 +1,144 @@
+"""`nlpkit generate` and `nlpkit sample` through the real entry point (subprocess), on a tiny fixture model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import FIXTURES
+
+MODEL = str(FIXTURES / "lm" / "llama-gqa")  # context 64, byte-level BPE tokenizer, random weights
+
+
+def run(cli, *args, input=b""):
+    return cli(*args, "--model", MODEL, input=input)
+
+
+def out(r) -> str:
+    assert r.returncode == 0, r.stderr.decode()
+    return r.stdout.decode()
+
+
+def api_greedy_text(prompt: str, n: int, **kw) -> str:
+    from nlpkit.lm.generation import encode_prompt, generate
+    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.sampling import SamplingConfig
+
+    model = load_model(MODEL)
+    return "".join(generate(model, encode_prompt(model, prompt), max_new_tokens=n,
+                            sampling=SamplingConfig(temperature=0), **kw))
+
+
+def test_generate_greedy_streams_the_same_text_as_the_api(cli):
+    text = out(run(cli, "generate", "Once upon a time", "--temperature", "0", "--max-new-tokens", "30"))
+    assert text == api_greedy_text("Once upon a time", 30)
+
+
+def test_generate_no_kv_cache_gives_the_same_greedy_text(cli):
+    a = out(run(cli, "generate", "Once upon", "--temperature", "0", "--max-new-tokens", "25"))
+    b = out(run(cli, "generate", "Once upon", "--temperature", "0", "--max-new-tokens", "25", "--no-kv-cache"))
+    assert a == b
+
+
+def test_generate_reads_the_prompt_from_stdin(cli):
+    a = out(run(cli, "generate", "--temperature", "0", "--max-new-tokens", "12", input=b"Once upon\n"))
+    assert a == api_greedy_text("Once upon", 12)
+
+
+def test_generate_seed_reproducible(cli):
+    args = ("generate", "hello", "--max-new-tokens", "20", "--temperature", "0.9", "--top-k", "40")
+    a, b = out(run(cli, *args, "--seed", "7")), out(run(cli, *args, "--seed", "7"))
+    c = out(run(cli, *args, "--seed", "8"))
+    assert a == b and a != c
+
+
+def test_generate_stop_string_ends_output_before_it(cli):
+    full = api_greedy_text("Once upon", 40)
+    stop = full[10:13]
+    assert stop and stop in full
+    r = out(run(cli, "generate", "Once upon", "--temperature", "0", "--max-new-tokens", "40", "--stop", stop))
+    assert r == full[:full.index(stop)]
+
+
+def test_generate_stats_on_stderr(cli):
+    r = run(cli, "generate", "hi", "--max-new-tokens", "5", "--stats")
+    err = r.stderr.decode()
+    assert r.returncode == 0 and "prefill:" in err and "decode: 5 tokens" in err and "tok/s" in err
+
+
+def test_generate_prompts_file_gives_one_jsonl_record_per_line(cli, tmp_path):
+    f = tmp_path / "prompts.txt"
+    f.write_text("Once upon\nhello there\n")
+    lines = out(run(cli, "generate", "--prompts", str(f), "--temperature", "0", "--max-new-tokens", "8")).split("\n")[:-1]
+    recs = [json.loads(x) for x in lines]
+    assert [r["prompt"] for r in recs] == ["Once upon", "hello there"]
+    assert recs[0]["text"] == api_greedy_text("Once upon", 8)
+    assert all(r["signature"].startswith("generate|model:llama-gqa|temp:0.0") for r in recs)
+
+
+def test_context_full_stops_with_a_message(cli):
+    r = run(cli, "generate", "hi", "--max-new-tokens", "200", "--ignore-eos")
+    assert r.returncode == 0 and "context is full" in r.stderr.decode()
+    r = run(cli, "generate", "hi", "--max-new-tokens", "100", "--ignore-eos", "--sliding", "--stats")
+    assert r.returncode == 0 and "decode: 100 tokens" in r.stderr.decode()
+
+
+def test_prompt_longer_than_context_is_an_error_naming_both_lengths(cli):
+    long = "one two three four five six " * 20
+    r = run(cli, "generate", long, "--max-new-tokens", "5")
+    msg = r.stderr.decode()
+    assert r.returncode == 1 and "nlpkit: error:" in msg and "context is 64 tokens" in msg
+    assert "prompt is " in msg and "--truncate-prompt" in msg
+    assert run(cli, "generate", long, "--max-new-tokens", "5", "--truncate-prompt").returncode == 0
+
+
+def test_empty_prompt_starts_from_bos(cli):
+    r = run(cli, "sample", "", "-n", "2", "--max-new-tokens", "6", "--format", "jsonl", "--ignore-eos")
+    recs = [json.loads(x) for x in out(r).split("\n")[:-1]]
+    assert len(recs) == 2 and all(x["tokens"] == 6 for x in recs)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--top-p", "0"), "--top-p"), (("--top-p", "1.5"), "--top-p"), (("--temperature", "-0.5"), "--temperature"),
+    (("-n", "0"), "-n"), (("--top-k", "-3"), "--top-k"),
+])
+def test_bad_options_are_usage_errors(cli, args, message):
+    r = run(cli, "sample", "hi", *args)
+    assert r.returncode == 2 and message in r.stderr.decode()
+
+
+def test_top_k_zero_means_disabled(cli):
+    a = out(run(cli, "sample", "hi", "--dist", "--top-k", "0", "--format", "jsonl"))
+    assert len(a.split("\n")[:-1]) == 300  # the whole vocabulary
+
+
+def test_sample_n8_reproducible_distinct_with_records_and_signature(cli):
+    args = ("sample", "Once upon", "-n", "8", "--max-new-tokens", "12", "--seed", "42", "--format", "jsonl",
+            "--ignore-eos", "--temperature", "0.9")
+    a, b = out(run(cli, *args)), out(run(cli, *args))
+    assert a == b
+    recs = [json.loads(x) for x in a.split("\n")[:-1]]
+    assert [r["index"] for r in recs] == list(range(8))
+    assert len({r["text"] for r in recs}) == 8
+    for r in recs:
+        assert set(r) == {"index", "text", "tokens", "logprob", "logprob_filtered", "finish", "signature"}
+        assert r["tokens"] == 12 and r["logprob"] < 0 and r["finish"] == "length"
+    assert recs[0]["signature"].startswith("sample|model:llama-gqa|temp:0.9|")
+    assert "|seed:42|" in recs[0]["signature"] and "|n:8|" in recs[0]["signature"]
+
+
+def test_sample_dist_prints_filtered_distribution_tsv(cli):
+    lines = out(run(cli, "sample", "Once", "--dist", "--top-p", "0.5", "--format", "tsv")).split("\n")[:-1]
+    assert lines[0].split("\t") == ["token", "id", "probability", "cumulative", "signature"]
+    rows = [x.split("\t") for x in lines[1:]]
+    probs = [float(r[2]) for r in rows]
+    assert probs == sorted(probs, reverse=True)
+    assert float(rows[-1][3]) == pytest.approx(1.0)
+
+
+def test_help_lists_the_decoding_options(cli):
+    text = cli("generate", "--help").stdout.decode()
+    for opt in ("--temperature", "--top-k", "--top-p", "--min-p", "--repetition-penalty", "--seed", "--stop",
+                "--no-kv-cache", "--stats", "--truncate-prompt", "0 = disabled"):
+        assert opt in text
