@@ -1,0 +1,328 @@
+"""Edit distances of many pairs at once: numpy bit-parallel kernels across the batch.
+
+The pairs are the batch axis. For the unit-cost metrics (Levenshtein, OSA,
+Indel, LCS) each pair's shorter sequence is a bit pattern held in ``W`` uint64
+words (``W = ceil(len / 64)``) and the text is consumed one column at a time;
+one column costs ~20 numpy operations over all pairs together (Hyyrö's
+bit-vector algorithms, with the carries between words resolved by a small
+generate/propagate addition). Weighted Levenshtein and unrestricted
+Damerau-Levenshtein run the DP row by row across the batch, the insertion
+chain of a row being one ``minimum.accumulate``. Numbers equal
+`nlpkit.distance` (and so rapidfuzz) pair for pair.
+
+>>> pairwise_distances(["kitten", "flaw"], ["sitting", "lawn"]).tolist()
+[3, 2]
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Hashable, Sequence
+
+import numpy as np
+
+from nlpkit import distance as scalar
+
+ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+MAX_WORDS = 32      # patterns up to 2048 units run bit-parallel; longer pairs use the scalar path
+PAD_A, PAD_B = -1, -2
+NUMPY_MIN_GROUP = 256  # smaller groups (per 64-bit word of pattern) run the Python-int kernels
+
+
+# ---------------------------------------------------------------------------- encoding
+
+def encode(seqs: Sequence[Sequence[Hashable]], pad: int,
+           vocab: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sequences (all str, or all token lists) -> (codes [N, L] int32 padded with `pad`, lengths [N]).
+
+    Strings become code points (one vectorized UTF-32 decode); token lists become
+    ids from `vocab` (shared between both sides so equal tokens get equal ids).
+    """
+    lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    width = int(lens.max()) if len(seqs) else 0
+    codes = np.full((len(seqs), max(width, 1)), pad, dtype=np.int32)
+    if not seqs or isinstance(seqs[0], str):
+        flat = np.frombuffer("".join(seqs).encode("utf-32-le", "surrogatepass"), dtype="<u4")
+    else:
+        vocab = {} if vocab is None else vocab
+        flat = np.fromiter((vocab.setdefault(t, len(vocab)) for s in seqs for t in s),
+                           dtype=np.int32, count=int(lens.sum()))
+    codes[np.arange(codes.shape[1])[None, :] < lens[:, None]] = flat
+    return codes, lens
+
+
+# ---------------------------------------------------------------- multi-word bit ops
+# A pattern of up to 8, 16 or 32 units lives in one uint8/16/32 lane; longer ones in W
+# uint64 words, least significant first. Bits above the pattern length hold harmless
+# garbage: carries and shifts only move information upwards.
+
+def lane_dtype(width: int) -> type:
+    """The unsigned dtype of one lane for a pattern width class (8, 16, 32, 64·W bits)."""
+    return {8: np.uint8, 16: np.uint16, 32: np.uint32}.get(width, np.uint64)
+
+
+def _shl1(x: np.ndarray, fill: int) -> np.ndarray:  # [k, W] -> [k, W], shifted left by one bit
+    r = x << x.dtype.type(1)
+    if x.shape[1] > 1:
+        r[:, 1:] |= x[:, :-1] >> x.dtype.type(63)
+    if fill:
+        r[:, 0] |= x.dtype.type(1)
+    return r
+
+
+def _add(x: np.ndarray, y: np.ndarray, shifts: np.ndarray) -> np.ndarray:  # [k, W] + [k, W]
+    """Multi-word addition: carries between words by generate/propagate bits of one int per row."""
+    s = x + y
+    if x.shape[1] == 1:
+        return s
+    gen = ((s < x).astype(np.uint64) << shifts).sum(axis=1)              # [k]
+    prop = gen | ((s == ALL).astype(np.uint64) << shifts).sum(axis=1)    # [k]
+    carry_in = (gen + prop) ^ gen ^ prop                                  # [k], bit w: carry into word w
+    s += (carry_in[:, None] >> shifts) & np.uint64(1)
+    return s
+
+
+def _low_bits(m: np.ndarray, words: int, dtype: type) -> np.ndarray:  # [N] -> [N, W]: the m low bits
+    bits = np.iinfo(dtype).bits
+    fill = np.clip(m[:, None] - bits * np.arange(words)[None, :], 0, bits).astype(np.uint64)
+    ones = np.where(fill >= 64, np.uint64(0), np.uint64(1) << np.minimum(fill, 63)) - np.uint64(1)
+    return ones.astype(dtype)
+
+
+def _active(n: np.ndarray) -> np.ndarray:
+    """For texts sorted by length descending: how many are still running at column j."""
+    return np.searchsorted(-n, -np.arange(int(n.max()) if len(n) else 0), side="left")
+
+
+def bit_levenshtein(pm_of: Callable[[int, int], np.ndarray], m: np.ndarray, n: np.ndarray,
+                    words: int, transpositions: bool = False, dtype: type = np.uint64) -> np.ndarray:
+    """Unit-cost Levenshtein (Myers/Hyyrö), or OSA (Hyyrö 2003), of N patterns against N texts.
+
+    pm_of(j, k) -> [k, words] `dtype`: match masks of column j for the first k pairs.
+    m: [N] pattern lengths (>= 1); n: [N] text lengths, sorted descending.
+    The distance is read at the end from the last column's vertical deltas:
+    D[m, n] = n + popcount(VP & low_m) - popcount(VN & low_m). Returns [N] int64.
+    """
+    N = len(m)
+    shifts = np.arange(words, dtype=np.uint64)
+    vp = np.full((N, words), np.iinfo(dtype).max, dtype)
+    vn = np.zeros((N, words), dtype)
+    if transpositions:
+        d0 = np.zeros((N, words), dtype)
+        pm_prev = np.zeros((N, words), dtype)
+    for j, k in enumerate(_active(n)):
+        pm = pm_of(j, k)                                   # [k, W]
+        VP, VN = vp[:k], vn[:k]
+        x = pm | VN
+        if transpositions:
+            x |= _shl1(~d0[:k] & pm, 0) & pm_prev[:k]
+            pm_prev[:k] = pm
+        D0 = _add(pm & VP, VP, shifts)
+        D0 ^= VP
+        D0 |= x
+        hp = D0 | VP
+        np.invert(hp, out=hp)
+        hp |= VN
+        hn = _shl1(D0 & VP, 0)
+        hp = _shl1(hp, 1)
+        t = D0 | hp
+        np.invert(t, out=t)
+        np.bitwise_or(t, hn, out=VP)
+        np.bitwise_and(hp, D0, out=VN)
+        if transpositions:
+            d0[:k] = D0
+    low = _low_bits(m, words, dtype)
+    up = np.bitwise_count(vp & low).sum(axis=1, dtype=np.int64)
+    down = np.bitwise_count(vn & low).sum(axis=1, dtype=np.int64)
+    return n + up - down
+
+
+def bit_lcs(pm_of: Callable[[int, int], np.ndarray], n: np.ndarray, words: int,
+            dtype: type = np.uint64) -> np.ndarray:
+    """LCS lengths (Hyyrö: V' = (V + (V & M)) | (V & ~M)); n sorted descending; -> [N] int64."""
+    N = len(n)
+    shifts = np.arange(words, dtype=np.uint64)
+    v = np.full((N, words), np.iinfo(dtype).max, dtype)
+    for j, k in enumerate(_active(n)):
+        pm = pm_of(j, k)
+        V = v[:k]
+        t = _add(V, V & pm, shifts)
+        t |= V & ~pm
+        V[...] = t
+    return np.iinfo(dtype).bits * words - np.bitwise_count(v).sum(axis=1, dtype=np.int64)
+
+
+# -------------------------------------------------------------------------- DP by rows
+
+def rowwise_dp(A: np.ndarray, la: np.ndarray, B: np.ndarray, lb: np.ndarray,
+               weights: tuple[int, int, int] = (1, 1, 1), damerau: bool = False) -> np.ndarray:
+    """Weighted Levenshtein, or unrestricted Damerau-Levenshtein, row by row across the batch.
+
+    A: [N, m] rows side, B: [N, n] columns side (padded with different values).
+    Damerau keeps the whole matrix [N, m+1, n+1] (callers chunk the batch).
+    """
+    ins, dele, sub = weights
+    N, n = B.shape
+    m = int(la.max()) if N else 0
+    jcost = np.arange(n + 1, dtype=np.int64) * ins                   # [n+1]
+    prev = np.broadcast_to(jcost, (N, n + 1)).copy()                 # D(0, j) = j * ins
+    res = np.empty(N, np.int64)
+    res[la == 0] = lb[la == 0] * ins
+    cols1 = np.arange(1, n + 1, dtype=np.int64)                      # [n] 1-based columns
+    if damerau:
+        full = np.empty((N, m + 1, n + 1), np.int64)
+        full[:, 0] = prev
+        last_row = np.zeros((N, n), np.int64)                        # last row r < i with a[r] == b[j]
+        rows = np.arange(N)[:, None]
+    for i in range(1, m + 1):
+        eq = B == A[:, i - 1, None]                                  # [N, n]
+        t = np.empty((N, n + 1), np.int64)
+        t[:, 0] = i * dele
+        t[:, 1:] = np.minimum(prev[:, :-1] + np.where(eq, 0, sub), prev[:, 1:] + dele)
+        if damerau:
+            seen = np.maximum.accumulate(np.where(eq, cols1, 0), axis=1)
+            last_col = np.zeros((N, n), np.int64)                    # last column l < j with b[l] == a[i]
+            last_col[:, 1:] = seen[:, :-1]
+            k, l_ = last_row, last_col
+            ok = (k > 0) & (l_ > 0)
+            swap = full[rows, np.maximum(k - 1, 0), np.maximum(l_ - 1, 0)] + (i - k) + (cols1 - l_ - 1)
+            t[:, 1:] = np.where(ok, np.minimum(t[:, 1:], swap), t[:, 1:])
+            last_row = np.where(eq, i, last_row)
+        cur = np.minimum.accumulate(t - jcost, axis=1) + jcost       # insertion chain along the row
+        if damerau:
+            full[:, i] = cur
+        done = np.flatnonzero(la == i)
+        res[done] = cur[done, lb[done]]
+        prev = cur
+    return res
+
+
+# --------------------------------------------------------------------------- drivers
+
+def _widen(x: np.ndarray, width: int, pad: int) -> np.ndarray:  # [N, L] -> [N, >= width]
+    if x.shape[1] >= width:
+        return x
+    return np.concatenate([x, np.full((x.shape[0], width - x.shape[1]), pad, x.dtype)], axis=1)
+
+
+def _width_class(lp: np.ndarray) -> np.ndarray:
+    """Bits reserved for a pattern: 8, 16, 32, then whole 64-bit words."""
+    return np.where(lp <= 8, 8, np.where(lp <= 16, 16, np.where(lp <= 32, 32, 64 * ((lp + 63) // 64))))
+
+
+def column_masks(P: np.ndarray, T: np.ndarray, width: int) -> Callable[[int, int], np.ndarray]:
+    """pm_of(j, k): bit i of row p set where P[p, i] == T[p, j]; [k, max(1, width // 64)] lanes."""
+    dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
+
+    def pm_of(j: int, k: int) -> np.ndarray:
+        packed = np.packbits(P[:k] == T[:k, j, None], axis=1, bitorder="little")  # [k, width/8]
+        return packed.view(dtype)
+
+    return pm_of
+
+
+def _chunks(n: int, cost: np.ndarray, budget: int):
+    """Consecutive slices of range(n) whose rows x largest cost stay within budget (cost ascending)."""
+    start = 0
+    while start < n:
+        stop = min(n, start + max(1, budget // max(1, int(cost[min(n - 1, start + 255)]))))
+        while stop - start > 1 and (stop - start) * int(cost[stop - 1]) > budget:
+            stop = start + max(1, (stop - start) // 2)
+        yield slice(start, stop)
+        start = stop
+
+
+def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.ndarray:
+    """levenshtein/osa distances or lcs lengths of (pattern, text) pairs, pattern the shorter side.
+
+    Pairs are grouped by pattern width (8, 16, 32, 64·W bits). Big groups run the numpy
+    kernels in budget-sized chunks, texts longest first; groups too small to amortize
+    numpy's per-call cost (or too wide) run the Python-int kernels pair by pair.
+    """
+    out = lt.copy() if metric != "lcs" else np.zeros_like(lt)  # empty patterns
+    widths = _width_class(lp)
+    one = {"levenshtein": scalar.levenshtein, "osa": scalar.osa, "lcs": scalar.lcs_length}[metric]
+    for width in np.unique(widths[lp > 0]).tolist():
+        sel = np.flatnonzero((widths == width) & (lp > 0))
+        words = max(1, width // 64)
+        if words > MAX_WORDS or len(sel) < NUMPY_MIN_GROUP * words:
+            out[sel] = [one(pat[i], txt[i]) for i in sel]
+            continue
+        sel = sel[np.argsort(lt[sel], kind="stable")]
+        for part in _chunks(len(sel), lt[sel] + width, budget):
+            rows = sel[part][::-1]                               # texts longest first
+            P, _ = encode([pat[i] for i in rows], PAD_A, vocab)
+            T, _ = encode([txt[i] for i in rows], PAD_B, vocab)
+            pm_of = column_masks(_widen(P, width, PAD_A)[:, :width], T, width)
+            if metric == "lcs":
+                out[rows] = bit_lcs(pm_of, lt[rows], words, lane_dtype(width))
+            else:
+                out[rows] = bit_levenshtein(pm_of, lp[rows], lt[rows], words, metric == "osa",
+                                            lane_dtype(width))
+    return out
+
+
+def _dp_metric(a, b, la, lb, metric: str, weights, vocab: dict, budget: int) -> np.ndarray:
+    """hamming, damerau and weighted levenshtein, in chunks of pairs of similar length."""
+    longest = np.maximum(la, lb)
+    order = np.argsort(longest, kind="stable")
+    cost = (longest[order] + 1) ** (1 if metric == "hamming" else 2)
+    out = np.empty(len(a), np.int64)
+    for part in _chunks(len(a), cost, budget):
+        idx = order[part]
+        A, ca = encode([a[i] for i in idx], PAD_A, vocab)
+        B, cb = encode([b[i] for i in idx], PAD_B, vocab)
+        if metric == "hamming":
+            L = max(A.shape[1], B.shape[1])
+            A, B = _widen(A, L, PAD_A), _widen(B, L, PAD_B)
+            both = np.arange(L)[None, :] < np.minimum(ca, cb)[:, None]
+            out[idx] = ((A != B) & both).sum(axis=1) + np.abs(ca - cb)
+        else:
+            out[idx] = rowwise_dp(A, ca, B, cb, weights, damerau=metric == "damerau")
+    return out
+
+
+def maximum(metric: str, la: np.ndarray, lb: np.ndarray, weights=scalar.UNIT) -> np.ndarray:
+    """Vectorized `nlpkit.distance.maximum` (the normalization denominator)."""
+    if metric == "levenshtein":
+        ins, dele, sub = weights
+        alt = np.where(la >= lb, lb * sub + (la - lb) * dele, la * sub + (lb - la) * ins)
+        return np.minimum(la * dele + lb * ins, alt)
+    if metric == "indel":
+        return la + lb
+    return np.maximum(la, lb)
+
+
+def pairwise_distances(a: Sequence[Sequence[Hashable]], b: Sequence[Sequence[Hashable]],
+                       metric: str = "levenshtein", weights: Sequence[int] | None = None,
+                       normalize: bool = False, budget: int = 1 << 21) -> np.ndarray:
+    """distance(a[i], b[i]) for every i: [N] int64, or float64 with ``normalize``.
+
+    `budget` bounds the cells (pairs x length) held at once, so one very long line
+    does not pad every other pair.
+    """
+    w = scalar.check_metric(metric, weights)
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} left sequences but {len(b)} right ones")
+    N = len(a)
+    la = np.fromiter(map(len, a), np.int64, N)
+    lb = np.fromiter(map(len, b), np.int64, N)
+    vocab: dict = {}
+    ins, dele, sub = w
+    unit = w == scalar.UNIT or (ins == dele == sub)
+    if metric in ("hamming", "damerau") or (metric == "levenshtein" and not unit
+                                             and not (ins == dele and sub >= ins + dele)):
+        out = _dp_metric(a, b, la, lb, metric, w, vocab, budget)
+    else:
+        swap = la > lb
+        pat = [y if s else x for x, y, s in zip(a, b, swap.tolist())]
+        txt = [x if s else y for x, y, s in zip(a, b, swap.tolist())]
+        lp, lt = np.minimum(la, lb), np.maximum(la, lb)
+        if metric in ("levenshtein", "osa") and unit:
+            out = ins * _unit_metric(pat, txt, lp, lt, metric, vocab, budget)
+        else:  # indel, lcs, and levenshtein whose substitution never beats delete + insert
+            lcs = _unit_metric(pat, txt, lp, lt, "lcs", vocab, budget)
+            out = np.maximum(la, lb) - lcs if metric == "lcs" else (la + lb - 2 * lcs) * ins
+    if not normalize:
+        return out
+    most = maximum(metric, la, lb, w)
+    return np.where(most > 0, out / np.maximum(most, 1), 0.0)
