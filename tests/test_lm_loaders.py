@@ -39,13 +39,14 @@ def write_gguf(path: Path, model, arch: str = "llama", embed_rows: int | None = 
     wr.add_rope_dimension_count(c.head_dim)
     nh, nkv, hd = c.n_heads, c.n_kv_heads, c.head_dim
     for i, L in enumerate(w.layers):
-        q, k, v = np.split(L.wqkv, [nh * hd, (nh + nkv) * hd])
-        h = L.w_gate_up.shape[0] // 2
+        q, k, v = np.split(L.wqkv.T, [nh * hd, (nh + nkv) * hd])  # nlpkit keeps [in, out]; GGUF rows are [out, in]
+        h = L.w_gate_up.shape[1] // 2
         for name, arr in [("attn_norm", L.attn_norm), ("attn_q", hf_permute(q, nh)), ("attn_k", hf_permute(k, nkv)),
-                          ("attn_v", v), ("attn_output", L.wo), ("ffn_norm", L.mlp_norm),
-                          ("ffn_gate", L.w_gate_up[:h]), ("ffn_up", L.w_gate_up[h:]), ("ffn_down", L.w_down)]:
+                          ("attn_v", v), ("attn_output", L.wo.T), ("ffn_norm", L.mlp_norm),
+                          ("ffn_gate", L.w_gate_up.T[:h]), ("ffn_up", L.w_gate_up.T[h:]), ("ffn_down", L.w_down.T)]:
             wr.add_tensor(f"blk.{i}.{name}.weight", np.ascontiguousarray(arr))
-    wr.add_tensor("token_embd.weight", w.embed[:embed_rows] if embed_rows else w.embed)
+    embed = w.lm_head.T  # tied: the embedding is the transposed output projection
+    wr.add_tensor("token_embd.weight", np.ascontiguousarray(embed[:embed_rows] if embed_rows else embed))
     wr.add_tensor("output_norm.weight", w.norm_g)
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
@@ -176,7 +177,7 @@ def test_not_a_model_file(tmp_path):
 def test_bf16_and_f16_weights_load_as_float32():
     for name in ("gpt2", "llama-untied"):
         m = load_model(LM / name)
-        assert m.weights.embed.dtype == np.float32
+        assert m.weights.lm_head.dtype == np.float32
 
 
 def test_default_model_from_environment(monkeypatch):

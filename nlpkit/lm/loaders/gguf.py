@@ -152,15 +152,18 @@ def load_gguf(path: str | Path) -> Model:
         k = unpermute_qk(ts.read(a + "attn_k.weight", (nkv * hd, d)), nkv)
         v = ts.read(a + "attn_v.weight", (nkv * hd, d))
         gate, up = ts.read(a + "ffn_gate.weight", (h, d)), ts.read(a + "ffn_up.weight", (h, d))
-        layers.append(LlamaLayer(
-            attn_norm=ts.read(a + "attn_norm.weight", (d,)), wqkv=np.concatenate([q, k, v]),
-            wo=ts.read(a + "attn_output.weight", (d, nh * hd)), mlp_norm=ts.read(a + "ffn_norm.weight", (d,)),
-            w_gate_up=np.concatenate([gate, up]), w_down=ts.read(a + "ffn_down.weight", (d, h))))
+        layers.append(LlamaLayer(  # [out, in] -> [in, out], fused
+            attn_norm=ts.read(a + "attn_norm.weight", (d,)), wqkv=np.concatenate([q, k, v]).T.copy(),
+            wo=ts.read(a + "attn_output.weight", (d, nh * hd)).T.copy(), mlp_norm=ts.read(a + "ffn_norm.weight", (d,)),
+            w_gate_up=np.concatenate([gate, up]).T.copy(), w_down=ts.read(a + "ffn_down.weight", (d, h)).T.copy()))
         del q, k, v, gate, up
-    embed = ts.read("token_embd.weight", (c.vocab_size, d))
     c.tie_embeddings = "output.weight" not in ts
-    lm_head = embed if c.tie_embeddings else ts.read("output.weight", (c.vocab_size, d))
-    weights = Weights(embed=embed, layers=layers, norm_g=ts.read("output_norm.weight", (d,)), lm_head=lm_head)
+    if c.tie_embeddings:
+        embed, lm_head = None, ts.read("token_embd.weight", (c.vocab_size, d)).T.copy()
+    else:
+        embed = ts.read("token_embd.weight", (c.vocab_size, d))
+        lm_head = ts.read("output.weight", (c.vocab_size, d)).T.copy()
+    weights = Weights(lm_head=lm_head, embed=embed, layers=layers, norm_g=ts.read("output_norm.weight", (d,)))
     tok = _tokenizer(meta, c)
     del reader
     return Model(c, weights, tok, source=str(path))

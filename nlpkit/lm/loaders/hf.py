@@ -1,8 +1,8 @@
 """Load a Hugging Face model directory (config.json + safetensors + tokenizer) into a `Model`.
 
-Llama: q/k/v rows are stacked into one `wqkv` and gate/up into one `w_gate_up` while reading, so the
-fused matrices cost no extra copy. GPT-2 stores its projections as Conv1D `[in, out]`; they are
-transposed once here into the `[out, in]` layout the forward pass uses.
+Llama: q/k/v rows are stacked into one matrix and gate/up into another while reading, then transposed
+once into the `[in, out]` layout the forward pass uses. GPT-2 stores its projections as Conv1D
+`[in, out]` already. A tied embedding is kept once, as the `[d, V]` output projection.
 """
 
 from __future__ import annotations
@@ -48,26 +48,29 @@ def load_llama_weights(ts: TensorSet, c: ModelConfig) -> Weights:
                                    for n, m in zip("qkv", (nh, nkv, nkv))])
         layers.append(LlamaLayer(
             attn_norm=ts.read(a + "input_layernorm.weight", (d,)),
-            wqkv=ts.read_rows(qkv, [(nh * hd, d), (nkv * hd, d), (nkv * hd, d)]),
+            wqkv=ts.read_t(qkv, [(nh * hd, d), (nkv * hd, d), (nkv * hd, d)]),
             bqkv=bias,
-            wo=ts.read(a + "self_attn.o_proj.weight", (d, nh * hd)),
+            wo=ts.read_t([a + "self_attn.o_proj.weight"], [(d, nh * hd)]),
             bo=ts.read(a + "self_attn.o_proj.bias", (d,)) if c.attention_bias else None,
             mlp_norm=ts.read(a + "post_attention_layernorm.weight", (d,)),
-            w_gate_up=ts.read_rows([a + "mlp.gate_proj.weight", a + "mlp.up_proj.weight"], [(h, d), (h, d)]),
-            w_down=ts.read(a + "mlp.down_proj.weight", (d, h))))
-    embed = ts.read(p + "embed_tokens.weight", (c.vocab_size, d))
+            w_gate_up=ts.read_t([a + "mlp.gate_proj.weight", a + "mlp.up_proj.weight"], [(h, d), (h, d)]),
+            w_down=ts.read_t([a + "mlp.down_proj.weight"], [(d, h)])))
     if not c.tie_embeddings and "lm_head.weight" not in ts:
         c.tie_embeddings = True  # some exports drop lm_head when it equals the embedding
-    lm_head = embed if c.tie_embeddings else ts.read("lm_head.weight", (c.vocab_size, d))
-    return Weights(embed=embed, layers=layers, norm_g=ts.read(p + "norm.weight", (d,)), lm_head=lm_head)
+    if c.tie_embeddings:
+        embed, lm_head = None, ts.read_t([p + "embed_tokens.weight"], [(c.vocab_size, d)])
+    else:
+        embed = ts.read(p + "embed_tokens.weight", (c.vocab_size, d))
+        lm_head = ts.read_t(["lm_head.weight"], [(c.vocab_size, d)])
+    return Weights(lm_head=lm_head, embed=embed, layers=layers, norm_g=ts.read(p + "norm.weight", (d,)))
 
 
 def load_gpt2_weights(ts: TensorSet, c: ModelConfig) -> Weights:
     d, h = c.dim, c.hidden_dim
     p = _prefix(ts, ("transformer.", ""), "wte.weight")
 
-    def conv1d(name: str, n_in: int, n_out: int) -> np.ndarray:  # Conv1D [in, out] -> [out, in]
-        return np.ascontiguousarray(ts.read(name, (n_in, n_out)).T)
+    def conv1d(name: str, n_in: int, n_out: int) -> np.ndarray:  # Conv1D weights are [in, out] already
+        return ts.read(name, (n_in, n_out))
 
     layers = []
     for i in range(c.n_layers):
@@ -79,9 +82,8 @@ def load_gpt2_weights(ts: TensorSet, c: ModelConfig) -> Weights:
             ln2_g=ts.read(a + "ln_2.weight", (d,)), ln2_b=ts.read(a + "ln_2.bias", (d,)),
             w_fc=conv1d(a + "mlp.c_fc.weight", d, h), b_fc=ts.read(a + "mlp.c_fc.bias", (h,)),
             w_proj=conv1d(a + "mlp.c_proj.weight", h, d), b_proj=ts.read(a + "mlp.c_proj.bias", (d,))))
-    embed = ts.read(p + "wte.weight", (c.vocab_size, d))
-    return Weights(embed=embed, layers=layers, norm_g=ts.read(p + "ln_f.weight", (d,)),
-                   norm_b=ts.read(p + "ln_f.bias", (d,)), lm_head=embed,
+    return Weights(lm_head=ts.read_t([p + "wte.weight"], [(c.vocab_size, d)]), layers=layers,
+                   norm_g=ts.read(p + "ln_f.weight", (d,)), norm_b=ts.read(p + "ln_f.bias", (d,)),
                    pos_embed=ts.read(p + "wpe.weight", (c.max_seq_len, d)))
 
 

