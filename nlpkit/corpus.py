@@ -180,3 +180,91 @@ class BlockEncoder:
         if n_seg != len(docs):  # a token pattern that swallowed a separator
             raise NlpkitError("the token pattern matches the NUL character; choose one that does not")
         return ids, seg
+
+
+# ------------------------------------------------------------------------- documents
+
+DOC_MODES = ("files", "lines", "paragraphs", "jsonl")
+PARAGRAPH_BREAK = re.compile(r"\n(?:[^\S\n]*\n)+")   # one or more blank lines
+
+
+def split_paragraphs(text: str) -> list[str]:
+    """Blank-line separated paragraphs that contain something other than whitespace.
+
+    >>> split_paragraphs("a b\\nc\\n\\n  \\nd\\n")
+    ['a b\\nc', 'd\\n']
+    """
+    return [p for p in PARAGRAPH_BREAK.split(text) if p.strip()]
+
+
+def iter_documents(paths: list[str], mode: str = "lines", field: str = "text",
+                   id_field: str | None = None, errors: str = "strict",
+                   batch_chars: int | None = None) -> Iterator[tuple[list[str], list[str]]]:
+    """Yield batches ``(names, texts)`` of documents, a few MB of text per batch.
+
+    Modes: ``files`` (a file is a document, named by its path), ``lines`` (a line
+    is a document, named by its line number, ``path:N`` with several files; empty
+    lines are empty documents), ``paragraphs`` (blank-line separated, numbered from 1),
+    ``jsonl`` (one JSON object per line; the text is `field`, the name `id_field`
+    or the line number; a line without the field is an error naming file and line).
+    """
+    if mode not in DOC_MODES:
+        raise NlpkitError(f"unknown document mode {mode!r} (choose from {', '.join(DOC_MODES)})")
+    batch_chars = batch_chars or BLOCK_BYTES
+    multi = len(paths) > 1
+    para_no = 0
+    for path in paths:
+        prefix = f"{display_name(path)}:" if multi else ""
+        if mode == "files":
+            yield [display_name(path)], ["".join(iter_blocks(path, errors))]
+            continue
+        line_no = 0
+        carry = ""
+        for block in iter_blocks(path, errors, batch_chars):
+            if mode == "lines":
+                lines = block.split("\n")[:-1]              # a block ends with "\n"
+                names = [f"{prefix}{line_no + i + 1}" for i in range(len(lines))]
+                line_no += len(lines)
+                yield names, lines
+            elif mode == "paragraphs":
+                parts = PARAGRAPH_BREAK.split(carry + block)
+                carry = parts.pop()
+                docs = [p for p in parts if p.strip()]
+                names = [f"{prefix}{para_no + i + 1}" for i in range(len(docs))]
+                para_no += len(docs)
+                yield names, docs
+            else:
+                names, docs = [], []
+                for line in block.split("\n")[:-1]:
+                    line_no += 1
+                    if line.strip():
+                        name, text = _json_doc(line, path, line_no, field, id_field)
+                        names.append(prefix + name)
+                        docs.append(text)
+                yield names, docs
+        if mode == "paragraphs" and carry.strip():
+            para_no += 1
+            yield [f"{prefix}{para_no}"], [carry]
+
+
+def _json_doc(line: str, path: str, line_no: int, field: str, id_field: str | None) -> tuple[str, str]:
+    import json
+
+    where = f"{display_name(path)}, line {line_no}"
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise NlpkitError(f"{where}: not valid JSON ({e.msg})") from None
+    if not isinstance(rec, dict):
+        raise NlpkitError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    if field not in rec:
+        raise NlpkitError(f"{where}: no field {field!r} (fields: {', '.join(map(str, rec)) or 'none'}; "
+                          "choose one with --field)")
+    text = rec[field]
+    if not isinstance(text, str):
+        raise NlpkitError(f"{where}: field {field!r} is {type(text).__name__}, expected a string")
+    if id_field is None:
+        return str(line_no), text
+    if id_field not in rec:
+        raise NlpkitError(f"{where}: no id field {id_field!r}")
+    return str(rec[id_field]), text

@@ -1,0 +1,140 @@
+"""`nlpkit tfidf`: TF-IDF weights (scikit-learn's and gensim SMART numbers), top terms, matrix, query."""
+
+from __future__ import annotations
+
+import click
+
+from nlpkit.cli.common import common_options, input_paths, open_writer, progress, warn
+
+
+def _df_value(value: str, name: str) -> float:
+    """'5' -> 5 documents; '0.5' -> half of the documents (scikit-learn's int/float rule)."""
+    try:
+        if any(ch in value for ch in ".eE"):
+            v = float(value)
+            if not 0.0 <= v <= 1.0:
+                raise click.BadParameter("a proportion must be in [0, 1]", param_hint=name)
+            return v
+        v = int(value)
+        if v < 0:
+            raise click.BadParameter("a document count must be >= 0", param_hint=name)
+        return v
+    except ValueError:
+        raise click.BadParameter(f"expected a document count (5) or a proportion (0.5), got {value!r}",
+                                 param_hint=name) from None
+
+
+@click.command("tfidf")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--docs", type=click.Choice(["files", "lines", "paragraphs", "jsonl"]), default=None,
+              help="What a document is: a file [default], a line, a blank-line separated paragraph, "
+                   "or a JSONL record (implied by --field).")
+@click.option("--field", default=None, metavar="NAME", help="JSONL field holding the text [default: text].")
+@click.option("--id-field", default=None, metavar="NAME", help="JSONL field naming the document.")
+@click.option("--tf", type=click.Choice(["raw", "relative", "log", "boolean", "augmented"]), default=None,
+              help="Term frequency: raw count [default], count/length, 1+log, 0/1, 0.5+0.5*count/max.")
+@click.option("--idf", type=click.Choice(["standard", "smooth", "probabilistic", "none"]), default=None,
+              help="standard log(N/df); smooth ln((1+N)/(1+df))+1 (scikit-learn, default); "
+                   "probabilistic max(0, log((N-df)/df)); none.")
+@click.option("--idf-offset", type=float, default=0.0, show_default=True,
+              help="Add this to every idf (scikit-learn smooth_idf=False = --idf standard --idf-offset 1).")
+@click.option("--norm", type=click.Choice(["l2", "l1", "none"]), default=None,
+              help="Document vector normalization [default: l2].")
+@click.option("--sublinear", is_flag=True, help="tf = 1 + log(count) (scikit-learn sublinear_tf); same as --tf log.")
+@click.option("--smart", default=None, metavar="XYZ",
+              help="gensim SMART letters, e.g. ntc, ltc, apc (tf: b n a l d L; idf: n f t p; norm: n c; log base 2).")
+@click.option("--log-base", type=click.Choice(["2", "e", "10"]), default="e", show_default=True,
+              help="Logarithm base for log tf and idf.")
+@click.option("--min-df", default="1", show_default=True, help="Drop terms in fewer documents (count, or proportion 0-1).")
+@click.option("--max-df", default="1.0", show_default=True, help="Drop terms in more documents (count, or proportion 0-1).")
+@click.option("--ngram-range", default="1,1", show_default=True, metavar="MIN,MAX", help="Word n-grams, up to 3.")
+@click.option("--stopwords", default="none", show_default=True, metavar="english|lucene|none|FILE",
+              help="Drop these words (english = NLTK's list).")
+@click.option("--token-pattern", default=None, metavar="REGEX",
+              help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn].")
+@click.option("--lowercase/--no-lowercase", default=True, show_default=True, help="Lowercase the text first.")
+@click.option("-k", "--top", type=int, default=10, show_default=True,
+              help="Top terms per document; with --query, top documents (0 = all).")
+@click.option("--query", default=None, metavar="TEXT", help="Rank the documents by cosine similarity to TEXT.")
+@click.option("--matrix", is_flag=True, help="Print the whole matrix in MatrixMarket coordinate format.")
+@click.option("--vocab-out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="With --matrix: write the terms (column order) to this file instead of header comments.")
+@common_options
+def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, smart, log_base, min_df,
+            max_df, ngram_range, stopwords, token_pattern, lowercase, top, query, matrix, vocab_out,
+            fmt, no_signature, quiet, encoding_errors):
+    """TF-IDF weights of documents: top terms per document, the matrix, or a query ranking.
+
+    With the defaults the numbers equal scikit-learn's TfidfVectorizer() (raw tf,
+    smooth idf, l2 norm, the same token pattern); --smart XYZ equals gensim's
+    TfidfModel(smartirs=XYZ).
+
+    \b
+    Examples:
+      nlpkit tfidf --docs lines --stopwords english --top 5 corpus.txt
+      nlpkit tfidf --docs jsonl --field body --query "boundary layer" docs.jsonl
+      nlpkit tfidf --docs lines --matrix --vocab-out vocab.txt corpus.txt > X.mtx
+    """
+    from nlpkit import tfidf as core
+    from nlpkit.corpus import iter_documents
+    from nlpkit.errors import UsageError
+    from nlpkit.io import write_text
+    from nlpkit.signature import make_signature
+    from nlpkit.text import WordTokenizer
+
+    if top < 0:
+        raise UsageError(f"--top must be >= 0 (0 = all), got {top}")
+    if vocab_out and not matrix:
+        raise UsageError("--vocab-out needs --matrix")
+    if matrix and query:
+        raise UsageError("choose --matrix or --query, not both")
+    mode = docs or ("jsonl" if field or id_field else "files")
+    if (field or id_field) and mode != "jsonl":
+        raise UsageError("--field/--id-field need --docs jsonl")
+    try:
+        lo, hi = (int(x) for x in ngram_range.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected MIN,MAX such as 1,2; got {ngram_range!r}",
+                                 param_hint="--ngram-range") from None
+    if smart:
+        if tf or idf or norm or sublinear or idf_offset:
+            raise UsageError("--smart sets tf, idf and norm: do not combine it with --tf/--idf/--norm/"
+                             "--sublinear/--idf-offset")
+        weighting = core.parse_smart(smart)
+    else:
+        if sublinear and tf not in (None, "log"):
+            raise UsageError(f"--sublinear means --tf log; it contradicts --tf {tf}")
+        weighting = core.Weighting(tf="log" if sublinear else (tf or "raw"), idf=idf or "smooth",
+                                   norm=norm or "l2", log_base=log_base, idf_offset=idf_offset)
+    tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
+    paths = input_paths(files)
+    batches = iter_documents(paths, mode, field or "text", id_field, encoding_errors)
+    with progress("documents", quiet=quiet) as tick:
+        m = core.tfidf(batches, tok, weighting, (lo, hi), _df_value(min_df, "--min-df"),
+                       _df_value(max_df, "--max-df"), progress=tick)
+    w = m.weighting
+    settings = {"smart": w.smart} if w.smart else {"tf": w.tf, "idf": w.idf, "norm": w.norm, "log": w.log_base,
+                                                   "idf_offset": f"{w.idf_offset:g}"}
+    sig = make_signature("tfidf", **settings, ngram=f"{lo},{hi}", min_df=min_df, max_df=max_df,
+                         tok=tok.signature, stop=tok.stopwords_name, docs=mode)
+    if matrix:
+        import sys
+
+        if vocab_out:
+            with open(vocab_out, "w", encoding="utf-8") as f:
+                f.write("".join(core._escape(t) + "\n" for t in m.terms))
+        core.write_matrix_market(m, sys.stdout, None if no_signature else sig, vocab_in_header=not vocab_out)
+        write_text("")
+        return
+    if query is not None:
+        hits = core.rank_by_cosine(m, tok.tokenize(query), top)
+        if not hits:
+            warn("no document shares a term with the query", quiet)
+        with open_writer(["rank", "doc", "cosine"], fmt, sig, no_signature) as out:
+            for r, (i, s) in enumerate(hits, 1):
+                out.write({"rank": r, "doc": m.names[i], "cosine": s})
+        return
+    with open_writer(["doc", "rank", "term", "weight"], fmt, sig, no_signature) as out:
+        for i, terms in core.top_terms(m, top):
+            for r, (term, weight) in enumerate(terms, 1):
+                out.write({"doc": m.names[i], "rank": r, "term": term, "weight": weight})

@@ -1,0 +1,401 @@
+"""TF-IDF weighting with the textbook TF/IDF/norm variants, scikit-learn's and gensim's SMART.
+
+    weight(t, d) = tf(t, d) * idf(t), then each document vector normalized (l2, l1 or none)
+
+tf:  raw = count; relative = count / (count of all terms of d); log = 1 + log(count);
+     boolean = 1; augmented = 0.5 + 0.5 count / max count in d;
+     (SMART only) double-log = 1 + log(1 + log count); log-average = (1 + log count) / (1 + log mean count)
+idf: standard = log(N/df); smooth = ln((1+N)/(1+df)) + 1 (scikit-learn's default);
+     probabilistic = max(0, log((N-df)/df)); none = 1; (SMART t) zero-corrected = log((N+1)/df)
+     plus `idf_offset` (scikit-learn's smooth_idf=False is ``standard`` + offset 1, natural log).
+
+Worked example: a 100-word document with "cat" 3 times has relative tf 0.03; with
+N = 10,000,000 and df = 1,000, standard idf in base 10 is 4 and tf-idf 0.12.
+
+SMART strings (gensim ``TfidfModel(smartirs=XYZ)``): X in b n t a l d L, Y in n x f t p,
+Z in n x c; logs are base 2 as in gensim. Pivoted norms (u, b) are refused.
+
+The corpus becomes a CSR matrix of our own (indptr/indices/data numpy arrays), rows =
+documents, columns = terms sorted alphabetically (scikit-learn's column order).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from nlpkit.corpus import BREAK_DOC, BlockEncoder
+from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.text import WordTokenizer
+
+TF_SCHEMES = ("raw", "relative", "log", "boolean", "augmented", "double-log", "log-average")
+IDF_SCHEMES = ("standard", "smooth", "probabilistic", "none", "zero-corrected")
+NORMS = ("l2", "l1", "none")
+LOGS = {"2": np.log2, "e": np.log, "10": np.log10}
+SMART_TF = {"b": "boolean", "n": "raw", "t": "raw", "a": "augmented", "l": "log",
+            "d": "double-log", "L": "log-average"}
+SMART_IDF = {"n": "none", "x": "none", "f": "standard", "t": "zero-corrected", "p": "probabilistic"}
+SMART_NORM = {"n": "none", "x": "none", "c": "l2"}
+
+
+@dataclass
+class Weighting:
+    """The settings that determine tf-idf numbers (the signature's content)."""
+
+    tf: str = "raw"
+    idf: str = "smooth"
+    norm: str = "l2"
+    log_base: str = "e"
+    idf_offset: float = 0.0
+    smart: str | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        for value, allowed, name in ((self.tf, TF_SCHEMES, "--tf"), (self.idf, IDF_SCHEMES, "--idf"),
+                                     (self.norm, NORMS, "--norm"), (self.log_base, tuple(LOGS), "--log-base")):
+            if value not in allowed:
+                raise UsageError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+def parse_smart(code: str) -> Weighting:
+    """gensim SMART letters -> Weighting (log base 2). ``parse_smart("ltc")``."""
+    if len(code) != 3:
+        raise UsageError(f"--smart expects three letters (tf, idf, norm) such as ntc; got {code!r}")
+    t, d, n = code
+    if t not in SMART_TF:
+        raise UsageError(f"--smart {code}: unknown tf letter {t!r} (one of {''.join(SMART_TF)})")
+    if d not in SMART_IDF:
+        raise UsageError(f"--smart {code}: unknown idf letter {d!r} (one of {''.join(SMART_IDF)})")
+    if n in "ub":
+        raise UsageError(f"--smart {code}: pivoted normalization {n!r} is not supported (use n or c)")
+    if n not in SMART_NORM:
+        raise UsageError(f"--smart {code}: unknown norm letter {n!r} (one of {''.join(SMART_NORM)})")
+    return Weighting(SMART_TF[t], SMART_IDF[d], SMART_NORM[n], "2", 0.0, code)
+
+
+# ----------------------------------------------------------------------- the formulas
+
+def tf_weights(counts: np.ndarray, row: np.ndarray, n_rows: int, scheme: str,
+               log_base: str = "e") -> np.ndarray:  # [nnz], [nnz] -> [nnz]
+    """Term-frequency weights of the nonzero counts; `row` gives each entry's document.
+
+    >>> tf_weights(np.array([3.0, 97.0]), np.array([0, 0]), 1, "relative").tolist()
+    [0.03, 0.97]
+    """
+    log = LOGS[log_base]
+    c = counts.astype(np.float64)
+    if scheme == "raw":
+        return c
+    if scheme == "boolean":
+        return np.ones_like(c)
+    if scheme == "log":
+        return log(c) + 1.0
+    if scheme == "double-log":
+        return 1 + log(1 + log(c))
+    if scheme == "relative":
+        return c / np.bincount(row, weights=c, minlength=n_rows)[row]
+    if scheme == "augmented":
+        mx = np.zeros(n_rows)
+        np.maximum.at(mx, row, c)
+        return 0.5 + (0.5 * c / mx[row])
+    if scheme == "log-average":
+        mean = np.bincount(row, weights=c, minlength=n_rows) / np.maximum(np.bincount(row, minlength=n_rows), 1)
+        return (1 + log(c)) / (1 + log(mean[row]))
+    raise UsageError(f"unknown tf scheme {scheme!r}")
+
+
+def idf_weights(df: np.ndarray, n_docs: int, scheme: str, log_base: str = "e",
+                offset: float = 0.0) -> np.ndarray:  # [V] -> [V]
+    """Inverse document frequencies of document frequencies `df` among `n_docs` documents.
+
+    >>> idf_weights(np.array([1000]), 10_000_000, "standard", "10").tolist()
+    [4.0]
+    """
+    log = LOGS[log_base]
+    d = df.astype(np.float64)
+    with np.errstate(divide="ignore"):
+        if scheme == "none":
+            idf = np.ones_like(d)
+        elif scheme == "standard":
+            idf = log(n_docs / d)
+        elif scheme == "smooth":                       # scikit-learn: ln((1+N)/(1+df)) + 1
+            idf = np.full_like(d, n_docs + 1.0)
+            idf /= d + 1.0
+            idf = log(idf) + 1.0
+        elif scheme == "zero-corrected":
+            idf = log((n_docs + 1.0) / d)
+        elif scheme == "probabilistic":
+            idf = np.maximum(0.0, log((1.0 * n_docs - d) / d))
+        else:
+            raise UsageError(f"unknown idf scheme {scheme!r}")
+    return idf + offset if offset else idf
+
+
+def normalize_rows(data: np.ndarray, row: np.ndarray, n_rows: int, norm: str) -> np.ndarray:
+    """Divide each document's weights by its l2 or l1 norm (empty/zero rows stay zero)."""
+    if norm == "none":
+        return data
+    sq = data * data if norm == "l2" else np.abs(data)
+    total = np.bincount(row, weights=sq, minlength=n_rows)
+    length = np.sqrt(total) if norm == "l2" else total
+    length[length == 0.0] = 1.0
+    return data / length[row]
+
+
+# ------------------------------------------------------------------------ the matrix
+
+@dataclass
+class CountMatrix:
+    """Documents x terms raw counts in CSR form; terms sorted (scikit-learn's order)."""
+
+    indptr: np.ndarray      # [n_docs + 1] int64
+    indices: np.ndarray     # [nnz] int32, sorted within each row
+    counts: np.ndarray      # [nnz] int64
+    terms: list[str]        # [V]
+    names: list[str]        # [n_docs]
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.indptr) - 1
+
+    def rows(self) -> np.ndarray:  # -> [nnz] document index of each entry
+        return np.repeat(np.arange(self.n_docs), np.diff(self.indptr))
+
+    def document_frequency(self) -> np.ndarray:  # -> [V]
+        return np.bincount(self.indices, minlength=len(self.terms))
+
+
+@dataclass
+class TfidfMatrix:
+    """The weighted matrix plus what produced it."""
+
+    indptr: np.ndarray      # [n_docs + 1]
+    indices: np.ndarray     # [nnz]
+    data: np.ndarray        # [nnz] float64
+    terms: list[str]
+    names: list[str]
+    df: np.ndarray          # [V]
+    idf: np.ndarray         # [V]
+    weighting: Weighting
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.indptr) - 1
+
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        s, e = self.indptr[i], self.indptr[i + 1]
+        return self.indices[s:e], self.data[s:e]
+
+
+_NGRAM_SHIFT = {2: (32,), 3: (42, 21)}
+
+
+def _ngram_codes(ids: np.ndarray, doc: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Packed codes of the n-grams inside each document: [t] -> [m], and their documents."""
+    if n == 1:
+        return ids.astype(np.int64), doc
+    m = len(ids) - n + 1
+    if m <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, doc.dtype)
+    same = doc[:m] == doc[n - 1:]
+    code = np.zeros(m, dtype=np.int64)
+    for j, shift in enumerate(_NGRAM_SHIFT[n] + (0,)):
+        code |= ids[j:j + m].astype(np.int64) << shift
+    return code[same], doc[:m][same]
+
+
+def count_matrix(batches: Iterable[tuple[list[str], list[str]]], tokenizer: WordTokenizer | None = None,
+                 ngram_range: tuple[int, int] = (1, 1),
+                 progress: Callable[..., None] | None = None) -> CountMatrix:
+    """Count terms of documents given as batches ``(names, texts)`` (see `corpus.iter_documents`)."""
+    lo, hi = ngram_range
+    if not 1 <= lo <= hi <= 3:
+        raise UsageError(f"--ngram-range must satisfy 1 <= MIN <= MAX <= 3; got {lo},{hi}")
+    enc = BlockEncoder(tokenizer or WordTokenizer(), BREAK_DOC)
+    names: list[str] = []
+    parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {n: [] for n in range(lo, hi + 1)}
+    for batch_names, texts in batches:
+        ids, doc = enc.encode_docs(texts)
+        if hi == 3 and len(enc._vocab) >= 1 << 21:
+            raise NlpkitError("--ngram-range with trigrams supports at most 2,097,152 distinct words")
+        doc = doc.astype(np.int64) + len(names)
+        for n in parts:
+            code, d = _ngram_codes(ids, doc, n)
+            order = np.lexsort((code, d))                # by document, then term code
+            code, d = code[order], d[order]
+            new = np.ones(len(code), dtype=bool)
+            new[1:] = (code[1:] != code[:-1]) | (d[1:] != d[:-1])
+            starts = np.flatnonzero(new)
+            cnt = np.diff(np.append(starts, len(code)))
+            parts[n].append((d[starts], code[starts], cnt))
+        names.extend(batch_names)
+        if progress is not None:
+            progress(len(names))
+    words = enc.words
+    rows, cols, cnts, terms = [], [], [], []
+    for n, chunks in parts.items():
+        d = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros(0, np.int64)
+        code = np.concatenate([c[1] for c in chunks]) if chunks else np.zeros(0, np.int64)
+        cnt = np.concatenate([c[2] for c in chunks]) if chunks else np.zeros(0, np.int64)
+        uniq, col = np.unique(code, return_inverse=True)
+        rows.append(d)
+        cols.append(col + len(terms))
+        cnts.append(cnt)
+        terms.extend(_term_strings(uniq, n, words))
+    row = np.concatenate(rows)
+    col = np.concatenate(cols)
+    cnt = np.concatenate(cnts)
+    order = sorted(range(len(terms)), key=terms.__getitem__)     # alphabetical columns
+    rank = np.empty(len(terms), dtype=np.int64)
+    rank[order] = np.arange(len(terms))
+    col = rank[col]
+    terms = [terms[i] for i in order]
+    perm = np.lexsort((col, row))
+    indptr = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=len(names)), out=indptr[1:])
+    return CountMatrix(indptr, col[perm].astype(np.int32), cnt[perm].astype(np.int64), terms, names)
+
+
+def _term_strings(codes: np.ndarray, n: int, words: list[str]) -> list[str]:
+    if n == 1:
+        return [words[i] for i in codes.tolist()]
+    if n == 2:
+        return [f"{words[c >> 32]} {words[c & 0xFFFFFFFF]}" for c in codes.tolist()]
+    m = (1 << 21) - 1
+    return [f"{words[c >> 42]} {words[(c >> 21) & m]} {words[c & m]}" for c in codes.tolist()]
+
+
+def prune(counts: CountMatrix, min_df: float = 1, max_df: float = 1.0) -> CountMatrix:
+    """Drop terms in fewer than min_df or more than max_df documents (int = count, float = share).
+
+    Same rule as scikit-learn: a float is a proportion of the documents.
+    """
+    n = counts.n_docs
+    max_docs = max_df if isinstance(max_df, int) else max_df * n
+    min_docs = min_df if isinstance(min_df, int) else min_df * n
+    if max_docs < min_docs:
+        raise UsageError("--max-df leaves fewer documents than --min-df")
+    df = counts.document_frequency()
+    keep = (df >= min_docs) & (df <= max_docs)
+    if keep.all():
+        return counts
+    if not keep.any():
+        raise NlpkitError("after --min-df/--max-df no terms remain; lower --min-df or raise --max-df")
+    new_col = np.cumsum(keep) - 1
+    entry = keep[counts.indices]
+    row = counts.rows()[entry]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=n), out=indptr[1:])
+    terms = [t for t, k in zip(counts.terms, keep.tolist()) if k]
+    return CountMatrix(indptr, new_col[counts.indices[entry]].astype(np.int32), counts.counts[entry],
+                       terms, counts.names)
+
+
+def weigh(counts: CountMatrix, weighting: Weighting) -> TfidfMatrix:
+    """Apply tf, idf and normalization to a count matrix (exact zeros are dropped)."""
+    w = weighting
+    row = counts.rows()
+    df = counts.document_frequency()
+    idf = idf_weights(df, counts.n_docs, w.idf, w.log_base, w.idf_offset)
+    data = tf_weights(counts.counts, row, counts.n_docs, w.tf, w.log_base)
+    data *= idf[counts.indices]
+    data = normalize_rows(data, row, counts.n_docs, w.norm)
+    nz = data != 0.0
+    indices = counts.indices
+    if not nz.all():
+        indices, data, row = indices[nz], data[nz], row[nz]
+    indptr = np.zeros(counts.n_docs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=counts.n_docs), out=indptr[1:])
+    return TfidfMatrix(indptr, indices, data, counts.terms, counts.names, df, idf, w)
+
+
+def tfidf(batches: Iterable[tuple[list[str], list[str]]], tokenizer: WordTokenizer | None = None,
+          weighting: Weighting | None = None, ngram_range: tuple[int, int] = (1, 1),
+          min_df: float = 1, max_df: float = 1.0,
+          progress: Callable[..., None] | None = None) -> TfidfMatrix:
+    """Count, prune and weigh in one call.
+
+    >>> m = tfidf([(["a", "b"], ["the cat sat", "the dog sat"])], weighting=Weighting(norm="none"))
+    >>> m.terms, [round(x, 4) for x in m.data.tolist()]
+    (['cat', 'dog', 'sat', 'the'], [1.4055, 1.0, 1.0, 1.4055, 1.0, 1.0])
+    """
+    counts = count_matrix(batches, tokenizer, ngram_range, progress)
+    if counts.n_docs == 0:
+        raise NlpkitError("empty corpus: no documents")
+    if not counts.terms:
+        raise NlpkitError("empty vocabulary: the documents have no words"
+                          + (" other than stopwords" if tokenizer and tokenizer.stopwords else ""))
+    return weigh(prune(counts, min_df, max_df), weighting or Weighting())
+
+
+# --------------------------------------------------------------------- using the matrix
+
+def top_terms(m: TfidfMatrix, k: int = 10) -> Iterable[tuple[int, list[tuple[str, float]]]]:
+    """For each document, its k highest-weighted terms (ties: alphabetical)."""
+    for i in range(m.n_docs):
+        cols, vals = m.row(i)
+        order = np.lexsort((cols, -vals))[:k] if k else np.lexsort((cols, -vals))
+        yield i, [(m.terms[c], float(v)) for c, v in zip(cols[order].tolist(), vals[order].tolist())]
+
+
+def query_vector(m: TfidfMatrix, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted vector of a query: the same tf and idf as the documents; unknown terms dropped."""
+    index = {t: i for i, t in enumerate(m.terms)}
+    known = [index[t] for t in tokens if t in index]
+    if not known:
+        return np.zeros(0, np.int64), np.zeros(0)
+    cols, cnt = np.unique(np.array(known), return_counts=True)
+    tf = tf_weights(cnt, np.zeros(len(cnt), np.int64), 1, m.weighting.tf, m.weighting.log_base)
+    return cols, tf * m.idf[cols]
+
+
+def rank_by_cosine(m: TfidfMatrix, tokens: list[str], k: int = 10) -> list[tuple[int, float]]:
+    """Documents by cosine similarity to the query (positive scores only), best first."""
+    qcols, qvals = query_vector(m, tokens)
+    qnorm = math.sqrt(float(qvals @ qvals)) if len(qvals) else 0.0
+    if qnorm == 0.0:
+        return []
+    q = np.zeros(len(m.terms))
+    q[qcols] = qvals / qnorm
+    row = np.repeat(np.arange(m.n_docs), np.diff(m.indptr))
+    dot = np.bincount(row, weights=m.data * q[m.indices], minlength=m.n_docs)
+    dnorm = np.sqrt(np.bincount(row, weights=m.data * m.data, minlength=m.n_docs))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cos = np.where(dnorm > 0, dot / dnorm, 0.0)
+    hits = np.flatnonzero(cos > 0)
+    order = hits[np.lexsort((hits, -cos[hits]))]
+    if k:
+        order = order[:k]
+    return [(int(i), float(cos[i])) for i in order]
+
+
+def write_matrix_market(m: TfidfMatrix, stream, signature: str | None = None,
+                        vocab_in_header: bool = True) -> None:
+    """MatrixMarket coordinate format: rows = documents, columns = terms, 1-based.
+
+    With `vocab_in_header`, comment lines ``%term<TAB>j<TAB>TERM`` and ``%doc<TAB>i<TAB>NAME``
+    name the columns and rows (scipy.io.mmread skips comments).
+    """
+    w = stream.write
+    w("%%MatrixMarket matrix coordinate real general\n")
+    w("% nlpkit tfidf: rows are documents, columns are terms\n")
+    if signature:
+        w(f"% signature: {signature}\n")
+    if vocab_in_header:
+        for j, t in enumerate(m.terms, 1):
+            w(f"%term\t{j}\t{_escape(t)}\n")
+        for i, name in enumerate(m.names, 1):
+            w(f"%doc\t{i}\t{_escape(name)}\n")
+    w(f"{m.n_docs} {len(m.terms)} {len(m.data)}\n")
+    row = np.repeat(np.arange(1, m.n_docs + 1), np.diff(m.indptr))
+    col = m.indices + 1
+    chunk = 1 << 16
+    for s in range(0, len(m.data), chunk):
+        w("".join(f"{r} {c} {v!r}\n" for r, c, v in zip(row[s:s + chunk].tolist(), col[s:s + chunk].tolist(),
+                                                           m.data[s:s + chunk].tolist())))
+
+
+def _escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
