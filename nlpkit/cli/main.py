@@ -21,6 +21,7 @@ from nlpkit.errors import NlpkitError, UsageError
 
 # name -> (module, one-line help). Only subcommands that work are registered here.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "edit-distance": ("nlpkit.cli.edit_distance", "Levenshtein-family distances, alignments, nearest dictionary words."),
     "tfidf": ("nlpkit.cli.tfidf", "TF-IDF weights (every TF/IDF/norm variant, SMART), top terms, matrix, query ranking."),
     "pmi": ("nlpkit.cli.pmi", "Pointwise mutual information (PMI/NPMI/PPMI) of co-occurring words."),
     "perplexity": ("nlpkit.cli.perplexity", "Perplexity, NLL and bits per byte of text under a language model."),

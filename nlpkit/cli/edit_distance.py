@@ -1,0 +1,203 @@
+"""`nlpkit edit-distance`: Levenshtein-family distances, alignments and dictionary lookup.
+
+Three modes:
+  nlpkit edit-distance A B                    one pair (with --align: its operations)
+  nlpkit edit-distance --pairs FILE           TSV a<TAB>b lines -> a, b, distance (vectorized)
+  nlpkit edit-distance --dict WORDS [QUERY..] nearest entries per query (args or stdin lines)
+With no arguments and text on stdin, stdin is read as --pairs.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import click
+
+from nlpkit.cli.common import (common_options, input_paths, open_writer, parse_number_list, progress,
+                               resolve_format)
+from nlpkit.errors import NlpkitError
+from nlpkit.signature import make_signature
+
+METRIC_CHOICES = ("levenshtein", "osa", "damerau", "indel", "hamming", "lcs")
+CHUNK = 20_000  # --pairs lines per vectorized batch
+
+
+def _weights(value: str | None, metric: str) -> tuple[int, int, int]:
+    if value is None:
+        return (1, 1, 1)
+    w = parse_number_list(value, "--weights", n=3, cast=int)
+    if any(x < 0 for x in w):
+        raise click.BadParameter("weights must be non-negative integers", param_hint="--weights")
+    if metric != "levenshtein" and tuple(w) != (1, 1, 1):
+        raise click.BadParameter(f"weights apply to --metric levenshtein only, not {metric} "
+                                 "(as in rapidfuzz)", param_hint="--weights")
+    return tuple(w)  # type: ignore[return-value]
+
+
+def _read_pairs(path: str, errors: str) -> Iterator[list[tuple[str, str]]]:
+    """Chunks of (a, b) from a two-column TSV; blank lines skipped, other shapes are errors."""
+    from nlpkit.io import display_name, iter_lines
+
+    chunk: list[tuple[str, str]] = []
+    for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
+        if not line.strip():
+            continue
+        cols = line.split("\t")
+        if len(cols) != 2:
+            raise NlpkitError(f"{display_name(path)}, line {lineno}: expected 2 tab-separated "
+                              f"columns (a<TAB>b), found {len(cols)}")
+        chunk.append((cols[0], cols[1]))
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _queries(args: tuple[str, ...], errors: str) -> Iterator[str]:
+    if args:
+        yield from args
+        return
+    from nlpkit.io import iter_lines
+
+    for path in input_paths([], what="queries"):
+        for line in iter_lines(path, errors=errors):
+            if line.strip():
+                yield line.strip()
+
+
+@click.command("edit-distance")
+@click.argument("args", nargs=-1)
+@click.option("--pairs", "pairs_file", metavar="FILE",
+              help="TSV of a<TAB>b lines ('-' for stdin); appends the distance to each pair.")
+@click.option("--metric", type=click.Choice(METRIC_CHOICES), default="levenshtein", show_default=True,
+              help="Distance: levenshtein, osa (adjacent transpositions), damerau (unrestricted), "
+                   "indel (no substitution), hamming (padded), lcs (max length - LCS).")
+@click.option("--weights", metavar="INS,DEL,SUB", help="Integer operation costs (levenshtein only).")
+@click.option("--normalize", is_flag=True,
+              help="Also print distance / maximum possible distance, in [0, 1] (as rapidfuzz).")
+@click.option("--level", type=click.Choice(["char", "word"]), default="char", show_default=True,
+              help="Compare characters, or whitespace-separated words (WER-style).")
+@click.option("--align", is_flag=True,
+              help="Print the edit operations of A B and a two-line aligned view.")
+@click.option("--dict", "dict_file", metavar="FILE",
+              help="Dictionary (word or word<TAB>count per line): find the nearest entries of each "
+                   "query (ARGS, or lines on stdin). Ties: higher count first.")
+@click.option("--top", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --dict: entries per query.")
+@click.option("--max-distance", type=click.IntRange(min=0), default=None,
+              help="With --dict: only entries at most this far.")
+@common_options
+def command(args, pairs_file, metric, weights, normalize, level, align, dict_file, top, max_distance,
+            fmt, no_signature, quiet, encoding_errors):
+    """Edit distance between A and B, for TSV pairs, or to the nearest dictionary entries.
+
+    \b
+    nlpkit edit-distance kitten sitting
+    nlpkit edit-distance --align --level word "the cat sat" "a cat sat down"
+    nlpkit edit-distance --pairs pairs.tsv --metric osa --normalize
+    nlpkit edit-distance --dict count_1w.txt --top 3 speling korrect
+    """
+    w = _weights(weights, metric)
+    settings = dict(metric=metric, weights=w, level=level, norm=normalize)
+    if sum(x is not None for x in (pairs_file, dict_file)) > 1:
+        raise click.UsageError("--pairs and --dict cannot be combined")
+    if align and (pairs_file or dict_file):
+        raise click.UsageError("--align works on one pair A B, not with --pairs or --dict")
+    if dict_file is None and (top != 1 or max_distance is not None):
+        raise click.UsageError("--top and --max-distance need --dict")
+    if dict_file:
+        return _dictionary(dict_file, args, metric, w, level, normalize, top, max_distance,
+                           settings, fmt, no_signature, quiet, encoding_errors)
+    if pairs_file is None and not args:
+        pairs_file = input_paths([], what="input: give A B, --pairs FILE or --dict FILE")[0]
+    if pairs_file is not None:
+        if args:
+            raise click.UsageError("--pairs takes no A B arguments")
+        return _pairs(pairs_file, metric, w, level, normalize, settings, fmt, no_signature, quiet,
+                      encoding_errors)
+    if len(args) != 2:
+        raise click.UsageError(f"expected two arguments A B, got {len(args)}")
+    if align:
+        return _align(args[0], args[1], metric, w, level, settings, fmt, no_signature)
+    from nlpkit.distance import distance, normalized_distance, split_level
+
+    a, b = split_level(args[0], level), split_level(args[1], level)
+    columns = ["a", "b", "metric", "distance"] + (["normalized"] if normalize else [])
+    with open_writer(columns, fmt, make_signature("edit-distance", **settings), no_signature) as out:
+        rec = {"a": args[0], "b": args[1], "metric": metric, "distance": distance(a, b, metric, w)}
+        if normalize:
+            rec["normalized"] = normalized_distance(a, b, metric, w)
+        out.write(rec)
+
+
+def _pairs(path, metric, w, level, normalize, settings, fmt, no_signature, quiet, errors):
+    from nlpkit.batch_distance import pairwise_distances
+    from nlpkit.distance import split_level
+
+    columns = ["a", "b", "distance"] + (["normalized"] if normalize else [])
+    sig = make_signature("edit-distance", **settings)
+    with open_writer(columns, fmt, sig, no_signature) as out, \
+            progress("pairs", quiet=quiet) as tick:
+        done = 0
+        for chunk in _read_pairs(path, errors):
+            a = [split_level(x, level) for x, _ in chunk]
+            b = [split_level(y, level) for _, y in chunk]
+            dist = pairwise_distances(a, b, metric, w).tolist()
+            norm = pairwise_distances(a, b, metric, w, normalize=True).tolist() if normalize else None
+            for k, (x, y) in enumerate(chunk):
+                rec = {"a": x, "b": y, "distance": dist[k]}
+                if norm is not None:
+                    rec["normalized"] = norm[k]
+                out.write(rec)
+            done += len(chunk)
+            tick(done)
+
+
+def _dictionary(path, args, metric, w, level, normalize, top, max_distance, settings, fmt,
+                no_signature, quiet, errors):
+    from nlpkit.distance import maximum, split_level
+    from nlpkit.spell import DICT_METRICS, load_dictionary, nearest
+
+    if metric not in DICT_METRICS:
+        raise click.UsageError(f"--dict supports --metric {', '.join(DICT_METRICS)}, not {metric}")
+    if w != (1, 1, 1):
+        raise click.UsageError("--dict uses unit weights; drop --weights")
+    sig = make_signature("edit-distance", **settings, max_distance=max_distance)
+    d = load_dictionary(path, level, errors)
+    columns = ["query", "rank", "match", "distance"] + (["normalized"] if normalize else []) + ["count"]
+    with open_writer(columns, fmt, sig, no_signature) as out, \
+            progress("queries", quiet=quiet) as tick:
+        for i, q in enumerate(_queries(args, errors), 1):
+            matches = nearest(d, q, top, max_distance, metric)
+            if not matches:
+                out.write({"query": q, "rank": None, "match": None, "distance": None, "count": None})
+            for m in matches:
+                rec = {"query": q, "rank": m.rank, "match": m.word, "distance": m.distance}
+                if normalize:
+                    most = maximum(metric, len(split_level(q, level)), len(split_level(m.word, level)))
+                    rec["normalized"] = m.distance / most if most else 0.0
+                rec["count"] = int(m.count) if m.count.is_integer() else m.count
+                out.write(rec)
+            tick(i)
+
+
+def _align(a_text, b_text, metric, w, level, settings, fmt, no_signature):
+    from nlpkit.align import aligned_view, alignment, cost
+    from nlpkit.distance import split_level
+    from nlpkit.errors import UsageError
+    from nlpkit.io import write_text
+
+    try:
+        ops = alignment(split_level(a_text, level), split_level(b_text, level), metric, w)
+    except UsageError as e:
+        raise click.UsageError(str(e)) from None
+    sig = make_signature("edit-distance", **settings)
+    if resolve_format(fmt) == "table":
+        top, bottom = aligned_view(ops, " " if level == "word" else "")
+        write_text(f"{top}\n{bottom}\n(distance {cost(ops, w)})\n\n")
+    columns = ["op", "a_index", "b_index", "a", "b"]
+    with open_writer(columns, fmt, sig, no_signature) as out:
+        for op in ops:
+            out.write({"op": op.tag, "a_index": op.a_index, "b_index": op.b_index,
+                       "a": op.a, "b": op.b})
