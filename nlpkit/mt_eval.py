@@ -284,7 +284,8 @@ def paired_test(systems: Sequence[System], references: Sequence[Sequence[str]],
     Runs sacrebleu's own `PairedTest`, so p-values, means and intervals equal
     ``sacrebleu --paired-bs/--paired-ar`` with the same seed. ``n_samples`` 0 means
     sacrebleu's default (1000 resamples for bs, 10000 trials for ar); ``confidence_n``
-    adds bootstrap intervals to the ar test. Records: the baseline first (no p_value).
+    adds bootstrap intervals to the ar test (the bs test always has them, from its own
+    resamples, so there it is ignored). Records: the baseline first (no p_value).
     """
     from sacrebleu.significance import PairedTest
 
@@ -308,7 +309,8 @@ def paired_test(systems: Sequence[System], references: Sequence[Sequence[str]],
     wrapped = {name: _MemoStats(m, memo[name]) for name, m in metrics.items()}
     with sacrebleu_seed(seed):
         ps = PairedTest([(n, h) for n, h in systems], wrapped, references=None, test_type=test,
-                        n_samples=n_samples, n_ar_confidence=confidence_n if confidence_n > 0 else -1)
+                        n_samples=n_samples,
+                        n_ar_confidence=confidence_n if test == "ar" and confidence_n > 0 else -1)
         sigs, results = ps()
     keys = list(metrics)  # PairedTest keys results by score name (BLEU, chrF2, TER) in this order
     records = []

@@ -210,6 +210,12 @@ def test_paired_tests_equal_sacrebleu_paired_test(monkeypatch, test, n, conf):
     assert {f"{test}:{n}", "seed:99"} <= set(recs[0]["signature"].split("|"))
 
 
+def test_paired_bs_ignores_confidence_n_and_keeps_its_signature():
+    a = mt_eval.paired_test(SYSTEMS, REFS, EvalOptions(), test="bs", n_samples=30, confidence_n=500)
+    b = mt_eval.paired_test(SYSTEMS, REFS, EvalOptions(), test="bs", n_samples=30)
+    assert a == b and "|bs:30|" in a[0]["signature"]
+
+
 def test_paired_components_equal_plain_corpus_scores():
     opts = EvalOptions(metrics=("bleu", "ter"))
     paired = mt_eval.paired_test(SYSTEMS, REFS, opts, test="bs", n_samples=20)

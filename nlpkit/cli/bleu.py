@@ -42,7 +42,11 @@ def _install_warning_handler(quiet: bool) -> None:
     from nlpkit.mt_eval import quiet_sacrebleu
 
     logger = logging.getLogger("sacrebleu")
+    if any(getattr(h, "_nlpkit", False) for h in logger.handlers):
+        quiet_sacrebleu(quiet)
+        return
     handler = logging.StreamHandler(sys.stderr)
+    handler._nlpkit = True  # type: ignore[attr-defined]
     handler.setFormatter(logging.Formatter("nlpkit: warning: sacrebleu: %(message)s"))
     logger.addHandler(handler)
     logger.propagate = False
@@ -78,7 +82,8 @@ def _install_warning_handler(quiet: bool) -> None:
 @click.option("--ter-no-punct", is_flag=True, help="TER: remove punctuation.")
 @click.option("--ter-asian-support", is_flag=True, help="TER: split Asian characters.")
 @click.option("--sentence", is_flag=True, help="One row per segment (line, 1-based) and metric.")
-@click.option("--confidence", is_flag=True, help="Bootstrap mean and 95%% interval half-width (ci95).")
+@click.option("--confidence", is_flag=True,
+              help="Bootstrap mean and 95%% interval half-width (ci95), each system on its own.")
 @click.option("--confidence-n", type=click.IntRange(min=2), default=1000, show_default=True,
               help="Bootstrap resamples for --confidence.")
 @click.option("--paired-bs", is_flag=True, help="Paired bootstrap test of each system against the first.")
