@@ -10,18 +10,27 @@ Prints, in one run:
 Without the cache SmolLM2 is quadratic and slow; runs estimated to take longer than --budget seconds
 are skipped and the estimate printed instead.
 
-    /work/venv/bin/python benchmarks/generation.py [--lengths 64,256,1024] [--budget 300]
+BLAS and torch run with --threads=N threads (default 1: on a small model a decode step is a chain of
+small matrix-vector products, where thread hand-offs cost more than they save, and 1 is fair to both).
+
+    /work/venv/bin/python benchmarks/generation.py [--lengths 64,256,1024] [--budget 300] [--threads=1]
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
+import os
 import sys
-import time
-from pathlib import Path
 
-import numpy as np
+THREADS = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--threads=")), "1")
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = THREADS  # before numpy / torch load their BLAS
+
+import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 from nlpkit.lm.generation import GenerationStats, generate_ids, sample_batch
 from nlpkit.lm.loaders import DEFAULT_MODEL_DIR, load_model
@@ -59,6 +68,8 @@ def transformers_decode(path: Path, lengths: list[int], prompt: list[int]) -> di
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
 
+    torch.set_num_threads(int(THREADS))
+
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     model.generation_config.eos_token_id = None
     ids = torch.tensor([prompt])
@@ -77,8 +88,9 @@ def transformers_decode(path: Path, lengths: list[int], prompt: list[int]) -> di
     return {n: (n - 1) / max(timed(n) - one, 1e-9) for n in lengths}
 
 
-def fmt_tps(x: float | None) -> str:
-    return "skipped" if x is None else f"{x:,.0f}"
+def fmt_tps(x: float) -> str:
+    """tok/s; a negative value is an estimate (run skipped for time), shown as ~N."""
+    return f"~{-x:,.1f}" if x < 0 else f"{x:,.1f}"
 
 
 def main() -> None:
@@ -86,11 +98,15 @@ def main() -> None:
     ap.add_argument("--lengths", default="64,256,1024")
     ap.add_argument("--budget", type=float, default=300.0, help="skip no-cache runs estimated to exceed this (s)")
     ap.add_argument("--no-smollm2", action="store_true")
+    ap.add_argument("--threads", default=THREADS, help="BLAS/torch threads (give as --threads=N)")
+    ap.add_argument("--default-model", default=None, help="use this directory as the default model")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
 
     models: list[tuple[str, Path]] = []
-    if (DEFAULT_MODEL_DIR / "config.json").is_file():
+    if args.default_model:
+        models.append((f"{Path(args.default_model).name} (as default)", Path(args.default_model)))
+    elif (DEFAULT_MODEL_DIR / "config.json").is_file():
         models.append(("default", DEFAULT_MODEL_DIR))
     else:
         print("note: default model not installed; using tests/fixtures/lm/llama-gqa in its place", file=sys.stderr)
@@ -105,12 +121,12 @@ def main() -> None:
         model = load_model(path)
         nlpkit_decode(model, 4, True)  # warm-up
         cached = {n: nlpkit_decode(model, n, True).decode_tps for n in lengths}
-        nocache: dict[int, float | None] = {}
+        nocache: dict[int, float] = {}
         est_per_pos = None  # seconds per (step x position) without a cache, from the last finished run
         for n in lengths:
             positions = n * (PROMPT_LEN + n / 2)
             if est_per_pos is not None and est_per_pos * positions > args.budget:
-                nocache[n] = None
+                nocache[n] = -n / (est_per_pos * positions)  # negative = estimated, not measured
                 print(f"{name}: no-cache {n} tokens skipped (estimated {est_per_pos * positions:,.0f} s > "
                       f"--budget {args.budget:.0f} s)", file=sys.stderr)
                 continue
@@ -118,7 +134,8 @@ def main() -> None:
             est_per_pos = st.decode_seconds / positions
             nocache[n] = st.decode_tps
         for n in lengths:
-            ratio = f"{cached[n] / nocache[n]:.1f}x" if nocache[n] else "-"
+            est = "~" if nocache[n] < 0 else ""
+            ratio = f"{est}{cached[n] / abs(nocache[n]):.1f}x"
             rows.append((f"{name}: decode {n} tok, KV cache vs none (tok/s)", fmt_tps(cached[n]),
                          fmt_tps(nocache[n]), ratio))
         if name == default_name:
@@ -149,7 +166,8 @@ def main() -> None:
     print(f"{'task':{w}s}  {'nlpkit':>10s}  {'peer':>10s}  {'ratio':>7s}")
     for task, a, b, r in rows:
         print(f"{task:{w}s}  {a:>10s}  {b:>10s}  {r:>7s}")
-    print("\npeer = nlpkit without KV cache (rows 'KV cache vs none'), transformers generate with its cache, "
+    print(f"\nthreads: {THREADS}; ~ = estimated from the previous no-cache run (quadratic), not measured.")
+    print("peer = nlpkit without KV cache (rows 'KV cache vs none'), transformers generate with its cache, "
           "or sample -n 1 (row 'sample'). Targets: cache >= 10x no-cache at 1,024 tokens on the default model; "
           ">= 1.5x transformers; sample -n 8 <= 2x -n 1.")
 

@@ -26,7 +26,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.lm.sampling import SamplingConfig, process_logits, select_tokens, token_logprobs
+from nlpkit.lm.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
 
 FINISH_REASONS = ("eos", "stop", "length", "context")
 
@@ -139,9 +139,13 @@ def decode_steps(model, prompt_ids: Sequence[int], *, n: int = 1, sampling: Samp
     while True:
         t0 = time.perf_counter()
         filtered = process_logits(logits, seen, cfg)  # [n, V]
-        ids = select_tokens(filtered, cfg, rng)  # [n]
+        if cfg.greedy:
+            ids, lpf = np.argmax(filtered, axis=-1), np.zeros(n)  # the one-hot distribution: log 1
+        else:
+            probs = probabilities(filtered, cfg)  # [n, V]
+            ids = draw(probs, rng)  # [n]
+            lpf = np.log(probs[rows, ids])
         lp = token_logprobs(logits, ids)  # [n]
-        lpf = np.zeros(n) if cfg.greedy else token_logprobs(filtered, ids)
         seen[rows, ids] = True
         tokens = np.concatenate([tokens, ids[:, None]], axis=1)
         stats.new_tokens += 1
@@ -335,8 +339,6 @@ def sample_batch(model, prompt_ids: Sequence[int], n: int, *, max_new_tokens: in
 def next_token_distribution(model, prompt_ids: Sequence[int], sampling: SamplingConfig | None = None,
                             context: int | None = None) -> list[tuple[int, float]]:
     """(id, probability) of every token left after the filters, most likely first (greedy: one token, 1.0)."""
-    from nlpkit.lm.sampling import probabilities
-
     cfg = (sampling or SamplingConfig()).validate()
     ctx = context or model.config.max_seq_len
     prompt = np.asarray(prompt_ids, dtype=np.int64)[None, :]

@@ -181,19 +181,21 @@ def probabilities(filtered: np.ndarray, cfg: SamplingConfig) -> np.ndarray:  # [
         out = np.zeros(filtered.shape, dtype=np.float64)
         out[np.arange(filtered.shape[0]), np.argmax(filtered, axis=-1)] = 1.0
         return out
-    return np.exp(log_softmax(filtered))
+    e = np.exp(filtered - np.max(filtered, axis=-1, keepdims=True))  # [b, V], 0 where filtered out
+    return e / np.sum(e, axis=-1, keepdims=True, dtype=np.float64)
 
 
-def select_tokens(filtered: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> np.ndarray:
-    """One token per row: argmax when greedy, else a draw from softmax(filtered).  # [b, V] -> [b]
-
-    Draws use the inverse CDF with one uniform number per row from `rng`, so a seed fixes the
-    whole sequence and a zero-probability (filtered) token can never be chosen.
-    """
-    if cfg.greedy:
-        return np.argmax(filtered, axis=-1)
-    probs = probabilities(filtered, cfg)
+def draw(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:  # [b, V] -> [b]
+    """One draw per row by inverse CDF, one uniform number per row from `rng`, so a seed fixes the
+    whole sequence and a zero-probability (filtered) token can never be chosen."""
     cdf = np.cumsum(probs, axis=-1)  # [b, V]
     u = (1.0 - rng.random(probs.shape[0])) * cdf[:, -1]  # (0, total]
     idx = np.sum(cdf < u[:, None], axis=-1)  # first index with cdf >= u
     return np.minimum(idx, probs.shape[-1] - 1)
+
+
+def select_tokens(filtered: np.ndarray, cfg: SamplingConfig, rng: np.random.Generator) -> np.ndarray:
+    """One token per row: argmax when greedy, else a draw from softmax(filtered).  # [b, V] -> [b]"""
+    if cfg.greedy:
+        return np.argmax(filtered, axis=-1)
+    return draw(probabilities(filtered, cfg), rng)
