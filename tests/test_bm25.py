@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.retrieval.bm25 import VARIANTS, add_documents, build_index
+from nlpkit.retrieval.bm25 import VARIANTS, _assemble, add_documents, build_index
 from nlpkit.retrieval.corpus import read_records
 from nlpkit.retrieval.search import add_texts, index_texts, search_texts
 from nlpkit.retrieval.store import load_index, save_index
@@ -101,6 +101,20 @@ def test_empty_corpus_is_an_error():
         build_index([], [])
 
 
+def test_term_frequencies_pack_into_postings_or_go_to_a_separate_array():
+    packed = build_index([["a"] * 3, ["a", "b"]], ["x", "y"])
+    assert packed.doc_bits == 1 and packed.tf_extra is None
+    assert packed.tf.tolist() == [3, 1, 1] and packed.docs.tolist() == [0, 1, 1]
+    assert packed.doclen.tolist() == [3, 2]
+    big = build_index([["a"] * 70000, ["a"]], ["x", "y"])
+    assert big.doc_bits == 1 and big.tf.tolist() == [70000, 1]
+    # a term frequency that does not fit above the document bits goes to tf_extra
+    huge = _assemble("lucene", 1.2, 0.75, 0.5, ["a"], ["x", "y"], np.array([0, 0]), np.array([0, 1]),
+                     np.array([2**31, 1]), {})
+    assert huge.doc_bits == 32 and huge.tf.tolist() == [2**31, 1] and huge.docs.tolist() == [0, 1]
+    assert [d for d, _ in huge.search_ids(["a"], 2)] == ["x", "y"]
+
+
 def test_duplicate_document_ids_are_an_error():
     with pytest.raises(NlpkitError, match="duplicate document id 'a'"):
         build_index([["x"], ["y"]], ["a", "a"])
@@ -122,7 +136,7 @@ def test_add_equals_fresh_build_over_union(cranfield, tmp_path, variant):
     save_index(grown, str(tmp_path / "idx"))
     grown = load_index(str(tmp_path / "idx"))
     assert grown.doc_ids == fresh.doc_ids and grown.vocab == fresh.vocab
-    for name in ("indptr", "docs", "tf", "doclen"):
+    for name in ("indptr", "postings", "docs", "tf", "doclen"):
         np.testing.assert_array_equal(getattr(grown, name), getattr(fresh, name))
     np.testing.assert_array_equal(grown.scores, fresh.scores)
     for q in query_tokens[:50]:
@@ -182,14 +196,14 @@ def test_future_format_version_is_rejected(saved):
 
 
 def test_array_of_wrong_dtype_is_rejected(saved):
-    np.save(saved / "docs.npy", np.load(saved / "docs.npy").astype(np.int64))
-    with pytest.raises(NlpkitError, match=r"docs\.npy: holds <i8"):
+    np.save(saved / "postings.npy", np.load(saved / "postings.npy").astype(np.int64))
+    with pytest.raises(NlpkitError, match=r"postings\.npy: holds <i8"):
         load_index(str(saved))
 
 
 def test_missing_array_and_plain_file_are_rejected(saved, tmp_path):
-    os.remove(saved / "tf.npy")
-    with pytest.raises(NlpkitError, match=r"tf\.npy: missing"):
+    os.remove(saved / "indptr.npy")
+    with pytest.raises(NlpkitError, match=r"indptr\.npy: missing"):
         load_index(str(saved))
     (tmp_path / "f.txt").write_text("hello")
     with pytest.raises(NlpkitError, match="not an nlpkit BM25 index"):

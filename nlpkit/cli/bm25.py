@@ -104,7 +104,7 @@ def _summary(idx, index_path, size, sig, fmt, no_signature):
     cols = ["index", "documents", "terms", "postings", "avgdl", "bytes"]
     with open_writer(cols, fmt, sig, no_signature) as out:
         out.write({"index": index_path, "documents": idx.n_docs, "terms": len(idx.vocab),
-                   "postings": int(len(idx.docs)), "avgdl": idx.avgdl, "bytes": size})
+                   "postings": int(len(idx.postings)), "avgdl": idx.avgdl, "bytes": size})
 
 
 @command.command("add")

@@ -2,12 +2,15 @@
 
 The index is a term-major (CSC-like) postings table in flat numpy arrays:
 
-    indptr  [V+1]  int64    postings of term t are positions indptr[t]:indptr[t+1]
-    docs    [P]    int32    document number of each posting (ascending within a term)
-    scores  [P]    float32  the term's BM25 contribution to that document
-    tf      [P]    uint*    raw term frequency (kept so `add` can recompute every score)
-    doclen  [N]    int32    document lengths in tokens
+    indptr    [V+1]  int64    postings of term t are positions indptr[t]:indptr[t+1]
+    postings  [P]    uint32   document number (ascending within a term), with the raw term
+                              frequency packed above its low `doc_bits` bits (kept so `add`
+                              can recompute every score; a separate `tf_extra` array holds it
+                              instead when it does not fit, and `doc_bits` is then 32)
+    scores    [P]    float32  the term's BM25 contribution to that document
+    nonocc    [V]    float32  bm25l / bm25+ only (see below), else [0]
 
+Document lengths are derived (the sum of a document's term frequencies), not stored.
 A query is a gather of its terms' postings, one `bincount` into a dense [N] score
 array and an `argpartition` for the top k. The formulas are those of bm25s
 (Kamphuis et al., ECIR 2020), with N documents, df document frequency, tf term
@@ -97,12 +100,12 @@ class BM25Index:
     delta: float
     vocab: list[str]
     doc_ids: list[str]
-    indptr: np.ndarray   # [V+1] int64
-    docs: np.ndarray     # [P] int32
-    scores: np.ndarray   # [P] float32
-    tf: np.ndarray       # [P] unsigned int
-    doclen: np.ndarray   # [N] int32
-    nonocc: np.ndarray   # [V] float32 (zeros unless bm25l / bm25+)
+    indptr: np.ndarray     # [V+1] int64
+    postings: np.ndarray   # [P] uint32: doc | tf << doc_bits
+    scores: np.ndarray     # [P] float32
+    nonocc: np.ndarray     # [V] float32 for bm25l / bm25+, else [0]
+    doc_bits: int = 32     # 32: postings hold plain doc numbers and tf_extra the frequencies
+    tf_extra: np.ndarray | None = None  # [P] uint32 when tf is not packed
     tokenizer: dict = field(default_factory=dict)
     _term_id: dict | None = field(default=None, repr=False)
     _id_rank: np.ndarray | None = field(default=None, repr=False)
@@ -112,8 +115,24 @@ class BM25Index:
         return len(self.doc_ids)
 
     @property
+    def docs(self) -> np.ndarray:  # [P] int64 document numbers
+        if self.doc_bits >= 32:
+            return np.asarray(self.postings, dtype=np.int64)
+        return np.asarray(self.postings & np.uint32((1 << self.doc_bits) - 1), dtype=np.int64)
+
+    @property
+    def tf(self) -> np.ndarray:  # [P] int64 term frequencies
+        if self.doc_bits >= 32:
+            return np.asarray(self.tf_extra, dtype=np.int64)
+        return np.asarray(self.postings >> np.uint32(self.doc_bits), dtype=np.int64)
+
+    @property
+    def doclen(self) -> np.ndarray:  # [N] int64 document lengths, derived from the postings
+        return np.bincount(self.docs, weights=self.tf, minlength=self.n_docs).astype(np.int64)
+
+    @property
     def avgdl(self) -> float:
-        return float(self.doclen.mean()) if len(self.doclen) else 0.0
+        return float(self.doclen.mean()) if self.n_docs else 0.0
 
     @property
     def term_id(self) -> dict[str, int]:
@@ -138,14 +157,18 @@ class BM25Index:
         terms = [tid[t] for t in tokens if t in tid]
         if not terms:
             return np.empty(0, np.int64), np.empty(0, np.float64)
-        indptr = self.indptr
+        indptr, post = self.indptr, self.postings
+        mask = np.uint32((1 << self.doc_bits) - 1) if self.doc_bits < 32 else None
         if len(terms) == 1:
             s, e = indptr[terms[0]], indptr[terms[0] + 1]
-            docs = np.asarray(self.docs[s:e], dtype=np.int64)
+            docs = post[s:e] if mask is None else post[s:e] & mask
+            docs = docs.astype(np.int64)
             scores = self.scores[s:e].astype(np.float64)
         else:
             spans = [(indptr[t], indptr[t + 1]) for t in terms]
-            all_docs = np.concatenate([self.docs[s:e] for s, e in spans])      # [P_q]
+            all_docs = np.concatenate([post[s:e] for s, e in spans])           # [P_q] uint32
+            if mask is not None:
+                np.bitwise_and(all_docs, mask, out=all_docs)
             all_scores = np.concatenate([self.scores[s:e] for s, e in spans])  # [P_q]
             dense = np.bincount(all_docs, weights=all_scores, minlength=self.n_docs)  # [N]
             hit = np.zeros(self.n_docs, dtype=bool)
@@ -181,8 +204,8 @@ class BM25Index:
 
 
 def _count_postings(docs_tokens: Sequence[Sequence[str]], vocab: dict[str, int], offset: int
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Token lists -> (term [P] int64, doc [P] int64, tf [P] int64, doclen [n] int32), term-major.
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token lists -> (term [P] int64, doc [P] int64, tf [P] int64), term-major.
 
     New words are appended to `vocab` (first-occurrence order); doc numbers start at `offset`.
     """
@@ -202,38 +225,36 @@ def _count_postings(docs_tokens: Sequence[Sequence[str]], vocab: dict[str, int],
         key = key[starts]
     else:
         tf = np.empty(0, np.int64)
-    return key // n, key % n + offset, tf, lengths.astype(np.int32)
-
-
-def _tf_dtype(max_tf: int) -> type:
-    for dt in (np.uint8, np.uint16, np.uint32):
-        if max_tf <= np.iinfo(dt).max:
-            return dt
-    return np.uint64
+    return key // n, key % n + offset, tf
 
 
 def _assemble(variant: str, k1: float, b: float, delta: float, vocab: list[str], doc_ids: list[str],
-              term: np.ndarray, doc: np.ndarray, tf: np.ndarray, doclen: np.ndarray,
-              tokenizer: dict) -> BM25Index:
+              term: np.ndarray, doc: np.ndarray, tf: np.ndarray, tokenizer: dict) -> BM25Index:
     """Postings (term-major, doc-ascending within a term) -> an index with every score computed."""
     n_docs, n_terms = len(doc_ids), len(vocab)
     counts = np.bincount(term, minlength=n_terms)                      # [V] = df
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
-    avgdl = float(doclen.mean()) if n_docs and doclen.sum() > 0 else 1.0
+    doclen = np.bincount(doc, weights=tf, minlength=n_docs)            # [N]
+    avgdl = float(doclen.mean()) if doclen.sum() > 0 else 1.0
     term_idf = idf(variant, np.maximum(counts, 1), n_docs)            # [V]
     tfc = tf_component(variant, tf, doclen[doc], avgdl, k1, b, delta)  # [P]
     scores = term_idf[term] * tfc
-    nonocc = np.zeros(n_terms, dtype=np.float32)
+    nonocc = np.zeros(0, dtype=np.float32)
     if variant in NONOCC_VARIANTS:
         tfc0 = float(tf_component(variant, np.zeros(1), np.ones(1), 1.0, k1, b, delta)[0])
         nonocc64 = term_idf * tfc0                                      # [V]
         scores -= nonocc64[term]
         nonocc = nonocc64.astype(np.float32)
+    doc_bits = max(1, (n_docs - 1).bit_length())
+    max_tf = int(tf.max()) if len(tf) else 0
+    if doc_bits < 32 and max_tf < (1 << (32 - doc_bits)):
+        postings, tf_extra = (doc | (tf << doc_bits)).astype(np.uint32), None
+    else:
+        postings, tf_extra, doc_bits = doc.astype(np.uint32), tf.astype(np.uint32), 32
     return BM25Index(variant=variant, k1=k1, b=b, delta=delta, vocab=vocab, doc_ids=doc_ids,
-                     indptr=indptr, docs=doc.astype(np.int32), scores=scores.astype(np.float32),
-                     tf=tf.astype(_tf_dtype(int(tf.max()) if len(tf) else 0)),
-                     doclen=doclen.astype(np.int32), nonocc=nonocc, tokenizer=dict(tokenizer))
+                     indptr=indptr, postings=postings, scores=scores.astype(np.float32),
+                     nonocc=nonocc, doc_bits=doc_bits, tf_extra=tf_extra, tokenizer=dict(tokenizer))
 
 
 def build_index(docs_tokens: Sequence[Sequence[str]], doc_ids: Sequence[str] | None = None,
@@ -253,11 +274,10 @@ def build_index(docs_tokens: Sequence[Sequence[str]], doc_ids: Sequence[str] | N
         from nlpkit.retrieval.corpus import check_unique_ids
         check_unique_ids(doc_ids, "corpus")
     vocab: dict[str, int] = {}
-    term, doc, tf, doclen = _count_postings(docs_tokens, vocab, 0)
+    term, doc, tf = _count_postings(docs_tokens, vocab, 0)
     if progress:
         progress(len(doc_ids), len(doc_ids))
-    return _assemble(variant, k1, b, delta, list(vocab), doc_ids, term, doc, tf, doclen,
-                     tokenizer or {})
+    return _assemble(variant, k1, b, delta, list(vocab), doc_ids, term, doc, tf, tokenizer or {})
 
 
 def add_documents(index: BM25Index, docs_tokens: Sequence[Sequence[str]],
@@ -278,13 +298,12 @@ def add_documents(index: BM25Index, docs_tokens: Sequence[Sequence[str]],
         from nlpkit.retrieval.corpus import check_unique_ids
         check_unique_ids(all_ids, "index + new documents")
     vocab = dict(index.term_id)
-    new_term, new_doc, new_tf, new_len = _count_postings(docs_tokens, vocab, n_old)
+    new_term, new_doc, new_tf = _count_postings(docs_tokens, vocab, n_old)
     old_counts = np.diff(np.asarray(index.indptr))
     old_term = np.repeat(np.arange(len(index.vocab), dtype=np.int64), old_counts)  # [P_old]
     term = np.concatenate([old_term, new_term])
-    doc = np.concatenate([np.asarray(index.docs, dtype=np.int64), new_doc])
-    tf = np.concatenate([np.asarray(index.tf, dtype=np.int64), new_tf])
+    doc = np.concatenate([index.docs, new_doc])
+    tf = np.concatenate([index.tf, new_tf])
     order = np.argsort(term, kind="stable")  # old postings of a term precede the new (higher) docs
-    doclen = np.concatenate([np.asarray(index.doclen), new_len])
     return _assemble(index.variant, index.k1, index.b, index.delta, list(vocab), all_ids,
-                     term[order], doc[order], tf[order], doclen, index.tokenizer)
+                     term[order], doc[order], tf[order], index.tokenizer)

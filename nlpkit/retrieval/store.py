@@ -2,9 +2,12 @@
 
     INDEX/
       header.json   {"format": "nlpkit-bm25", "format_version": 1, variant, k1, b, delta,
-                     n_docs, n_terms, n_postings, tokenizer settings, doc ids, array manifest}
+                     n_docs, n_terms, n_postings, doc_bits, tokenizer settings, doc ids,
+                     array manifest}
       vocab.json    the terms, in term-id order
-      indptr.npy docs.npy scores.npy tf.npy doclen.npy nonocc.npy
+      indptr.npy postings.npy scores.npy nonocc.npy [tf_extra.npy]
+
+Document ids that are just 1..N (lines, paragraphs) are stored as ``{"numbered_from": 1}``.
 
 `load_index` memory-maps the arrays (np.load(mmap_mode="r")): loading reads the two JSON
 files and maps the rest, so it takes milliseconds and the OS pages postings in on demand.
@@ -20,11 +23,11 @@ import os
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.retrieval.bm25 import VARIANTS, BM25Index
+from nlpkit.retrieval.bm25 import NONOCC_VARIANTS, VARIANTS, BM25Index
 
 FORMAT = "nlpkit-bm25"
 FORMAT_VERSION = 1
-ARRAYS = ("indptr", "docs", "scores", "tf", "doclen", "nonocc")
+ARRAYS = ("indptr", "postings", "scores", "nonocc", "tf_extra")
 HEADER = "header.json"
 VOCAB = "vocab.json"
 
@@ -43,7 +46,13 @@ def save_index(index: BM25Index, path: str) -> None:
         os.remove(header_path)
     manifest = {}
     for name in ARRAYS:
-        arr = np.ascontiguousarray(getattr(index, name))
+        arr = getattr(index, name)
+        if arr is None:
+            stale = os.path.join(path, f"{name}.npy")
+            if os.path.exists(stale):
+                os.remove(stale)
+            continue
+        arr = np.ascontiguousarray(arr)
         tmp = os.path.join(path, f".{name}.npy.tmp")
         with open(tmp, "wb") as f:
             np.save(f, arr, allow_pickle=False)
@@ -54,13 +63,30 @@ def save_index(index: BM25Index, path: str) -> None:
     header = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "variant": index.variant, "k1": index.k1, "b": index.b, "delta": index.delta,
-        "n_docs": index.n_docs, "n_terms": len(index.vocab), "n_postings": int(len(index.docs)),
-        "tokenizer": index.tokenizer, "arrays": manifest, "doc_ids": index.doc_ids,
+        "n_docs": index.n_docs, "n_terms": len(index.vocab), "n_postings": int(len(index.postings)),
+        "doc_bits": index.doc_bits, "tokenizer": index.tokenizer, "arrays": manifest,
+        "doc_ids": _compact_ids(index.doc_ids),
     }
     tmp = header_path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(header, f, ensure_ascii=False, separators=(",", ":"))
     os.replace(tmp, header_path)
+
+
+def _compact_ids(ids: list[str]):
+    """["1", "2", ..., "N"] -> {"numbered_from": 1}; other id lists unchanged."""
+    if ids and ids[0] == "1" and ids[-1] == str(len(ids)) and ids == [str(i) for i in range(1, len(ids) + 1)]:
+        return {"numbered_from": 1}
+    return ids
+
+
+def _expand_ids(stored, n_docs: int, path: str) -> list[str]:
+    if isinstance(stored, dict) and isinstance(stored.get("numbered_from"), int):
+        first = stored["numbered_from"]
+        return [str(i) for i in range(first, first + n_docs)]
+    if isinstance(stored, list) and len(stored) == n_docs:
+        return stored
+    raise NlpkitError(f"{path}: corrupt index (document ids do not match the header)")
 
 
 def _read_json(path: str, what: str):
@@ -87,7 +113,8 @@ def read_header(path: str) -> dict:
     if version != FORMAT_VERSION:
         raise NlpkitError(f"{path}: index format version {version} is not supported by this nlpkit "
                           f"(reads version {FORMAT_VERSION}); rebuild it with `nlpkit bm25 index`")
-    need = ("variant", "k1", "b", "delta", "n_docs", "n_terms", "n_postings", "arrays", "doc_ids")
+    need = ("variant", "k1", "b", "delta", "n_docs", "n_terms", "n_postings", "doc_bits", "arrays",
+            "doc_ids")
     missing = [k for k in need if k not in header]
     if missing or header["variant"] not in VARIANTS:
         raise NlpkitError(f"{path}: corrupt index header (missing or bad: "
@@ -114,22 +141,28 @@ def load_index(path: str, mmap: bool = True) -> BM25Index:
     header = read_header(path)
     vocab = _read_json(os.path.join(path, VOCAB), "vocabulary")
     n_docs, n_terms, n_post = header["n_docs"], header["n_terms"], header["n_postings"]
-    doc_ids = header["doc_ids"]
-    if not isinstance(vocab, list) or len(vocab) != n_terms or len(doc_ids) != n_docs:
-        raise NlpkitError(f"{path}: corrupt index (vocabulary or document ids do not match the header)")
-    expected = {"indptr": [n_terms + 1], "docs": [n_post], "scores": [n_post], "tf": [n_post],
-                "doclen": [n_docs], "nonocc": [n_terms]}
+    doc_bits = header["doc_bits"]
+    doc_ids = _expand_ids(header["doc_ids"], n_docs, path)
+    if not isinstance(vocab, list) or len(vocab) != n_terms:
+        raise NlpkitError(f"{path}: corrupt index (the vocabulary does not match the header)")
+    expected = {"indptr": [n_terms + 1], "postings": [n_post], "scores": [n_post],
+                "nonocc": [n_terms if header["variant"] in NONOCC_VARIANTS else 0],
+                "tf_extra": [n_post] if doc_bits >= 32 else None}
     arrays = {}
     for name in ARRAYS:
-        spec = header["arrays"].get(name, {})
-        if spec.get("shape") != expected[name]:
+        spec = header["arrays"].get(name)
+        if expected[name] is None:
+            arrays[name] = None
+            continue
+        if not spec or spec.get("shape") != expected[name]:
             raise NlpkitError(f"{path}: corrupt index header (array {name} has shape "
-                              f"{spec.get('shape')}, expected {expected[name]})")
+                              f"{(spec or {}).get('shape')}, expected {expected[name]})")
         arrays[name] = _load_array(path, name, spec, mmap)
     if int(arrays["indptr"][0]) != 0 or int(arrays["indptr"][-1]) != n_post:
         raise NlpkitError(f"{os.path.join(path, 'indptr.npy')}: corrupt postings pointers; rebuild the index")
     return BM25Index(variant=header["variant"], k1=header["k1"], b=header["b"], delta=header["delta"],
-                     vocab=vocab, doc_ids=doc_ids, tokenizer=header.get("tokenizer") or {}, **arrays)
+                     vocab=vocab, doc_ids=doc_ids, doc_bits=doc_bits,
+                     tokenizer=header.get("tokenizer") or {}, **arrays)
 
 
 def index_size(path: str) -> int:
