@@ -27,10 +27,13 @@ import io
 import os
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TextIO, Union
 
-from nlpkit.bpe.pretokenize import PreTokenizer, byte_level, byte_level_alphabet
+import regex
+
+from nlpkit.bpe.pretokenize import GPT2_BLOCK_PATTERN, PreTokenizer, byte_level, byte_level_alphabet
 from nlpkit.bpe.tokenizer import AddedToken, Tokenizer
 from nlpkit.errors import NlpkitError, UsageError
 
@@ -88,13 +91,18 @@ def _read_blocks(sources: Iterable[Source], errors: str = "strict") -> Iterator[
 
 def _count_block(block: str, pretok: PreTokenizer) -> Counter:
     """Counter of raw pieces over the lines of `block` (each line keeps its '\\n')."""
+    if not pretok.steps and pretok.use_regex and not pretok.add_prefix_space:
+        return Counter(_gpt2_block_re().findall(block))  # the common case: the whole block at once
     counts: Counter = Counter()
     update, split = counts.update, pretok.split
-    if not pretok.steps and pretok.use_regex and not pretok.add_prefix_space:
-        split = pretok._gpt2.compiled.findall  # the common case, without the wrapper
     for line in io.StringIO(block, newline="\n"):
         update(split(line))
     return counts
+
+
+@lru_cache(maxsize=1)
+def _gpt2_block_re() -> regex.Pattern:
+    return regex.compile(GPT2_BLOCK_PATTERN)
 
 
 _worker_pretok: PreTokenizer | None = None
@@ -260,12 +268,13 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
         updates: dict[int, set[int]] = {}
         for wi in pos:
             w = words[wi]
-            if len(w) < 2:
+            try:
+                i = w.index(a)
+            except ValueError:
                 continue
             c = counts[wi]
-            i = 0
-            while i < len(w) - 1:
-                if w[i] == a and w[i + 1] == b:
+            while True:
+                if i + 1 < len(w) and w[i + 1] == b:
                     if i > 0:
                         p = w[i - 1]
                         k1 = p << _SHIFT | a  # absent when too long to count (max_token_length)
@@ -292,7 +301,10 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
                                 updates[k2] = {wi}
                             else:
                                 s.add(wi)
-                i += 1
+                try:
+                    i = w.index(a, i + 1)
+                except ValueError:
+                    break
         for k2, s in updates.items():
             cnt = pair_counts[k2]
             if cnt > 0:
