@@ -230,31 +230,79 @@ def _validate(systems: Sequence[System], references: Sequence[Sequence[str]],
         check_lengths(name, hyps, ref_name, references)
 
 
+# Worker state for --jobs: set in the parent, inherited by forked workers (never pickled).
+_WORK: dict[str, Any] = {}
+
+
+def _map_systems(fn: Callable[[int], Any], n: int, jobs: int,
+                 progress: Progress | None) -> list[Any]:
+    """[fn(0), ..., fn(n-1)] in order, over `jobs` forked processes when the platform can fork.
+
+    Each worker inherits the metrics with their cached reference statistics, so a
+    system costs the same as in one process and the numbers are identical.
+    """
+    import multiprocessing as mp
+
+    results: list[Any] = []
+    if jobs > 1 and n > 1 and "fork" in mp.get_all_start_methods():
+        with mp.get_context("fork").Pool(min(jobs, n)) as pool:
+            for r in pool.imap(fn, range(n)):
+                results.append(r)
+                if progress:
+                    progress(len(results), n)
+        return results
+    for i in range(n):
+        results.append(fn(i))
+        if progress:
+            progress(len(results), n)
+    return results
+
+
+def _score_system(i: int) -> list[dict]:
+    """Corpus records of system i for every metric (sacrebleu's corpus_score, bootstrap included)."""
+    name, hyps = _WORK["systems"][i]
+    options, confidence_n = _WORK["options"], _WORK["confidence_n"]
+    records = []
+    for metric in _WORK["metrics"].values():
+        score = metric.corpus_score(hyps, None, n_bootstrap=max(confidence_n, 1))
+        rec = {"system": name, **score_fields(score)}
+        if confidence_n > 1:
+            rec["mean"], rec["ci95"] = float(score._mean), float(score._ci)
+        rec["signature"] = signature(metric, options)
+        records.append(rec)
+    return records
+
+
+def _system_statistics(i: int) -> dict[str, tuple[Any, dict]]:
+    """Per-segment statistics of system i and its corpus score fields, for every metric."""
+    hyps = _WORK["systems"][i][1]
+    out = {}
+    for name, metric in _WORK["metrics"].items():
+        stats = metric._extract_corpus_statistics(hyps, None)
+        out[name] = (stats, score_fields(metric._aggregate_and_compute(stats)))
+    return out
+
+
 def corpus_scores(systems: Sequence[System], references: Sequence[Sequence[str]],
                   options: EvalOptions, confidence_n: int = 0, seed: int | None = DEFAULT_SEED,
-                  ref_name: str = "ref", progress: Progress | None = None) -> list[dict]:
+                  ref_name: str = "ref", progress: Progress | None = None,
+                  jobs: int = 1) -> list[dict]:
     """Corpus scores of each system for each metric, as records (system, metric, score, ...).
 
     With ``confidence_n`` > 1 each score carries sacrebleu's bootstrap estimate
     (``mean``, ``ci95`` = half-width of the 95% interval), seeded per system exactly
-    as ``sacrebleu --confidence`` run on that system alone.
+    as ``sacrebleu --confidence`` run on that system alone. ``jobs`` > 1 scores
+    systems in parallel worker processes (same numbers).
     """
     _validate(systems, references, ref_name)
     metrics = build_metrics(options, references)
-    records, total, done = [], len(systems) * len(metrics), 0
-    with sacrebleu_seed(seed):
-        for name, hyps in systems:
-            for metric in metrics.values():
-                score = metric.corpus_score(hyps, None, n_bootstrap=max(confidence_n, 1))
-                rec = {"system": name, **score_fields(score)}
-                if confidence_n > 1:
-                    rec["mean"], rec["ci95"] = float(score._mean), float(score._ci)
-                rec["signature"] = signature(metric, options)
-                records.append(rec)
-                done += 1
-                if progress:
-                    progress(done, total)
-    return records
+    _WORK.update(systems=list(systems), metrics=metrics, options=options, confidence_n=confidence_n)
+    try:
+        with sacrebleu_seed(seed):
+            per_system = _map_systems(_score_system, len(systems), jobs, progress)
+    finally:
+        _WORK.clear()
+    return [rec for recs in per_system for rec in recs]
 
 
 class _MemoStats:
@@ -278,14 +326,15 @@ class _MemoStats:
 def paired_test(systems: Sequence[System], references: Sequence[Sequence[str]],
                 options: EvalOptions, test: str = "bs", n_samples: int = 0,
                 confidence_n: int = 0, seed: int | None = DEFAULT_SEED, ref_name: str = "ref",
-                progress: Progress | None = None) -> list[dict]:
+                progress: Progress | None = None, jobs: int = 1) -> list[dict]:
     """Paired bootstrap (``bs``) or approximate-randomization (``ar``) test against systems[0].
 
     Runs sacrebleu's own `PairedTest`, so p-values, means and intervals equal
     ``sacrebleu --paired-bs/--paired-ar`` with the same seed. ``n_samples`` 0 means
     sacrebleu's default (1000 resamples for bs, 10000 trials for ar); ``confidence_n``
     adds bootstrap intervals to the ar test (the bs test always has them, from its own
-    resamples, so there it is ignored). Records: the baseline first (no p_value).
+    resamples, so there it is ignored). ``jobs`` > 1 extracts the systems' statistics
+    in parallel worker processes. Records: the baseline first (no p_value).
     """
     from sacrebleu.significance import PairedTest
 
@@ -295,17 +344,17 @@ def paired_test(systems: Sequence[System], references: Sequence[Sequence[str]],
         raise UsageError("a paired test needs at least two hypothesis files (the first is the baseline)")
     _validate(systems, references, ref_name)
     metrics = build_metrics(options, references)
-    memo: dict[int, Any] = {}
+    _WORK.update(systems=list(systems), metrics=metrics)
+    try:
+        per_system = _map_systems(_system_statistics, len(systems), jobs, progress)
+    finally:
+        _WORK.clear()
+    memo: dict[str, dict[int, Any]] = {name: {} for name in metrics}
     components: dict[tuple[int, str], dict] = {}
-    total, done = len(systems) * len(metrics), 0
-    for i, (_, hyps) in enumerate(systems):
-        for name, metric in metrics.items():
-            stats = metric._extract_corpus_statistics(hyps, None)
-            memo.setdefault(name, {})[id(hyps)] = stats
-            components[i, name] = score_fields(metric._aggregate_and_compute(stats))
-            done += 1
-            if progress:
-                progress(done, total)
+    for i, ((_, hyps), stats) in enumerate(zip(systems, per_system)):
+        for name, (segment_stats, fields) in stats.items():
+            memo[name][id(hyps)] = segment_stats
+            components[i, name] = fields
     wrapped = {name: _MemoStats(m, memo[name]) for name, m in metrics.items()}
     with sacrebleu_seed(seed):
         ps = PairedTest([(n, h) for n, h in systems], wrapped, references=None, test_type=test,

@@ -225,6 +225,14 @@ def test_paired_components_equal_plain_corpus_scores():
            [{k: v for k, v in r.items() if k not in drop} for r in plain]
 
 
+def test_parallel_jobs_give_identical_records():
+    opts = EvalOptions(metrics=("bleu", "chrf", "ter"))
+    assert mt_eval.corpus_scores(SYSTEMS, REFS, opts, confidence_n=50, jobs=2) == \
+        mt_eval.corpus_scores(SYSTEMS, REFS, opts, confidence_n=50)
+    assert mt_eval.paired_test(SYSTEMS, REFS, opts, "ar", 100, jobs=2) == \
+        mt_eval.paired_test(SYSTEMS, REFS, opts, "ar", 100)
+
+
 def test_paired_test_needs_two_systems():
     with pytest.raises(UsageError, match="at least two"):
         mt_eval.paired_test(SYSTEMS[:1], REFS, EvalOptions())

@@ -92,13 +92,15 @@ def _install_warning_handler(quiet: bool) -> None:
               help="Resamples (bs, default 1000) or trials (ar, default 10000).")
 @click.option("--seed", type=click.IntRange(min=1), default=12345, show_default=True,
               help="Seed of the bootstrap / randomization (sacrebleu's SACREBLEU_SEED).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Score systems in N worker processes (same numbers; helps with TER).")
 @click.option("--short-signature", is_flag=True, help="sacrebleu's short signature form (-sh).")
 @common_options
 def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, smooth_value,
             max_ngram_order, effective_order, chrf_char_order, chrf_word_order, chrf_beta,
             chrf_lowercase, chrf_whitespace, chrf_eps_smoothing, ter_case_sensitive, ter_normalized,
             ter_no_punct, ter_asian_support, sentence, confidence, confidence_n, paired_bs,
-            paired_ar, paired_n, seed, short_signature, fmt, no_signature, quiet, encoding_errors):
+            paired_ar, paired_n, seed, jobs, short_signature, fmt, no_signature, quiet, encoding_errors):
     """Score HYP files against references with sacrebleu: BLEU, chrF(++), TER.
 
     \b
@@ -172,11 +174,11 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
         elif paired:
             records = mt_eval.paired_test(systems, references, options, paired, paired_n or 0,
                                           confidence_n if confidence else 0, seed,
-                                          ref_names[0], progress=tick)
+                                          ref_names[0], progress=tick, jobs=jobs)
         else:
             records = mt_eval.corpus_scores(systems, references, options,
                                             confidence_n if confidence else 0, seed,
-                                            ref_names[0], progress=tick)
+                                            ref_names[0], progress=tick, jobs=jobs)
         if machine:
             with open_writer(columns, fmt, None) as out:
                 for r in records:
