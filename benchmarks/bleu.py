@@ -3,6 +3,7 @@
     python benchmarks/bleu.py            # BLEU + chrF on all systems of every configuration
     python benchmarks/bleu.py --ter      # + TER (slow: ~15 s per 1,002-line system per reference)
     python benchmarks/bleu.py --repeat 3 # timing: best of 3 alternating runs
+    python benchmarks/bleu.py --jobs 4   # also time nlpkit --jobs 4 (default 2)
 
 Checks (exact equality with the sacrebleu API for the same options, identical
 signatures): WMT21 en-de, 20 systems, ref A and refs A+C+D; WMT21 en-zh,
@@ -49,9 +50,9 @@ def configurations() -> list[tuple[str, list[Path], list[Path], str | None]]:
     ]
 
 
-def nlpkit_cmd(refs, hyps, metrics, tokenize=None) -> list[str]:
+def nlpkit_cmd(refs, hyps, metrics, tokenize=None, jobs=1) -> list[str]:
     cmd = [sys.executable, "-m", "nlpkit", "bleu", *[a for r in refs for a in ("-r", str(r))],
-           *map(str, hyps), "--metrics", metrics, "--format", "jsonl", "--quiet"]
+           *map(str, hyps), "--metrics", metrics, "--format", "jsonl", "--quiet", "--jobs", str(jobs)]
     return cmd + (["--tokenize", tokenize] if tokenize else [])
 
 
@@ -106,12 +107,12 @@ def check_all(metrics: str) -> bool:
     return ok
 
 
-def timing(metrics: str, repeat: int) -> bool:
+def timing(metrics: str, repeat: int, jobs: int = 1) -> bool:
     _, refs, hyps, _ = configurations()[1]
     inf = float("inf")
     wall_n = cpu_n = wall_s = cpu_s = inf
     for _ in range(repeat):  # alternate, keep the best of each: the machine may be busy
-        tn, cn, out_n = run(nlpkit_cmd(refs, hyps, metrics))
+        tn, cn, out_n = run(nlpkit_cmd(refs, hyps, metrics, jobs=jobs))
         ts, cs, out_s = run(sacrebleu_cmd(refs, hyps, metrics))
         wall_n, cpu_n, wall_s, cpu_s = min(wall_n, tn), min(cpu_n, cn), min(wall_s, ts), min(cpu_s, cs)
     ours = {(r["system"], r["metric"]): f"{r['score']:.10f}"
@@ -119,7 +120,7 @@ def timing(metrics: str, repeat: int) -> bool:
     theirs = {(row["system"], metric): value for row in json.loads(out_s)
               for metric, value in row.items() if metric != "system"}
     same = ours == theirs
-    task = f"{metrics}: 20 systems x 3 refs"
+    task = f"{metrics}: 20 systems x 3 refs" + (f" (-j {jobs})" if jobs > 1 else "")
     print(f"{task + ', wall s':<42}{wall_n:>9.2f}{wall_s:>11.2f}{wall_n / wall_s:>8.2f}")
     print(f"{task + ', CPU s':<42}{cpu_n:>9.2f}{cpu_s:>11.2f}{cpu_n / cpu_s:>8.2f}"
           f"   printed scores equal: {same}")
@@ -131,6 +132,7 @@ def main() -> None:
     ap.add_argument("--ter", action="store_true", help="also check TER (slow)")
     ap.add_argument("--repeat", type=int, default=3, help="timing runs per tool (best is kept)")
     ap.add_argument("--skip-check", action="store_true", help="timing only")
+    ap.add_argument("--jobs", type=int, default=2, help="also time nlpkit --jobs N (1: skip)")
     args = ap.parse_args()
     if not (DATA / "wmt21").is_dir():
         sys.exit(f"benchmarks/bleu.py: shared data not found at {DATA} (set NLPKIT_DATA)")
@@ -143,6 +145,8 @@ def main() -> None:
     print(f"{'task':<42}{'nlpkit':>9}{'sacrebleu':>11}{'ratio':>8}")
     ok &= timing("bleu", args.repeat)
     ok &= timing("bleu,chrf", args.repeat)
+    if args.jobs > 1:
+        ok &= timing("bleu,chrf", args.repeat, jobs=args.jobs)
     sys.exit(0 if ok else 1)
 
 
