@@ -142,3 +142,18 @@ def test_help_lists_the_decoding_options(cli):
     for opt in ("--temperature", "--top-k", "--top-p", "--min-p", "--repetition-penalty", "--seed", "--stop",
                 "--no-kv-cache", "--stats", "--truncate-prompt", "0 = disabled"):
         assert opt in text
+
+
+def test_generate_into_a_closed_pipe_exits_quietly():
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    p = subprocess.Popen([sys.executable, "-m", "nlpkit", "generate", "Once", "--model", MODEL, "--sliding",
+                          "--ignore-eos", "--max-new-tokens", "100000"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(REPO))
+    p.stdout.read(5)
+    p.stdout.close()  # like `| head -c 5`
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 0 and err == b""

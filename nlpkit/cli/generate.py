@@ -124,6 +124,16 @@ def print_stats(stats, quiet: bool = False, show: bool = False) -> None:
             f"finish: {stats.finish}\n")
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the final flush after a broken pipe cannot fail (click would exit 1)."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 @click.command("generate")
 @click.argument("prompt", required=False)
 @click.option("--prompts", "prompts_file", metavar="FILE", default=None,
@@ -173,15 +183,19 @@ def command(prompt, prompts_file, echo, model_path, max_new_tokens, temperature,
     ids = prompt_ids(model, text, max_new_tokens, truncate_prompt)
     st = GenerationStats()
     out = sys.stdout
-    if echo and text:
-        out.write(text)
+    try:
+        if echo and text:
+            out.write(text)
+            out.flush()
+        last = ""
+        for piece in generate(model, ids, stats=st, **kwargs):
+            out.write(piece)
+            out.flush()
+            last = piece
+        if out.isatty() and not last.endswith("\n"):
+            out.write("\n")
         out.flush()
-    last = ""
-    for piece in generate(model, ids, stats=st, **kwargs):
-        out.write(piece)
-        out.flush()
-        last = piece
-    if out.isatty() and not last.endswith("\n"):
-        out.write("\n")
-    out.flush()
+    except BrokenPipeError:  # `| head`: the reader has gone; stop quietly with status 0
+        _silence_stdout()
+        return
     print_stats(st, quiet, stats)
