@@ -122,9 +122,22 @@ def test_sample_n8_reproducible_distinct_with_records_and_signature(cli):
     assert [r["index"] for r in recs] == list(range(8))
     assert len({r["text"] for r in recs}) == 8
     for r in recs:
-        assert set(r) == {"index", "text", "tokens", "logprob", "logprob_filtered", "finish", "signature"}
+        assert set(r) == {"index", "text", "tokens", "logprob", "logprob_filtered", "finish", "ids", "signature"}
         assert r["tokens"] == 12 and r["logprob"] < 0 and r["finish"] == "length"
     assert recs[0]["signature"].startswith("sample|model:llama-gqa|temp:0.9|")
+    # each logprob is the sum of the per-token log-probabilities of a forward pass over prompt + sample
+    import numpy as np
+
+    from nlpkit.lm.generation import encode_prompt
+    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.sampling import log_softmax
+
+    model = load_model(MODEL)
+    prompt = encode_prompt(model, "Once upon")
+    for r in recs:
+        lp = log_softmax(model.forward(np.array([prompt + r["ids"]]))[0, len(prompt) - 1:-1])
+        assert r["logprob"] == pytest.approx(float(lp[np.arange(12), r["ids"]].sum()), abs=1e-4)
+        assert model.tokenizer.decode(r["ids"]) == r["text"]
     assert "|seed:42|" in recs[0]["signature"] and "|n:8|" in recs[0]["signature"]
 
 

@@ -29,7 +29,7 @@ def command(prompt, n, dist, model_path, max_new_tokens, temperature, top_k, top
     """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
     its KV cache shared by the N rows. Each record has the text, its token count, and its total
     log-probability under the model (logprob) and under the filtered distribution it was drawn from
-    (logprob_filtered). No prompt: start from BOS.
+    (logprob_filtered); JSON/JSONL records also carry the token ids. No prompt: start from BOS.
 
     \b
     Examples:
@@ -62,7 +62,8 @@ def command(prompt, n, dist, model_path, max_new_tokens, temperature, top_k, top
                      no_signature) as out:
         for s in samples:
             out.write({"index": s.index, "text": s.text, "tokens": len(s.ids), "logprob": s.logprob,
-                       "logprob_filtered": s.logprob_filtered, "finish": s.finish})
+                       "logprob_filtered": s.logprob_filtered, "finish": s.finish,
+                       "ids": s.ids})  # json/jsonl only: lets anyone recompute the log-probabilities
     if any(s.finish == "context" for s in samples):
         st.finish = "context"
     print_stats(st, quiet, stats)
