@@ -89,7 +89,7 @@ def decoding_signature(name: str, model, cfg, *, seed: int, max_new_tokens: int,
                           stop=len(stops), sliding=sliding, **extra)
 
 
-def read_prompt(prompt: str | None) -> str:
+def read_prompt(prompt: str | None, errors: str = "strict") -> str:
     """The PROMPT argument; else stdin when piped (one trailing newline dropped); else '' (start from BOS)."""
     if prompt is not None:
         return prompt
@@ -101,7 +101,7 @@ def read_prompt(prompt: str | None) -> str:
         return ""
     from nlpkit.io import read_text
 
-    text = read_text("-")
+    text = read_text("-", errors=errors)
     return text[:-1] if text.endswith("\n") else text
 
 
@@ -146,7 +146,8 @@ def command(prompt, prompts_file, echo, model_path, max_new_tokens, temperature,
             fmt, no_signature, quiet, encoding_errors):
     """Stream one continuation of PROMPT (argument, or stdin) to stdout as it is generated.
 
-    With no prompt at all, generation starts from the model's BOS token. --temperature 0 is greedy;
+    With no prompt at all, generation starts from the model's BOS token. The text goes to stdout
+    as plain text; --format/--no-signature apply to the records of --prompts. --temperature 0 is greedy;
     --top-k 0, --top-p 1, --min-p 0 and --repetition-penalty 1 disable those filters (the defaults),
     applied in transformers' order: repetition penalty, temperature, top-k, top-p, min-p.
 
@@ -179,7 +180,7 @@ def command(prompt, prompts_file, echo, model_path, max_new_tokens, temperature,
                 print_stats(st, quiet, stats)
         return
 
-    text = read_prompt(prompt)
+    text = read_prompt(prompt, encoding_errors)
     ids = prompt_ids(model, text, max_new_tokens, truncate_prompt)
     st = GenerationStats()
     out = sys.stdout

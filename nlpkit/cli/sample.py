@@ -40,7 +40,7 @@ def command(prompt, n, dist, model_path, max_new_tokens, temperature, top_k, top
 
     cfg = sampling_config(temperature, top_k, top_p, min_p, repetition_penalty)
     model = load_for_decoding(model_path)
-    text = read_prompt(prompt)
+    text = read_prompt(prompt, encoding_errors)
     ids = prompt_ids(model, text, max_new_tokens, truncate_prompt)
 
     if dist:
