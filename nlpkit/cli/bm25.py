@@ -46,12 +46,10 @@ def model_options(f):
 
 
 def _read_corpus(path, corpus_format, id_field, field, errors, first_id=1):
-    from nlpkit.retrieval.corpus import detect_format, read_records
+    from nlpkit.retrieval.corpus import read_records
 
-    fmt = detect_format(path, errors) if corpus_format == "auto" else corpus_format
-    field = field or ("T,W" if fmt == "smart" else "text")
-    return read_records(path, fmt, id_field=id_field, field=field, fields=field, errors=errors,
-                        first_id=first_id)
+    return read_records(path, corpus_format, id_field=id_field, field=field or "text",
+                        fields=field or "T,W", errors=errors, first_id=first_id)
 
 
 def _build(path, corpus_format, id_field, field, variant, k1, b, delta, stopwords, token_pattern,
@@ -168,6 +166,14 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
 
     if (index_path is None) == (corpus_path is None):
         raise click.UsageError("give an INDEX directory or --corpus FILE (exactly one)")
+    if index_path:
+        ctx = click.get_current_context()
+        given = [f"--{p.replace('_', '-')}" for p in ("variant", "k1", "b", "delta", "stopwords",
+                                                      "token_pattern", "corpus_format", "field")
+                 if ctx.get_parameter_source(p) is not click.core.ParameterSource.DEFAULT]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} apply to --corpus; a saved index keeps the "
+                                   "settings it was built with")
     if not query_texts and not queries_path:
         raise click.UsageError("give --query TEXT or --queries FILE")
     if qrels:

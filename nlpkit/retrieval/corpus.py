@@ -29,9 +29,9 @@ _SMART_ID = re.compile(r"^\.I\s+(\S+)\s*$")
 _SMART_TAG = re.compile(r"^\.([A-Z])\s*$")
 
 
-def detect_format(path: str, errors: str = "strict", default: str = "lines") -> str:
+def detect_format(lines: Iterable[str], default: str = "lines") -> str:
     """Guess a file's format from its first non-blank line (see module docstring)."""
-    for line in iter_lines(path, errors=errors):
+    for line in lines:
         s = line.strip()
         if not s:
             continue
@@ -90,11 +90,10 @@ def _iter_paragraphs(lines: Iterable[str]) -> Iterator[str]:
         yield "\n".join(block)
 
 
-def _jsonl_records(path: str, id_field: str | None, field: str, errors: str,
+def _jsonl_records(lines: Sequence[str], name: str, id_field: str | None, field: str,
                    first_id: int = 1) -> Iterator[tuple[str, str]]:
-    name = display_name(path)
     n = first_id - 1
-    for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         n += 1
@@ -118,9 +117,8 @@ def _jsonl_records(path: str, id_field: str | None, field: str, errors: str,
         yield rid, text
 
 
-def _tsv_records(path: str, errors: str) -> Iterator[tuple[str, str]]:
-    name = display_name(path)
-    for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
+def _tsv_records(lines: Sequence[str], name: str) -> Iterator[tuple[str, str]]:
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         rid, tab, text = line.partition("\t")
@@ -141,23 +139,23 @@ def read_records(path: str, fmt: str = "auto", id_field: str | None = "id", fiel
     """
     if fmt not in CORPUS_FORMATS:
         raise NlpkitError(f"unknown format {fmt!r} (choose from {', '.join(CORPUS_FORMATS)})")
-    if fmt == "auto":
-        fmt = detect_format(path, errors, default="tsv" if kind == "queries" else "lines")
     name = display_name(path)
+    lines = list(iter_lines(path, errors=errors))  # read once: stdin cannot be rewound
+    if fmt == "auto":
+        fmt = detect_format(lines, default="tsv" if kind == "queries" else "lines")
     if fmt == "lines":
-        records = [(str(i), t) for i, t in enumerate(iter_lines(path, errors=errors), first_id)]
+        records = [(str(i), t) for i, t in enumerate(lines, first_id)]
         if kind == "queries":
             records = [r for r in records if r[1].strip()]
     elif fmt == "tsv":
-        records = list(_tsv_records(path, errors))
+        records = list(_tsv_records(lines, name))
     elif fmt == "jsonl":
-        records = list(_jsonl_records(path, id_field, field, errors, first_id))
+        records = list(_jsonl_records(lines, name, id_field, field, first_id))
     elif fmt == "paragraphs":
-        records = [(str(i), t) for i, t in
-                   enumerate(_iter_paragraphs(iter_lines(path, errors=errors)), first_id)]
+        records = [(str(i), t) for i, t in enumerate(_iter_paragraphs(lines), first_id)]
     else:
         tags = [t.strip() for t in fields.split(",") if t.strip()]
-        records = parse_smart(iter_lines(path, errors=errors), tags, name, skip_empty=kind == "queries")
+        records = parse_smart(lines, tags, name, skip_empty=kind == "queries")
     if query_ids == "position":
         records = [(str(i), t) for i, (_, t) in enumerate(records, 1)]
     check_unique_ids([r[0] for r in records], name, kind)
