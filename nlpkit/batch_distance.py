@@ -322,7 +322,13 @@ def pairwise_distances(a: Sequence[Sequence[Hashable]], b: Sequence[Sequence[Has
         else:  # indel, lcs, and levenshtein whose substitution never beats delete + insert
             lcs = _unit_metric(pat, txt, lp, lt, "lcs", vocab, budget)
             out = np.maximum(la, lb) - lcs if metric == "lcs" else (la + lb - 2 * lcs) * ins
-    if not normalize:
-        return out
-    most = maximum(metric, la, lb, w)
-    return np.where(most > 0, out / np.maximum(most, 1), 0.0)
+    return normalize_distances(out, a, b, metric, w) if normalize else out
+
+
+def normalize_distances(dist: np.ndarray, a: Sequence, b: Sequence, metric: str = "levenshtein",
+                        weights: Sequence[int] | None = None) -> np.ndarray:
+    """dist / maximum per pair (0.0 where the maximum is 0), as rapidfuzz normalizes: [N] float64."""
+    la = np.fromiter(map(len, a), np.int64, len(a))
+    lb = np.fromiter(map(len, b), np.int64, len(b))
+    most = maximum(metric, la, lb, scalar.check_weights(weights))
+    return np.where(most > 0, dist / np.maximum(most, 1), 0.0)

@@ -26,7 +26,7 @@ import numpy as np
 from nlpkit import batch_distance as bd
 from nlpkit.distance import split_level
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.io import display_name, iter_lines
+from nlpkit.io import display_name, read_text
 
 DICT_METRICS = ("levenshtein", "osa", "indel", "lcs")
 
@@ -100,8 +100,8 @@ def load_dictionary(path: str, level: str = "char", errors: str = "strict") -> D
     words: list[str] = []
     counts: list[float] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
-        word, tab, rest = line.partition("\t")
+    for lineno, line in enumerate(read_text(path, errors=errors).split("\n"), 1):
+        word, tab, rest = line.rstrip("\r").partition("\t")
         if not word.strip():
             continue
         count = 0.0

@@ -19,7 +19,6 @@ from nlpkit.errors import NlpkitError
 from nlpkit.signature import make_signature
 
 METRIC_CHOICES = ("levenshtein", "osa", "damerau", "indel", "hamming", "lcs")
-CHUNK = 20_000  # --pairs lines per vectorized batch
 
 
 def _weights(value: str | None, metric: str) -> tuple[int, int, int]:
@@ -35,23 +34,65 @@ def _weights(value: str | None, metric: str) -> tuple[int, int, int]:
 
 
 def _read_pairs(path: str, errors: str) -> Iterator[list[tuple[str, str]]]:
-    """Chunks of (a, b) from a two-column TSV; blank lines skipped, other shapes are errors."""
-    from nlpkit.io import display_name, iter_lines
+    """Chunks of (a, b) from a two-column TSV; blank lines skipped, other shapes are errors.
 
-    chunk: list[tuple[str, str]] = []
-    for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
-        if not line.strip():
-            continue
-        cols = line.split("\t")
-        if len(cols) != 2:
-            raise NlpkitError(f"{display_name(path)}, line {lineno}: expected 2 tab-separated "
-                              f"columns (a<TAB>b), found {len(cols)}")
-        chunk.append((cols[0], cols[1]))
-        if len(chunk) >= CHUNK:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+    Reads blocks of lines and decodes each block at once (a bad byte is then located
+    line by line, so the message still names the line).
+    """
+    import sys
+
+    from nlpkit.io import decode_line, display_name, open_binary
+
+    f = open_binary(path)
+    lineno = 0
+    try:
+        while True:
+            raw = f.readlines(1 << 20)
+            if not raw:
+                break
+            if lineno == 0 and raw[0].startswith(b"\xef\xbb\xbf"):
+                raw[0] = raw[0][3:]
+            try:
+                lines = b"".join(raw).decode("utf-8", errors).split("\n")
+                if lines and lines[-1] == "":
+                    lines.pop()
+            except UnicodeDecodeError:
+                lines = [decode_line(r, path, lineno + k, errors).rstrip("\n") for k, r in enumerate(raw, 1)]
+            chunk: list[tuple[str, str]] = []
+            for k, line in enumerate(lines, lineno + 1):
+                if line.endswith("\r"):
+                    line = line[:-1]
+                cols = line.split("\t")
+                if len(cols) == 2:
+                    chunk.append((cols[0], cols[1]))
+                elif line.strip():
+                    raise NlpkitError(f"{display_name(path)}, line {k}: expected 2 tab-separated "
+                                      f"columns (a<TAB>b), found {len(cols)}")
+            lineno += len(raw)
+            if chunk:
+                yield chunk
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+
+
+def _write_pairs(out, chunk: list[tuple[str, str]], dist: list, norm: list | None) -> None:
+    """Records a, b, distance[, normalized]; TSV lines are joined directly (same text as
+    `RecordWriter.write`, which formats cell by cell and costs more than the distances)."""
+    if out.fmt != "tsv" or out.count == 0 or any("\r" in a or "\r" in b for a, b in chunk):
+        for k, (a, b) in enumerate(chunk):
+            rec = {"a": a, "b": b, "distance": dist[k]}
+            if norm is not None:
+                rec["normalized"] = norm[k]
+            out.write(rec)
+        return
+    tail = "\t" + out.signature if out.signature else ""
+    if norm is None:
+        lines = [f"{a}\t{b}\t{d}{tail}\n" for (a, b), d in zip(chunk, dist)]
+    else:
+        lines = [f"{a}\t{b}\t{d}\t{n!r}{tail}\n" for (a, b), d, n in zip(chunk, dist, norm)]
+    out.stream.write("".join(lines))
+    out.count += len(lines)
 
 
 def _queries(args: tuple[str, ...], errors: str) -> Iterator[str]:
@@ -132,7 +173,7 @@ def command(args, pairs_file, metric, weights, normalize, level, align, dict_fil
 
 
 def _pairs(path, metric, w, level, normalize, settings, fmt, no_signature, quiet, errors):
-    from nlpkit.batch_distance import pairwise_distances
+    from nlpkit.batch_distance import normalize_distances, pairwise_distances
     from nlpkit.distance import split_level
 
     columns = ["a", "b", "distance"] + (["normalized"] if normalize else [])
@@ -143,13 +184,11 @@ def _pairs(path, metric, w, level, normalize, settings, fmt, no_signature, quiet
         for chunk in _read_pairs(path, errors):
             a = [split_level(x, level) for x, _ in chunk]
             b = [split_level(y, level) for _, y in chunk]
-            dist = pairwise_distances(a, b, metric, w).tolist()
-            norm = pairwise_distances(a, b, metric, w, normalize=True).tolist() if normalize else None
-            for k, (x, y) in enumerate(chunk):
-                rec = {"a": x, "b": y, "distance": dist[k]}
-                if norm is not None:
-                    rec["normalized"] = norm[k]
-                out.write(rec)
+            values = pairwise_distances(a, b, metric, w)
+            dist = values.tolist()
+            norm = normalize_distances(values, a, b, metric, w).tolist() if normalize else None
+            _write_pairs(out, chunk[:1], dist[:1], norm[:1] if norm else None)
+            _write_pairs(out, chunk[1:], dist[1:], norm[1:] if norm else None)
             done += len(chunk)
             tick(done)
 
