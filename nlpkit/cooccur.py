@@ -33,8 +33,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from nlpkit.corpus import (BREAK_LINE, BREAK_SENTENCE, BREAK_SENTENCE_LINE, BlockEncoder,
-                           iter_blocks)
+from nlpkit.corpus import (BLOCK_BYTES, BREAK_LINE, BREAK_SENTENCE, BREAK_SENTENCE_LINE,
+                           BlockEncoder, iter_blocks)
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.text import WordTokenizer
 
@@ -116,8 +116,6 @@ class CooccurrenceCounter:
                 same = seg[lo:n - d] == seg[lo + d:]
                 self._push((a[same].astype(np.int64) << 32) | b[same])
         else:
-            if len(self.unigram) >= 1 << _TRI_BITS:
-                raise NlpkitError(f"--ngram 3 supports at most {1 << _TRI_BITS:,} distinct words")
             for d1 in range(1, w - 1):
                 for d2 in range(d1 + 1, w):
                     lo = max(0, n_old - d2)
@@ -184,8 +182,10 @@ def count_cooccurrences(paths: Iterable[str], tokenizer: WordTokenizer | None = 
                         window: int = 2, ngram: int = 2, cross_lines: bool = False,
                         cross_sentences: bool = False, errors: str = "strict",
                         progress: Callable[..., None] | None = None,
-                        texts: Iterable[str] | None = None) -> Cooccurrence:
+                        texts: Iterable[str] | None = None, jobs: int = 1) -> Cooccurrence:
     """Count words and n-grams of files (or of `texts`, each a separate stream).
+
+    Files (and texts) are never crossed. `jobs` > 1 tokenizes blocks in worker processes.
 
     >>> co = count_cooccurrences([], texts=["The cat sat on the mat."])
     >>> co.count_of([co.words.index("the"), co.words.index("mat")])
@@ -193,25 +193,31 @@ def count_cooccurrences(paths: Iterable[str], tokenizer: WordTokenizer | None = 
     """
     tokenizer = tokenizer or WordTokenizer()
     check_settings(window, ngram)
+    paths = list(paths)
     enc = BlockEncoder(tokenizer, break_pattern(cross_lines, cross_sentences))
     counter = CooccurrenceCounter(window, ngram)
-    streams = [iter_blocks(p, errors) for p in paths] if texts is None else [[t] for t in texts]
-    total = sum(os.path.getsize(p) for p in paths if p != "-" and os.path.isfile(p)) \
-        if texts is None else None
-    done = 0
-    for blocks in streams:
-        tail_ids = np.zeros(0, np.int32)               # open segment carried across blocks
-        for text in blocks:
-            ids, seg, n_seg = enc.encode(text)
-            if len(tail_ids):
-                ids = np.concatenate([tail_ids, ids])
-                seg = np.concatenate([np.zeros(len(tail_ids), seg.dtype), seg])
-            counter.add(ids, seg, n_old=len(tail_ids))
-            last = seg == n_seg - 1                   # tokens of the still-open segment
-            tail_ids = ids[last][-(window - 1):] if last.any() else np.zeros(0, np.int32)
-            done += len(text.encode("utf-8")) if total else 0
-            if progress is not None and total:
-                progress(done, total)
+    if texts is None:
+        items = ((k, block) for k, p in enumerate(paths) for block in iter_blocks(p, errors))
+        total = sum(os.path.getsize(p) for p in paths if p != "-" and os.path.isfile(p))
+    else:
+        items = ((k, t) for k, t in enumerate(texts))
+        total = 0
+    done, stream = 0, -1
+    tail_ids = np.zeros(0, np.int32)                    # open segment carried across blocks
+    for k, ids, seg, n_seg in enc.encode_many(items, jobs):
+        if k != stream:                                 # a new file: nothing carries over
+            stream, tail_ids = k, np.zeros(0, np.int32)
+        if len(tail_ids):
+            ids = np.concatenate([tail_ids, ids])
+            seg = np.concatenate([np.zeros(len(tail_ids), seg.dtype), seg])
+        counter.add(ids, seg, n_old=len(tail_ids))
+        if ngram == 3 and len(enc) >= 1 << _TRI_BITS:
+            raise NlpkitError(f"--ngram 3 supports at most {1 << _TRI_BITS:,} distinct words")
+        last = seg == n_seg - 1                         # tokens of the still-open segment
+        tail_ids = ids[last][-(window - 1):] if last.any() else np.zeros(0, np.int32)
+        if progress is not None and total:
+            done = min(total, done + BLOCK_BYTES)
+            progress(done, total)
     return counter.result(enc.words)
 
 

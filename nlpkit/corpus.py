@@ -16,10 +16,12 @@ number of distinct words only.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
-from collections import defaultdict
-from typing import Iterator
+from collections import defaultdict, deque
+from functools import lru_cache
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -27,7 +29,8 @@ from nlpkit.errors import NlpkitError
 from nlpkit.io import display_name, open_binary
 from nlpkit.text import WordTokenizer
 
-BLOCK_BYTES = 1 << 21  # 2 MiB of text per block
+BLOCK_BYTES = 1 << 21     # 2 MiB of text per block
+PARALLEL_BYTES = 8 << 20  # inputs from this size on are tokenized by 2 worker processes
 
 # Segment-break regexes (matched only where the token pattern does not match).
 BREAK_SENTENCE_LINE = r"[.!?\n]+"
@@ -84,6 +87,35 @@ def _decode_block(data: bytes, path: str, lines_before: int, errors: str) -> str
             f"(use --encoding-errors replace to substitute U+FFFD)") from None
 
 
+def auto_jobs(paths: list[str], jobs: int | None = None) -> int:
+    """Worker processes for tokenizing: `jobs` if given (>= 1), else 2 for inputs over 8 MB."""
+    if jobs:
+        return max(1, jobs)
+    size = sum(os.path.getsize(p) for p in paths if p != "-" and os.path.isfile(p))
+    return 2 if size >= PARALLEL_BYTES and (os.cpu_count() or 1) >= 2 else 1
+
+
+@lru_cache(maxsize=8)
+def _compiled(pattern: str, flags: int, use_regex: bool):
+    if use_regex:
+        import regex
+
+        return regex.compile(pattern, flags)
+    return re.compile(pattern, flags)
+
+
+def _tokenize_local(text: str, pattern: str, flags: int, use_regex: bool,
+                    lowercase: bool) -> tuple[list[str], np.ndarray]:
+    """Worker: tokens of a block as (local vocabulary, local ids [n])."""
+    if lowercase:
+        text = text.lower()
+    tokens = _compiled(pattern, flags, use_regex).findall(text)
+    local: defaultdict[str, int] = defaultdict()
+    local.default_factory = local.__len__
+    ids = np.fromiter(map(local.__getitem__, tokens), dtype=np.int32, count=len(tokens))
+    return list(local), ids
+
+
 class BlockEncoder:
     """Encode text blocks to token ids with segment indices, sharing one vocabulary.
 
@@ -91,7 +123,8 @@ class BlockEncoder:
     stopwords), seg int64 [n] the segment each token is in (0..n_seg-1, segments
     separated by matches of `break_pattern`; n_seg = number of breaks + 1).
     ``words`` lists the vocabulary by id; `keep` flags real tokens (ids of
-    breaks and stopwords are never returned).
+    breaks and stopwords are never returned). `encode_many` spreads the regex
+    work over worker processes and merges their vocabularies in order.
     """
 
     def __init__(self, tokenizer: WordTokenizer, break_pattern: str | None = None) -> None:
@@ -99,14 +132,14 @@ class BlockEncoder:
         self.break_pattern = break_pattern
         tok_re = tokenizer.regex
         self._break_re = re.compile(break_pattern) if break_pattern else None
+        use_regex = not isinstance(tok_re, re.Pattern)
         if break_pattern:
             # Global inline flags such as "(?u)" must lead the whole pattern: move them to flags.
-            body = _LEADING_FLAGS.sub("", tokenizer.pattern)
-            combined = f"(?:{body})|(?:{break_pattern})"
-            module = re if isinstance(tok_re, re.Pattern) else __import__("regex")
-            self._findall = module.compile(combined, tok_re.flags).findall
+            body = _LEADING_FLAGS.sub("", tok_re.pattern)
+            self._spec = (f"(?:{body})|(?:{break_pattern})", tok_re.flags, use_regex)
         else:
-            self._findall = tok_re.findall
+            self._spec = (tok_re.pattern, tok_re.flags, use_regex)
+        self._findall = _compiled(*self._spec).findall
         self._vocab: defaultdict[str, int] = defaultdict()
         self._vocab.default_factory = self._vocab.__len__
         self._classified = 0
@@ -124,9 +157,8 @@ class BlockEncoder:
         self._classify()
         return self._keep
 
-    def lookup(self, word: str) -> int | None:
-        """Id of a word, or None when it never occurred."""
-        return self._vocab.get(word)
+    def __len__(self) -> int:
+        return len(self._vocab)
 
     def _classify(self) -> None:
         """Flag the ids added since the last call as breaks / stopwords (per type, not token)."""
@@ -134,15 +166,14 @@ class BlockEncoder:
         if n == self._classified:
             return
         new = list(self._vocab)[self._classified:]
-        groups = self.tokenizer.regex.groups
-        tok_full = self.tokenizer.regex.fullmatch
+        tok_re = self.tokenizer.regex
         brk = np.zeros(len(new), dtype=bool)
         if self._break_re is not None:
-            if groups:
+            if tok_re.groups:
                 brk = np.array([w == "" for w in new], dtype=bool)
             else:
-                bfull = self._break_re.fullmatch
-                brk = np.array([bfull(w) is not None and tok_full(w) is None for w in new], dtype=bool)
+                bfull, tfull = self._break_re.fullmatch, tok_re.fullmatch
+                brk = np.array([bfull(w) is not None and tfull(w) is None for w in new], dtype=bool)
         stop = self.tokenizer.stopwords
         stopped = np.array([w in stop for w in new], dtype=bool) if stop else np.zeros(len(new), bool)
         self._is_break = np.concatenate([self._is_break, brk])
@@ -157,10 +188,12 @@ class BlockEncoder:
         tokens = self._findall(text)
         ids = np.fromiter(map(self._vocab.__getitem__, tokens), dtype=np.int32, count=len(tokens))
         del tokens
+        return self._segment(ids)
+
+    def _segment(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         self._classify()
         if self._break_re is not None:
-            brk = self._is_break[ids]                        # [n_all]
-            seg = np.cumsum(brk, dtype=np.int64)             # [n_all] breaks before-or-at
+            seg = np.cumsum(self._is_break[ids], dtype=np.int64)   # [n_all] breaks up to here
             n_seg = int(seg[-1]) + 1 if len(seg) else 1
         else:
             seg = np.zeros(len(ids), dtype=np.int64)
@@ -168,18 +201,38 @@ class BlockEncoder:
         keep = self._keep[ids]
         return ids[keep], seg[keep], n_seg
 
-    def encode_docs(self, docs: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Ids and document index (0..len(docs)-1) of the tokens of a list of documents.
+    def _merge(self, words: list[str], local: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """A worker's (local vocabulary, local ids) -> global ids, in the same id order as `encode`."""
+        lut = np.fromiter(map(self._vocab.__getitem__, words), dtype=np.int32, count=len(words))
+        return self._segment(lut[local])
 
-        The encoder must have been built with ``break_pattern=BREAK_DOC``.
+    def encode_many(self, items: Iterable[tuple[Any, str]], jobs: int = 1
+                    ) -> Iterator[tuple[Any, np.ndarray, np.ndarray, int]]:
+        """``(meta, text)`` items -> ``(meta, ids, seg, n_seg)`` in input order.
+
+        With ``jobs > 1`` the lowercasing and regex run in worker processes, at most
+        2*jobs blocks in flight (memory stays bounded); ids equal the serial ones.
         """
-        if not docs:
-            return np.zeros(0, np.int32), np.zeros(0, np.int64)
-        text = DOC_SEPARATOR.join(d.replace(DOC_SEPARATOR, " ") for d in docs)
-        ids, seg, n_seg = self.encode(text)
-        if n_seg != len(docs):  # a token pattern that swallowed a separator
-            raise NlpkitError("the token pattern matches the NUL character; choose one that does not")
-        return ids, seg
+        if jobs <= 1:
+            for meta, text in items:
+                yield (meta, *self.encode(text))
+            return
+        import multiprocessing
+        import threading
+
+        method = "fork" if threading.active_count() == 1 else "forkserver"
+        ctx = multiprocessing.get_context(method)
+        pending: deque = deque()
+        with ctx.Pool(jobs) as pool:
+            for meta, text in items:
+                pending.append((meta, pool.apply_async(
+                    _tokenize_local, (text, *self._spec, self.tokenizer.lowercase))))
+                if len(pending) >= 2 * jobs:
+                    meta, res = pending.popleft()
+                    yield (meta, *self._merge(*res.get()))
+            while pending:
+                meta, res = pending.popleft()
+                yield (meta, *self._merge(*res.get()))
 
 
 # ------------------------------------------------------------------------- documents
@@ -197,54 +250,135 @@ def split_paragraphs(text: str) -> list[str]:
     return [p for p in PARAGRAPH_BREAK.split(text) if p.strip()]
 
 
-def iter_documents(paths: list[str], mode: str = "lines", field: str = "text",
-                   id_field: str | None = None, errors: str = "strict",
-                   batch_chars: int | None = None) -> Iterator[tuple[list[str], list[str]]]:
-    """Yield batches ``(names, texts)`` of documents, a few MB of text per batch.
+def batch_texts(texts: Iterable[str], names: DocNames | None = None,
+                batch_chars: int | None = None) -> Iterator[tuple[int, str]]:
+    """In-memory documents as `iter_documents`-style batches (named by position from 1)."""
+    batch_chars = batch_chars or BLOCK_BYTES
+    buf: list[str] = []
+    size = 0
+    for t in texts:
+        buf.append(t)
+        size += len(t)
+        if size >= batch_chars:
+            if names is not None:
+                names.add_range("", len(names) + 1, len(buf))
+            yield len(buf), join_docs(buf)
+            buf, size = [], 0
+    if buf:
+        if names is not None:
+            names.add_range("", len(names) + 1, len(buf))
+        yield len(buf), join_docs(buf)
+
+
+def doc_break(mode: str) -> str:
+    """The break regex between documents of a `DocBatch` text in this mode."""
+    return BREAK_LINE if mode == "lines" else BREAK_DOC
+
+
+def join_docs(docs: list[str]) -> str:
+    """Documents as one text, each ended by the NUL separator (NULs inside become spaces)."""
+    if not docs:
+        return ""
+    text = DOC_SEPARATOR.join(docs)
+    if text.count(DOC_SEPARATOR) != len(docs) - 1:      # rare: NULs inside documents
+        text = DOC_SEPARATOR.join(d.replace(DOC_SEPARATOR, " ") for d in docs)
+    return text + DOC_SEPARATOR
+
+
+class DocNames:
+    """Document names, stored compactly: explicit lists or numbered ranges ``prefix + N``."""
+
+    def __init__(self) -> None:
+        self._chunks: list[tuple[int, object]] = []   # (first index, list[str] | (prefix, first number))
+        self._starts: list[int] = []
+        self._n = 0
+
+    def add_list(self, names: list[str]) -> None:
+        if names:
+            self._chunks.append((self._n, list(names)))
+            self._starts.append(self._n)
+            self._n += len(names)
+
+    def add_range(self, prefix: str, first: int, count: int) -> None:
+        if count:
+            self._chunks.append((self._n, (prefix, first)))
+            self._starts.append(self._n)
+            self._n += count
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> str:
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        import bisect
+
+        k = bisect.bisect_right(self._starts, i) - 1
+        start, chunk = self._chunks[k]
+        if isinstance(chunk, list):
+            return chunk[i - start]
+        prefix, first = chunk
+        return f"{prefix}{first + i - start}"
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[i] for i in range(self._n))
+
+
+def iter_documents(paths: list[str], mode: str = "lines", names: DocNames | None = None,
+                   field: str = "text", id_field: str | None = None, errors: str = "strict",
+                   batch_chars: int | None = None) -> Iterator[tuple[int, str]]:
+    """Yield ``(n_docs, text)`` batches: `text` holds n_docs documents, each ended by a break.
 
     Modes: ``files`` (a file is a document, named by its path), ``lines`` (a line
     is a document, named by its line number, ``path:N`` with several files; empty
     lines are empty documents), ``paragraphs`` (blank-line separated, numbered from 1),
     ``jsonl`` (one JSON object per line; the text is `field`, the name `id_field`
     or the line number; a line without the field is an error naming file and line).
+    Document names are appended to `names` as batches are produced.
     """
     if mode not in DOC_MODES:
         raise NlpkitError(f"unknown document mode {mode!r} (choose from {', '.join(DOC_MODES)})")
-    batch_chars = batch_chars or BLOCK_BYTES
+    names = names if names is not None else DocNames()
     multi = len(paths) > 1
     para_no = 0
     for path in paths:
         prefix = f"{display_name(path)}:" if multi else ""
         if mode == "files":
-            yield [display_name(path)], ["".join(iter_blocks(path, errors))]
+            names.add_list([display_name(path)])
+            yield 1, join_docs(["".join(iter_blocks(path, errors))])
             continue
         line_no = 0
         carry = ""
         for block in iter_blocks(path, errors, batch_chars):
             if mode == "lines":
-                lines = block.split("\n")[:-1]              # a block ends with "\n"
-                names = [f"{prefix}{line_no + i + 1}" for i in range(len(lines))]
-                line_no += len(lines)
-                yield names, lines
+                if not block.endswith("\n"):
+                    block += "\n"
+                n = block.count("\n")
+                names.add_range(prefix, line_no + 1, n)
+                line_no += n
+                yield n, block
             elif mode == "paragraphs":
                 parts = PARAGRAPH_BREAK.split(carry + block)
                 carry = parts.pop()
                 docs = [p for p in parts if p.strip()]
-                names = [f"{prefix}{para_no + i + 1}" for i in range(len(docs))]
+                names.add_range(prefix, para_no + 1, len(docs))
                 para_no += len(docs)
-                yield names, docs
+                yield len(docs), join_docs(docs)
             else:
-                names, docs = [], []
-                for line in block.split("\n")[:-1]:
+                batch_names, docs = [], []
+                for line in block.split("\n"):
                     line_no += 1
                     if line.strip():
                         name, text = _json_doc(line, path, line_no, field, id_field)
-                        names.append(prefix + name)
+                        batch_names.append(prefix + name)
                         docs.append(text)
-                yield names, docs
+                line_no -= 1 if block.endswith("\n") else 0   # the piece after the last newline
+                names.add_list(batch_names)
+                yield len(docs), join_docs(docs)
         if mode == "paragraphs" and carry.strip():
             para_no += 1
-            yield [f"{prefix}{para_no}"], [carry]
+            names.add_range(prefix, para_no, 1)
+            yield 1, join_docs([carry])
 
 
 def _json_doc(line: str, path: str, line_no: int, field: str, id_field: str | None) -> tuple[str, str]:

@@ -37,6 +37,12 @@ _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 SENTENCE_BREAK = re.compile(r"[.!?\r\n]+")
 
 
+# findall-equivalent spellings without \b, ~30% faster: a greedy \w run always starts and
+# ends at a word boundary when findall scans left to right.
+_FAST_EQUIVALENT = {r"(?u)\b\w\w+\b": r"\w\w+", r"\b\w\w+\b": r"\w\w+",
+                    r"(?u)\b\w+\b": r"\w+", r"\b\w+\b": r"\w+"}
+
+
 @lru_cache(maxsize=32)
 def compile_pattern(pattern: str | None = None) -> Pattern:
     """Compile a token pattern: `re` first (scikit-learn's semantics), `regex` as fallback.
@@ -46,7 +52,7 @@ def compile_pattern(pattern: str | None = None) -> Pattern:
     """
     pattern = DEFAULT_PATTERN if pattern is None else pattern
     try:
-        compiled = re.compile(pattern)
+        compiled = re.compile(_FAST_EQUIVALENT.get(pattern, pattern))
     except re.error:
         import regex
 

@@ -27,7 +27,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from nlpkit.corpus import BREAK_DOC, BlockEncoder
+from nlpkit.corpus import BREAK_DOC, BlockEncoder, DocNames, batch_texts
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.text import WordTokenizer
 
@@ -154,7 +154,7 @@ class CountMatrix:
     indices: np.ndarray     # [nnz] int32, sorted within each row
     counts: np.ndarray      # [nnz] int64
     terms: list[str]        # [V]
-    names: list[str]        # [n_docs]
+    names: DocNames         # [n_docs]
 
     @property
     def n_docs(self) -> int:
@@ -175,7 +175,7 @@ class TfidfMatrix:
     indices: np.ndarray     # [nnz]
     data: np.ndarray        # [nnz] float64
     terms: list[str]
-    names: list[str]
+    names: DocNames
     df: np.ndarray          # [V]
     idf: np.ndarray         # [V]
     weighting: Weighting
@@ -206,56 +206,84 @@ def _ngram_codes(ids: np.ndarray, doc: np.ndarray, n: int) -> tuple[np.ndarray, 
     return code[same], doc[:m][same]
 
 
-def count_matrix(batches: Iterable[tuple[list[str], list[str]]], tokenizer: WordTokenizer | None = None,
-                 ngram_range: tuple[int, int] = (1, 1),
+def count_matrix(batches: Iterable[tuple[int, str]], tokenizer: WordTokenizer | None = None,
+                 ngram_range: tuple[int, int] = (1, 1), doc_break: str = BREAK_DOC,
+                 names: DocNames | None = None, jobs: int = 1,
                  progress: Callable[..., None] | None = None) -> CountMatrix:
-    """Count terms of documents given as batches ``(names, texts)`` (see `corpus.iter_documents`)."""
+    """Count the terms of documents given as batches ``(n_docs, text)`` (see `corpus.iter_documents`).
+
+    Each batch is tokenized at once; its n-gram codes are sorted by (document, code)
+    and run-length counted, so no Python loop touches a token.
+    """
     lo, hi = ngram_range
     if not 1 <= lo <= hi <= 3:
         raise UsageError(f"--ngram-range must satisfy 1 <= MIN <= MAX <= 3; got {lo},{hi}")
-    enc = BlockEncoder(tokenizer or WordTokenizer(), BREAK_DOC)
-    names: list[str] = []
+    enc = BlockEncoder(tokenizer or WordTokenizer(), doc_break)
+    n_docs = 0
     parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {n: [] for n in range(lo, hi + 1)}
-    for batch_names, texts in batches:
-        ids, doc = enc.encode_docs(texts)
-        if hi == 3 and len(enc._vocab) >= 1 << 21:
+    for n_batch, ids, doc, n_seg in enc.encode_many(batches, jobs):
+        if n_seg != n_batch + 1:      # every document ends with a break; a pattern swallowed one
+            raise NlpkitError("the token pattern matches the document separator (a newline with "
+                              "--docs lines, NUL otherwise); choose one that does not")
+        if hi == 3 and len(enc) >= 1 << 21:
             raise NlpkitError("--ngram-range with trigrams supports at most 2,097,152 distinct words")
-        doc = doc.astype(np.int64) + len(names)
         for n in parts:
             code, d = _ngram_codes(ids, doc, n)
-            order = np.lexsort((code, d))                # by document, then term code
-            code, d = code[order], d[order]
-            new = np.ones(len(code), dtype=bool)
-            new[1:] = (code[1:] != code[:-1]) | (d[1:] != d[:-1])
-            starts = np.flatnonzero(new)
-            cnt = np.diff(np.append(starts, len(code)))
-            parts[n].append((d[starts], code[starts], cnt))
-        names.extend(batch_names)
+            if n == 1:                                   # one int64 key: (document, word id)
+                key = np.sort((d << 31) | code)
+                new = np.ones(len(key), dtype=bool)
+                new[1:] = key[1:] != key[:-1]
+                starts = np.flatnonzero(new)
+                code, d = key[starts] & 0x7FFFFFFF, key[starts] >> 31
+            else:
+                order = np.lexsort((code, d))            # by document, then n-gram code
+                code, d = code[order], d[order]
+                new = np.ones(len(code), dtype=bool)
+                new[1:] = (code[1:] != code[:-1]) | (d[1:] != d[:-1])
+                starts = np.flatnonzero(new)
+                code, d = code[starts], d[starts]
+            cnt = np.diff(np.append(starts, len(new)))
+            parts[n].append(((d + n_docs).astype(np.int32), code, cnt.astype(np.int32)))
+        n_docs += n_batch
         if progress is not None:
-            progress(len(names))
+            progress(n_docs)
     words = enc.words
     rows, cols, cnts, terms = [], [], [], []
     for n, chunks in parts.items():
-        d = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros(0, np.int64)
+        d = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros(0, np.int32)
         code = np.concatenate([c[1] for c in chunks]) if chunks else np.zeros(0, np.int64)
-        cnt = np.concatenate([c[2] for c in chunks]) if chunks else np.zeros(0, np.int64)
-        uniq, col = np.unique(code, return_inverse=True)
+        cnt = np.concatenate([c[2] for c in chunks]) if chunks else np.zeros(0, np.int32)
+        del chunks[:]
+        if n == 1:                                       # word ids: a lookup table, no sort
+            present = np.zeros(len(enc), dtype=bool)
+            present[code] = True
+            uniq = np.flatnonzero(present)
+            col = (np.cumsum(present) - 1)[code]
+        else:
+            uniq, col = np.unique(code, return_inverse=True)
+        del code
         rows.append(d)
-        cols.append(col + len(terms))
+        cols.append((col + len(terms)).astype(np.int32))
         cnts.append(cnt)
         terms.extend(_term_strings(uniq, n, words))
     row = np.concatenate(rows)
     col = np.concatenate(cols)
     cnt = np.concatenate(cnts)
+    del rows, cols, cnts
     order = sorted(range(len(terms)), key=terms.__getitem__)     # alphabetical columns
-    rank = np.empty(len(terms), dtype=np.int64)
-    rank[order] = np.arange(len(terms))
+    rank = np.empty(len(terms), dtype=np.int32)
+    rank[order] = np.arange(len(terms), dtype=np.int32)
     col = rank[col]
     terms = [terms[i] for i in order]
-    perm = np.lexsort((col, row))
-    indptr = np.zeros(len(names) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row, minlength=len(names)), out=indptr[1:])
-    return CountMatrix(indptr, col[perm].astype(np.int32), cnt[perm].astype(np.int64), terms, names)
+    perm = np.argsort((row.astype(np.int64) << 32) | col)   # rows in order, columns sorted within
+    row, col, cnt = row[perm], col[perm], cnt[perm]
+    del perm
+    indptr = np.zeros(n_docs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=n_docs), out=indptr[1:])
+    if names is None:
+        names = DocNames()
+        names.add_range("", 1, n_docs)
+    return CountMatrix(indptr, col, cnt, terms, names)
 
 
 def _term_strings(codes: np.ndarray, n: int, words: list[str]) -> list[str]:
@@ -311,17 +339,21 @@ def weigh(counts: CountMatrix, weighting: Weighting) -> TfidfMatrix:
     return TfidfMatrix(indptr, indices, data, counts.terms, counts.names, df, idf, w)
 
 
-def tfidf(batches: Iterable[tuple[list[str], list[str]]], tokenizer: WordTokenizer | None = None,
+def tfidf(docs: Iterable[str] | None = None, tokenizer: WordTokenizer | None = None,
           weighting: Weighting | None = None, ngram_range: tuple[int, int] = (1, 1),
-          min_df: float = 1, max_df: float = 1.0,
+          min_df: float = 1, max_df: float = 1.0, batches: Iterable[tuple[int, str]] | None = None,
+          doc_break: str = BREAK_DOC, names: DocNames | None = None, jobs: int = 1,
           progress: Callable[..., None] | None = None) -> TfidfMatrix:
-    """Count, prune and weigh in one call.
+    """Count, prune and weigh in one call: `docs` (strings) or `batches` from `iter_documents`.
 
-    >>> m = tfidf([(["a", "b"], ["the cat sat", "the dog sat"])], weighting=Weighting(norm="none"))
+    >>> m = tfidf(["the cat sat", "the dog sat"], weighting=Weighting(norm="none"))
     >>> m.terms, [round(x, 4) for x in m.data.tolist()]
     (['cat', 'dog', 'sat', 'the'], [1.4055, 1.0, 1.0, 1.4055, 1.0, 1.0])
     """
-    counts = count_matrix(batches, tokenizer, ngram_range, progress)
+    if batches is None:
+        names = names if names is not None else DocNames()
+        batches = batch_texts(docs or [], names)
+    counts = count_matrix(batches, tokenizer, ngram_range, doc_break, names, jobs, progress)
     if counts.n_docs == 0:
         raise NlpkitError("empty corpus: no documents")
     if not counts.terms:

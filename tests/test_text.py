@@ -87,3 +87,14 @@ def test_signature_names():
     assert WordTokenizer(lowercase=False).signature == "word"
     assert WordTokenizer(pattern=r"(?u)\b\w+\b").signature == "word1-lower"
     assert re.fullmatch(r"re:[0-9a-f]{8}-lower", WordTokenizer(pattern=r"\S+").signature)
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab_1 .,'-\n\tÉéßΣς東京\u0301\u200d")), max_size=60))
+def test_fast_default_pattern_finds_the_same_tokens_as_sklearns(text):
+    assert tokenize(text) == re.findall(DEFAULT_PATTERN, text.lower())
+    assert tokenize(text, pattern=r"(?u)\b\w+\b") == re.findall(r"(?u)\b\w+\b", text.lower())

@@ -32,9 +32,11 @@ from nlpkit.cli.common import common_options, input_paths, open_writer, progress
 @click.option("--pair", "pairs", nargs=2, multiple=True, metavar="X Y",
               help="Report these pairs only (repeatable), whatever their count.")
 @click.option("--matrix", is_flag=True, help="Print the forward co-occurrence count matrix of the top words.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Tokenizer processes (0 = auto: 2 for inputs over 8 MB, else 1).")
 @common_options
 def command(files, window, ngram, measure, min_count, top, log_base, stopwords, token_pattern,
-            lowercase, cross_lines, cross_sentences, pairs, matrix, fmt, no_signature, quiet,
+            lowercase, cross_lines, cross_sentences, pairs, matrix, jobs, fmt, no_signature, quiet,
             encoding_errors):
     """Score co-occurring words by pointwise mutual information.
 
@@ -48,6 +50,7 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
       nlpkit pmi --window 5 --min-count 5 --top 10 corpus.txt
     """
     from nlpkit import cooccur
+    from nlpkit.corpus import auto_jobs
     from nlpkit.io import display_name
     from nlpkit.errors import NlpkitError, UsageError
     from nlpkit.signature import make_signature
@@ -68,7 +71,7 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
     with progress("counting", quiet=quiet) as tick:
         co = cooccur.count_cooccurrences(paths, tok, window=window, ngram=n, cross_lines=cross_lines,
                                          cross_sentences=cross_sentences, errors=encoding_errors,
-                                         progress=tick)
+                                         progress=tick, jobs=auto_jobs(paths, jobs))
     if co.n_tokens == 0:
         what = ("every word is a stopword" if any(w in tok.stopwords for w in co.words)
                 else "no words found")

@@ -59,10 +59,12 @@ def _df_value(value: str, name: str) -> float:
 @click.option("--matrix", is_flag=True, help="Print the whole matrix in MatrixMarket coordinate format.")
 @click.option("--vocab-out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="With --matrix: write the terms (column order) to this file instead of header comments.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Tokenizer processes (0 = auto: 2 for inputs over 8 MB, else 1).")
 @common_options
 def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, smart, log_base, min_df,
             max_df, ngram_range, stopwords, token_pattern, lowercase, top, query, matrix, vocab_out,
-            fmt, no_signature, quiet, encoding_errors):
+            jobs, fmt, no_signature, quiet, encoding_errors):
     """TF-IDF weights of documents: top terms per document, the matrix, or a query ranking.
 
     With the defaults the numbers equal scikit-learn's TfidfVectorizer() (raw tf,
@@ -76,7 +78,7 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
       nlpkit tfidf --docs lines --matrix --vocab-out vocab.txt corpus.txt > X.mtx
     """
     from nlpkit import tfidf as core
-    from nlpkit.corpus import iter_documents
+    from nlpkit.corpus import DocNames, auto_jobs, doc_break, iter_documents
     from nlpkit.errors import UsageError
     from nlpkit.io import write_text
     from nlpkit.signature import make_signature
@@ -108,10 +110,13 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
                                    norm=norm or "l2", log_base=log_base, idf_offset=idf_offset)
     tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
     paths = input_paths(files)
-    batches = iter_documents(paths, mode, field or "text", id_field, encoding_errors)
+    names = DocNames()
+    batches = iter_documents(paths, mode, names, field or "text", id_field, encoding_errors)
     with progress("documents", quiet=quiet) as tick:
-        m = core.tfidf(batches, tok, weighting, (lo, hi), _df_value(min_df, "--min-df"),
-                       _df_value(max_df, "--max-df"), progress=tick)
+        m = core.tfidf(tokenizer=tok, weighting=weighting, ngram_range=(lo, hi),
+                       min_df=_df_value(min_df, "--min-df"), max_df=_df_value(max_df, "--max-df"),
+                       batches=batches, doc_break=doc_break(mode), names=names,
+                       jobs=auto_jobs(paths, jobs), progress=tick)
     w = m.weighting
     settings = {"smart": w.smart} if w.smart else {"tf": w.tf, "idf": w.idf, "norm": w.norm, "log": w.log_base,
                                                    "idf_offset": f"{w.idf_offset:g}"}
