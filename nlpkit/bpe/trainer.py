@@ -41,7 +41,8 @@ Source = Union[Path, str, TextIO]
 Progress = Callable[[int, int], None]
 _SHIFT = 32
 _MASK = (1 << _SHIFT) - 1
-_BLOCK_BYTES = 1 << 22          # lines are counted in blocks of about 4 MB
+_BLOCK_BYTES = 1 << 20          # lines are counted in blocks of about 1 MB
+_SUB_BLOCK = 1 << 18            # ... a quarter MB of pieces at a time (memory stays flat)
 _PARALLEL_MIN_BYTES = 1 << 22   # smaller inputs are counted in-process
 
 
@@ -92,7 +93,12 @@ def _read_blocks(sources: Iterable[Source], errors: str = "strict") -> Iterator[
 def _count_block(block: str, pretok: PreTokenizer) -> Counter:
     """Counter of raw pieces over the lines of `block` (each line keeps its '\\n')."""
     if not pretok.steps and pretok.use_regex and not pretok.add_prefix_space:
-        return Counter(_gpt2_block_re().findall(block))  # the common case: the whole block at once
+        counts, findall, start = Counter(), _gpt2_block_re().findall, 0
+        while start < len(block):  # the common case: many lines per findall, cut at a newline
+            end = block.find("\n", start + _SUB_BLOCK) + 1 or len(block)
+            counts.update(findall(block, start, end))
+            start = end
+        return counts
     counts: Counter = Counter()
     update, split = counts.update, pretok.split
     for line in io.StringIO(block, newline="\n"):
@@ -223,8 +229,10 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
            vocab_size: int, min_frequency: int, max_token_length: int | None,
            progress: Progress | None) -> list[tuple[str, str]]:
     """The merge loop (HF ``BpeTrainer::do_train`` step 5); grows id_to_word in place."""
+    # Word positions are lists, not sets: a word is processed whole before the next, so a
+    # repeat of the same word is always at the end of its list (cheaper than a set).
     pair_counts: dict[int, int] = {}
-    where: dict[int, set[int]] = {}
+    where: dict[int, list[int]] = {}
     for wi, w in enumerate(words):
         c = counts[wi]
         for k in range(len(w) - 1):
@@ -232,9 +240,9 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
             pair_counts[key] = pair_counts.get(key, 0) + c
             s = where.get(key)
             if s is None:
-                where[key] = {wi}
-            else:
-                s.add(wi)
+                where[key] = [wi]
+            elif s[-1] != wi:
+                s.append(wi)
     heap = [(-pair_counts[key], key, seq, pos) for seq, (key, pos) in enumerate(where.items())
             if pair_counts[key] > 0]
     seq = len(heap)
@@ -265,7 +273,7 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
             tlen.append(len(token))
         done.append((a, b, new))
         new_len = tlen[new]
-        updates: dict[int, set[int]] = {}
+        updates: dict[int, list[int]] = {}
         for wi in pos:
             w = words[wi]
             try:
@@ -284,9 +292,9 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
                             pair_counts[k2] = pair_counts.get(k2, 0) + c
                             s = updates.get(k2)
                             if s is None:
-                                updates[k2] = {wi}
-                            else:
-                                s.add(wi)
+                                updates[k2] = [wi]
+                            elif s[-1] != wi:
+                                s.append(wi)
                     w[i] = new
                     del w[i + 1]
                     if i < len(w) - 1:
@@ -298,9 +306,9 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
                             pair_counts[k2] = pair_counts.get(k2, 0) + c
                             s = updates.get(k2)
                             if s is None:
-                                updates[k2] = {wi}
-                            else:
-                                s.add(wi)
+                                updates[k2] = [wi]
+                            elif s[-1] != wi:
+                                s.append(wi)
                 try:
                     i = w.index(a, i + 1)
                 except ValueError:
