@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -88,6 +89,9 @@ class Tokenizer:
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._char_ids = {c: i for c, i in vocab.items() if len(c) == 1}
         self._cache: dict[str, list[int]] = {}
+        pre = self.pretokenizer
+        plain = not pre.steps and pre.use_regex and not pre.add_prefix_space
+        self._split = pre._gpt2.compiled.findall if plain else pre.split  # skip the wrapper when we can
 
     @staticmethod
     def _splitter(tokens: list[AddedToken]) -> regex.Pattern | None:
@@ -145,17 +149,17 @@ class Tokenizer:
 
     def _encode_ordinary(self, text: str) -> list[int]:
         """Ids of text without added tokens: pre-tokenize, then BPE each piece (cached)."""
-        cache = self._cache
-        ids: list[int] = []
-        for piece in self.pretokenizer.split(text):
-            word = cache.get(piece)
-            if word is None:
-                word = self._bpe(byte_level(piece))
-                if len(cache) >= _CACHE_MAX:
-                    cache.clear()
-                cache[piece] = word
-            ids.extend(word)
-        return ids
+        pieces = self._split(text)
+        try:  # all pieces seen before: no Python-level loop at all
+            return list(chain.from_iterable(map(self._cache.__getitem__, pieces)))
+        except KeyError:
+            cache = self._cache
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            for piece in pieces:
+                if piece not in cache:
+                    cache[piece] = self._bpe(byte_level(piece))
+            return list(chain.from_iterable(map(cache.__getitem__, pieces)))
 
     def _bpe(self, word: str) -> list[int]:
         """Merge the symbols of one byte-level word, lowest merge rank first, leftmost first on
