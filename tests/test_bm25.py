@@ -154,7 +154,7 @@ def test_saved_index_is_memory_mapped_and_searches_the_same(tmp_path):
                       variant="bm25+", k1=1.2, b=0.5, delta=1.0, stopwords="english")
     save_index(idx, str(tmp_path / "i"))
     loaded = load_index(str(tmp_path / "i"))
-    assert isinstance(loaded.scores, np.memmap)
+    assert isinstance(loaded.scores.base, np.memmap)   # a view of the memory map, not a copy
     assert loaded.tokenizer["stopwords"] == "english"
     assert (loaded.variant, loaded.k1, loaded.b, loaded.delta) == ("bm25+", 1.2, 0.5, 1.0)
     q = [("q", "the dog sat")]

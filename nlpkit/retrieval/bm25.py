@@ -171,8 +171,8 @@ class BM25Index:
                 np.bitwise_and(all_docs, mask, out=all_docs)
             all_scores = np.concatenate([self.scores[s:e] for s, e in spans])  # [P_q]
             dense = np.bincount(all_docs, weights=all_scores, minlength=self.n_docs)  # [N]
-            hit = np.zeros(self.n_docs, dtype=bool)
-            hit[all_docs] = True
+            hit = np.zeros(self.n_docs, dtype=bool)  # matching documents (a sum can be 0:
+            hit[all_docs] = True                     # robertson and atire idf can be 0)
             docs = np.flatnonzero(hit)
             scores = dense[docs]
         if self.variant in NONOCC_VARIANTS:

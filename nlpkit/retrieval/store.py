@@ -157,7 +157,8 @@ def load_index(path: str, mmap: bool = True) -> BM25Index:
         if not spec or spec.get("shape") != expected[name]:
             raise NlpkitError(f"{path}: corrupt index header (array {name} has shape "
                               f"{(spec or {}).get('shape')}, expected {expected[name]})")
-        arrays[name] = _load_array(path, name, spec, mmap)
+        # a plain ndarray view of the map: slicing a np.memmap costs a Python call per slice
+        arrays[name] = np.asarray(_load_array(path, name, spec, mmap))
     if int(arrays["indptr"][0]) != 0 or int(arrays["indptr"][-1]) != n_post:
         raise NlpkitError(f"{os.path.join(path, 'indptr.npy')}: corrupt postings pointers; rebuild the index")
     return BM25Index(variant=header["variant"], k1=header["k1"], b=header["b"], delta=header["delta"],
