@@ -168,8 +168,10 @@ def worker_llamacpp(threads: int, ppl: bool) -> dict:
 
 
 def run_worker(engine: str, threads: int, ppl: bool) -> dict | None:
+    # Idle threads sleep instead of spinning in both engines (OpenMP passive wait for torch, a short
+    # OpenBLAS spin timeout for numpy): on a shared machine spinning threads make both crawl.
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
-               MKL_NUM_THREADS=str(threads))
+               MKL_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE", OPENBLAS_THREAD_TIMEOUT="4")
     cmd = [sys.executable, __file__, "--worker", engine, "--threads", str(threads)] + ([] if ppl else ["--skip-ppl"])
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
