@@ -136,7 +136,8 @@ def test_texts_and_streams_train_like_files(shakespeare_slice):
     b = train_bpe([text[:100_000], text[100_000:]], 600, special_tokens=[EOT])  # cut mid-line
     with open(shakespeare_slice, "rb") as f:
         c = train_bpe([f], 600, special_tokens=[EOT])
-    assert a.merges == c.merges
+    d = train_bpe([str(shakespeare_slice)], 600, special_tokens=[EOT])  # a str naming a file
+    assert a.merges == c.merges == d.merges
     assert len(b.merges) == len(a.merges)  # a text is its own sequence of lines
 
 

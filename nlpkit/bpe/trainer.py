@@ -47,12 +47,20 @@ _PARALLEL_MIN_BYTES = 1 << 22   # smaller inputs are counted in-process
 
 
 # ---------------------------------------------------------------------------- phase 1: counting
+def _as_source(src: Source) -> Source:
+    """A str naming an existing file (one line, no newline) is that file; other str are texts."""
+    if isinstance(src, str) and "\n" not in src and len(src) < 4096 and os.path.isfile(src):
+        return Path(src)
+    return src
+
+
 def _read_blocks(sources: Iterable[Source], errors: str = "strict") -> Iterator[str]:
     """Yield blocks of whole lines from files (Path, or '-' for stdin), texts (str) and
     binary/text streams. Bytes are kept as they are (a BOM too, as HF reads files)."""
     from nlpkit.io import display_name, open_binary
 
     for src in sources:
+        src = _as_source(src)
         if isinstance(src, str):
             yield src
             continue
@@ -125,7 +133,7 @@ def _count_in_worker(block: str) -> Counter:
 
 def _total_size(sources: list[Source]) -> int:
     size = 0
-    for s in sources:
+    for s in map(_as_source, sources):
         if isinstance(s, Path) and str(s) != "-":
             try:
                 size += s.stat().st_size
@@ -185,8 +193,9 @@ def train_bpe(texts_or_files: Iterable[Source], vocab_size: int, min_frequency: 
     """Train a byte-level BPE tokenizer; same vocabulary and merges as HF BpeTrainer with
     ByteLevel(add_prefix_space) and initial_alphabet=ByteLevel.alphabet().
 
-    `texts_or_files`: Path objects are files (Path("-") is stdin), str items are texts (split
-    into lines like a file's content), open streams are read to the end; `workers` processes
+    `texts_or_files`: Path objects are files (Path("-") is stdin); a str naming an existing
+    file is that file, other str items are texts (split into lines like a file's content);
+    open streams are read to the end; `workers` processes
     count big inputs (default: all cores). `progress(done, total)` is called as
     merges are made. Raises UsageError for a vocab_size below alphabet + specials or a bad
     pattern, NlpkitError for an empty corpus or unreadable input.
