@@ -115,6 +115,15 @@ def test_term_frequencies_pack_into_postings_or_go_to_a_separate_array():
     assert [d for d, _ in huge.search_ids(["a"], 2)] == ["x", "y"]
 
 
+def test_unpacked_term_frequencies_survive_save_and_load(tmp_path):
+    huge = _assemble("bm25l", 1.2, 0.75, 0.5, ["a", "b"], ["x", "y"], np.array([0, 0, 1]),
+                     np.array([0, 1, 1]), np.array([2**31, 1, 2]), {})
+    save_index(huge, str(tmp_path / "i"))
+    back = load_index(str(tmp_path / "i"))
+    assert back.doc_bits == 32 and back.tf.tolist() == [2**31, 1, 2]
+    assert back.search_ids(["a", "b"], 2) == huge.search_ids(["a", "b"], 2)
+
+
 def test_duplicate_document_ids_are_an_error():
     with pytest.raises(NlpkitError, match="duplicate document id 'a'"):
         build_index([["x"], ["y"]], ["a", "a"])

@@ -157,3 +157,21 @@ def test_cranfield_metrics_through_the_cli(shared_data, tmp_path, cli):
     lines = (tmp_path / "lucene.run").read_text().splitlines()
     assert lines[0] == "1 Q0 184 1 10.985965584171936 nlpkit-bm25-lucene"
     assert {ln.split()[0] for ln in lines} == {str(i) for i in range(1, 226)}
+
+
+def test_corpus_from_stdin_jsonl_with_id_and_text_fields(cli):
+    corpus = '{"pid": "p1", "body": "red apples"}\n{"pid": "p2", "body": "green apples and pears"}\n'
+    r = cli("bm25", "search", "--corpus", "-", "--id-field", "pid", "--field", "body",
+            "--query", "pears", input=corpus)
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout.decode().split()[:3] == ["1", "Q0", "p2"]
+
+
+def test_rrf_depth_and_tie_break_options(tmp_path, cli):
+    (tmp_path / "a.run").write_text("1 Q0 x 1 3.0 a\n1 Q0 y 2 2.0 a\n")
+    (tmp_path / "b.run").write_text("1 Q0 y 1 3.0 b\n1 Q0 x 2 2.0 b\n")
+    r = cli("rrf", str(tmp_path / "a.run"), str(tmp_path / "b.run"), "--depth", "1",
+            "--tie-break", "docid-asc")
+    assert [ln.split()[2] for ln in r.stdout.decode().splitlines()] == ["x", "y"]
+    r = cli("rrf", str(tmp_path / "a.run"), str(tmp_path / "b.run"), "--depth", "1")
+    assert [ln.split()[2] for ln in r.stdout.decode().splitlines()] == ["y", "x"]
