@@ -52,7 +52,11 @@ def index_texts(records: Sequence[tuple[str, str]], variant: str = "lucene",
     """Tokenize (id, text) records and build an index."""
     settings = tokenizer_settings(pattern, lowercase, stopwords)
     tok = make_tokenizer(settings)
-    tokens = [tok.tokenize(text) for _, text in records]
+    tokens = []
+    for i, (_, text) in enumerate(records, 1):
+        tokens.append(tok.tokenize(text))
+        if progress and i % 4096 == 0:
+            progress(i, len(records))
     return build_index(tokens, [rid for rid, _ in records], variant=variant, k1=k1, b=b,
                        delta=delta, tokenizer=settings, progress=progress)
 
