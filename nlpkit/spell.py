@@ -138,8 +138,18 @@ def _scan(d: Dictionary, query: Sequence[Hashable], lo: int, hi: int, metric: st
 
 
 def nearest(d: Dictionary, query: str, top: int = 1, max_distance: int | None = None,
-            metric: str = "levenshtein") -> list[Match]:
-    """The `top` entries closest to `query` (distance <= `max_distance` when given)."""
+            metric: str = "levenshtein", rank: str = "distance", edit_odds: float = 100.0) -> list[Match]:
+    """The `top` entries closest to `query` (distance <= `max_distance` when given).
+
+    ``rank="distance"``: distance, then count, then dictionary order.
+    ``rank="channel"``: a noisy-channel score, count / edit_odds ** distance (each edit
+    `edit_odds` times less likely than none), so a common word one edit away can beat
+    a rare entry that equals the query; ties as above.
+    """
+    if rank == "channel":
+        return _nearest_channel(d, query, top, max_distance, metric, edit_odds)
+    if rank != "distance":
+        raise UsageError(f"unknown ranking {rank!r} (choose from distance, channel)")
     if metric not in DICT_METRICS:
         raise UsageError(f"dictionary search supports {', '.join(DICT_METRICS)}, not {metric}")
     if top < 1:
@@ -179,11 +189,39 @@ def nearest(d: Dictionary, query: str, top: int = 1, max_distance: int | None = 
             for r, i in enumerate(best, 1)]
 
 
+def _nearest_channel(d: Dictionary, query: str, top: int, max_distance: int | None, metric: str,
+                     edit_odds: float) -> list[Match]:
+    if edit_odds <= 1:
+        raise UsageError("edit odds must be greater than 1")
+    first = nearest(d, query, 1, max_distance, metric)
+    if not first:
+        return []
+    # An entry at distance D scores at most log(1 + max count) - D log(odds): scan out to the
+    # distance where even the top count could no longer reach the top-th score found so far.
+    log_odds, best_log = np.log(edit_odds), np.log1p(d.counts.max())
+    widest = len(split_level(query, d.level)) + int(d.lengths[-1])  # no distance exceeds this
+    cap = widest if max_distance is None else min(max_distance, widest)
+    limit = min(cap, int(first[0].distance + (best_log - np.log1p(first[0].count)) / log_odds + 1e-9))
+    while True:
+        cands = nearest(d, query, len(d.words), limit, metric)
+        score = [np.log1p(m.count) - m.distance * log_odds for m in cands]
+        order = sorted(range(len(cands)), key=lambda i: (-score[i], cands[i].distance, cands[i].rank))
+        if len(cands) >= top:
+            need = int((best_log - score[order[top - 1]]) / log_odds + 1e-9)
+        else:
+            need = 2 * limit + 1
+        if min(need, cap) <= limit:
+            break
+        limit = min(need, cap)
+    return [Match(cands[i].word, cands[i].distance, cands[i].count, r)
+            for r, i in enumerate(order[:top], 1)]
+
+
 def nearest_many(d: Dictionary, queries: Iterable[str], top: int = 1, max_distance: int | None = None,
-                 metric: str = "levenshtein", progress: Callable | None = None
-                 ) -> Iterable[tuple[str, list[Match]]]:
+                 metric: str = "levenshtein", rank: str = "distance", edit_odds: float = 100.0,
+                 progress: Callable | None = None) -> Iterable[tuple[str, list[Match]]]:
     """`nearest` for each query, streamed: yields (query, matches)."""
     for i, q in enumerate(queries, 1):
-        yield q, nearest(d, q, top, max_distance, metric)
+        yield q, nearest(d, q, top, max_distance, metric, rank, edit_odds)
         if progress is not None:
             progress(i)

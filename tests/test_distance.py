@@ -225,3 +225,28 @@ def test_aligned_view_kitten_sitting_and_words():
 def test_align_refuses_transposition_metrics():
     with pytest.raises(UsageError):
         alignment("ab", "ba", "osa")
+
+
+def test_channel_ranking_prefers_a_common_word_one_edit_away():
+    d = Dictionary.from_entries(["seperate", "separate", "separated"], [1_739_278, 36_138_447, 9_000_000])
+    assert nearest(d, "seperate")[0].word == "seperate"
+    ranked = nearest(d, "seperate", top=3, rank="channel", edit_odds=10)
+    assert [(m.word, m.distance) for m in ranked] == [("separate", 1), ("seperate", 0), ("separated", 2)]
+    assert nearest(d, "seperate", rank="channel", edit_odds=100)[0].word == "seperate"  # 36M/100 < 1.7M
+    with pytest.raises(UsageError):
+        nearest(d, "x", rank="popularity")
+
+
+def test_channel_ranking_equals_brute_force_over_count_1w(shared_data):
+    import math
+
+    lines = (shared_data / "spelling" / "count_1w.txt").read_text().splitlines()[:20000]
+    entries = [line.split("\t")[0] for line in lines]
+    counts = [float(line.split("\t")[1]) for line in lines]
+    d = Dictionary.from_entries(entries, counts)
+    for q in ["speling", "seperate", "begining", "korrect", "a", "zzzzzzzz"]:
+        dist = process.cdist([q], entries, scorer=OSA.distance)[0]
+        key = lambda i: (-(math.log1p(counts[i]) - dist[i] * math.log(100)), dist[i], i)  # noqa: E731
+        expected_top = [(entries[i], int(dist[i])) for i in sorted(range(len(entries)), key=key)[:5]]
+        got = nearest(d, q, top=5, metric="osa", rank="channel", edit_odds=100)
+        assert [(m.word, m.distance) for m in got] == expected_top

@@ -128,9 +128,14 @@ def _queries(args: tuple[str, ...], errors: str) -> Iterator[str]:
               help="With --dict: entries per query.")
 @click.option("--max-distance", type=click.IntRange(min=0), default=None,
               help="With --dict: only entries at most this far.")
+@click.option("--rank", type=click.Choice(["distance", "channel"]), default="distance", show_default=True,
+              help="With --dict: order by distance then count, or by count / EDIT_ODDS**distance "
+                   "(noisy channel: a frequent word one edit away beats a rare exact entry).")
+@click.option("--edit-odds", type=click.FloatRange(min=1, min_open=True), default=100.0, show_default=True,
+              help="With --rank channel: how many times less likely each edit is.")
 @common_options
 def command(args, pairs_file, metric, weights, normalize, level, align, dict_file, top, max_distance,
-            fmt, no_signature, quiet, encoding_errors):
+            rank, edit_odds, fmt, no_signature, quiet, encoding_errors):
     """Edit distance between A and B, for TSV pairs, or to the nearest dictionary entries.
 
     \b
@@ -138,6 +143,7 @@ def command(args, pairs_file, metric, weights, normalize, level, align, dict_fil
     nlpkit edit-distance --align --level word "the cat sat" "a cat sat down"
     nlpkit edit-distance --pairs pairs.tsv --metric osa --normalize
     nlpkit edit-distance --dict count_1w.txt --top 3 speling korrect
+    nlpkit edit-distance --dict count_1w.txt --metric osa --rank channel < typos.txt
     """
     w = _weights(weights, metric)
     settings = dict(metric=metric, weights=w, level=level, norm=normalize)
@@ -145,10 +151,11 @@ def command(args, pairs_file, metric, weights, normalize, level, align, dict_fil
         raise click.UsageError("--pairs and --dict cannot be combined")
     if align and (pairs_file or dict_file):
         raise click.UsageError("--align works on one pair A B, not with --pairs or --dict")
-    if dict_file is None and (top != 1 or max_distance is not None):
-        raise click.UsageError("--top and --max-distance need --dict")
+    if dict_file is None and (top != 1 or max_distance is not None or rank != "distance"):
+        raise click.UsageError("--top, --max-distance and --rank need --dict")
     if dict_file:
-        return _dictionary(dict_file, args, metric, w, level, normalize, top, max_distance,
+        ranking = (rank, edit_odds)
+        return _dictionary(dict_file, args, metric, w, level, normalize, top, max_distance, ranking,
                            settings, fmt, no_signature, quiet, encoding_errors)
     if pairs_file is None and not args:
         pairs_file = input_paths([], what="input: give A B, --pairs FILE or --dict FILE")[0]
@@ -193,7 +200,7 @@ def _pairs(path, metric, w, level, normalize, settings, fmt, no_signature, quiet
             tick(done)
 
 
-def _dictionary(path, args, metric, w, level, normalize, top, max_distance, settings, fmt,
+def _dictionary(path, args, metric, w, level, normalize, top, max_distance, ranking, settings, fmt,
                 no_signature, quiet, errors):
     from nlpkit.distance import maximum, split_level
     from nlpkit.spell import DICT_METRICS, load_dictionary, nearest
@@ -202,13 +209,15 @@ def _dictionary(path, args, metric, w, level, normalize, top, max_distance, sett
         raise click.UsageError(f"--dict supports --metric {', '.join(DICT_METRICS)}, not {metric}")
     if w != (1, 1, 1):
         raise click.UsageError("--dict uses unit weights; drop --weights")
-    sig = make_signature("edit-distance", **settings, max_distance=max_distance)
+    rank, edit_odds = ranking
+    rank_sig = rank if rank == "distance" else f"channel-{edit_odds:g}"
+    sig = make_signature("edit-distance", **settings, max_distance=max_distance, rank=rank_sig)
     d = load_dictionary(path, level, errors)
     columns = ["query", "rank", "match", "distance"] + (["normalized"] if normalize else []) + ["count"]
     with open_writer(columns, fmt, sig, no_signature) as out, \
             progress("queries", quiet=quiet) as tick:
         for i, q in enumerate(_queries(args, errors), 1):
-            matches = nearest(d, q, top, max_distance, metric)
+            matches = nearest(d, q, top, max_distance, metric, rank, edit_odds)
             if not matches:
                 out.write({"query": q, "rank": None, "match": None, "distance": None, "count": None})
             for m in matches:
