@@ -83,7 +83,7 @@ def test_smollm2_metadata_and_specials(smollm2):
     assert "general.architecture" in meta and not any(k.startswith("tokenizer.") for k in meta)
 
 
-def test_smollm2_matches_hf_tokenizers_with_digit_split(smollm2):
+def test_smollm2_matches_hf_tokenizers_with_digit_split(smollm2, tmp_path):
     tokenizers = pytest.importorskip("tokenizers")
     from tokenizers import AddedToken, models, pre_tokenizers
 
@@ -93,8 +93,11 @@ def test_smollm2_matches_hf_tokenizers_with_digit_split(smollm2):
                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
     hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in smollm2.special_tokens])
     texts = ["x1 2024 3.14159 ٣٤٥ ½", "  spaces\t\ttabs\r\n", "<|im_start|>user\nhi<|im_end|>", "😀👩‍👩‍👧 e\u0301"]
+    hf.save(str(tmp_path / "tokenizer.json"))  # SmolLM2's own tokenizer.json has this shape
+    from_json = Tokenizer.from_file(tmp_path / "tokenizer.json")
+    assert from_json.pretokenizer.name == "digits+gpt2"
     for t in texts:
-        assert smollm2.encode(t) == hf.encode(t).ids
+        assert smollm2.encode(t) == hf.encode(t).ids == from_json.encode(t)
 
 
 def test_hf_trained_tokenizer_json_loads_and_encodes_identically(shared_data, tmp_path):
