@@ -204,6 +204,14 @@ def test_future_format_version_is_rejected(saved):
         load_index(str(saved))
 
 
+def test_header_with_wrong_types_is_rejected(saved):
+    h = json.loads((saved / "header.json").read_text())
+    h["n_docs"], h["arrays"] = "three", []
+    (saved / "header.json").write_text(json.dumps(h))
+    with pytest.raises(NlpkitError, match="corrupt index header .missing or bad: n_docs, arrays"):
+        load_index(str(saved))
+
+
 def test_array_of_wrong_dtype_is_rejected(saved):
     np.save(saved / "postings.npy", np.load(saved / "postings.npy").astype(np.int64))
     with pytest.raises(NlpkitError, match=r"postings\.npy: holds <i8"):

@@ -115,10 +115,16 @@ def read_header(path: str) -> dict:
                           f"(reads version {FORMAT_VERSION}); rebuild it with `nlpkit bm25 index`")
     need = ("variant", "k1", "b", "delta", "n_docs", "n_terms", "n_postings", "doc_bits", "arrays",
             "doc_ids")
-    missing = [k for k in need if k not in header]
-    if missing or header["variant"] not in VARIANTS:
-        raise NlpkitError(f"{path}: corrupt index header (missing or bad: "
-                          f"{', '.join(missing) or 'variant'})")
+    bad = [k for k in need if k not in header]
+    if not bad:
+        ints = ("n_docs", "n_terms", "n_postings", "doc_bits")
+        bad = [k for k in ints if not isinstance(header[k], int) or header[k] < 0]
+        bad += [k for k in ("k1", "b", "delta") if not isinstance(header[k], (int, float))]
+        bad += ["variant"] if header["variant"] not in VARIANTS else []
+        bad += ["arrays"] if not isinstance(header["arrays"], dict) else []
+    if bad:
+        raise NlpkitError(f"{path}: corrupt index header (missing or bad: {', '.join(bad)}); "
+                          "rebuild the index")
     return header
 
 
@@ -159,7 +165,8 @@ def load_index(path: str, mmap: bool = True) -> BM25Index:
                               f"{(spec or {}).get('shape')}, expected {expected[name]})")
         # a plain ndarray view of the map: slicing a np.memmap costs a Python call per slice
         arrays[name] = np.asarray(_load_array(path, name, spec, mmap))
-    if int(arrays["indptr"][0]) != 0 or int(arrays["indptr"][-1]) != n_post:
+    indptr = arrays["indptr"]
+    if int(indptr[0]) != 0 or int(indptr[-1]) != n_post or bool(np.any(indptr[1:] < indptr[:-1])):
         raise NlpkitError(f"{os.path.join(path, 'indptr.npy')}: corrupt postings pointers; rebuild the index")
     return BM25Index(variant=header["variant"], k1=header["k1"], b=header["b"], delta=header["delta"],
                      vocab=vocab, doc_ids=doc_ids, doc_bits=doc_bits,
