@@ -170,3 +170,14 @@ def test_generate_into_a_closed_pipe_exits_quietly():
     p.stdout.close()  # like `| head -c 5`
     err = p.stderr.read()
     assert p.wait(timeout=120) == 0 and err == b""
+
+
+def test_generate_uses_the_shipped_default_model_without_model_option(cli):
+    from nlpkit.lm.loaders import DEFAULT_MODEL_DIR
+
+    if not (DEFAULT_MODEL_DIR / "config.json").is_file():
+        pytest.skip("the default model is not installed in nlpkit/lm/default/")
+    r = cli("generate", "Once upon a time", "--max-new-tokens", "8", "--temperature", "0", "--stats",
+            input=b"", env={"NLPKIT_MODEL": ""})
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout and "decode:" in r.stderr.decode()
