@@ -177,6 +177,12 @@ def saved(tmp_path):
     return path
 
 
+def test_saving_into_a_foreign_nonempty_directory_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(NlpkitError, match="exists and is not an nlpkit BM25 index"):
+        save_index(index_texts([("a", "cat")]), str(tmp_path))
+
+
 def test_truncated_array_is_rejected(saved):
     data = (saved / "scores.npy").read_bytes()
     (saved / "scores.npy").write_bytes(data[:-3])

@@ -40,8 +40,11 @@ def save_index(index: BM25Index, path: str) -> None:
     """
     if os.path.exists(path) and not os.path.isdir(path):
         raise NlpkitError(f"{path}: exists and is not a directory (an index is a directory)")
-    os.makedirs(path, exist_ok=True)
     header_path = os.path.join(path, HEADER)
+    if os.path.isdir(path) and os.listdir(path) and not os.path.exists(header_path):
+        raise NlpkitError(f"{path}: directory exists and is not an nlpkit BM25 index; "
+                          "write the index to a new or empty directory")
+    os.makedirs(path, exist_ok=True)
     if os.path.exists(header_path):
         os.remove(header_path)
     manifest = {}
