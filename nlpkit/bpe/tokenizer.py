@@ -214,11 +214,14 @@ class Tokenizer:
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """Raw bytes of `ids` (may end mid-character: for incremental detokenization)."""
         table = self._bytes
+        ids = ids if isinstance(ids, list) else list(ids)
         try:
+            if ids and min(ids) < 0:
+                raise IndexError
             return b"".join([table[i] for i in ids])
         except (IndexError, TypeError):
             for i in ids:
-                self.token_bytes(i)
+                self.token_bytes(i)  # raises NlpkitError naming the bad id
             raise
 
     def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
