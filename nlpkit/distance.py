@@ -53,6 +53,18 @@ def match_masks(a: Seq) -> dict:
     return masks
 
 
+def strip_affix(a: Seq, b: Seq) -> tuple[Seq, Seq]:
+    """Drop the common prefix and suffix (they never change Levenshtein, Indel or LCS distances)."""
+    n = min(len(a), len(b))
+    p = 0
+    while p < n and a[p] == b[p]:
+        p += 1
+    s = 0
+    while s < n - p and a[len(a) - 1 - s] == b[len(b) - 1 - s]:
+        s += 1
+    return a[p:len(a) - s], b[p:len(b) - s]
+
+
 # ------------------------------------------------------------------ bit-parallel kernels
 
 def _levenshtein_bits(a: Seq, b: Seq, transpositions: bool = False) -> int:
@@ -87,9 +99,14 @@ def _levenshtein_bits(a: Seq, b: Seq, transpositions: bool = False) -> int:
 
 def lcs_length(a: Seq, b: Seq) -> int:
     """Length of the longest common subsequence (bit-parallel, Hyyrö 2004): ``("abcd", "acbd") -> 3``."""
+    whole = len(a)
+    a, b = strip_affix(a, b)
+    common = whole - len(a)  # the stripped prefix and suffix are part of every LCS
+    if len(a) > len(b):      # the shorter one is the bit pattern
+        a, b = b, a
     m = len(a)
     if m == 0 or not b:
-        return 0
+        return common
     masks = match_masks(a)
     get = masks.get
     full = (1 << m) - 1
@@ -97,7 +114,7 @@ def lcs_length(a: Seq, b: Seq) -> int:
     for c in b:
         u = s & get(c, 0)
         s = ((s + u) | (s - u)) & full
-    return m - bin(s).count("1")
+    return common + m - bin(s).count("1")
 
 
 # ------------------------------------------------------------------------ DP kernels
@@ -146,6 +163,7 @@ def levenshtein(a: Seq, b: Seq, weights: Sequence[int] | None = None) -> int:
     ``weights=(ins, del, sub)``, as in rapidfuzz; ``("kitten", "sitting") -> 3``.
     """
     ins, dele, sub = check_weights(weights)
+    a, b = strip_affix(a, b)
     if ins == dele == sub:
         return ins * _levenshtein_bits(a, b) if ins else 0
     if ins == dele and sub >= ins + dele:  # substitution never beats delete + insert
