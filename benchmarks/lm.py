@@ -121,9 +121,11 @@ def worker_transformers(threads: int, ppl: bool) -> dict:
             pkv, logits = o.past_key_values, o.logits
         decode = DECODE_TOKENS / (time.perf_counter() - t)
     res = {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "greedy": out}
-    if ppl:  # the transformers perplexity guide, verbatim in substance
+    if ppl:  # the transformers perplexity guide, verbatim in substance (its own tokenizer too)
         import math
-        enc = torch.tensor([prompt_ids(10 ** 9)])
+        from transformers import AutoTokenizer
+        enc = AutoTokenizer.from_pretrained(HF_DIR)(shakespeare(), return_tensors="pt").input_ids
+        res["ppl_ids_equal"] = enc[0].tolist() == prompt_ids(10 ** 9)
         max_length, stride, seq_len = 512, 256, enc.size(1)
         nll_sum, n_tokens, prev_end = 0.0, 0, 0
         t = time.perf_counter()
@@ -215,6 +217,8 @@ def main() -> None:
             line += f" {lc.get(key, float('nan')):15.4f}"
         print(line)
     print("ratio: nlpkit advantage (>1 better); for ppl, the relative difference")
+    if ppl:
+        print(f"perplexity token ids identical (nlpkit vs transformers tokenizer): {tf.get('ppl_ids_equal')}")
     same = sum(x == y for x, y in zip(nl["greedy"], tf["greedy"]))
     print(f"greedy tokens identical: {same}/{DECODE_TOKENS}")
 

@@ -69,10 +69,11 @@ class Perplexity:
 
 
 def log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:  # [t, V], [t] -> [t] float64
-    x = logits.astype(np.float64)
-    m = x.max(axis=-1, keepdims=True)
-    lse = np.log(np.exp(x - m).sum(axis=-1)) + m[:, 0]
-    return x[np.arange(len(targets)), targets] - lse
+    """log softmax(logits)[i, targets[i]]: float32 exponentials, float64 sums (no float64 copy of [t, V])."""
+    m = logits.max(axis=-1, keepdims=True)  # [t, 1]
+    picked = logits[np.arange(len(targets)), targets].astype(np.float64) - m[:, 0]
+    e = np.exp(logits - m)  # [t, V]
+    return picked - np.log(e.sum(axis=-1, dtype=np.float64))
 
 
 def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
