@@ -147,26 +147,40 @@ def _total_size(sources: list[Source]) -> int:
 
 
 def count_pieces(sources: Iterable[Source], pretok: PreTokenizer, workers: int | None = None,
-                 errors: str = "strict") -> Counter:
-    """Raw pre-token counts over all lines of all sources, on `workers` processes when large."""
+                 errors: str = "strict", progress: Progress | None = None) -> Counter:
+    """Raw pre-token counts over all lines of all sources, on `workers` processes when large.
+    `progress(mb_done, mb_total)` follows the input read, in MB (approximately)."""
     sources = list(sources)
     if workers is None:
         workers = min(os.cpu_count() or 1, 8)
+    size = _total_size(sources)
+    mb_total, done = max(size / 1e6, 1e-6), 0
+
+    def tick(chars: int) -> None:
+        nonlocal done
+        done += chars
+        if progress is not None:
+            progress(min(done / 1e6, mb_total), mb_total)
+
     total: Counter = Counter()
-    if workers <= 1 or _total_size(sources) < _PARALLEL_MIN_BYTES:
+    if workers <= 1 or size < _PARALLEL_MIN_BYTES:
         for block in _read_blocks(sources, errors):
             total.update(_count_block(block, pretok))
+            tick(len(block))
         return total
     import multiprocessing
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(pretok,)) as pool:
         pending = []
         for block in _read_blocks(sources, errors):
-            pending.append(pool.submit(_count_in_worker, block))
+            pending.append((pool.submit(_count_in_worker, block), len(block)))
             if len(pending) >= 2 * workers:  # bounded: memory does not grow with the input
-                total.update(pending.pop(0).result())
-        for fut in pending:
+                fut, n = pending.pop(0)
+                total.update(fut.result())
+                tick(n)
+        for fut, n in pending:
             total.update(fut.result())
+            tick(n)
     return total
 
 
@@ -189,15 +203,16 @@ def train_bpe(texts_or_files: Iterable[Source], vocab_size: int, min_frequency: 
               special_tokens: Iterable[str] = (), pattern: str | None = "gpt2", *,
               add_prefix_space: bool = False, max_token_length: int | None = None,
               limit_alphabet: int | None = None, progress: Progress | None = None,
-              workers: int | None = None, encoding_errors: str = "strict") -> Tokenizer:
+              workers: int | None = None, encoding_errors: str = "strict",
+              count_progress: Progress | None = None) -> Tokenizer:
     """Train a byte-level BPE tokenizer; same vocabulary and merges as HF BpeTrainer with
     ByteLevel(add_prefix_space) and initial_alphabet=ByteLevel.alphabet().
 
     `texts_or_files`: Path objects are files (Path("-") is stdin); a str naming an existing
     file is that file, other str items are texts (split into lines like a file's content);
-    open streams are read to the end; `workers` processes
-    count big inputs (default: all cores). `progress(done, total)` is called as
-    merges are made. Raises UsageError for a vocab_size below alphabet + specials or a bad
+    open streams are read to the end. `workers` processes count big inputs (default: all
+    cores). `progress(done, total)` follows the merges, `count_progress(mb_read, mb_total)`
+    the counting. Raises UsageError for a vocab_size below alphabet + specials or a bad
     pattern, NlpkitError for an empty corpus or unreadable input.
     """
     pretok = PreTokenizer.from_pattern(pattern, add_prefix_space)
@@ -209,7 +224,7 @@ def train_bpe(texts_or_files: Iterable[Source], vocab_size: int, min_frequency: 
                          f"({n_alpha} byte symbols + {len(specials)} special tokens)")
     if max_token_length is not None and max_token_length < 1:
         raise UsageError(f"max token length must be positive, got {max_token_length}")
-    pieces = count_pieces(texts_or_files, pretok, workers, encoding_errors)
+    pieces = count_pieces(texts_or_files, pretok, workers, encoding_errors, count_progress)
     if not pieces:
         raise NlpkitError("empty corpus: no text to train on")
     word_counts = {byte_level(p): c for p, c in pieces.items()}

@@ -66,11 +66,19 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
     except UsageError as e:
         raise click.BadParameter(str(e), param_hint="--pattern") from None
     start = time.perf_counter()
-    with progress("merges", quiet=quiet) as tick:
+    with progress("counting MB", quiet=quiet) as count_tick, progress("merges", quiet=quiet) as tick:
+        counting = [True]
+
+        def merge_tick(done: int, total: int) -> None:
+            if counting[0]:  # one bar at a time: counting is over when merging starts
+                count_tick.close()
+                counting[0] = False
+            tick(done, total)
+
         tok = train_bpe([Path(p) for p in paths], vocab_size, min_frequency, specials, pattern,
                         add_prefix_space=add_prefix_space, max_token_length=max_token_length,
-                        limit_alphabet=limit_alphabet, progress=tick, workers=workers,
-                        encoding_errors=encoding_errors)
+                        limit_alphabet=limit_alphabet, progress=merge_tick, workers=workers,
+                        encoding_errors=encoding_errors, count_progress=count_tick)
     seconds = time.perf_counter() - start
     tok.save(output)
     sig = make_signature("bpe-train", vocab=vocab_size, min_freq=min_frequency,
