@@ -85,7 +85,9 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     rope = (model.config.rope_scaling or {}).get("rope_type", "none") if model.config.arch == "llama" else "learned"
     sig = make_signature("perplexity", model=_model_name(model), mode=mode, ctx=ctx, stride=strd, bos=bos,
                          rope=rope if rope in ("none", "learned") else f"{rope}x{model.config.rope_scaling['factor']}")
-    columns = PER_TOKEN if per_token else PER_LINE if per_line else SUMMARY
+    columns = PER_LINE if per_line else SUMMARY
+    if per_token:
+        columns = PER_TOKEN if per_line else [c for c in PER_TOKEN if c != "line"]
     tok = model.tokenizer
 
     def stats(p) -> dict:
@@ -94,7 +96,8 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
                 "words": p.words, "bytes": p.bytes}
 
     def token_rows(name: str, line: int | None, scored) -> list[dict]:
-        return [{"file": name, "line": line, "position": pos, "id": i,
+        where = {"file": name} if line is None else {"file": name, "line": line}
+        return [{**where, "position": pos, "id": i,
                  "token": tok.decode_bytes([i]).decode("utf-8", errors="replace"), "logprob": lp}
                 for pos, i, lp in zip(scored.positions, scored.ids, scored.logprobs)]
 
