@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from nlpkit.bpe.formats import load_gguf_tokenizer, read_gguf_metadata
+from nlpkit.bpe.formats import read_gguf_metadata
 from nlpkit.bpe.pretokenize import PreTokenizer, byte_level, bytes_to_unicode
 from nlpkit.bpe.tokenizer import Tokenizer
 from nlpkit.bpe.trainer import train_bpe
@@ -33,7 +33,7 @@ def smollm2_gguf() -> Path:
 
 @pytest.fixture(scope="module")
 def smollm2() -> Tokenizer:
-    return load_gguf_tokenizer(smollm2_gguf())
+    return Tokenizer.from_gguf(smollm2_gguf())
 
 
 @pytest.fixture(scope="module")

@@ -245,6 +245,12 @@ class Tokenizer:
         return load_dir(path)
 
     @classmethod
+    def from_gguf(cls, path: str | Path) -> "Tokenizer":
+        """Load the tokenizer stored in a GGUF file's metadata (reads the header only)."""
+        from nlpkit.bpe.formats import load_gguf_tokenizer
+        return load_gguf_tokenizer(path)
+
+    @classmethod
     def from_vocab_merges(cls, vocab: Mapping[str, int] | Sequence[str], merges: Sequence[tuple[str, str] | str],
                           special_tokens: Mapping[str, int] | Iterable[str] = (), pattern: str | None = "gpt2",
                           **kw) -> "Tokenizer":
