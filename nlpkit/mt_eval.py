@@ -241,10 +241,13 @@ def _map_systems(fn: Callable[[int], Any], n: int, jobs: int,
     Each worker inherits the metrics with their cached reference statistics, so a
     system costs the same as in one process and the numbers are identical.
     """
-    import multiprocessing as mp
-
     results: list[Any] = []
-    if jobs > 1 and n > 1 and "fork" in mp.get_all_start_methods():
+    if jobs > 1 and n > 1:
+        import multiprocessing as mp
+
+        if "fork" not in mp.get_all_start_methods():
+            jobs = 1
+    if jobs > 1 and n > 1:
         with mp.get_context("fork").Pool(min(jobs, n)) as pool:
             for r in pool.imap(fn, range(n)):
                 results.append(r)
