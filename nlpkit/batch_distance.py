@@ -25,7 +25,7 @@ from nlpkit import distance as scalar
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 MAX_WORDS = 32      # patterns up to 2048 units run bit-parallel; longer pairs use the scalar path
 PAD_A, PAD_B = -1, -2
-NUMPY_MIN_GROUP = 256  # smaller groups (per 64-bit word of pattern) run the Python-int kernels
+NUMPY_MIN_GROUP = 256  # groups with fewer pairs x 64-bit words run the Python-int kernels
 
 
 # ---------------------------------------------------------------------------- encoding
@@ -70,9 +70,18 @@ def _shl1(x: np.ndarray, fill: int) -> np.ndarray:  # [k, W] -> [k, W], shifted 
 
 
 def _add(x: np.ndarray, y: np.ndarray, shifts: np.ndarray) -> np.ndarray:  # [k, W] + [k, W]
-    """Multi-word addition: carries between words by generate/propagate bits of one int per row."""
+    """Multi-word addition. Per row, the words that generate a carry (sum wrapped) and those
+    that propagate one (sum all ones) become the bits of two small integers G and P; then
+    (G + (G | P)) ^ G ^ (G | P) has bit w set exactly where a carry enters word w."""
     s = x + y
-    if x.shape[1] == 1:
+    words = x.shape[1]
+    if words == 1:
+        return s
+    if words <= 8:  # G, P fit a byte: pack/unpack bits instead of shifting and summing
+        gen = np.packbits(s < x, axis=1, bitorder="little")                     # [k, 1] uint8
+        prop = gen | np.packbits(s == ALL, axis=1, bitorder="little")
+        carry_in = (gen.astype(np.uint16) + prop) ^ gen ^ prop                  # [k, 1]
+        s += np.unpackbits(carry_in.astype(np.uint8), axis=1, count=words, bitorder="little")
         return s
     gen = ((s < x).astype(np.uint64) << shifts).sum(axis=1)              # [k]
     prop = gen | ((s == ALL).astype(np.uint64) << shifts).sum(axis=1)    # [k]
@@ -244,7 +253,7 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
     for width in np.unique(widths[lp > 0]).tolist():
         sel = np.flatnonzero((widths == width) & (lp > 0))
         words = max(1, width // 64)
-        if words > MAX_WORDS or len(sel) < NUMPY_MIN_GROUP * words:
+        if words > MAX_WORDS or len(sel) * words < NUMPY_MIN_GROUP:
             out[sel] = [one(pat[i], txt[i]) for i in sel]
             continue
         sel = sel[np.argsort(lt[sel], kind="stable")]
