@@ -78,6 +78,13 @@ def test_ties_are_ordered_by_docid_descending():
     assert [d for d, _ in idx.search_ids(["x"], 2)] == ["c", "b"]
 
 
+def test_documents_matching_only_a_zero_idf_term_are_still_results():
+    # robertson: "a" is in every document, idf = ln(max(1, 0.5/3.5)) = 0
+    idx = build_index([["a", "b"], ["a"], ["a"]], ["x", "y", "z"], variant="robertson")
+    hits = idx.search_ids(["a", "b"], 10)
+    assert [d for d, _ in hits] == ["x", "z", "y"] and hits[1][1] == hits[2][1] == 0.0
+
+
 def test_repeated_query_word_counts_twice_like_bm25s():
     idx = build_index([["cat", "sat"], ["dog", "sat"], ["cat", "cat"]])
     once = dict(idx.search_ids(["cat"], 5))

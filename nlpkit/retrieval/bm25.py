@@ -171,9 +171,12 @@ class BM25Index:
                 np.bitwise_and(all_docs, mask, out=all_docs)
             all_scores = np.concatenate([self.scores[s:e] for s, e in spans])  # [P_q]
             dense = np.bincount(all_docs, weights=all_scores, minlength=self.n_docs)  # [N]
-            hit = np.zeros(self.n_docs, dtype=bool)  # matching documents (a sum can be 0:
-            hit[all_docs] = True                     # robertson and atire idf can be 0)
-            docs = np.flatnonzero(hit)
+            if all_scores.min() > 0:  # a document matches exactly when its sum is > 0
+                docs = np.flatnonzero(dense > 0)
+            else:  # robertson and atire store 0 where idf is 0: mark matching documents
+                hit = np.zeros(self.n_docs, dtype=bool)
+                hit[all_docs] = True
+                docs = np.flatnonzero(hit)
             scores = dense[docs]
         if self.variant in NONOCC_VARIANTS:
             scores = scores + float(self.nonocc[terms].astype(np.float64).sum())
