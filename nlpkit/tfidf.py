@@ -90,8 +90,10 @@ def tf_weights(counts: np.ndarray, row: np.ndarray, n_rows: int, scheme: str,
         return c
     if scheme == "boolean":
         return np.ones_like(c)
-    if scheme == "log":
-        return log(c) + 1.0
+    if scheme == "log":                   # in place, as scikit-learn's sublinear_tf
+        log(c, out=c)
+        c += 1.0
+        return c
     if scheme == "double-log":
         return 1 + log(1 + log(c))
     if scheme == "relative":
@@ -134,14 +136,18 @@ def idf_weights(df: np.ndarray, n_docs: int, scheme: str, log_base: str = "e",
 
 
 def normalize_rows(data: np.ndarray, row: np.ndarray, n_rows: int, norm: str) -> np.ndarray:
-    """Divide each document's weights by its l2 or l1 norm (empty/zero rows stay zero)."""
+    """Divide each document's weights by its l2 or l1 norm, in place (zero rows stay zero)."""
     if norm == "none":
         return data
-    sq = data * data if norm == "l2" else np.abs(data)
-    total = np.bincount(row, weights=sq, minlength=n_rows)
+    total = np.zeros(n_rows)
+    for sl in _slices(len(data)):
+        part = data[sl] * data[sl] if norm == "l2" else np.abs(data[sl])
+        total += np.bincount(row[sl], weights=part, minlength=n_rows)
     length = np.sqrt(total) if norm == "l2" else total
     length[length == 0.0] = 1.0
-    return data / length[row]
+    for sl in _slices(len(data)):
+        data[sl] /= length[row[sl]]
+    return data
 
 
 # ------------------------------------------------------------------------ the matrix
@@ -161,7 +167,7 @@ class CountMatrix:
         return len(self.indptr) - 1
 
     def rows(self) -> np.ndarray:  # -> [nnz] document index of each entry
-        return np.repeat(np.arange(self.n_docs), np.diff(self.indptr))
+        return np.repeat(np.arange(self.n_docs, dtype=np.int32), np.diff(self.indptr))
 
     def document_frequency(self) -> np.ndarray:  # -> [V]
         return np.bincount(self.indices, minlength=len(self.terms))
@@ -206,6 +212,26 @@ def _ngram_codes(ids: np.ndarray, doc: np.ndarray, n: int) -> tuple[np.ndarray, 
     return code[same], doc[:m][same]
 
 
+def _batch_counts(ids: np.ndarray, doc: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct (document, n-gram code) of one batch with counts, sorted by document then code."""
+    code, d = _ngram_codes(ids, doc, n)
+    if n == 1:                                           # one int64 key: (document, word id)
+        key = np.sort((d << 31) | code)
+        new = np.ones(len(key), dtype=bool)
+        new[1:] = key[1:] != key[:-1]
+        starts = np.flatnonzero(new)
+        code, d = (key[starts] & 0x7FFFFFFF).astype(np.int32), key[starts] >> 31
+    else:
+        order = np.lexsort((code, d))                    # by document, then n-gram code
+        code, d = code[order], d[order]
+        new = np.ones(len(code), dtype=bool)
+        new[1:] = (code[1:] != code[:-1]) | (d[1:] != d[:-1])
+        starts = np.flatnonzero(new)
+        code, d = code[starts], d[starts]
+    cnt = np.diff(np.append(starts, len(new))).astype(np.int32)
+    return d.astype(np.int32), code, cnt
+
+
 def count_matrix(batches: Iterable[tuple[int, str]], tokenizer: WordTokenizer | None = None,
                  ngram_range: tuple[int, int] = (1, 1), doc_break: str = BREAK_DOC,
                  names: DocNames | None = None, jobs: int = 1,
@@ -213,77 +239,79 @@ def count_matrix(batches: Iterable[tuple[int, str]], tokenizer: WordTokenizer | 
     """Count the terms of documents given as batches ``(n_docs, text)`` (see `corpus.iter_documents`).
 
     Each batch is tokenized at once; its n-gram codes are sorted by (document, code)
-    and run-length counted, so no Python loop touches a token.
+    and run-length counted, so no Python loop touches a token. Memory: ~12 bytes per
+    distinct (document, term) while counting, then the CSR arrays (8 bytes per entry).
     """
     lo, hi = ngram_range
     if not 1 <= lo <= hi <= 3:
         raise UsageError(f"--ngram-range must satisfy 1 <= MIN <= MAX <= 3; got {lo},{hi}")
     enc = BlockEncoder(tokenizer or WordTokenizer(), doc_break)
-    n_docs = 0
-    parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {n: [] for n in range(lo, hi + 1)}
+    ns = range(lo, hi + 1)
+    batches_out: list[tuple[int, list]] = []             # (n_docs, [(doc, code, cnt) per n])
     for n_batch, ids, doc, n_seg in enc.encode_many(batches, jobs):
         if n_seg != n_batch + 1:      # every document ends with a break; a pattern swallowed one
             raise NlpkitError("the token pattern matches the document separator (a newline with "
                               "--docs lines, NUL otherwise); choose one that does not")
         if hi == 3 and len(enc) >= 1 << 21:
             raise NlpkitError("--ngram-range with trigrams supports at most 2,097,152 distinct words")
-        for n in parts:
-            code, d = _ngram_codes(ids, doc, n)
-            if n == 1:                                   # one int64 key: (document, word id)
-                key = np.sort((d << 31) | code)
-                new = np.ones(len(key), dtype=bool)
-                new[1:] = key[1:] != key[:-1]
-                starts = np.flatnonzero(new)
-                code, d = key[starts] & 0x7FFFFFFF, key[starts] >> 31
-            else:
-                order = np.lexsort((code, d))            # by document, then n-gram code
-                code, d = code[order], d[order]
-                new = np.ones(len(code), dtype=bool)
-                new[1:] = (code[1:] != code[:-1]) | (d[1:] != d[:-1])
-                starts = np.flatnonzero(new)
-                code, d = code[starts], d[starts]
-            cnt = np.diff(np.append(starts, len(new)))
-            parts[n].append(((d + n_docs).astype(np.int32), code, cnt.astype(np.int32)))
-        n_docs += n_batch
+        batches_out.append((n_batch, [_batch_counts(ids, doc, n) for n in ns]))
         if progress is not None:
-            progress(n_docs)
+            progress(sum(b[0] for b in batches_out))
+    # Columns: every n-gram that occurred, strings sorted alphabetically (scikit-learn's order).
     words = enc.words
-    rows, cols, cnts, terms = [], [], [], []
-    for n, chunks in parts.items():
-        d = np.concatenate([c[0] for c in chunks]) if chunks else np.zeros(0, np.int32)
-        code = np.concatenate([c[1] for c in chunks]) if chunks else np.zeros(0, np.int64)
-        cnt = np.concatenate([c[2] for c in chunks]) if chunks else np.zeros(0, np.int32)
-        del chunks[:]
-        if n == 1:                                       # word ids: a lookup table, no sort
+    terms: list[str] = []
+    col_of: list[tuple[np.ndarray, np.ndarray]] = []      # per n: (sorted codes, column)
+    for k, n in enumerate(ns):
+        if n == 1:                                        # word ids index a table directly
             present = np.zeros(len(enc), dtype=bool)
-            present[code] = True
+            for _, parts in batches_out:
+                present[parts[k][1]] = True
             uniq = np.flatnonzero(present)
-            col = (np.cumsum(present) - 1)[code]
         else:
-            uniq, col = np.unique(code, return_inverse=True)
-        del code
-        rows.append(d)
-        cols.append((col + len(terms)).astype(np.int32))
-        cnts.append(cnt)
+            uniq = np.unique(np.concatenate([parts[k][1] for _, parts in batches_out]
+                                            or [np.zeros(0, np.int64)]))
+        col_of.append((uniq, np.arange(len(terms), len(terms) + len(uniq))))
         terms.extend(_term_strings(uniq, n, words))
-    row = np.concatenate(rows)
-    col = np.concatenate(cols)
-    cnt = np.concatenate(cnts)
-    del rows, cols, cnts
-    order = sorted(range(len(terms)), key=terms.__getitem__)     # alphabetical columns
+    order = sorted(range(len(terms)), key=terms.__getitem__)
     rank = np.empty(len(terms), dtype=np.int32)
     rank[order] = np.arange(len(terms), dtype=np.int32)
-    col = rank[col]
     terms = [terms[i] for i in order]
-    perm = np.argsort((row.astype(np.int64) << 32) | col)   # rows in order, columns sorted within
-    row, col, cnt = row[perm], col[perm], cnt[perm]
-    del perm
+    lut1 = None
+    if lo == 1:
+        lut1 = np.zeros(len(enc), dtype=np.int32)
+        lut1[col_of[0][0]] = rank[col_of[0][1]]
+    # Assemble the CSR arrays batch by batch, columns sorted within each row.
+    n_docs = sum(b[0] for b in batches_out)
+    nnz = sum(len(parts[k][0]) for _, parts in batches_out for k in range(len(ns)))
     indptr = np.zeros(n_docs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row, minlength=n_docs), out=indptr[1:])
+    indices = np.empty(nnz, dtype=np.int32)
+    counts = np.empty(nnz, dtype=np.int32)
+    first_doc, pos = 0, 0
+    while batches_out:
+        n_batch, parts = batches_out.pop(0)
+        d = np.concatenate([p[0] for p in parts])
+        c = np.concatenate([p[2] for p in parts])
+        cols = []
+        for k, n in enumerate(ns):
+            code = parts[k][1]
+            if n == 1:
+                cols.append(lut1[code])
+            else:
+                uniq, col = col_of[k]
+                cols.append(rank[col[np.searchsorted(uniq, code)]])
+        col = np.concatenate(cols)
+        del parts, cols
+        perm = np.argsort((d.astype(np.int64) << 32) | col, kind="stable")
+        m = len(perm)
+        indices[pos:pos + m] = col[perm]
+        counts[pos:pos + m] = c[perm]
+        indptr[first_doc + 1:first_doc + n_batch + 1] = pos + np.cumsum(np.bincount(d, minlength=n_batch))
+        first_doc += n_batch
+        pos += m
     if names is None:
         names = DocNames()
         names.add_range("", 1, n_docs)
-    return CountMatrix(indptr, col, cnt, terms, names)
+    return CountMatrix(indptr, indices, counts, terms, names)
 
 
 def _term_strings(codes: np.ndarray, n: int, words: list[str]) -> list[str]:
@@ -321,6 +349,11 @@ def prune(counts: CountMatrix, min_df: float = 1, max_df: float = 1.0) -> CountM
                        terms, counts.names)
 
 
+def _slices(n: int, step: int = 1 << 20) -> Iterable[slice]:
+    """Chunks of the nonzeros, so per-entry temporaries stay small."""
+    return (slice(s, min(n, s + step)) for s in range(0, n, step))
+
+
 def weigh(counts: CountMatrix, weighting: Weighting) -> TfidfMatrix:
     """Apply tf, idf and normalization to a count matrix (exact zeros are dropped)."""
     w = weighting
@@ -328,14 +361,15 @@ def weigh(counts: CountMatrix, weighting: Weighting) -> TfidfMatrix:
     df = counts.document_frequency()
     idf = idf_weights(df, counts.n_docs, w.idf, w.log_base, w.idf_offset)
     data = tf_weights(counts.counts, row, counts.n_docs, w.tf, w.log_base)
-    data *= idf[counts.indices]
-    data = normalize_rows(data, row, counts.n_docs, w.norm)
+    for sl in _slices(len(data)):
+        data[sl] *= idf[counts.indices[sl]]
+    normalize_rows(data, row, counts.n_docs, w.norm)
+    indices, indptr = counts.indices, counts.indptr
     nz = data != 0.0
-    indices = counts.indices
     if not nz.all():
         indices, data, row = indices[nz], data[nz], row[nz]
-    indptr = np.zeros(counts.n_docs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row, minlength=counts.n_docs), out=indptr[1:])
+        indptr = np.zeros(counts.n_docs + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row, minlength=counts.n_docs), out=indptr[1:])
     return TfidfMatrix(indptr, indices, data, counts.terms, counts.names, df, idf, w)
 
 

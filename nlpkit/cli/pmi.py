@@ -9,8 +9,9 @@ from nlpkit.cli.common import common_options, input_paths, open_writer, progress
 
 @click.command("pmi")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("-w", "--window", type=int, default=2, show_default=True,
-              help="Count pairs of words up to WINDOW-1 apart (2 = adjacent), as NLTK's window_size.")
+@click.option("-w", "--window", type=int, default=None,
+              help="Count pairs of words up to WINDOW-1 apart (2 = adjacent), as NLTK's window_size "
+                   "[default: 2, or 3 with --ngram 3].")
 @click.option("--ngram", type=click.Choice(["2", "3"]), default="2", show_default=True,
               help="2 = word pairs, 3 = word triples: log p(x,y,z)/(p(x)p(y)p(z)).")
 @click.option("-m", "--measure", type=click.Choice(["pmi", "npmi", "ppmi"]), default="pmi",
@@ -57,6 +58,7 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
     from nlpkit.text import WordTokenizer
 
     n = int(ngram)
+    window = n if window is None else window
     cooccur.check_settings(window, n)
     if min_count < 1:
         raise UsageError(f"--min-count must be at least 1, got {min_count}")
