@@ -168,27 +168,28 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
     else:
         columns.append("details")
 
-    with progress("scoring", quiet=quiet) as tick:
-        if sentence:
-            records = mt_eval.sentence_scores(systems, references, options, ref_names[0])
-        elif paired:
-            records = mt_eval.paired_test(systems, references, options, paired, paired_n or 0,
-                                          confidence_n if confidence else 0, seed,
-                                          ref_names[0], progress=tick, jobs=jobs)
-        else:
-            records = mt_eval.corpus_scores(systems, references, options,
-                                            confidence_n if confidence else 0, seed,
-                                            ref_names[0], progress=tick, jobs=jobs)
-        if machine:
-            with open_writer(columns, fmt, None) as out:
-                for r in records:
-                    if no_signature:
-                        r.pop("signature", None)
-                    out.write(r)
-        else:
-            records = list(records)
-            sigs = {r["metric"]: r["signature"] for r in records}
-            caption = "\n".join(f"{m}: {s}" for m, s in sigs.items())
-            with open_writer(columns, "table", caption, no_signature) as out:
-                for r in records:
-                    out.write({**r, "details": _bleu_details(r)})
+    if sentence:  # streamed, one record per segment and metric
+        records = mt_eval.sentence_scores(systems, references, options, ref_names[0])
+    else:
+        with progress("scoring systems", quiet=quiet) as tick:
+            if paired:
+                records = mt_eval.paired_test(systems, references, options, paired, paired_n or 0,
+                                              confidence_n if confidence else 0, seed,
+                                              ref_names[0], progress=tick, jobs=jobs)
+            else:
+                records = mt_eval.corpus_scores(systems, references, options,
+                                                confidence_n if confidence else 0, seed,
+                                                ref_names[0], progress=tick, jobs=jobs)
+    if machine:
+        with open_writer(columns, fmt, None) as out:
+            for r in records:
+                if no_signature:
+                    r.pop("signature", None)
+                out.write(r)
+    else:
+        records = list(records)
+        sigs = {r["metric"]: r["signature"] for r in records}
+        caption = "\n".join(f"{m}: {s}" for m, s in sigs.items())
+        with open_writer(columns, "table", caption, no_signature) as out:
+            for r in records:
+                out.write({**r, "details": _bleu_details(r)})
