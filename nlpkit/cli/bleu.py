@@ -70,10 +70,12 @@ def _install_warning_handler(quiet: bool) -> None:
 @click.option("--max-ngram-order", type=click.IntRange(min=1), default=4, show_default=True,
               help="BLEU n-gram order (not recorded in sacrebleu's signature).")
 @click.option("--effective-order", is_flag=True, help="BLEU: skip orders with no n-grams.")
-@click.option("--chrf-char-order", type=click.IntRange(min=0), default=6, show_default=True)
+@click.option("--chrf-char-order", type=click.IntRange(min=0), default=6, show_default=True,
+              help="chrF character n-gram order.")
 @click.option("--chrf-word-order", type=click.IntRange(min=0), default=0, show_default=True,
               help="Word n-gram order; 2 gives chrF++.")
-@click.option("--chrf-beta", type=click.IntRange(min=0), default=2, show_default=True)
+@click.option("--chrf-beta", type=click.IntRange(min=0), default=2, show_default=True,
+              help="chrF recall weight (chrF2 = beta 2).")
 @click.option("--chrf-lowercase", is_flag=True, help="Case-insensitive chrF.")
 @click.option("--chrf-whitespace", is_flag=True, help="Keep whitespace in chrF character n-grams.")
 @click.option("--chrf-eps-smoothing", is_flag=True, help="chrF epsilon smoothing (chrF++.py, NLTK).")
@@ -83,7 +85,7 @@ def _install_warning_handler(quiet: bool) -> None:
 @click.option("--ter-asian-support", is_flag=True, help="TER: split Asian characters.")
 @click.option("--sentence", is_flag=True, help="One row per segment (line, 1-based) and metric.")
 @click.option("--confidence", is_flag=True,
-              help="Bootstrap mean and 95%% interval half-width (ci95), each system on its own.")
+              help="Bootstrap mean and 95% interval half-width (ci95), each system on its own.")
 @click.option("--confidence-n", type=click.IntRange(min=2), default=1000, show_default=True,
               help="Bootstrap resamples for --confidence.")
 @click.option("--paired-bs", is_flag=True, help="Paired bootstrap test of each system against the first.")
@@ -91,7 +93,8 @@ def _install_warning_handler(quiet: bool) -> None:
 @click.option("--paired-n", type=click.IntRange(min=1), default=None,
               help="Resamples (bs, default 1000) or trials (ar, default 10000).")
 @click.option("--seed", type=click.IntRange(min=1), default=12345, show_default=True,
-              help="Seed of the bootstrap / randomization (sacrebleu's SACREBLEU_SEED).")
+              help="Seed of the bootstrap / randomization (sacrebleu's SACREBLEU_SEED; "
+                   "0 is refused: sacrebleu's paired tests treat it as unseeded).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Score systems in N worker processes (same numbers; helps with TER).")
 @click.option("--short-signature", is_flag=True, help="sacrebleu's short signature form (-sh).")
