@@ -12,7 +12,7 @@ The index is a term-major (CSC-like) postings table in flat numpy arrays:
 
 Document lengths are derived (the sum of a document's term frequencies), not stored.
 A query is a gather of its terms' postings, one `bincount` into a dense [N] score
-array and an `argpartition` for the top k. The formulas are those of bm25s
+array and a `partition` of the matching documents' scores for the top k. The formulas are those of bm25s
 (Kamphuis et al., ECIR 2020), with N documents, df document frequency, tf term
 frequency, dl document length and avgdl the mean length, norm = 1 - b + b·dl/avgdl:
 
