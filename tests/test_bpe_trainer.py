@@ -25,6 +25,8 @@ def hf_train(files: list[Path], vocab_size: int, min_frequency: int = 2, special
     tok = HFTokenizer(models.BPE())
     if pattern == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
+    elif pattern == "none":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, use_regex=False)
     else:
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
@@ -93,9 +95,10 @@ def test_bpe_min_frequency_stops_short_like_hf(shakespeare_slice):
     assert mine.vocab_size < 8000
 
 
-def test_bpe_matches_hf_gpt4_pattern_and_prefix_space(shakespeare_slice):
+def test_bpe_matches_hf_gpt4_none_patterns_and_prefix_space(shakespeare_slice):
     assert_same_training([shakespeare_slice], 1500, pattern=GPT4_PATTERN)
     assert_same_training([shakespeare_slice], 1000, add_prefix_space=True)
+    assert_same_training([shakespeare_slice], 600, pattern="none")
 
 
 def test_bpe_matches_hf_max_token_length(shakespeare_slice):
