@@ -222,7 +222,15 @@ def from_vocab_merges(vocab: Mapping[str, int] | Sequence[str], merges: Sequence
 
 
 #: llama.cpp `tokenizer.ggml.pre` names -> the pre-tokenizer its vocabulary was trained with.
-GGUF_PRE = {"gpt-2": [], "default": [], "smollm": [r"\p{N}"], "starcoder": [r"\p{N}"], "refact": [r"\p{N}"]}
+_DIGITS_GPT2 = ("digits", False)
+#: llama.cpp `tokenizer.ggml.pre` names -> (pre-tokenizer, ignore_merges), after llama.cpp's
+#: llama-vocab.cpp: "digits" = each \p{N} alone then the GPT-2 regex; "gpt4" = the Llama 3 split.
+GGUF_PRE: dict[str, tuple[str, bool]] = {
+    **{name: ("gpt2", False) for name in ("default", "gpt-2", "mpt", "olmo", "jais")},
+    **{name: _DIGITS_GPT2 for name in ("smollm", "starcoder", "refact", "command-r", "codeshell",
+                                       "exaone", "minerva-7b")},
+    **{name: ("gpt4", True) for name in ("llama3", "llama-v3", "llama-bpe")},
+}
 
 
 def from_gguf_metadata(tokens: Sequence[str], merges: Sequence[str], *, pre: str | None = None,
@@ -233,10 +241,12 @@ def from_gguf_metadata(tokens: Sequence[str], merges: Sequence[str], *, pre: str
     pre_name = pre or "default"
     if pre_name not in GGUF_PRE:
         raise NlpkitError(f"GGUF tokenizer.ggml.pre {pre_name!r} is not supported ({', '.join(sorted(GGUF_PRE))})")
-    pretok = PreTokenizer([SplitStep(p) for p in GGUF_PRE[pre_name]], use_regex=True)
+    kind, ignore_merges = GGUF_PRE[pre_name]
+    pretok = PreTokenizer.from_pattern("smollm" if kind == "digits" else kind)
     specials = {t: i for i, (t, ty) in enumerate(zip(tokens, token_types or ())) if ty == 3}
     vocab = {t: i for i, t in enumerate(tokens)}
-    tok = from_vocab_merges(vocab, list(merges), special_tokens=specials, pretokenizer=pretok)
+    tok = from_vocab_merges(vocab, list(merges), special_tokens=specials, pretokenizer=pretok,
+                            ignore_merges=ignore_merges)
     tok.bos_id, tok.eos_id = bos_id, eos_id
     return tok
 
