@@ -178,3 +178,21 @@ def test_truncated_tokenizer_json_is_an_error(tmp_path):
     path.write_text('{"model": {"type": "BPE", "vocab": {', encoding="utf-8")
     with pytest.raises(NlpkitError, match="not valid JSON"):
         Tokenizer.from_file(path)
+
+
+def test_ignore_merges_takes_whole_words_from_the_vocab_like_hf(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers
+
+    from nlpkit.bpe.pretokenize import byte_level_alphabet
+    vocab = {c: i for i, c in enumerate(byte_level_alphabet())}
+    vocab.update({"ab": 256, "abc": 257, "Ġab": 258})
+    merges = [("a", "b"), ("Ġ", "ab")]
+    for ignore in (False, True):
+        hf = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=ignore))
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        mine = Tokenizer(vocab, merges, ignore_merges=ignore)
+        for text in ("abc ab abcd", "xabc"):
+            assert mine.encode(text) == hf.encode(text).ids
+        hf.save(str(tmp_path / "tokenizer.json"))
+        assert Tokenizer.from_file(tmp_path / "tokenizer.json").ignore_merges is ignore
