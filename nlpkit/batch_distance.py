@@ -60,39 +60,33 @@ def lane_dtype(width: int) -> type:
     return {8: np.uint8, 16: np.uint16, 32: np.uint32}.get(width, np.uint64)
 
 
-def _shl1(x: np.ndarray, fill: int) -> np.ndarray:  # [k, W] -> [k, W], shifted left by one bit
+def _shl1(x: np.ndarray, fill: int) -> np.ndarray:  # [W, k] -> [W, k], shifted left by one bit
     r = x << x.dtype.type(1)
-    if x.shape[1] > 1:
-        r[:, 1:] |= x[:, :-1] >> x.dtype.type(63)
+    if x.shape[0] > 1:
+        r[1:] |= x[:-1] >> x.dtype.type(63)
     if fill:
-        r[:, 0] |= x.dtype.type(1)
+        r[0] |= x.dtype.type(1)
     return r
 
 
-def _add(x: np.ndarray, y: np.ndarray, shifts: np.ndarray) -> np.ndarray:  # [k, W] + [k, W]
-    """Multi-word addition. Per row, the words that generate a carry (sum wrapped) and those
-    that propagate one (sum all ones) become the bits of two small integers G and P; then
-    (G + (G | P)) ^ G ^ (G | P) has bit w set exactly where a carry enters word w."""
+def _add(x: np.ndarray, y: np.ndarray) -> np.ndarray:  # [W, k] + [W, k]
+    """Multi-word addition: word w wraps (generates a carry) or sums to all ones (passes
+    an incoming carry on); the carry then ripples up one contiguous row at a time."""
     s = x + y
-    words = x.shape[1]
-    if words == 1:
+    if x.shape[0] == 1:
         return s
-    if words <= 8:  # G, P fit a byte: pack/unpack bits instead of shifting and summing
-        gen = np.packbits(s < x, axis=1, bitorder="little")                     # [k, 1] uint8
-        prop = gen | np.packbits(s == ALL, axis=1, bitorder="little")
-        carry_in = (gen.astype(np.uint16) + prop) ^ gen ^ prop                  # [k, 1]
-        s += np.unpackbits(carry_in.astype(np.uint8), axis=1, count=words, bitorder="little")
-        return s
-    gen = ((s < x).astype(np.uint64) << shifts).sum(axis=1)              # [k]
-    prop = gen | ((s == ALL).astype(np.uint64) << shifts).sum(axis=1)    # [k]
-    carry_in = (gen + prop) ^ gen ^ prop                                  # [k], bit w: carry into word w
-    s += (carry_in[:, None] >> shifts) & np.uint64(1)
+    gen = s < x                                            # [W, k] bool
+    prop = s == ALL
+    carry = gen[0]
+    for w in range(1, x.shape[0]):
+        s[w] += carry
+        carry = gen[w] | (prop[w] & carry)
     return s
 
 
-def _low_bits(m: np.ndarray, words: int, dtype: type) -> np.ndarray:  # [N] -> [N, W]: the m low bits
+def _low_bits(m: np.ndarray, words: int, dtype: type) -> np.ndarray:  # [N] -> [W, N]: the m low bits
     bits = np.iinfo(dtype).bits
-    fill = np.clip(m[:, None] - bits * np.arange(words)[None, :], 0, bits).astype(np.uint64)
+    fill = np.clip(m[None, :] - bits * np.arange(words)[:, None], 0, bits).astype(np.uint64)
     ones = np.where(fill >= 64, np.uint64(0), np.uint64(1) << np.minimum(fill, 63)) - np.uint64(1)
     return ones.astype(dtype)
 
@@ -106,26 +100,26 @@ def bit_levenshtein(pm_of: Callable[[int, int], np.ndarray], m: np.ndarray, n: n
                     words: int, transpositions: bool = False, dtype: type = np.uint64) -> np.ndarray:
     """Unit-cost Levenshtein (Myers/Hyyrö), or OSA (Hyyrö 2003), of N patterns against N texts.
 
-    pm_of(j, k) -> [k, words] `dtype`: match masks of column j for the first k pairs.
+    pm_of(j, k) -> [words, k] `dtype`: match masks of column j for the first k pairs
+    (word-major, so a shift across words touches whole contiguous rows).
     m: [N] pattern lengths (>= 1); n: [N] text lengths, sorted descending.
     The distance is read at the end from the last column's vertical deltas:
     D[m, n] = n + popcount(VP & low_m) - popcount(VN & low_m). Returns [N] int64.
     """
     N = len(m)
-    shifts = np.arange(words, dtype=np.uint64)
-    vp = np.full((N, words), np.iinfo(dtype).max, dtype)
-    vn = np.zeros((N, words), dtype)
+    vp = np.full((words, N), np.iinfo(dtype).max, dtype)
+    vn = np.zeros((words, N), dtype)
     if transpositions:
-        d0 = np.zeros((N, words), dtype)
-        pm_prev = np.zeros((N, words), dtype)
+        d0 = np.zeros((words, N), dtype)
+        pm_prev = np.zeros((words, N), dtype)
     for j, k in enumerate(_active(n)):
-        pm = pm_of(j, k)                                   # [k, W]
-        VP, VN = vp[:k], vn[:k]
+        pm = pm_of(j, k)                                   # [W, k]
+        VP, VN = vp[:, :k], vn[:, :k]
         x = pm | VN
         if transpositions:
-            x |= _shl1(~d0[:k] & pm, 0) & pm_prev[:k]
-            pm_prev[:k] = pm
-        D0 = _add(pm & VP, VP, shifts)
+            x |= _shl1(~d0[:, :k] & pm, 0) & pm_prev[:, :k]
+            pm_prev[:, :k] = pm
+        D0 = _add(pm & VP, VP)
         D0 ^= VP
         D0 |= x
         hp = D0 | VP
@@ -138,10 +132,10 @@ def bit_levenshtein(pm_of: Callable[[int, int], np.ndarray], m: np.ndarray, n: n
         np.bitwise_or(t, hn, out=VP)
         np.bitwise_and(hp, D0, out=VN)
         if transpositions:
-            d0[:k] = D0
+            d0[:, :k] = D0
     low = _low_bits(m, words, dtype)
-    up = np.bitwise_count(vp & low).sum(axis=1, dtype=np.int64)
-    down = np.bitwise_count(vn & low).sum(axis=1, dtype=np.int64)
+    up = np.bitwise_count(vp & low).sum(axis=0, dtype=np.int64)
+    down = np.bitwise_count(vn & low).sum(axis=0, dtype=np.int64)
     return n + up - down
 
 
@@ -149,15 +143,14 @@ def bit_lcs(pm_of: Callable[[int, int], np.ndarray], n: np.ndarray, words: int,
             dtype: type = np.uint64) -> np.ndarray:
     """LCS lengths (Hyyrö: V' = (V + (V & M)) | (V & ~M)); n sorted descending; -> [N] int64."""
     N = len(n)
-    shifts = np.arange(words, dtype=np.uint64)
-    v = np.full((N, words), np.iinfo(dtype).max, dtype)
+    v = np.full((words, N), np.iinfo(dtype).max, dtype)
     for j, k in enumerate(_active(n)):
-        pm = pm_of(j, k)
-        V = v[:k]
-        t = _add(V, V & pm, shifts)
+        pm = pm_of(j, k)                                   # [W, k]
+        V = v[:, :k]
+        t = _add(V, V & pm)
         t |= V & ~pm
         V[...] = t
-    return np.iinfo(dtype).bits * words - np.bitwise_count(v).sum(axis=1, dtype=np.int64)
+    return np.iinfo(dtype).bits * words - np.bitwise_count(v).sum(axis=0, dtype=np.int64)
 
 
 # -------------------------------------------------------------------------- DP by rows
@@ -218,13 +211,38 @@ def _width_class(lp: np.ndarray) -> np.ndarray:
     return np.where(lp <= 8, 8, np.where(lp <= 16, 16, np.where(lp <= 32, 32, 64 * ((lp + 63) // 64))))
 
 
-def column_masks(P: np.ndarray, T: np.ndarray, width: int) -> Callable[[int, int], np.ndarray]:
-    """pm_of(j, k): bit i of row p set where P[p, i] == T[p, j]; [k, max(1, width // 64)] lanes."""
+def column_masks(P: np.ndarray, T: np.ndarray, width: int,
+                 table_bytes: int = 1 << 26) -> Callable[[int, int], np.ndarray]:
+    """pm_of(j, k): bit i of pair p set where P[p, i] == T[p, j]; [max(1, width // 64), k] lanes.
+
+    For wide patterns over few distinct symbols, a table peq[W, symbol, pair] is filled once
+    (one scatter per pattern position) and each column is one gather; otherwise each
+    column compares T[:, j] with the whole pattern and packs the bits.
+    """
     dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
+    words, bits = max(1, width // 64), min(width, 64)
+    N = P.shape[0]
+    if width >= 64:  # narrow patterns compare cheaply; wide ones are worth a table
+        symbols, inverse = np.unique(np.concatenate([P.ravel(), T.ravel()]), return_inverse=True)
+    if width < 64 or len(symbols) * words * N * dtype.itemsize > table_bytes:
+        def pm_of(j: int, k: int) -> np.ndarray:
+            packed = np.packbits(P[:k] == T[:k, j, None], axis=1, bitorder="little")  # [k, width/8]
+            return np.ascontiguousarray(packed.view(dtype).T)                         # [W, k]
+
+        return pm_of
+    P_ids = inverse[:P.size].reshape(P.shape)                     # [N, width] dense symbol ids
+    T_ids = inverse[P.size:].reshape(T.shape)                     # [N, n]
+    K, cols = len(symbols), min(width, P.shape[1])
+    pos = np.arange(cols)
+    pairs = np.arange(N)
+    flat = ((pos // bits)[None, :] * K + P_ids[:, :cols]) * N + pairs[:, None]   # [N, cols]
+    peq = np.zeros(words * K * N, dtype)
+    np.bitwise_or.at(peq, flat.ravel(), np.tile((np.ones(1, dtype) << (pos % bits).astype(dtype)), N))
+    peq = peq.reshape(words, K, N)                                 # [W, K, N]
+    peq[:, symbols < 0, :] = 0                                     # padding never matches
 
     def pm_of(j: int, k: int) -> np.ndarray:
-        packed = np.packbits(P[:k] == T[:k, j, None], axis=1, bitorder="little")  # [k, width/8]
-        return packed.view(dtype)
+        return peq[:, T_ids[:k, j], pairs[:k]]                     # [W, k]
 
     return pm_of
 

@@ -81,12 +81,12 @@ class Dictionary:
             return self.vocab.get(unit, -3)
         return ord(unit)
 
-    def masks(self, code: int) -> np.ndarray:  # -> [N, W] lanes: bit i set where entry[i] == code
+    def masks(self, code: int) -> np.ndarray:  # -> [W, N] lanes: bit i set where entry[i] == code
         m = self._masks.get(code)
         if m is None:
             dtype = np.dtype(bd.lane_dtype(self.width)).newbyteorder("<")
-            packed = np.packbits(self.codes == code, axis=1, bitorder="little")
-            m = self._masks[code] = packed.view(dtype)
+            packed = np.packbits(self.codes == code, axis=1, bitorder="little")   # [N, width/8]
+            m = self._masks[code] = np.ascontiguousarray(packed.view(dtype).T)
         return m
 
     def span(self, lo_len: int, hi_len: int) -> tuple[int, int]:
@@ -128,7 +128,7 @@ def _scan(d: Dictionary, query: Sequence[Hashable], lo: int, hi: int, metric: st
     words = max(1, d.width // 64)
 
     def pm_of(j: int, k: int) -> np.ndarray:
-        return d.masks(codes[j])[lo:lo + k]
+        return d.masks(codes[j])[:, lo:lo + k]
 
     dtype = bd.lane_dtype(d.width)
     if metric in ("levenshtein", "osa"):

@@ -250,3 +250,17 @@ def test_channel_ranking_equals_brute_force_over_count_1w(shared_data):
         expected_top = [(entries[i], int(dist[i])) for i in sorted(range(len(entries)), key=key)[:5]]
         got = nearest(d, q, top=5, metric="osa", rank="channel", edit_odds=100)
         assert [(m.word, m.distance) for m in got] == expected_top
+
+
+def test_column_masks_table_and_compare_paths_agree():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    P = rng.integers(0, 5, (50, 128)).astype(np.int32)
+    P[:, 100:] = bd.PAD_A
+    T = rng.integers(0, 6, (50, 90)).astype(np.int32)
+    table = bd.column_masks(P, T, 128)
+    compare = bd.column_masks(P, T, 128, table_bytes=0)
+    for j in (0, 17, 89):
+        assert np.array_equal(table(j, 50), compare(j, 50))
+        assert np.array_equal(table(j, 20), compare(j, 20))
