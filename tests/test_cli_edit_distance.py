@@ -144,3 +144,25 @@ def test_usage_errors_exit_2(cli, args):
     r = cli("edit-distance", *args)
     assert r.returncode == 2, (args, r.stderr.decode())
     assert b"Traceback" not in r.stderr
+
+
+def test_single_pair_does_not_import_numpy_or_rich():
+    code = ("import sys; sys.argv=['nlpkit','edit-distance','kitten','sitting']\n"
+            "from nlpkit.cli.main import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('numpy','rich') if m in sys.modules]\n"
+            "sys.stderr.write('HEAVY=' + ','.join(heavy))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=str(REPO))
+    assert r.stderr.decode().split("HEAVY=")[1].strip() == ""
+
+
+def test_pairs_word_level_json_document(cli, tmp_path):
+    from rapidfuzz.distance import Levenshtein
+
+    f = tmp_path / "pairs.tsv"
+    f.write_text("the cat sat on the mat\tthe cat sat on mat\na b c\tc b a\n")
+    doc = json.loads(cli("edit-distance", "--pairs", str(f), "--level", "word", "--format", "json").stdout)
+    assert doc["signature"] == "edit-distance|metric:levenshtein|weights:1,1,1|level:word|norm:no|v:0.1.0"
+    assert [r["distance"] for r in doc["results"]] == [
+        Levenshtein.distance("the cat sat on the mat".split(), "the cat sat on mat".split()),
+        Levenshtein.distance("a b c".split(), "c b a".split())]
