@@ -104,9 +104,9 @@ def _compiled(pattern: str, flags: int, use_regex: bool):
     return re.compile(pattern, flags)
 
 
-def _tokenize_local(text: str, pattern: str, flags: int, use_regex: bool,
-                    lowercase: bool) -> tuple[list[str], np.ndarray]:
-    """Worker: tokens of a block as (local vocabulary, local ids [n])."""
+def _tokenize_regex(text: str, lowercase: bool, pattern: str, flags: int,
+                    use_regex: bool) -> tuple[list[str], np.ndarray]:
+    """Tokens of a block as (local vocabulary, local ids [n]): one findall, one dict map."""
     if lowercase:
         text = text.lower()
     tokens = _compiled(pattern, flags, use_regex).findall(text)
@@ -114,6 +114,77 @@ def _tokenize_local(text: str, pattern: str, flags: int, use_regex: bool,
     local.default_factory = local.__len__
     ids = np.fromiter(map(local.__getitem__, tokens), dtype=np.int32, count=len(tokens))
     return list(local), ids
+
+
+# Fast path for the \w\w+ / \w+ patterns: ASCII non-word bytes become spaces (bytes.translate),
+# bytes.split() cuts the block, and only the distinct pieces are looked at again: pure-ASCII
+# pieces are tokens as they are; pieces with UTF-8 bytes (é, curly quotes, dashes) are
+# re-tokenized with the real regex; b"\x01" pieces are the breaks. Same tokens as findall,
+# because a match of \w+ never contains an ASCII non-word character.
+_WORD_BYTES = bytes(c if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c in (1, 95) or c >= 128)
+                    else 32 for c in range(256))
+FAST_MAX_MULTIBYTE = 0.1    # extra UTF-8 bytes per character above which the regex path is faster
+_FAST_MIN_LEN = {r"\w\w+": 2, r"\w+": 1}
+_BREAK_CHARS = {BREAK_SENTENCE_LINE: ".!?\n", BREAK_SENTENCE: ".!?", BREAK_LINE: "\n", BREAK_DOC: "\x00"}
+
+
+def _tokenize_fast(text: str, lowercase: bool, min_len: int, break_chars: str, break_token: str,
+                   pattern: str, combined: str) -> tuple[list[str], np.ndarray]:
+    """Same tokens as `_tokenize_regex` with the `combined` (token | break) regex, ~3x faster
+    on mostly-ASCII text (blocks with more multi-byte characters take the regex path)."""
+    if lowercase:
+        text = text.lower()
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) - len(text) > FAST_MAX_MULTIBYTE * len(text):
+        return _tokenize_regex(text, False, combined, re.UNICODE, False)
+    del text
+    if b"\x01" in data:
+        data = data.replace(b"\x01", b" ")
+    for ch in break_chars:
+        data = data.replace(ch.encode(), b" \x01 ")
+    pieces = data.translate(_WORD_BYTES).split()
+    del data
+    raw: defaultdict[bytes, int] = defaultdict()
+    raw.default_factory = raw.__len__
+    rid = np.fromiter(map(raw.__getitem__, pieces), dtype=np.int32, count=len(pieces))   # [n_pieces]
+    del pieces
+    keys = list(raw)                                     # distinct pieces; mostly tokens already
+    n = len(keys)
+    words = [k.decode("utf-8", "surrogatepass") for k in keys]   # local vocabulary (may repeat)
+    lens = np.ones(n, dtype=np.int64)                    # tokens each piece stands for
+    lens[np.fromiter(map(len, keys), dtype=np.int64, count=n) < min_len] = 0
+    br = raw.get(b"\x01")
+    if br is not None:
+        words[br], lens[br] = break_token, 1
+    ascii_ = np.fromiter(map(bytes.isascii, keys), dtype=bool, count=n)
+    expand: dict[int, range] = {}
+    if not ascii_.all():
+        findall = re.compile(pattern).findall
+        for i in np.flatnonzero(~ascii_).tolist():
+            tokens = findall(words[i])
+            expand[i] = range(len(words), len(words) + len(tokens))
+            words.extend(tokens)
+            lens[i] = len(tokens)
+    if not expand and lens.all():                        # every piece is one token: ids as they are
+        return words, rid
+    starts = np.cumsum(lens) - lens                                               # [n]
+    flat = np.empty(int(lens.sum()), dtype=np.int32)
+    plain = lens == 1
+    if expand:
+        plain[list(expand)] = False
+    flat[starts[plain]] = np.flatnonzero(plain)
+    for i, r in expand.items():
+        flat[starts[i]:starts[i] + len(r)] = r
+    n_out = lens[rid]                                                             # [n_pieces]
+    total = int(n_out.sum())
+    first = np.repeat(starts[rid], n_out)                                         # [total]
+    within = np.arange(total) - np.repeat(np.cumsum(n_out) - n_out, n_out)
+    return words, flat[first + within]
+
+
+def _tokenize_block(text: str, spec: tuple) -> tuple[list[str], np.ndarray]:
+    """Worker entry: dispatch on the tokenizer spec built by `BlockEncoder`."""
+    return (_tokenize_fast if spec[0] == "fast" else _tokenize_regex)(text, *spec[1:])
 
 
 class BlockEncoder:
@@ -136,10 +207,16 @@ class BlockEncoder:
         if break_pattern:
             # Global inline flags such as "(?u)" must lead the whole pattern: move them to flags.
             body = _LEADING_FLAGS.sub("", tok_re.pattern)
-            self._spec = (f"(?:{body})|(?:{break_pattern})", tok_re.flags, use_regex)
+            combined = f"(?:{body})|(?:{break_pattern})"
         else:
-            self._spec = (tok_re.pattern, tok_re.flags, use_regex)
-        self._findall = _compiled(*self._spec).findall
+            combined = tok_re.pattern
+        min_len = _FAST_MIN_LEN.get(tok_re.pattern) if not use_regex and tok_re.flags == re.UNICODE else None
+        if min_len is not None and (break_pattern is None or break_pattern in _BREAK_CHARS):
+            chars = _BREAK_CHARS.get(break_pattern, "")
+            token = next((c for c in chars if self._break_re.fullmatch(c)), "")
+            self._spec: tuple = ("fast", tokenizer.lowercase, min_len, chars, token, tok_re.pattern, combined)
+        else:
+            self._spec = ("regex", tokenizer.lowercase, combined, tok_re.flags, use_regex)
         self._vocab: defaultdict[str, int] = defaultdict()
         self._vocab.default_factory = self._vocab.__len__
         self._classified = 0
@@ -183,12 +260,7 @@ class BlockEncoder:
     # -- encoding -------------------------------------------------------------------
     def encode(self, text: str) -> tuple[np.ndarray, np.ndarray, int]:
         """Token ids and segment indices of one block (see the class docstring)."""
-        if self.tokenizer.lowercase:
-            text = text.lower()
-        tokens = self._findall(text)
-        ids = np.fromiter(map(self._vocab.__getitem__, tokens), dtype=np.int32, count=len(tokens))
-        del tokens
-        return self._segment(ids)
+        return self._merge(*_tokenize_block(text, self._spec))
 
     def _segment(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         self._classify()
@@ -225,8 +297,7 @@ class BlockEncoder:
         pending: deque = deque()
         with ctx.Pool(jobs) as pool:
             for meta, text in items:
-                pending.append((meta, pool.apply_async(
-                    _tokenize_local, (text, *self._spec, self.tokenizer.lowercase))))
+                pending.append((meta, pool.apply_async(_tokenize_block, (text, self._spec))))
                 if len(pending) >= 2 * jobs:
                     meta, res = pending.popleft()
                     yield (meta, *self._merge(*res.get()))

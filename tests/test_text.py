@@ -98,3 +98,31 @@ from hypothesis import strategies as st
 def test_fast_default_pattern_finds_the_same_tokens_as_sklearns(text):
     assert tokenize(text) == re.findall(DEFAULT_PATTERN, text.lower())
     assert tokenize(text, pattern=r"(?u)\b\w+\b") == re.findall(r"(?u)\b\w+\b", text.lower())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab_1 .!?\n\x00\x01,'-\tÉéßΣ’—東\u0301")), max_size=80),
+       st.sampled_from([None, r"[.!?\n]+", r"[.!?]+", r"\n", r"\x00"]),
+       st.sampled_from([None, r"(?u)\b\w+\b"]), st.booleans())
+def test_block_encoder_fast_path_equals_regex_path(text, brk, pattern, lowercase):
+    """The bytes translate/split tokenizer gives the tokens and segments of the combined regex."""
+    import numpy as np
+
+    from nlpkit import corpus
+
+    corpus.FAST_MAX_MULTIBYTE = 1e9                      # never fall back: test the fast code itself
+
+    tok = WordTokenizer(pattern=pattern, lowercase=lowercase)
+    fast, slow = corpus.BlockEncoder(tok, brk), corpus.BlockEncoder(tok, brk)
+    assert fast._spec[0] == "fast"
+    slow._spec = ("regex", lowercase, fast._spec[-1], tok.regex.flags, False)
+
+    def run(enc):
+        ids, seg, _ = enc.encode(text * 3)
+        part = np.unique(seg, return_inverse=True)[1] if len(seg) else seg
+        return [enc.words[i] for i in ids], part.tolist()
+
+    try:
+        assert run(fast) == run(slow)
+    finally:
+        corpus.FAST_MAX_MULTIBYTE = 0.1

@@ -97,9 +97,10 @@ def test_ngram_range_stopwords_and_df_limits_equal_sklearn(cranfield):
 
     stop = sorted(load_stopwords("english"))
     vec = TfidfVectorizer(ngram_range=(1, 3), min_df=2, max_df=0.5, stop_words=stop, sublinear_tf=True)
-    m = tfidf(cranfield, tokenizer=WordTokenizer(stopwords="english"), weighting=Weighting(tf="log"),
+    docs = cranfield[:700]
+    m = tfidf(docs, tokenizer=WordTokenizer(stopwords="english"), weighting=Weighting(tf="log"),
               ngram_range=(1, 3), min_df=2, max_df=0.5)
-    assert_equals_sklearn(m, vec.fit_transform(cranfield), vec)
+    assert_equals_sklearn(m, vec.fit_transform(docs), vec)
 
 
 def test_query_ranking_equals_sklearn_cosine(cranfield):
@@ -117,22 +118,29 @@ def test_query_ranking_equals_sklearn_cosine(cranfield):
 
 # ------------------------------------------------------------------------- gensim SMART
 
-@pytest.mark.parametrize("smart", ["nfc", "ntc", "ltc", "lnc", "bnn", "apc"])
-def test_smart_equals_gensim(cranfield, smart):
+@pytest.fixture(scope="module")
+def gensim_cranfield(cranfield):
     from gensim.corpora import Dictionary
-    from gensim.models import TfidfModel
 
     tokens = [tokenize(d) for d in cranfield]
     dictionary = Dictionary(tokens)
-    bows = [dictionary.doc2bow(t) for t in tokens]
+    return dictionary, [dictionary.doc2bow(t) for t in tokens]
+
+
+@pytest.mark.parametrize("smart", ["nfc", "ntc", "ltc", "lnc", "bnn", "apc"])
+def test_smart_equals_gensim(cranfield, gensim_cranfield, smart):
+    from gensim.models import TfidfModel
+
+    dictionary, bows = gensim_cranfield
     model = TfidfModel(bows, smartirs=smart)
     m = tfidf(cranfield, weighting=parse_smart(smart))
+    col = {t: j for j, t in enumerate(m.terms)}
     for i, bow in enumerate(bows):
-        ref = {dictionary[t]: w for t, w in model[bow]} if bow else {}     # gensim fails on empty 'a' docs
+        ref = dict(model[bow]) if bow else {}            # gensim fails on empty docs with 'a'
         cols, vals = m.row(i)
-        ours = dict(zip((m.terms[c] for c in cols.tolist()), vals.tolist()))
-        assert ours.keys() == ref.keys()
-        assert all(abs(ours[t] - ref[t]) <= 1e-9 for t in ref)
+        assert sorted(cols.tolist()) == sorted(col[dictionary[t]] for t in ref)
+        expect = np.array([ref[dictionary.token2id[m.terms[c]]] for c in cols.tolist()])
+        assert np.abs(vals - expect).max(initial=0.0) <= 1e-9
 
 
 def test_smart_letters_are_checked():
