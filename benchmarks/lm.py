@@ -88,13 +88,12 @@ def worker_nlpkit(threads: int, ppl: bool) -> dict:
         out.append(nxt)
         logits = model.forward(np.array([[nxt]]), cache, last_only=True)
     decode = DECODE_TOKENS / (time.perf_counter() - t)
-    res = {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "greedy": out}
+    res = {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "greedy": out, "rss_mb": peak_rss_mb()}
     if ppl:
         from nlpkit.lm.scoring import perplexity
         t = time.perf_counter()
         p, _ = perplexity(model, shakespeare(), mode="sliding", context=512, stride=256, add_bos=False)
-        res.update(ppl=p.token_perplexity, ppl_s=time.perf_counter() - t)
-    res["rss_mb"] = peak_rss_mb()
+        res.update(ppl=p.token_perplexity, ppl_s=time.perf_counter() - t, ppl_rss_mb=peak_rss_mb())
     return res
 
 
@@ -120,7 +119,7 @@ def worker_transformers(threads: int, ppl: bool) -> dict:
             o = model(torch.tensor([[nxt]]), past_key_values=pkv, use_cache=True)
             pkv, logits = o.past_key_values, o.logits
         decode = DECODE_TOKENS / (time.perf_counter() - t)
-    res = {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "greedy": out}
+    res = {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "greedy": out, "rss_mb": peak_rss_mb()}
     if ppl:  # the transformers perplexity guide, verbatim in substance (its own tokenizer too)
         import math
         from transformers import AutoTokenizer
@@ -143,8 +142,7 @@ def worker_transformers(threads: int, ppl: bool) -> dict:
             prev_end = end
             if end == seq_len:
                 break
-        res.update(ppl=math.exp(nll_sum / n_tokens), ppl_s=time.perf_counter() - t)
-    res["rss_mb"] = peak_rss_mb()
+        res.update(ppl=math.exp(nll_sum / n_tokens), ppl_s=time.perf_counter() - t, ppl_rss_mb=peak_rss_mb())
     return res
 
 
@@ -184,7 +182,7 @@ def run_worker(engine: str, threads: int, ppl: bool) -> dict | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2, help="threads for transformers (and nlpkit's second run)")
     ap.add_argument("--skip-ppl", action="store_true")
     ap.add_argument("--worker", choices=["nlpkit", "transformers", "llamacpp"])
     args = ap.parse_args()
@@ -195,30 +193,44 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     convert()
     ppl = not args.skip_ppl
-    nl = run_worker("nlpkit", args.threads, ppl)
-    tf = run_worker("transformers", args.threads, ppl)
-    lc = run_worker("llamacpp", args.threads, False) if importlib.util.find_spec("llama_cpp") else None
-    if not (nl and tf):
+    # nlpkit once with single-threaded BLAS and once with --threads; transformers with --threads.
+    # On a busy machine single-threaded BLAS is nlpkit's fastest setting (OPENBLAS_NUM_THREADS=1).
+    runs = {"nlpkit 1thr": run_worker("nlpkit", 1, ppl),
+            f"nlpkit {args.threads}thr": run_worker("nlpkit", args.threads, False) if args.threads != 1 else None,
+            f"transformers {args.threads}thr": run_worker("transformers", args.threads, ppl)}
+    if importlib.util.find_spec("llama_cpp"):
+        runs[f"llama.cpp Q4_1 {args.threads}thr"] = run_worker("llamacpp", args.threads, False)
+    runs = {k: v for k, v in runs.items() if v}
+    tf = runs.get(f"transformers {args.threads}thr")
+    if "nlpkit 1thr" not in runs or tf is None:
         sys.exit(1)
-    rows = [("load time (s)", "load_s", False), ("peak RSS (MB)", "rss_mb", False),
-            (f"prefill tok/s ({PROMPT_TOKENS})", "prefill_tok_s", True),
-            (f"decode tok/s ({DECODE_TOKENS} greedy)", "decode_tok_s", True)]
+    rows = [("load time (s)", "load_s", False), ("peak RSS after decode (MB)", "rss_mb", False),
+            (f"prefill tok/s ({PROMPT_TOKENS} tokens)", "prefill_tok_s", True),
+            (f"decode tok/s ({DECODE_TOKENS} greedy, KV cache)", "decode_tok_s", True)]
     if ppl:
-        rows += [("ppl tinyshakespeare 20k (ctx 512/256)", "ppl", None), ("ppl time (s)", "ppl_s", False)]
-    print(f"SmolLM2-135M float32, {args.threads} threads")
-    print(f"{'task':40} {'nlpkit':>12} {'transformers':>13} {'ratio':>8}" + (f" {'llama.cpp Q4_1':>15}" if lc else ""))
+        rows += [("perplexity, tinyshakespeare[:20000] ctx 512/256", "ppl", None), ("perplexity time (s)", "ppl_s", False),
+                 ("peak RSS after perplexity (MB)", "ppl_rss_mb", False)]
+    names = list(runs)
+    nl_names = [n for n in names if n.startswith("nlpkit")]
+    print(f"SmolLM2-135M-Instruct, float32 weights (from the Q4_1 GGUF), load average {os.getloadavg()[0]:.1f}")
+    print(f"{'task':48}" + "".join(f"{n:>18}" for n in names) + "".join(f"{'ratio ' + n.split()[1]:>12}" for n in nl_names))
     for label, key, higher_better in rows:
-        a, b = nl[key], tf[key]
-        ratio = a / b if higher_better is not False else b / a  # > 1 means nlpkit is better
-        if higher_better is None:
-            ratio = abs(a - b) / b
-        line = f"{label:40} {a:12.4f} {b:13.4f} {ratio:8.3f}"
-        if lc:
-            line += f" {lc.get(key, float('nan')):15.4f}"
-        print(line)
-    print("ratio: nlpkit advantage (>1 better); for ppl, the relative difference")
+        cells = "".join(f"{runs[n][key]:18.4f}" if key in runs[n] else f"{'-':>18}" for n in names)
+        ratios = ""
+        for n in nl_names:
+            a, b = runs[n].get(key), tf.get(key)
+            if a is None or b is None:
+                ratios += f"{'-':>12}"
+            elif higher_better is None:
+                ratios += f"{abs(a - b) / b:12.2e}"
+            else:
+                ratios += f"{(a / b if higher_better else b / a):12.3f}"
+        print(f"{label:48}{cells}{ratios}")
+    print(f"ratio = nlpkit advantage over transformers {args.threads}thr (>1: nlpkit better); "
+          "for perplexity, the relative difference")
     if ppl:
         print(f"perplexity token ids identical (nlpkit vs transformers tokenizer): {tf.get('ppl_ids_equal')}")
+    nl = runs["nlpkit 1thr"]
     same = sum(x == y for x, y in zip(nl["greedy"], tf["greedy"]))
     print(f"greedy tokens identical: {same}/{DECODE_TOKENS}")
 
