@@ -68,12 +68,17 @@ class Perplexity:
         return self.nll / self.bytes / math.log(2) if self.bytes else float("nan")
 
 
-def log_softmax_at(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:  # [t, V], [t] -> [t] float64
-    """log softmax(logits)[i, targets[i]]: float32 exponentials, float64 sums (no float64 copy of [t, V])."""
-    m = logits.max(axis=-1, keepdims=True)  # [t, 1]
-    picked = logits[np.arange(len(targets)), targets].astype(np.float64) - m[:, 0]
-    e = np.exp(logits - m)  # [t, V]
-    return picked - np.log(e.sum(axis=-1, dtype=np.float64))
+def log_softmax_at(logits: np.ndarray, targets: np.ndarray, block: int = 128) -> np.ndarray:  # [t, V], [t] -> [t]
+    """log softmax(logits)[i, targets[i]] in float64: float32 exponentials a block of rows at a time
+    (a [block, V] temporary instead of a second [t, V] array), float64 sums."""
+    out = np.empty(len(targets), np.float64)
+    for r0 in range(0, len(targets), block):
+        x, tg = logits[r0:r0 + block], targets[r0:r0 + block]
+        m = x.max(axis=-1, keepdims=True)  # [n, 1]
+        e = np.exp(x - m)  # [n, V]
+        out[r0:r0 + block] = (x[np.arange(len(tg)), tg].astype(np.float64) - m[:, 0]
+                              - np.log(e.sum(axis=-1, dtype=np.float64)))
+    return out
 
 
 def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
