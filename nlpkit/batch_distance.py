@@ -216,33 +216,39 @@ def column_masks(P: np.ndarray, T: np.ndarray, width: int,
     """pm_of(j, k): bit i of pair p set where P[p, i] == T[p, j]; [max(1, width // 64), k] lanes.
 
     For wide patterns over few distinct symbols, a table peq[W, symbol, pair] is filled once
-    (one scatter per pattern position) and each column is one gather; otherwise each
-    column compares T[:, j] with the whole pattern and packs the bits.
+    (one scatter per bit position) and each column is one gather; otherwise each column
+    compares T[:, j] with the whole pattern and packs the bits.
     """
     dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
     words, bits = max(1, width // 64), min(width, 64)
     N = P.shape[0]
     if width >= 64:  # narrow patterns compare cheaply; wide ones are worth a table
-        symbols, inverse = np.unique(np.concatenate([P.ravel(), T.ravel()]), return_inverse=True)
-    if width < 64 or len(symbols) * words * N * dtype.itemsize > table_bytes:
+        top = int(max(P.max(), T.max(), 0))
+        if (top + 2) * words * N * dtype.itemsize <= table_bytes:   # small code range: codes are ids
+            K, P_ids, T_ids = top + 2, np.where(P < 0, top + 1, P), np.where(T < 0, top + 1, T)
+        else:
+            symbols, inverse = np.unique(np.concatenate([P.ravel(), T.ravel()]), return_inverse=True)
+            K = len(symbols) + 1                                       # last id: padding
+            P_ids = np.where(P < 0, K - 1, inverse[:P.size].reshape(P.shape))
+            T_ids = np.where(T < 0, K - 1, inverse[P.size:].reshape(T.shape))
+    if width < 64 or K * words * N * dtype.itemsize > table_bytes:
         def pm_of(j: int, k: int) -> np.ndarray:
             packed = np.packbits(P[:k] == T[:k, j, None], axis=1, bitorder="little")  # [k, width/8]
             return np.ascontiguousarray(packed.view(dtype).T)                         # [W, k]
 
         return pm_of
-    P_ids = inverse[:P.size].reshape(P.shape)                     # [N, width] dense symbol ids
-    T_ids = inverse[P.size:].reshape(T.shape)                     # [N, n]
-    K, cols = len(symbols), min(width, P.shape[1])
-    pos = np.arange(cols)
+    P_ids = _widen(P_ids, width, K - 1)[:, :width].reshape(N, words, 64)   # [N, W, 64] symbol ids
     pairs = np.arange(N)
-    flat = ((pos // bits)[None, :] * K + P_ids[:, :cols]) * N + pairs[:, None]   # [N, cols]
-    peq = np.zeros(words * K * N, dtype)
-    np.bitwise_or.at(peq, flat.ravel(), np.tile((np.ones(1, dtype) << (pos % bits).astype(dtype)), N))
-    peq = peq.reshape(words, K, N)                                 # [W, K, N]
-    peq[:, symbols < 0, :] = 0                                     # padding never matches
+    peq = np.zeros((words * K, N), dtype)                           # [(W, K), N] flattened
+    rows = np.arange(words)[None, :] * K                            # [1, W]
+    for r in range(64):  # within one bit position each (pair, word) has one symbol: no collisions
+        peq[rows + P_ids[:, :, r], pairs[:, None]] |= dtype.type(1) << dtype.type(r)
+    peq[np.arange(words) * K + K - 1] = 0                           # padding never matches
+    gather = np.ascontiguousarray(T_ids.T) * N + pairs[None, :]     # [n, N] flat (symbol, pair)
+    peq = peq.reshape(words, K * N)
 
     def pm_of(j: int, k: int) -> np.ndarray:
-        return peq[:, T_ids[:k, j], pairs[:k]]                     # [W, k]
+        return peq[:, gather[j, :k]]                                 # [W, k]
 
     return pm_of
 
