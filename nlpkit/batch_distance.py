@@ -223,14 +223,14 @@ def column_masks(P: np.ndarray, T: np.ndarray, width: int,
     words, bits = max(1, width // 64), min(width, 64)
     N = P.shape[0]
     if width >= 64:  # narrow patterns compare cheaply; wide ones are worth a table
-        top = int(max(P.max(), T.max(), 0))
-        if (top + 2) * words * N * dtype.itemsize <= table_bytes:   # small code range: codes are ids
-            K, P_ids, T_ids = top + 2, np.where(P < 0, top + 1, P), np.where(T < 0, top + 1, T)
-        else:
-            symbols, inverse = np.unique(np.concatenate([P.ravel(), T.ravel()]), return_inverse=True)
-            K = len(symbols) + 1                                       # last id: padding
-            P_ids = np.where(P < 0, K - 1, inverse[:P.size].reshape(P.shape))
-            T_ids = np.where(T < 0, K - 1, inverse[P.size:].reshape(T.shape))
+        # dense symbol ids through a lookup table over the code range (no sort); last id: padding
+        present = np.zeros(int(max(P.max(), T.max(), 0)) + 1, np.int32)
+        present[P[P >= 0]] = 1
+        present[T[T >= 0]] = 1
+        dense = np.cumsum(present) - 1
+        K = int(present.sum()) + 1
+        P_ids = np.where(P < 0, K - 1, dense[np.maximum(P, 0)])
+        T_ids = np.where(T < 0, K - 1, dense[np.maximum(T, 0)])
     if width < 64 or K * words * N * dtype.itemsize > table_bytes:
         def pm_of(j: int, k: int) -> np.ndarray:
             packed = np.packbits(P[:k] == T[:k, j, None], axis=1, bitorder="little")  # [k, width/8]
