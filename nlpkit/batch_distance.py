@@ -1,14 +1,17 @@
 """Edit distances of many pairs at once: numpy bit-parallel kernels across the batch.
 
 The pairs are the batch axis. For the unit-cost metrics (Levenshtein, OSA,
-Indel, LCS) each pair's shorter sequence is a bit pattern held in ``W`` uint64
-words (``W = ceil(len / 64)``) and the text is consumed one column at a time;
-one column costs ~20 numpy operations over all pairs together (Hyyrö's
-bit-vector algorithms, with the carries between words resolved by a small
-generate/propagate addition). Weighted Levenshtein and unrestricted
-Damerau-Levenshtein run the DP row by row across the batch, the insertion
-chain of a row being one ``minimum.accumulate``. Numbers equal
-`nlpkit.distance` (and so rapidfuzz) pair for pair.
+Indel, LCS) each pair's shorter sequence is a bit pattern held in one uint8/16/32
+lane (up to 8/16/32 units) or in ``W`` uint64 words, and the text is consumed one
+column at a time: one column costs ~15-30 numpy operations over all pairs together
+(Hyyrö's bit-vector algorithms; between words, shifts pass the top bit up and the
+addition's carry ripples up one row of lanes at a time). Pairs are grouped by
+pattern width and processed longest text first, so the pairs still running at
+column j are a prefix of the batch. Small groups, where numpy's per-call cost
+would dominate, run the same algorithms on Python integers pair by pair.
+Weighted Levenshtein and unrestricted Damerau-Levenshtein run the DP row by row
+across the batch, the insertion chain of a row being one ``minimum.accumulate``.
+Numbers equal `nlpkit.distance` (and so rapidfuzz) pair for pair.
 
 >>> pairwise_distances(["kitten", "flaw"], ["sitting", "lawn"]).tolist()
 [3, 2]
