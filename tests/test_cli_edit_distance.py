@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import REPO
 
@@ -166,3 +168,31 @@ def test_pairs_word_level_json_document(cli, tmp_path):
     assert [r["distance"] for r in doc["results"]] == [
         Levenshtein.distance("the cat sat on the mat".split(), "the cat sat on mat".split()),
         Levenshtein.distance("a b c".split(), "c b a".split())]
+
+
+_text = st.text(st.characters(blacklist_characters="\t\n\r\\", blacklist_categories=("Cs",)), max_size=15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_text, _text, st.sampled_from(["levenshtein", "indel", "lcs", "hamming"]),
+       st.sampled_from(["char", "word"]))
+def test_align_output_replayed_on_a_yields_b(a, b, metric, level):
+    """Property: the --align records (in-process click runner, TSV) turn A into B."""
+    from click.testing import CliRunner
+
+    from nlpkit.cli.main import cli as group
+
+    r = CliRunner().invoke(group, ["edit-distance", "--align", "--metric", metric, "--level", level,
+                                   "--format", "tsv", "--no-signature", "--", a, b])
+    assert r.exit_code == 0, r.output
+    rows = [line.split("\t") for line in r.output.split("\n")[1:] if line]
+    src = list(a) if level == "char" else a.split()
+    out, i = [], 0
+    for op, a_index, _b_index, unit_a, unit_b in rows:
+        if op in ("match", "substitute", "delete"):
+            assert int(a_index) == i and src[i] == unit_a
+            i += 1
+        if op != "delete":
+            out.append(unit_b)
+    assert i == len(src)
+    assert out == (list(b) if level == "char" else b.split())

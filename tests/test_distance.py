@@ -92,9 +92,13 @@ def test_weights_on_other_metrics_and_bad_weights_are_usage_errors():
 
 def test_misspelling_pairs_match_rapidfuzz(shared_data):
     pairs = []
-    for line in (shared_data / "spelling" / "spell-testset2.txt").read_text().splitlines():
-        right, wrong = line.split(":")
-        pairs += [(w, right) for w in wrong.split()]
+    for name in ("spell-testset1.txt", "spell-testset2.txt"):
+        for line in (shared_data / "spelling" / name).read_text().splitlines():
+            right, wrong = line.split(":")
+            pairs += [(w, right) for w in wrong.split()]
+    for line in (shared_data / "spelling" / "spell-errors.txt").read_text().splitlines()[:1500]:
+        right, wrongs = line.split(":")
+        pairs += [(w.strip().split("*")[0], right) for w in wrongs.split(",") if w.strip()]
     a, b = [p[0] for p in pairs], [p[1] for p in pairs]
     for metric in REFERENCE:
         exp = [expected(x, y, metric) for x, y in pairs]
