@@ -16,9 +16,9 @@ within 10x.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,10 +136,16 @@ def main() -> None:
     except ImportError:
         spm = False
     tmp = Path(tempfile.mkdtemp(prefix="nlpkit-bpe-bench-"))
+    try:
+        run(books, tmp, args.quick, spm)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(books: list[Path], tmp: Path, quick: bool, spm: bool) -> None:
     slice10 = make_slice(books, 10_000_000, tmp / "slice10.txt")
-    corpora = [("10 MB", [str(slice10)])] + ([] if args.quick else [("33 MB", [str(b) for b in books])])
-    vocabs = [8000] if args.quick else [8000, 32000]
-    rows = []
+    corpora = [("10 MB", [str(slice10)])] + ([] if quick else [("33 MB", [str(b) for b in books])])
+    vocabs = [8000] if quick else [8000, 32000]
     print(f"{'task':44s} {'nlpkit':>9s} {'HF':>9s} {'ratio':>6s} {'spm':>9s}  merges")
     for cname, files in corpora:
         for vocab in vocabs:
@@ -153,9 +159,7 @@ def main() -> None:
                 spv = f"{sp[k]:9.1f}" if sp else f"{'-':>9s}"
                 line = f"{label:44s} {mine[k]:9.1f} {hf[k]:9.1f} {mine[k] / hf[k]:6.2f} {spv}  {same}"
                 print(line, flush=True)
-                rows.append(line)
-    for label, m, h in encode_speed(tmp / "hf-10MB-32000" / "tokenizer.json" if not args.quick
-                                    else tmp / "hf-10MB-8000" / "tokenizer.json", slice10):
+    for label, m, h in encode_speed(tmp / f"hf-10MB-{vocabs[-1]}" / "tokenizer.json", slice10):
         print(f"{label + ' (MB/s)':44s} {m:9.2f} {h:9.2f} {h / m:6.2f}", flush=True)
     print("\nratio = nlpkit / HF for time and memory, HF / nlpkit for MB/s (lower is better for nlpkit);")
     print("peak RSS of nlpkit = parent + workers x largest worker (forked, so shared pages count twice).")
