@@ -203,7 +203,7 @@ def _pairs(path, metric, w, level, normalize, settings, fmt, no_signature, quiet
 def _dictionary(path, args, metric, w, level, normalize, top, max_distance, ranking, settings, fmt,
                 no_signature, quiet, errors):
     from nlpkit.distance import maximum, split_level
-    from nlpkit.spell import DICT_METRICS, load_dictionary, nearest
+    from nlpkit.spell import DICT_METRICS, load_dictionary, nearest_many
 
     if metric not in DICT_METRICS:
         raise click.UsageError(f"--dict supports --metric {', '.join(DICT_METRICS)}, not {metric}")
@@ -216,8 +216,8 @@ def _dictionary(path, args, metric, w, level, normalize, top, max_distance, rank
     columns = ["query", "rank", "match", "distance"] + (["normalized"] if normalize else []) + ["count"]
     with open_writer(columns, fmt, sig, no_signature) as out, \
             progress("queries", quiet=quiet) as tick:
-        for i, q in enumerate(_queries(args, errors), 1):
-            matches = nearest(d, q, top, max_distance, metric, rank, edit_odds)
+        for q, matches in nearest_many(d, _queries(args, errors), top, max_distance, metric, rank,
+                                       edit_odds, progress=tick):
             if not matches:
                 out.write({"query": q, "rank": None, "match": None, "distance": None, "count": None})
             for m in matches:
@@ -227,7 +227,6 @@ def _dictionary(path, args, metric, w, level, normalize, top, max_distance, rank
                     rec["normalized"] = m.distance / most if most else 0.0
                 rec["count"] = int(m.count) if m.count.is_integer() else m.count
                 out.write(rec)
-            tick(i)
 
 
 def _align(a_text, b_text, metric, w, level, settings, fmt, no_signature):
