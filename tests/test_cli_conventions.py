@@ -120,3 +120,15 @@ def test_keyboard_interrupt_exits_130_quietly(monkeypatch, capsys):
         main_mod.main(["boom"])
     assert e.value.code == 130
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_closed_pipe_exits_0_without_traceback(tmp_path):
+    """`nlpkit ... | head -1` with more output than the pipe buffer: exit 0, nothing on stderr."""
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("kitten\tsitting\n" * 200_000)
+    script = (f"'{sys.executable}' -m nlpkit edit-distance --pairs '{pairs}' --format tsv | head -1; "
+              "exit ${PIPESTATUS[0]}")
+    r = subprocess.run(["bash", "-c", script], capture_output=True, cwd=str(REPO))
+    assert r.returncode == 0
+    assert r.stdout == b"a\tb\tdistance\tsignature\n"
+    assert r.stderr == b""
