@@ -100,7 +100,8 @@ def _active(n: np.ndarray) -> np.ndarray:
 
 
 def bit_levenshtein(pm_of: Callable[[int, int], np.ndarray], m: np.ndarray, n: np.ndarray,
-                    words: int, transpositions: bool = False, dtype: type = np.uint64) -> np.ndarray:
+                    words: int, transpositions: bool = False, dtype: type = np.uint64,
+                    low: np.ndarray | None = None) -> np.ndarray:
     """Unit-cost Levenshtein (Myers/Hyyrö), or OSA (Hyyrö 2003), of N patterns against N texts.
 
     pm_of(j, k) -> [words, k] `dtype`: match masks of column j for the first k pairs
@@ -108,6 +109,7 @@ def bit_levenshtein(pm_of: Callable[[int, int], np.ndarray], m: np.ndarray, n: n
     m: [N] pattern lengths (>= 1); n: [N] text lengths, sorted descending.
     The distance is read at the end from the last column's vertical deltas:
     D[m, n] = n + popcount(VP & low_m) - popcount(VN & low_m). Returns [N] int64.
+    `low` ([W, N], the m low bits) may be passed in when the caller keeps it.
     """
     N = len(m)
     vp = np.full((words, N), np.iinfo(dtype).max, dtype)
@@ -136,7 +138,7 @@ def bit_levenshtein(pm_of: Callable[[int, int], np.ndarray], m: np.ndarray, n: n
         np.bitwise_and(hp, D0, out=VN)
         if transpositions:
             d0[:, :k] = D0
-    low = _low_bits(m, words, dtype)
+    low = _low_bits(m, words, dtype) if low is None else low
     up = np.bitwise_count(vp & low).sum(axis=0, dtype=np.int64)
     down = np.bitwise_count(vn & low).sum(axis=0, dtype=np.int64)
     return n + up - down

@@ -81,13 +81,45 @@ class Dictionary:
             return self.vocab.get(unit, -3)
         return ord(unit)
 
-    def masks(self, code: int) -> np.ndarray:  # -> [W, N] lanes: bit i set where entry[i] == code
-        m = self._masks.get(code)
+    def segments(self, lo: int, hi: int) -> list[tuple[int, int, int]]:
+        """Split rows lo:hi where the pattern width class changes: [(lo, hi, width), ...].
+
+        Entries are sorted by length, so each width class (8, 16, 32, 64·W bits) is one
+        contiguous run of rows and runs in its own lane type (short words in uint8)."""
+        widths = bd._width_class(self.lengths[[lo, hi - 1]])
+        if widths[0] == widths[1]:
+            return [(lo, hi, int(widths[0]))]
+        cuts = np.flatnonzero(np.diff(bd._width_class(self.lengths[lo:hi]))) + lo + 1
+        bounds = [lo, *cuts.tolist(), hi]
+        return [(a, b, int(bd._width_class(self.lengths[a:a + 1])[0])) for a, b in zip(bounds, bounds[1:])]
+
+    def masks(self, code: int, width: int) -> np.ndarray:  # -> [W, rows of that width class] lanes
+        """Bit i set where entry[i] == code, for the entries of one width class."""
+        m = self._masks.get((code, width))
         if m is None:
-            dtype = np.dtype(bd.lane_dtype(self.width)).newbyteorder("<")
-            packed = np.packbits(self.codes == code, axis=1, bitorder="little")   # [N, width/8]
-            m = self._masks[code] = np.ascontiguousarray(packed.view(dtype).T)
+            lo, hi = self.class_rows(width)
+            dtype = np.dtype(bd.lane_dtype(width)).newbyteorder("<")
+            packed = np.packbits(self.codes[lo:hi, :width] == code, axis=1, bitorder="little")
+            m = self._masks[(code, width)] = np.ascontiguousarray(packed.view(dtype).T)
         return m
+
+    def low_bits(self, width: int) -> np.ndarray:  # -> [W, rows of that width class]
+        """Each entry's length as its low bits set (the kernel's final mask), cached per class."""
+        low = self._masks.get(("low", width))
+        if low is None:
+            lo, hi = self.class_rows(width)
+            low = self._masks[("low", width)] = bd._low_bits(self.lengths[lo:hi], max(1, width // 64),
+                                                             bd.lane_dtype(width))
+        return low
+
+    def class_rows(self, width: int) -> tuple[int, int]:
+        """The rows of one width class."""
+        rows = self._masks.get(("rows", width))
+        if rows is None:
+            classes = bd._width_class(self.lengths)
+            rows = self._masks[("rows", width)] = (int(np.searchsorted(classes, width, "left")),
+                                                   int(np.searchsorted(classes, width, "right")))
+        return rows
 
     def span(self, lo_len: int, hi_len: int) -> tuple[int, int]:
         """Rows whose length lies in [lo_len, hi_len]."""
@@ -123,18 +155,23 @@ def load_dictionary(path: str, level: str = "char", errors: str = "strict") -> D
 def _scan(d: Dictionary, query: Sequence[Hashable], lo: int, hi: int, metric: str) -> np.ndarray:
     """Distances from `query` to entries lo:hi -> [hi - lo] int64."""
     codes = [d.symbol(u) for u in query]
-    m = d.lengths[lo:hi]
-    n = np.full(hi - lo, len(codes), np.int64)
-    words = max(1, d.width // 64)
+    out = []
+    for a, b, width in d.segments(lo, hi):
+        first = a - d.class_rows(width)[0]
+        m = d.lengths[a:b]
+        n = np.full(b - a, len(codes), np.int64)
+        words, dtype = max(1, width // 64), bd.lane_dtype(width)
 
-    def pm_of(j: int, k: int) -> np.ndarray:
-        return d.masks(codes[j])[:, lo:lo + k]
+        def pm_of(j: int, k: int, width=width, first=first) -> np.ndarray:
+            return d.masks(codes[j], width)[:, first:first + k]
 
-    dtype = bd.lane_dtype(d.width)
-    if metric in ("levenshtein", "osa"):
-        return bd.bit_levenshtein(pm_of, m, n, words, metric == "osa", dtype)
-    lcs = bd.bit_lcs(pm_of, n, words, dtype)
-    return m + n - 2 * lcs if metric == "indel" else np.maximum(m, n) - lcs
+        if metric in ("levenshtein", "osa"):
+            low = d.low_bits(width)[:, first:first + b - a]
+            out.append(bd.bit_levenshtein(pm_of, m, n, words, metric == "osa", dtype, low))
+        else:
+            lcs = bd.bit_lcs(pm_of, n, words, dtype)
+            out.append(m + n - 2 * lcs if metric == "indel" else np.maximum(m, n) - lcs)
+    return np.concatenate(out)
 
 
 def nearest(d: Dictionary, query: str, top: int = 1, max_distance: int | None = None,
@@ -162,13 +199,17 @@ def nearest(d: Dictionary, query: str, top: int = 1, max_distance: int | None = 
     rows: list[np.ndarray] = []
     dists: list[np.ndarray] = []
     radius = int(min(1, limit))
+    kth = None                                                   # top-th smallest distance so far
     done_lo = done_hi = d.span(lq - radius, lq + radius)[0]   # rows scanned so far: [done_lo, done_hi)
     while True:
         lo, hi = d.span(lq - radius, lq + radius)               # nested: contains the scanned rows
         for a, b in ((lo, done_lo), (done_hi, hi)):
             if b > a:
                 dist = _scan(d, q, a, b, metric)
-                ok = np.flatnonzero(dist <= limit)
+                cut = limit if kth is None else min(limit, kth)   # only possible top entries stay
+                if len(dist) >= top:
+                    cut = min(cut, np.partition(dist, top - 1)[top - 1])
+                ok = np.flatnonzero(dist <= cut)
                 rows.append(ok + a)
                 dists.append(dist[ok])
         done_lo, done_hi = lo, hi
