@@ -41,6 +41,18 @@ def test_logits_match_transformers_to_1e4(name):
     np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("name", ["llama-gqa", "gpt2", "llama-mqa-bias"])
+def test_blocked_causal_attention_equals_unblocked(monkeypatch, name):
+    import nlpkit.lm.model as model_mod
+    seqs = np.array(reference(name)["sequences"])
+    monkeypatch.setattr(model_mod, "ATTN_BLOCK", 3)
+    np.testing.assert_allclose(model(name).forward(seqs), np.load(LM / name / "logits.npy"), atol=1e-4, rtol=0)
+    cache = model(name).new_cache(len(seqs), 64)
+    model(name).forward(seqs[:, :4], cache)
+    np.testing.assert_allclose(model(name).forward(seqs[:, 4:], cache), np.load(LM / name / "logits.npy")[:, 4:],
+                               atol=1e-4, rtol=0)
+
+
 @pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
 def test_last_only_equals_last_row(name):
     seqs = np.array(reference(name)["sequences"])

@@ -86,7 +86,9 @@ def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.nd
 
 
 def silu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
-    return x / (1.0 + np.exp(-x))
+    d = np.exp(-x)  # one temporary, updated in place
+    d += 1.0
+    return np.divide(x, d, out=d)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
@@ -106,11 +108,29 @@ def causal_mask(t: int, past: int) -> np.ndarray:  # -> [t, past + t], 0 where v
     return np.where(j > i, np.float32(-np.inf), np.float32(0.0)).astype(np.float32)
 
 
+ATTN_BLOCK = 128  # query rows per block in causal prefill: blocks skip the keys they cannot see
+
+
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     """Scaled dot-product attention, query heads grouped under their kv head (GQA without copying k/v).
 
-    q is already scaled by 1/sqrt(hd).  # [b, kv, g, t, hd], [b, kv, L, hd], [b, kv, L, hd], [t, L] -> [b, kv, g, t, hd]
+    q is already scaled by 1/sqrt(hd). With a causal mask, queries go in blocks of ATTN_BLOCK rows and
+    each block scores only the keys up to its last row, which halves the work of a long prefill.
+    # [b, kv, g, t, hd], [b, kv, L, hd], [b, kv, L, hd], [t, L] -> [b, kv, g, t, hd]
     """
+    b, kv, g, t, hd = q.shape
+    L = k.shape[2]
+    if mask is None or t <= ATTN_BLOCK:
+        return _attend(q, k, v, mask)
+    out = np.empty_like(q)
+    for s in range(0, t, ATTN_BLOCK):
+        e = min(s + ATTN_BLOCK, t)
+        visible = L - t + e  # keys seen by the block's last query
+        out[:, :, :, s:e] = _attend(q[:, :, :, s:e], k[:, :, :visible], v[:, :, :visible], mask[s:e, :visible])
+    return out
+
+
+def _attend(q, k, v, mask):  # [b, kv, g, t, hd], [b, kv, L, hd], [b, kv, L, hd], [t, L] | None -> [b, kv, g, t, hd]
     b, kv, g, t, hd = q.shape
     L = k.shape[2]
     scores = q.reshape(b, kv, g * t, hd) @ k.transpose(0, 1, 3, 2)  # [b, kv, g t, L]
@@ -143,7 +163,9 @@ def llama_attention(x: np.ndarray, w: LlamaLayer, cfg: ModelConfig, cos: np.ndar
 def swiglu(x: np.ndarray, w: LlamaLayer) -> np.ndarray:  # [b, t, d] -> [b, t, d]
     gu = linear(x, w.w_gate_up)  # [b, t, 2h]
     h = gu.shape[-1] // 2
-    return linear(silu(gu[..., :h]) * gu[..., h:], w.w_down)
+    act = silu(gu[..., :h])
+    act *= gu[..., h:]
+    return linear(act, w.w_down)
 
 
 def llama_block(x, w: LlamaLayer, cfg, cos, sin, cache, li, mask):  # [b, t, d] -> [b, t, d]
