@@ -19,8 +19,10 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections import defaultdict, deque
 from functools import lru_cache
+from itertools import islice
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -30,7 +32,6 @@ from nlpkit.io import display_name, open_binary
 from nlpkit.text import WordTokenizer
 
 BLOCK_BYTES = 1 << 21     # 2 MiB of text per block
-PARALLEL_BYTES = 8 << 20  # inputs from this size on are tokenized by 2 worker processes
 
 # Segment-break regexes (matched only where the token pattern does not match).
 BREAK_SENTENCE_LINE = r"[.!?\n]+"
@@ -88,11 +89,13 @@ def _decode_block(data: bytes, path: str, lines_before: int, errors: str) -> str
 
 
 def auto_jobs(paths: list[str], jobs: int | None = None) -> int:
-    """Worker processes for tokenizing: `jobs` if given (>= 1), else 2 for inputs over 8 MB."""
-    if jobs:
-        return max(1, jobs)
-    size = sum(os.path.getsize(p) for p in paths if p != "-" and os.path.isfile(p))
-    return 2 if size >= PARALLEL_BYTES and (os.cpu_count() or 1) >= 2 else 1
+    """Tokenizer processes: `jobs` when given (>= 1), else 1.
+
+    Worker processes only pay off on an idle multi-core machine and a big input: the
+    parent still maps every block's ids and counts, so on a busy 2-core machine one
+    process was faster (benchmarks/stats.py). ``--jobs 2`` opts in.
+    """
+    return max(1, jobs or 1)
 
 
 @lru_cache(maxsize=8)
@@ -104,23 +107,39 @@ def _compiled(pattern: str, flags: int, use_regex: bool):
     return re.compile(pattern, flags)
 
 
-def _tokenize_regex(text: str, lowercase: bool, pattern: str, flags: int,
-                    use_regex: bool) -> tuple[list[str], np.ndarray]:
-    """Tokens of a block as (local vocabulary, local ids [n]): one findall, one dict map."""
-    if lowercase:
-        text = text.lower()
-    tokens = _compiled(pattern, flags, use_regex).findall(text)
-    local: defaultdict[str, int] = defaultdict()
-    local.default_factory = local.__len__
-    ids = np.fromiter(map(local.__getitem__, tokens), dtype=np.int32, count=len(tokens))
-    return list(local), ids
+class _RegexTokenizer:
+    """Per-process tokenizer state: one findall per block, ids from a vocabulary kept across blocks.
+
+    ``tokenize(text) -> (new_words, ids)``: ids index this object's own vocabulary; only the
+    words first seen in this block are returned, so a caller (or a worker's parent) maps
+    local ids to its global ids with a growing lookup table.
+    """
+
+    def __init__(self, lowercase: bool, pattern: str, flags: int, use_regex: bool) -> None:
+        self.lowercase = lowercase
+        self.findall = _compiled(pattern, flags, use_regex).findall
+        self.vocab: defaultdict[str, int] = defaultdict()
+        self.vocab.default_factory = self.vocab.__len__
+        self.reported = 0
+
+    def new_words(self) -> list[str]:
+        words = list(islice(self.vocab, self.reported, None))
+        self.reported = len(self.vocab)
+        return words
+
+    def tokenize(self, text: str) -> tuple[list[str], np.ndarray]:
+        if self.lowercase:
+            text = text.lower()
+        tokens = self.findall(text)
+        ids = np.fromiter(map(self.vocab.__getitem__, tokens), dtype=np.int32, count=len(tokens))
+        return self.new_words(), ids
 
 
 # Fast path for the \w\w+ / \w+ patterns: ASCII non-word bytes become spaces (bytes.translate),
-# bytes.split() cuts the block, and only the distinct pieces are looked at again: pure-ASCII
-# pieces are tokens as they are; pieces with UTF-8 bytes (é, curly quotes, dashes) are
-# re-tokenized with the real regex; b"\x01" pieces are the breaks. Same tokens as findall,
-# because a match of \w+ never contains an ASCII non-word character.
+# bytes.split() cuts the block, and each distinct piece is looked at once per process:
+# pure-ASCII pieces are tokens as they are (or nothing when too short); pieces with UTF-8
+# bytes (é, curly quotes, dashes) are re-tokenized with the real regex; b"\x01" pieces are
+# the breaks. Same tokens as findall, because a \w+ match never holds an ASCII non-word byte.
 _WORD_BYTES = bytes(c if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c in (1, 95) or c >= 128)
                     else 32 for c in range(256))
 FAST_MAX_MULTIBYTE = 0.1    # extra UTF-8 bytes per character above which the regex path is faster
@@ -128,63 +147,84 @@ _FAST_MIN_LEN = {r"\w\w+": 2, r"\w+": 1}
 _BREAK_CHARS = {BREAK_SENTENCE_LINE: ".!?\n", BREAK_SENTENCE: ".!?", BREAK_LINE: "\n", BREAK_DOC: "\x00"}
 
 
-def _tokenize_fast(text: str, lowercase: bool, min_len: int, break_chars: str, break_token: str,
-                   pattern: str, combined: str) -> tuple[list[str], np.ndarray]:
-    """Same tokens as `_tokenize_regex` with the `combined` (token | break) regex, ~3x faster
-    on mostly-ASCII text (blocks with more multi-byte characters take the regex path)."""
-    if lowercase:
-        text = text.lower()
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) - len(text) > FAST_MAX_MULTIBYTE * len(text):
-        return _tokenize_regex(text, False, combined, re.UNICODE, False)
-    del text
-    if b"\x01" in data:
-        data = data.replace(b"\x01", b" ")
-    for ch in break_chars:
-        data = data.replace(ch.encode(), b" \x01 ")
-    pieces = data.translate(_WORD_BYTES).split()
-    del data
-    raw: defaultdict[bytes, int] = defaultdict()
-    raw.default_factory = raw.__len__
-    rid = np.fromiter(map(raw.__getitem__, pieces), dtype=np.int32, count=len(pieces))   # [n_pieces]
-    del pieces
-    keys = list(raw)                                     # distinct pieces; mostly tokens already
-    n = len(keys)
-    words = [k.decode("utf-8", "surrogatepass") for k in keys]   # local vocabulary (may repeat)
-    lens = np.ones(n, dtype=np.int64)                    # tokens each piece stands for
-    lens[np.fromiter(map(len, keys), dtype=np.int64, count=n) < min_len] = 0
-    br = raw.get(b"\x01")
-    if br is not None:
-        words[br], lens[br] = break_token, 1
-    ascii_ = np.fromiter(map(bytes.isascii, keys), dtype=bool, count=n)
-    expand: dict[int, range] = {}
-    if not ascii_.all():
-        findall = re.compile(pattern).findall
-        for i in np.flatnonzero(~ascii_).tolist():
-            tokens = findall(words[i])
-            expand[i] = range(len(words), len(words) + len(tokens))
-            words.extend(tokens)
-            lens[i] = len(tokens)
-    if not expand and lens.all():                        # every piece is one token: ids as they are
-        return words, rid
-    starts = np.cumsum(lens) - lens                                               # [n]
-    flat = np.empty(int(lens.sum()), dtype=np.int32)
-    plain = lens == 1
-    if expand:
-        plain[list(expand)] = False
-    flat[starts[plain]] = np.flatnonzero(plain)
-    for i, r in expand.items():
-        flat[starts[i]:starts[i] + len(r)] = r
-    n_out = lens[rid]                                                             # [n_pieces]
-    total = int(n_out.sum())
-    first = np.repeat(starts[rid], n_out)                                         # [total]
-    within = np.arange(total) - np.repeat(np.cumsum(n_out) - n_out, n_out)
-    return words, flat[first + within]
+class _FastTokenizer(_RegexTokenizer):
+    """`_RegexTokenizer` with the combined (token | break) regex, ~2x faster on mostly-ASCII text."""
+
+    def __init__(self, lowercase: bool, min_len: int, break_chars: str, break_token: str,
+                 pattern: str, combined: str) -> None:
+        super().__init__(lowercase, combined, re.UNICODE, False)
+        self.min_len, self.break_chars, self.break_token = min_len, break_chars, break_token
+        self.piece_findall = re.compile(pattern).findall
+        self.raw: defaultdict[bytes, int] = defaultdict()
+        self.raw.default_factory = self.raw.__len__
+        self.lens = np.zeros(0, dtype=np.int64)      # [n_raw] tokens each piece stands for
+        self.starts = np.zeros(0, dtype=np.int64)    # [n_raw] where its tokens start in `flat`
+        self.flat = np.zeros(0, dtype=np.int32)      # token ids of all pieces, concatenated
+
+    def _add_pieces(self, keys: list[bytes]) -> None:
+        """Expand pieces seen for the first time into token ids."""
+        tokens: list[list[str]] = []
+        for k in keys:
+            if k.isascii():
+                if k == b"\x01":
+                    tokens.append([self.break_token])
+                else:
+                    tokens.append([k.decode()] if len(k) >= self.min_len else [])
+            else:
+                piece = k.decode("utf-8", "surrogatepass")
+                tokens.append(self.piece_findall(piece.lower() if self.lowercase else piece))
+        lens = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        flat = np.fromiter(map(self.vocab.__getitem__, (t for ts in tokens for t in ts)),
+                           dtype=np.int32, count=int(lens.sum()))
+        self.starts = np.concatenate([self.starts, len(self.flat) + np.cumsum(lens) - lens])
+        self.lens = np.concatenate([self.lens, lens])
+        self.flat = np.concatenate([self.flat, flat])
+
+    def tokenize(self, text: str) -> tuple[list[str], np.ndarray]:
+        data = text.encode("utf-8", "surrogatepass")
+        multibyte = len(data) - len(text)
+        if multibyte > FAST_MAX_MULTIBYTE * len(text):
+            return super().tokenize(text)
+        if self.lowercase:
+            if multibyte and "\u03a3" in text:   # capital sigma: str.lower() looks at its neighbours
+                data = text.lower().encode("utf-8", "surrogatepass")
+            else:                                # ASCII letters here; multi-byte pieces in _add_pieces
+                data = data.lower()
+        del text
+        if b"\x01" in data:
+            data = data.replace(b"\x01", b" ")
+        for ch in self.break_chars:
+            data = data.replace(ch.encode(), b" \x01 ")
+        pieces = data.translate(_WORD_BYTES).split()
+        del data
+        n0 = len(self.raw)
+        rid = np.fromiter(map(self.raw.__getitem__, pieces), dtype=np.int32, count=len(pieces))  # [p]
+        del pieces
+        if len(self.raw) > n0:
+            self._add_pieces(list(islice(self.raw, n0, None)))
+        n_out = self.lens[rid]                                                   # [p]
+        if n_out.min(initial=1) == 1 and n_out.max(initial=1) == 1:
+            return self.new_words(), self.flat[self.starts[rid]]
+        total = int(n_out.sum())
+        first = np.repeat(self.starts[rid], n_out)                               # [total]
+        within = np.arange(total) - np.repeat(np.cumsum(n_out) - n_out, n_out)
+        return self.new_words(), self.flat[first + within]
 
 
-def _tokenize_block(text: str, spec: tuple) -> tuple[list[str], np.ndarray]:
-    """Worker entry: dispatch on the tokenizer spec built by `BlockEncoder`."""
-    return (_tokenize_fast if spec[0] == "fast" else _tokenize_regex)(text, *spec[1:])
+_WORKER_STATE: dict[str, _RegexTokenizer] = {}
+
+
+def _make_tokenizer(spec: tuple) -> _RegexTokenizer:
+    return _FastTokenizer(*spec[1:]) if spec[0] == "fast" else _RegexTokenizer(*spec[1:])
+
+
+def _tokenize_task(key: str, spec: tuple, text: str) -> tuple[int, list[str], np.ndarray]:
+    """Worker entry: tokenize with this process's state for encoder `key`."""
+    state = _WORKER_STATE.get(key)
+    if state is None:
+        _WORKER_STATE.clear()
+        state = _WORKER_STATE[key] = _make_tokenizer(spec)
+    return (os.getpid(), *state.tokenize(text))
 
 
 class BlockEncoder:
@@ -222,6 +262,9 @@ class BlockEncoder:
         self._classified = 0
         self._is_break = np.zeros(0, dtype=bool)   # [V]
         self._keep = np.zeros(0, dtype=bool)       # [V]
+        self._local: _RegexTokenizer | None = None  # in-process tokenizer state
+        self._luts: dict[int, np.ndarray] = {}      # tokenizer process -> its ids -> our ids
+        self._key = f"{os.getpid()}-{id(self)}-{time.monotonic_ns()}"
 
     # -- vocabulary -----------------------------------------------------------------
     @property
@@ -260,7 +303,9 @@ class BlockEncoder:
     # -- encoding -------------------------------------------------------------------
     def encode(self, text: str) -> tuple[np.ndarray, np.ndarray, int]:
         """Token ids and segment indices of one block (see the class docstring)."""
-        return self._merge(*_tokenize_block(text, self._spec))
+        if self._local is None:
+            self._local = _make_tokenizer(self._spec)
+        return self._merge(0, *self._local.tokenize(text))
 
     def _segment(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         self._classify()
@@ -273,9 +318,12 @@ class BlockEncoder:
         keep = self._keep[ids]
         return ids[keep], seg[keep], n_seg
 
-    def _merge(self, words: list[str], local: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-        """A worker's (local vocabulary, local ids) -> global ids, in the same id order as `encode`."""
-        lut = np.fromiter(map(self._vocab.__getitem__, words), dtype=np.int32, count=len(words))
+    def _merge(self, source: int, new_words: list[str], local: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """A tokenizer's (new words, local ids) -> our ids; `source` names the tokenizer process."""
+        lut = self._luts.get(source, np.zeros(0, dtype=np.int32))
+        if new_words:
+            add = np.fromiter(map(self._vocab.__getitem__, new_words), dtype=np.int32, count=len(new_words))
+            lut = self._luts[source] = np.concatenate([lut, add])
         return self._segment(lut[local])
 
     def encode_many(self, items: Iterable[tuple[Any, str]], jobs: int = 1
@@ -297,7 +345,7 @@ class BlockEncoder:
         pending: deque = deque()
         with ctx.Pool(jobs) as pool:
             for meta, text in items:
-                pending.append((meta, pool.apply_async(_tokenize_block, (text, self._spec))))
+                pending.append((meta, pool.apply_async(_tokenize_task, (self._key, self._spec, text))))
                 if len(pending) >= 2 * jobs:
                     meta, res = pending.popleft()
                     yield (meta, *self._merge(*res.get()))
