@@ -212,8 +212,8 @@ def _widen(x: np.ndarray, width: int, pad: int) -> np.ndarray:  # [N, L] -> [N, 
 
 
 def _width_class(lp: np.ndarray) -> np.ndarray:
-    """Bits reserved for a pattern: 8, 16, 32, then whole 64-bit words."""
-    return np.where(lp <= 8, 8, np.where(lp <= 16, 16, np.where(lp <= 32, 32, 64 * ((lp + 63) // 64))))
+    """Bits reserved for a pattern: the next power of two from 8 (so groups stay few and large)."""
+    return np.maximum(8, 2 ** np.ceil(np.log2(np.maximum(lp, 1))).astype(np.int64))
 
 
 def column_masks(P: np.ndarray, T: np.ndarray, width: int,
@@ -221,8 +221,8 @@ def column_masks(P: np.ndarray, T: np.ndarray, width: int,
     """pm_of(j, k): bit i of pair p set where P[p, i] == T[p, j]; [max(1, width // 64), k] lanes.
 
     For wide patterns over few distinct symbols, a table peq[W, symbol, pair] is filled once
-    (one scatter per bit position) and each column is one gather; otherwise each column
-    compares T[:, j] with the whole pattern and packs the bits.
+    (one scatter-add) and each column is one gather; otherwise each column compares
+    T[:, j] with the whole pattern and packs the bits.
     """
     dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
     words, bits = max(1, width // 64), min(width, 64)
@@ -244,10 +244,13 @@ def column_masks(P: np.ndarray, T: np.ndarray, width: int,
         return pm_of
     P_ids = _widen(P_ids, width, K - 1)[:, :width].reshape(N, words, 64)   # [N, W, 64] symbol ids
     pairs = np.arange(N)
-    peq = np.zeros((words * K, N), dtype)                           # [(W, K), N] flattened
-    rows = np.arange(words)[None, :] * K                            # [1, W]
-    for r in range(64):  # within one bit position each (pair, word) has one symbol: no collisions
-        peq[rows + P_ids[:, :, r], pairs[:, None]] |= dtype.type(1) << dtype.type(r)
+    peq = np.zeros(words * K * N, dtype)                            # [(W, K, N)] flattened
+    flat = (np.arange(words)[None, :, None] * K + P_ids) * N + pairs[:, None, None]   # [N, W, 64]
+    bit = np.ones(1, dtype) << np.arange(64, dtype=dtype)           # [64]: 1 << r
+    # Each (pair, word) has one symbol per bit position, so the bits summed per (symbol, pair)
+    # never carry: the sum is the OR.
+    np.add.at(peq, flat.ravel(), np.broadcast_to(bit, flat.shape).ravel())
+    peq = peq.reshape(words * K, N)
     peq[np.arange(words) * K + K - 1] = 0                           # padding never matches
     gather = np.ascontiguousarray(T_ids.T) * N + pairs[None, :]     # [n, N] flat (symbol, pair)
     peq = peq.reshape(words, K * N)
