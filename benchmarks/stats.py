@@ -53,7 +53,8 @@ def side_sklearn_tfidf(paths: list[str], out: str) -> None:
     import numpy as np
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from nlpkit.corpus import iter_blocks, split_paragraphs
+    from nlpkit.corpus import iter_blocks
+    from nlpkit.documents import split_paragraphs
 
     docs = [p for path in paths for p in split_paragraphs("".join(iter_blocks(path)))]
     X = TfidfVectorizer().fit_transform(docs).tocsr()
@@ -64,7 +65,8 @@ def side_sklearn_tfidf(paths: list[str], out: str) -> None:
 def side_nlpkit_tfidf(paths: list[str], out: str, jobs: int) -> None:
     import numpy as np
 
-    from nlpkit.corpus import DocNames, auto_jobs, iter_documents
+    from nlpkit.corpus import auto_jobs
+    from nlpkit.documents import DocNames, iter_documents
     from nlpkit.tfidf import tfidf
 
     names = DocNames()

@@ -233,7 +233,8 @@ def score(co: Cooccurrence, ids: np.ndarray, counts: np.ndarray, measure: str = 
           log_base: str = "2") -> np.ndarray:  # [P, n], [P] -> [P]
     """Scores of n-grams with raw counts `counts`, in NLTK's order of float operations.
 
-    >>> # bigram, window 2: log2(c * N / (f(x) f(y)))
+    Bigram pmi is ``log(c/(w-1) * N) - log(f(x) f(y))`` exactly as NLTK computes it, so the
+    scores (and the order of ties) are bit-identical to BigramAssocMeasures.pmi.
     """
     if measure not in MEASURES:
         raise UsageError(f"--measure must be one of {', '.join(MEASURES)}; got {measure!r}")

@@ -37,7 +37,6 @@ BLOCK_BYTES = 1 << 21     # 2 MiB of text per block
 BREAK_SENTENCE_LINE = r"[.!?\n]+"
 BREAK_SENTENCE = r"[.!?]+"
 BREAK_LINE = r"\n"
-DOC_SEPARATOR = "\x00"          # joins documents inside a block
 BREAK_DOC = r"\x00"
 _LEADING_FLAGS = re.compile(r"^(?:\(\?[aiLmsux]+\))+")
 
@@ -68,7 +67,7 @@ def iter_blocks(path: str, errors: str = "strict", block_bytes: int | None = Non
                     continue
                 data, rest = data[:cut], data[cut:]
             if data:
-                yield _decode_block(data, path, lines_before, errors).replace("\r\n", "\n")
+                yield _decode_block(data.replace(b"\r\n", b"\n"), path, lines_before, errors, data)
                 lines_before += data.count(b"\n")
             if not chunk:
                 return
@@ -77,10 +76,16 @@ def iter_blocks(path: str, errors: str = "strict", block_bytes: int | None = Non
             f.close()
 
 
-def _decode_block(data: bytes, path: str, lines_before: int, errors: str) -> str:
+def _decode_block(data: bytes, path: str, lines_before: int, errors: str, original: bytes) -> str:
     try:
         return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError:
+        pass
+    try:                                      # locate the bad byte in the block as it was read
+        original.decode("utf-8")
+        raise AssertionError("unreachable: CRLF removal cannot make valid UTF-8 invalid")
     except UnicodeDecodeError as e:
+        data = original
         lineno = lines_before + data.count(b"\n", 0, e.start) + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1)
         raise NlpkitError(
@@ -352,172 +357,3 @@ class BlockEncoder:
             while pending:
                 meta, res = pending.popleft()
                 yield (meta, *self._merge(*res.get()))
-
-
-# ------------------------------------------------------------------------- documents
-
-DOC_MODES = ("files", "lines", "paragraphs", "jsonl")
-PARAGRAPH_BREAK = re.compile(r"\n(?:[^\S\n]*\n)+")   # one or more blank lines
-
-
-def split_paragraphs(text: str) -> list[str]:
-    """Blank-line separated paragraphs that contain something other than whitespace.
-
-    >>> split_paragraphs("a b\\nc\\n\\n  \\nd\\n")
-    ['a b\\nc', 'd\\n']
-    """
-    return [p for p in PARAGRAPH_BREAK.split(text) if p.strip()]
-
-
-def batch_texts(texts: Iterable[str], names: DocNames | None = None,
-                batch_chars: int | None = None) -> Iterator[tuple[int, str]]:
-    """In-memory documents as `iter_documents`-style batches (named by position from 1)."""
-    batch_chars = batch_chars or BLOCK_BYTES
-    buf: list[str] = []
-    size = 0
-    for t in texts:
-        buf.append(t)
-        size += len(t)
-        if size >= batch_chars:
-            if names is not None:
-                names.add_range("", len(names) + 1, len(buf))
-            yield len(buf), join_docs(buf)
-            buf, size = [], 0
-    if buf:
-        if names is not None:
-            names.add_range("", len(names) + 1, len(buf))
-        yield len(buf), join_docs(buf)
-
-
-def doc_break(mode: str) -> str:
-    """The break regex between documents of a `DocBatch` text in this mode."""
-    return BREAK_LINE if mode == "lines" else BREAK_DOC
-
-
-def join_docs(docs: list[str]) -> str:
-    """Documents as one text, each ended by the NUL separator (NULs inside become spaces)."""
-    if not docs:
-        return ""
-    text = DOC_SEPARATOR.join(docs)
-    if text.count(DOC_SEPARATOR) != len(docs) - 1:      # rare: NULs inside documents
-        text = DOC_SEPARATOR.join(d.replace(DOC_SEPARATOR, " ") for d in docs)
-    return text + DOC_SEPARATOR
-
-
-class DocNames:
-    """Document names, stored compactly: explicit lists or numbered ranges ``prefix + N``."""
-
-    def __init__(self) -> None:
-        self._chunks: list[tuple[int, object]] = []   # (first index, list[str] | (prefix, first number))
-        self._starts: list[int] = []
-        self._n = 0
-
-    def add_list(self, names: list[str]) -> None:
-        if names:
-            self._chunks.append((self._n, list(names)))
-            self._starts.append(self._n)
-            self._n += len(names)
-
-    def add_range(self, prefix: str, first: int, count: int) -> None:
-        if count:
-            self._chunks.append((self._n, (prefix, first)))
-            self._starts.append(self._n)
-            self._n += count
-
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, i: int) -> str:
-        if not 0 <= i < self._n:
-            raise IndexError(i)
-        import bisect
-
-        k = bisect.bisect_right(self._starts, i) - 1
-        start, chunk = self._chunks[k]
-        if isinstance(chunk, list):
-            return chunk[i - start]
-        prefix, first = chunk
-        return f"{prefix}{first + i - start}"
-
-    def __iter__(self) -> Iterator[str]:
-        return (self[i] for i in range(self._n))
-
-
-def iter_documents(paths: list[str], mode: str = "lines", names: DocNames | None = None,
-                   field: str = "text", id_field: str | None = None, errors: str = "strict",
-                   batch_chars: int | None = None) -> Iterator[tuple[int, str]]:
-    """Yield ``(n_docs, text)`` batches: `text` holds n_docs documents, each ended by a break.
-
-    Modes: ``files`` (a file is a document, named by its path), ``lines`` (a line
-    is a document, named by its line number, ``path:N`` with several files; empty
-    lines are empty documents), ``paragraphs`` (blank-line separated, numbered from 1),
-    ``jsonl`` (one JSON object per line; the text is `field`, the name `id_field`
-    or the line number; a line without the field is an error naming file and line).
-    Document names are appended to `names` as batches are produced.
-    """
-    if mode not in DOC_MODES:
-        raise NlpkitError(f"unknown document mode {mode!r} (choose from {', '.join(DOC_MODES)})")
-    names = names if names is not None else DocNames()
-    multi = len(paths) > 1
-    para_no = 0
-    for path in paths:
-        prefix = f"{display_name(path)}:" if multi else ""
-        if mode == "files":
-            names.add_list([display_name(path)])
-            yield 1, join_docs(["".join(iter_blocks(path, errors))])
-            continue
-        line_no = 0
-        carry = ""
-        for block in iter_blocks(path, errors, batch_chars):
-            if mode == "lines":
-                if not block.endswith("\n"):
-                    block += "\n"
-                n = block.count("\n")
-                names.add_range(prefix, line_no + 1, n)
-                line_no += n
-                yield n, block
-            elif mode == "paragraphs":
-                parts = PARAGRAPH_BREAK.split(carry + block)
-                carry = parts.pop()
-                docs = [p for p in parts if p.strip()]
-                names.add_range(prefix, para_no + 1, len(docs))
-                para_no += len(docs)
-                yield len(docs), join_docs(docs)
-            else:
-                batch_names, docs = [], []
-                for line in block.split("\n"):
-                    line_no += 1
-                    if line.strip():
-                        name, text = _json_doc(line, path, line_no, field, id_field)
-                        batch_names.append(prefix + name)
-                        docs.append(text)
-                line_no -= 1 if block.endswith("\n") else 0   # the piece after the last newline
-                names.add_list(batch_names)
-                yield len(docs), join_docs(docs)
-        if mode == "paragraphs" and carry.strip():
-            para_no += 1
-            names.add_range(prefix, para_no, 1)
-            yield 1, join_docs([carry])
-
-
-def _json_doc(line: str, path: str, line_no: int, field: str, id_field: str | None) -> tuple[str, str]:
-    import json
-
-    where = f"{display_name(path)}, line {line_no}"
-    try:
-        rec = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise NlpkitError(f"{where}: not valid JSON ({e.msg})") from None
-    if not isinstance(rec, dict):
-        raise NlpkitError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-    if field not in rec:
-        raise NlpkitError(f"{where}: no field {field!r} (fields: {', '.join(map(str, rec)) or 'none'}; "
-                          "choose one with --field)")
-    text = rec[field]
-    if not isinstance(text, str):
-        raise NlpkitError(f"{where}: field {field!r} is {type(text).__name__}, expected a string")
-    if id_field is None:
-        return str(line_no), text
-    if id_field not in rec:
-        raise NlpkitError(f"{where}: no id field {id_field!r}")
-    return str(rec[id_field]), text

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import nlpkit.corpus as corpus
-from nlpkit.corpus import DocNames, iter_documents, split_paragraphs
+from nlpkit.documents import DocNames, batch_texts, iter_documents, split_paragraphs
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.text import WordTokenizer, load_stopwords, tokenize
 from nlpkit.tfidf import (Weighting, idf_weights, parse_smart, rank_by_cosine, tf_weights, tfidf,
@@ -169,7 +169,7 @@ def test_paragraphs_do_not_depend_on_block_size(shared_data, monkeypatch):
 
 def test_two_worker_processes_give_the_same_matrix(shakespeare_lines):
     one = tfidf(shakespeare_lines[:4000])
-    two = tfidf(batches=corpus.batch_texts(shakespeare_lines[:4000], batch_chars=5000), jobs=2)
+    two = tfidf(batches=batch_texts(shakespeare_lines[:4000], batch_chars=5000), jobs=2)
     assert one.terms == two.terms
     assert np.array_equal(one.indices, two.indices) and np.array_equal(one.data, two.data)
 

@@ -78,7 +78,8 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
       nlpkit tfidf --docs lines --matrix --vocab-out vocab.txt corpus.txt > X.mtx
     """
     from nlpkit import tfidf as core
-    from nlpkit.corpus import DocNames, auto_jobs, doc_break, iter_documents
+    from nlpkit.corpus import auto_jobs
+    from nlpkit.documents import DocNames, doc_break, iter_documents
     from nlpkit.errors import UsageError
     from nlpkit.io import write_text
     from nlpkit.signature import make_signature
