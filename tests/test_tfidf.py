@@ -83,7 +83,7 @@ def test_tfidf_equals_sklearn_on_cranfield(cranfield, ours, theirs):
     assert_equals_sklearn(tfidf(cranfield, weighting=Weighting(**ours)), vec.fit_transform(cranfield), vec)
 
 
-@pytest.mark.parametrize("ours,theirs", [SKLEARN_CASES[0], SKLEARN_CASES[1], SKLEARN_CASES[2]])
+@pytest.mark.parametrize("ours,theirs", SKLEARN_CASES)
 def test_tfidf_equals_sklearn_on_shakespeare_lines(shakespeare_lines, ours, theirs):
     from sklearn.feature_extraction.text import TfidfVectorizer
 
