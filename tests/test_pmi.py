@@ -203,3 +203,12 @@ def test_empty_corpus_gives_empty_ranking():
     co = count_cooccurrences([], texts=[""])
     assert co.n_tokens == 0
     assert len(ranked(co)[0]) == 0
+
+
+def test_two_worker_processes_count_the_same(shared_data, monkeypatch):
+    path = str(shared_data / "tinyshakespeare" / "input.txt")
+    monkeypatch.setattr(corpus, "BLOCK_BYTES", 50021)
+    one = count_cooccurrences([path], window=3)
+    two = count_cooccurrences([path], window=3, jobs=2)
+    assert one.words == two.words                      # ids assigned in the same order
+    assert np.array_equal(one.keys, two.keys) and np.array_equal(one.counts, two.counts)
