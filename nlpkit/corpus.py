@@ -1,17 +1,20 @@
 """Turning a corpus into token-id arrays, block by block, at C speed.
 
 Counting code (pmi, tfidf) never loops over tokens in Python. A block of text
-(a few MB, ending at a line end) is lowercased once, matched once with a
-combined regex ``(?:TOKEN)|BREAK`` whose BREAK alternative marks segment ends
-(sentence ends, line ends, document separators), and the matched strings are
-mapped to integer ids with a dict's C-level ``__getitem__``. Breaks and
-stopwords get ids too; per-id flags drop them afterwards with numpy:
+(2 MB, ending at a line end) is tokenized in one pass into ids, with segment ends
+(sentence ends, line ends, document separators) as break tokens; breaks and
+stopwords get ids too, and per-id flags drop them afterwards with numpy:
 
     "The cat sat. The dog"  ->  ids [0 1 2 3 0 4]  breaks at [3]
                             ->  kept ids [0 1 2 0 4], segment [0 0 0 1 1]
 
-Memory per block is bounded by the block size; the vocabulary grows with the
-number of distinct words only.
+Two tokenizers give the same tokens: the general one runs one findall of
+``(?:TOKEN)|BREAK`` and maps the strings with a dict's C-level ``__getitem__``; the
+fast one (the default patterns ``\w\w+`` / ``\w+`` on mostly-ASCII text) replaces
+findall by ``bytes.translate`` + ``bytes.split`` and looks at each distinct piece once.
+Memory per block is bounded by the block size; the vocabulary grows with the number
+of distinct words only. `BlockEncoder.encode_many` can run tokenizers in worker
+processes (``--jobs``); the ids are the same as in one process.
 """
 
 from __future__ import annotations
