@@ -24,9 +24,9 @@ from typing import Callable, Hashable, Sequence
 import numpy as np
 
 from nlpkit import distance as scalar
+from nlpkit.bitparallel import (MAX_WORDS, bit_lcs, bit_levenshtein, column_masks, lane_dtype,
+                                width_class)
 
-ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-MAX_WORDS = 32      # patterns up to 2048 units run bit-parallel; longer pairs use the scalar path
 PAD_A, PAD_B = -1, -2
 NUMPY_MIN_GROUP = 256  # groups with fewer pairs x 64-bit words run the Python-int kernels
 
@@ -51,111 +51,6 @@ def encode(seqs: Sequence[Sequence[Hashable]], pad: int,
                            dtype=np.int32, count=int(lens.sum()))
     codes[np.arange(codes.shape[1])[None, :] < lens[:, None]] = flat
     return codes, lens
-
-
-# ---------------------------------------------------------------- multi-word bit ops
-# A pattern of up to 8, 16 or 32 units lives in one uint8/16/32 lane; longer ones in W
-# uint64 words, least significant first. Bits above the pattern length hold harmless
-# garbage: carries and shifts only move information upwards.
-
-def lane_dtype(width: int) -> type:
-    """The unsigned dtype of one lane for a pattern width class (8, 16, 32, 64·W bits)."""
-    return {8: np.uint8, 16: np.uint16, 32: np.uint32}.get(width, np.uint64)
-
-
-def _shl1(x: np.ndarray, fill: int) -> np.ndarray:  # [W, k] -> [W, k], shifted left by one bit
-    r = x << x.dtype.type(1)
-    if x.shape[0] > 1:
-        r[1:] |= x[:-1] >> x.dtype.type(63)
-    if fill:
-        r[0] |= x.dtype.type(1)
-    return r
-
-
-def _add(x: np.ndarray, y: np.ndarray) -> np.ndarray:  # [W, k] + [W, k]
-    """Multi-word addition: word w wraps (generates a carry) or sums to all ones (passes
-    an incoming carry on); the carry then ripples up one contiguous row at a time."""
-    s = x + y
-    if x.shape[0] == 1:
-        return s
-    gen = s < x                                            # [W, k] bool
-    prop = s == ALL
-    carry = gen[0]
-    for w in range(1, x.shape[0]):
-        s[w] += carry
-        carry = gen[w] | (prop[w] & carry)
-    return s
-
-
-def _low_bits(m: np.ndarray, words: int, dtype: type) -> np.ndarray:  # [N] -> [W, N]: the m low bits
-    bits = np.iinfo(dtype).bits
-    fill = np.clip(m[None, :] - bits * np.arange(words)[:, None], 0, bits).astype(np.uint64)
-    ones = np.where(fill >= 64, np.uint64(0), np.uint64(1) << np.minimum(fill, 63)) - np.uint64(1)
-    return ones.astype(dtype)
-
-
-def _active(n: np.ndarray) -> np.ndarray:
-    """For texts sorted by length descending: how many are still running at column j."""
-    return np.searchsorted(-n, -np.arange(int(n.max()) if len(n) else 0), side="left")
-
-
-def bit_levenshtein(pm_of: Callable[[int, int], np.ndarray], m: np.ndarray, n: np.ndarray,
-                    words: int, transpositions: bool = False, dtype: type = np.uint64,
-                    low: np.ndarray | None = None) -> np.ndarray:
-    """Unit-cost Levenshtein (Myers/Hyyrö), or OSA (Hyyrö 2003), of N patterns against N texts.
-
-    pm_of(j, k) -> [words, k] `dtype`: match masks of column j for the first k pairs
-    (word-major, so a shift across words touches whole contiguous rows).
-    m: [N] pattern lengths (>= 1); n: [N] text lengths, sorted descending.
-    The distance is read at the end from the last column's vertical deltas:
-    D[m, n] = n + popcount(VP & low_m) - popcount(VN & low_m). Returns [N] int64.
-    `low` ([W, N], the m low bits) may be passed in when the caller keeps it.
-    """
-    N = len(m)
-    vp = np.full((words, N), np.iinfo(dtype).max, dtype)
-    vn = np.zeros((words, N), dtype)
-    if transpositions:
-        d0 = np.zeros((words, N), dtype)
-        pm_prev = np.zeros((words, N), dtype)
-    for j, k in enumerate(_active(n)):
-        pm = pm_of(j, k)                                   # [W, k]
-        VP, VN = vp[:, :k], vn[:, :k]
-        x = pm | VN
-        if transpositions:
-            x |= _shl1(~d0[:, :k] & pm, 0) & pm_prev[:, :k]
-            pm_prev[:, :k] = pm
-        D0 = _add(pm & VP, VP)
-        D0 ^= VP
-        D0 |= x
-        hp = D0 | VP
-        np.invert(hp, out=hp)
-        hp |= VN
-        hn = _shl1(D0 & VP, 0)
-        hp = _shl1(hp, 1)
-        t = D0 | hp
-        np.invert(t, out=t)
-        np.bitwise_or(t, hn, out=VP)
-        np.bitwise_and(hp, D0, out=VN)
-        if transpositions:
-            d0[:, :k] = D0
-    low = _low_bits(m, words, dtype) if low is None else low
-    up = np.bitwise_count(vp & low).sum(axis=0, dtype=np.int64)
-    down = np.bitwise_count(vn & low).sum(axis=0, dtype=np.int64)
-    return n + up - down
-
-
-def bit_lcs(pm_of: Callable[[int, int], np.ndarray], n: np.ndarray, words: int,
-            dtype: type = np.uint64) -> np.ndarray:
-    """LCS lengths (Hyyrö: V' = (V + (V & M)) | (V & ~M)); n sorted descending; -> [N] int64."""
-    N = len(n)
-    v = np.full((words, N), np.iinfo(dtype).max, dtype)
-    for j, k in enumerate(_active(n)):
-        pm = pm_of(j, k)                                   # [W, k]
-        V = v[:, :k]
-        t = _add(V, V & pm)
-        t |= V & ~pm
-        V[...] = t
-    return np.iinfo(dtype).bits * words - np.bitwise_count(v).sum(axis=0, dtype=np.int64)
 
 
 # -------------------------------------------------------------------------- DP by rows
@@ -211,56 +106,6 @@ def _widen(x: np.ndarray, width: int, pad: int) -> np.ndarray:  # [N, L] -> [N, 
     return np.concatenate([x, np.full((x.shape[0], width - x.shape[1]), pad, x.dtype)], axis=1)
 
 
-def _width_class(lp: np.ndarray) -> np.ndarray:
-    """Bits reserved for a pattern: the next power of two from 8 (so groups stay few and large)."""
-    return np.maximum(8, 2 ** np.ceil(np.log2(np.maximum(lp, 1))).astype(np.int64))
-
-
-def column_masks(P: np.ndarray, T: np.ndarray, width: int,
-                 table_bytes: int = 1 << 26) -> Callable[[int, int], np.ndarray]:
-    """pm_of(j, k): bit i of pair p set where P[p, i] == T[p, j]; [max(1, width // 64), k] lanes.
-
-    For wide patterns over few distinct symbols, a table peq[W, symbol, pair] is filled once
-    (one scatter-add) and each column is one gather; otherwise each column compares
-    T[:, j] with the whole pattern and packs the bits.
-    """
-    dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
-    words, bits = max(1, width // 64), min(width, 64)
-    N = P.shape[0]
-    if width >= 64:  # narrow patterns compare cheaply; wide ones are worth a table
-        # dense symbol ids through a lookup table over the code range (no sort); last id: padding
-        present = np.zeros(int(max(P.max(), T.max(), 0)) + 1, np.int32)
-        present[P[P >= 0]] = 1
-        present[T[T >= 0]] = 1
-        dense = np.cumsum(present) - 1
-        K = int(present.sum()) + 1
-        P_ids = np.where(P < 0, K - 1, dense[np.maximum(P, 0)])
-        T_ids = np.where(T < 0, K - 1, dense[np.maximum(T, 0)])
-    if width < 64 or K * words * N * dtype.itemsize > table_bytes:
-        def pm_of(j: int, k: int) -> np.ndarray:
-            packed = np.packbits(P[:k] == T[:k, j, None], axis=1, bitorder="little")  # [k, width/8]
-            return np.ascontiguousarray(packed.view(dtype).T)                         # [W, k]
-
-        return pm_of
-    P_ids = _widen(P_ids, width, K - 1)[:, :width].reshape(N, words, 64)   # [N, W, 64] symbol ids
-    pairs = np.arange(N)
-    peq = np.zeros(words * K * N, dtype)                            # [(W, K, N)] flattened
-    flat = (np.arange(words)[None, :, None] * K + P_ids) * N + pairs[:, None, None]   # [N, W, 64]
-    bit = np.ones(1, dtype) << np.arange(64, dtype=dtype)           # [64]: 1 << r
-    # Each (pair, word) has one symbol per bit position, so the bits summed per (symbol, pair)
-    # never carry: the sum is the OR.
-    np.add.at(peq, flat.ravel(), np.broadcast_to(bit, flat.shape).ravel())
-    peq = peq.reshape(words * K, N)
-    peq[np.arange(words) * K + K - 1] = 0                           # padding never matches
-    gather = np.ascontiguousarray(T_ids.T) * N + pairs[None, :]     # [n, N] flat (symbol, pair)
-    peq = peq.reshape(words, K * N)
-
-    def pm_of(j: int, k: int) -> np.ndarray:
-        return peq[:, gather[j, :k]]                                 # [W, k]
-
-    return pm_of
-
-
 def _chunks(n: int, cost: np.ndarray, budget: int):
     """Consecutive slices of range(n) whose rows x largest cost stay within budget (cost ascending)."""
     start = 0
@@ -280,7 +125,7 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
     numpy's per-call cost (or too wide) run the Python-int kernels pair by pair.
     """
     out = lt.copy() if metric != "lcs" else np.zeros_like(lt)  # empty patterns
-    widths = _width_class(lp)
+    widths = width_class(lp)
     one = {"levenshtein": scalar.levenshtein, "osa": scalar.osa, "lcs": scalar.lcs_length}[metric]
     for width in np.unique(widths[lp > 0]).tolist():
         sel = np.flatnonzero((widths == width) & (lp > 0))

@@ -2,7 +2,7 @@
 
 The dictionary words are the bit patterns (one row each, sorted by length) and
 the query is the text: one query character costs ~20 numpy operations over all
-candidate words at once (`nlpkit.batch_distance.bit_levenshtein`). Only words
+candidate words at once (`nlpkit.bitparallel.bit_levenshtein`). Only words
 whose length is close enough to the query can win (a distance is at least the
 length difference), so the scan starts with lengths within 1 of the query and
 widens only while a better or equal candidate could still exist.
@@ -24,6 +24,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 import numpy as np
 
 from nlpkit import batch_distance as bd
+from nlpkit import bitparallel as bp
 from nlpkit.distance import split_level
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.io import display_name, read_text
@@ -68,9 +69,9 @@ class Dictionary:
         kept = [keep[i] for i in order]
         vocab: dict = {}
         codes, lens = bd.encode([units[i] for i in kept], bd.PAD_A, vocab if level == "word" else None)
-        width = int(bd._width_class(lens[-1:])[0])
-        if width // 64 > bd.MAX_WORDS:
-            raise NlpkitError(f"dictionary entry longer than {64 * bd.MAX_WORDS} units")
+        width = int(bp.width_class(lens[-1:])[0])
+        if width // 64 > bp.MAX_WORDS:
+            raise NlpkitError(f"dictionary entry longer than {64 * bp.MAX_WORDS} units")
         cnt = np.zeros(len(kept)) if counts is None else np.asarray(counts, np.float64)[kept]
         return cls([words[i] for i in kept], cnt, np.asarray(kept), lens,
                    bd._widen(codes, width, bd.PAD_A)[:, :width], width, level, vocab)
@@ -86,19 +87,19 @@ class Dictionary:
 
         Entries are sorted by length, so each width class (8, 16, 32, 64·W bits) is one
         contiguous run of rows and runs in its own lane type (short words in uint8)."""
-        widths = bd._width_class(self.lengths[[lo, hi - 1]])
+        widths = bp.width_class(self.lengths[[lo, hi - 1]])
         if widths[0] == widths[1]:
             return [(lo, hi, int(widths[0]))]
-        cuts = np.flatnonzero(np.diff(bd._width_class(self.lengths[lo:hi]))) + lo + 1
+        cuts = np.flatnonzero(np.diff(bp.width_class(self.lengths[lo:hi]))) + lo + 1
         bounds = [lo, *cuts.tolist(), hi]
-        return [(a, b, int(bd._width_class(self.lengths[a:a + 1])[0])) for a, b in zip(bounds, bounds[1:])]
+        return [(a, b, int(bp.width_class(self.lengths[a:a + 1])[0])) for a, b in zip(bounds, bounds[1:])]
 
     def masks(self, code: int, width: int) -> np.ndarray:  # -> [W, rows of that width class] lanes
         """Bit i set where entry[i] == code, for the entries of one width class."""
         m = self._masks.get((code, width))
         if m is None:
             lo, hi = self.class_rows(width)
-            dtype = np.dtype(bd.lane_dtype(width)).newbyteorder("<")
+            dtype = np.dtype(bp.lane_dtype(width)).newbyteorder("<")
             packed = np.packbits(self.codes[lo:hi, :width] == code, axis=1, bitorder="little")
             m = self._masks[(code, width)] = np.ascontiguousarray(packed.view(dtype).T)
         return m
@@ -108,15 +109,15 @@ class Dictionary:
         low = self._masks.get(("low", width))
         if low is None:
             lo, hi = self.class_rows(width)
-            low = self._masks[("low", width)] = bd._low_bits(self.lengths[lo:hi], max(1, width // 64),
-                                                             bd.lane_dtype(width))
+            low = self._masks[("low", width)] = bp.low_bits(self.lengths[lo:hi], max(1, width // 64),
+                                                             bp.lane_dtype(width))
         return low
 
     def class_rows(self, width: int) -> tuple[int, int]:
         """The rows of one width class."""
         rows = self._masks.get(("rows", width))
         if rows is None:
-            classes = bd._width_class(self.lengths)
+            classes = bp.width_class(self.lengths)
             rows = self._masks[("rows", width)] = (int(np.searchsorted(classes, width, "left")),
                                                    int(np.searchsorted(classes, width, "right")))
         return rows
@@ -160,16 +161,16 @@ def _scan(d: Dictionary, query: Sequence[Hashable], lo: int, hi: int, metric: st
         first = a - d.class_rows(width)[0]
         m = d.lengths[a:b]
         n = np.full(b - a, len(codes), np.int64)
-        words, dtype = max(1, width // 64), bd.lane_dtype(width)
+        words, dtype = max(1, width // 64), bp.lane_dtype(width)
 
         def pm_of(j: int, k: int, width=width, first=first) -> np.ndarray:
             return d.masks(codes[j], width)[:, first:first + k]
 
         if metric in ("levenshtein", "osa"):
             low = d.low_bits(width)[:, first:first + b - a]
-            out.append(bd.bit_levenshtein(pm_of, m, n, words, metric == "osa", dtype, low))
+            out.append(bp.bit_levenshtein(pm_of, m, n, words, metric == "osa", dtype, low))
         else:
-            lcs = bd.bit_lcs(pm_of, n, words, dtype)
+            lcs = bp.bit_lcs(pm_of, n, words, dtype)
             out.append(m + n - 2 * lcs if metric == "indel" else np.maximum(m, n) - lcs)
     return np.concatenate(out)
 

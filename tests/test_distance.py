@@ -11,6 +11,7 @@ from rapidfuzz import process  # noqa: E402
 from rapidfuzz.distance import OSA, DamerauLevenshtein, Hamming, Indel, LCSseq, Levenshtein  # noqa: E402
 
 import nlpkit.batch_distance as bd  # noqa: E402
+import nlpkit.bitparallel as bp  # noqa: E402
 from nlpkit import distance as nd  # noqa: E402
 from nlpkit.align import aligned_view, alignment, apply, cost, editops  # noqa: E402
 from nlpkit.errors import NlpkitError, UsageError  # noqa: E402
@@ -265,8 +266,8 @@ def test_column_masks_table_and_compare_paths_agree():
     T = rng.integers(0, 6, (50, 90)).astype(np.int32)
     big = np.where(P >= 0, P + 200_000, P), np.where(T >= 0, T + 200_000, T)  # ids via np.unique
     for P_, T_ in ((P, T), big):
-        table = bd.column_masks(P_, T_, 128)
-        compare = bd.column_masks(P_, T_, 128, table_bytes=0)
+        table = bp.column_masks(P_, T_, 128)
+        compare = bp.column_masks(P_, T_, 128, table_bytes=0)
         for j in (0, 17, 89):
             assert np.array_equal(table(j, 50), compare(j, 50))
             assert np.array_equal(table(j, 20), compare(j, 20))
