@@ -24,8 +24,8 @@ from typing import Callable, Hashable, Sequence
 import numpy as np
 
 from nlpkit import distance as scalar
-from nlpkit.bitparallel import (MAX_WORDS, bit_lcs, bit_levenshtein, column_masks, lane_dtype,
-                                width_class)
+from nlpkit.bitparallel import (BAND, MAX_WORDS, band_levenshtein, bit_lcs, bit_levenshtein,
+                                column_masks, lane_dtype, match_table, width_class)
 
 PAD_A, PAD_B = -1, -2
 NUMPY_MIN_GROUP = 256  # groups with fewer pairs x 64-bit words run the Python-int kernels
@@ -138,13 +138,30 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
             rows = sel[part][::-1]                               # texts longest first
             P, _ = encode([pat[i] for i in rows], PAD_A, vocab)
             T, _ = encode([txt[i] for i in rows], PAD_B, vocab)
-            pm_of = column_masks(_widen(P, width, PAD_A)[:, :width], T, width)
+            P = _widen(P, width, PAD_A)[:, :width]
+            if metric == "levenshtein" and width >= 128:  # few edits in long lines: one-word band
+                rows, P, T = _banded(P, T, rows, lp, lt, width, out)
+                if not len(rows):
+                    continue
+            pm_of = column_masks(P, T, width)
             if metric == "lcs":
                 out[rows] = bit_lcs(pm_of, lt[rows], words, lane_dtype(width))
             else:
                 out[rows] = bit_levenshtein(pm_of, lp[rows], lt[rows], words, metric == "osa",
                                             lane_dtype(width))
     return out
+
+
+def _banded(P, T, rows, lp, lt, width, out):
+    """Run `band_levenshtein` on a chunk; store the pairs it settles (distance <= BAND) in
+    `out` and return the rest (rows, P, T) for the full kernel."""
+    table = match_table(P, T, width)
+    if table is None:
+        return rows, P, T
+    dist = band_levenshtein(*table, lp[rows], lt[rows])
+    good = (lt[rows] - lp[rows] <= BAND) & (dist <= BAND)
+    out[rows[good]] = dist[good]
+    return rows[~good], P[~good], T[~good]
 
 
 def _dp_metric(a, b, la, lb, metric: str, weights, vocab: dict, budget: int) -> np.ndarray:

@@ -138,48 +138,101 @@ def _pad_columns(x: np.ndarray, width: int, pad: int) -> np.ndarray:  # [N, L] -
     return x[:, :width]
 
 
+def match_table(P: np.ndarray, T: np.ndarray, width: int,
+                table_bytes: int = 1 << 26) -> tuple[np.ndarray, np.ndarray] | None:
+    """(peq [W, K*N], gather [n, N]) with peq[:, gather[j, p]] the masks of T[p, j] in P[p],
+    or None when the table would exceed `table_bytes`.
+
+    Symbols get dense ids through a lookup over the code range (no sort); the last id is
+    padding, whose masks stay zero. One scatter-add fills the table: each (pair, word) has
+    one symbol per bit position, so the bits summed per (symbol, pair) never carry.
+    """
+    dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
+    words, N = max(1, width // 64), P.shape[0]
+    present = np.zeros(int(max(P.max(), T.max(), 0)) + 1, np.int32)
+    present[P[P >= 0]] = 1
+    present[T[T >= 0]] = 1
+    K = int(present.sum()) + 1
+    if K * words * N * dtype.itemsize > table_bytes:
+        return None
+    dense = np.cumsum(present) - 1
+    P_ids = np.where(P < 0, K - 1, dense[np.maximum(P, 0)])
+    T_ids = np.where(T < 0, K - 1, dense[np.maximum(T, 0)])
+    P_ids = _pad_columns(P_ids, words * 64, K - 1).reshape(N, words, 64)  # [N, W, 64] symbol ids
+    pairs = np.arange(N)
+    peq = np.zeros(words * K * N, dtype)                                   # [(W, K, N)] flat
+    flat = (np.arange(words)[None, :, None] * K + P_ids) * N + pairs[:, None, None]
+    bit = np.ones(1, dtype) << np.arange(64, dtype=dtype)                  # [64]: 1 << r
+    np.add.at(peq, flat.ravel(), np.broadcast_to(bit, flat.shape).ravel())
+    peq = peq.reshape(words * K, N)
+    peq[np.arange(words) * K + K - 1] = 0                                  # padding never matches
+    gather = np.ascontiguousarray(T_ids.T) * N + pairs[None, :]            # [n, N]
+    return peq.reshape(words, K * N), gather
+
+
 def column_masks(P: np.ndarray, T: np.ndarray, width: int,
                  table_bytes: int = 1 << 26) -> Callable[[int, int], np.ndarray]:
     """pm_of(j, k): bit i of pair p set where P[p, i] == T[p, j]; [max(1, width // 64), k] lanes.
 
-    For wide patterns over few distinct symbols, a table peq[W, symbol, pair] is filled once
-    (one scatter-add) and each column is one gather; otherwise each column compares
-    T[:, j] with the whole pattern and packs the bits.
+    Wide patterns use `match_table` (one gather per column); narrow ones, or tables that
+    would be too big, compare T[:, j] with the whole pattern and pack the bits.
     """
-    dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
-    words, bits = max(1, width // 64), min(width, 64)
-    N = P.shape[0]
-    if width >= 64:  # narrow patterns compare cheaply; wide ones are worth a table
-        # dense symbol ids through a lookup table over the code range (no sort); last id: padding
-        present = np.zeros(int(max(P.max(), T.max(), 0)) + 1, np.int32)
-        present[P[P >= 0]] = 1
-        present[T[T >= 0]] = 1
-        dense = np.cumsum(present) - 1
-        K = int(present.sum()) + 1
-        P_ids = np.where(P < 0, K - 1, dense[np.maximum(P, 0)])
-        T_ids = np.where(T < 0, K - 1, dense[np.maximum(T, 0)])
-    if width < 64 or K * words * N * dtype.itemsize > table_bytes:
+    table = match_table(P, T, width, table_bytes) if width >= 64 else None
+    if table is not None:
+        peq, gather = table
+
         def pm_of(j: int, k: int) -> np.ndarray:
-            packed = np.packbits(P[:k] == T[:k, j, None], axis=1, bitorder="little")  # [k, width/8]
-            return np.ascontiguousarray(packed.view(dtype).T)                         # [W, k]
+            return peq[:, gather[j, :k]]                                   # [W, k]
 
         return pm_of
-    P_ids = _pad_columns(P_ids, width, K - 1).reshape(N, words, 64)   # [N, W, 64] symbol ids
-    pairs = np.arange(N)
-    peq = np.zeros(words * K * N, dtype)                            # [(W, K, N)] flattened
-    flat = (np.arange(words)[None, :, None] * K + P_ids) * N + pairs[:, None, None]   # [N, W, 64]
-    bit = np.ones(1, dtype) << np.arange(64, dtype=dtype)           # [64]: 1 << r
-    # Each (pair, word) has one symbol per bit position, so the bits summed per (symbol, pair)
-    # never carry: the sum is the OR.
-    np.add.at(peq, flat.ravel(), np.broadcast_to(bit, flat.shape).ravel())
-    peq = peq.reshape(words * K, N)
-    peq[np.arange(words) * K + K - 1] = 0                           # padding never matches
-    gather = np.ascontiguousarray(T_ids.T) * N + pairs[None, :]     # [n, N] flat (symbol, pair)
-    peq = peq.reshape(words, K * N)
+    dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
 
     def pm_of(j: int, k: int) -> np.ndarray:
-        return peq[:, gather[j, :k]]                                 # [W, k]
+        packed = np.packbits(P[:k] == T[:k, j, None], axis=1, bitorder="little")  # [k, width/8]
+        return np.ascontiguousarray(packed.view(dtype).T)                         # [W, k]
 
     return pm_of
 
 
+def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Levenshtein in a diagonal band of 64 bits: exact for pairs with distance <= BAND,
+    some value > BAND otherwise (callers recompute those). Needs m <= n <= m + BAND.
+
+    The band's bit t holds row j + t + BAND - 63 of column j, so rows stay put as the band
+    slides down one row per column (D0 shifts right instead of HP/HN shifting left), and
+    each column's match mask is a 64-bit window of the pattern's masks from `match_table`.
+    The answer is read along the diagonal of the last cell: D[m][n] = n - (number of columns
+    in which that diagonal did not grow), at the fixed bit m - n - BAND + 63. -> [N] int64
+    """
+    N, words = len(m), peq.shape[0]
+    vp = np.full(N, ALL << np.uint64(63 - BAND))
+    vn = np.zeros(N, np.uint64)
+    t = np.clip(m - n - BAND + 63, 0, 63).astype(np.uint64)                # [N] bit of D[m][n]'s diagonal
+    kept = np.zeros(N, np.uint64)
+    for j, k in enumerate(_active(n)):
+        start = j + BAND - 63                                              # pattern row of bit 0, minus 1
+        g = gather[j, :k]
+        if start < 0:
+            x = peq[0, g] << np.uint64(-start)
+        elif start // 64 < words:
+            q, r = divmod(start, 64)
+            x = peq[q, g] >> np.uint64(r)
+            if r and q + 1 < words:
+                x |= peq[q + 1, g] << np.uint64(64 - r)
+        else:
+            x = np.zeros(k, np.uint64)
+        VP, VN = vp[:k], vn[:k]
+        d0 = ((x & VP) + VP) ^ VP
+        d0 |= x
+        d0 |= VN
+        hp = d0 | VP
+        np.invert(hp, out=hp)
+        hp |= VN
+        hn = d0 & VP
+        kept[:k] += (d0 >> t[:k]) & np.uint64(1)
+        d0 >>= np.uint64(1)
+        t1 = d0 | hp
+        np.invert(t1, out=t1)
+        np.bitwise_or(t1, hn, out=VP)
+        np.bitwise_and(d0, hp, out=VN)
+    return n - kept.astype(np.int64)

@@ -271,3 +271,48 @@ def test_column_masks_table_and_compare_paths_agree():
         for j in (0, 17, 89):
             assert np.array_equal(table(j, 50), compare(j, 50))
             assert np.array_equal(table(j, 20), compare(j, 20))
+
+
+def _edited(rng, text: str, edits: int, alphabet: str) -> str:
+    out = list(text)
+    for _ in range(edits):
+        i, op = rng.randrange(len(out) + 1), rng.random()
+        if op < 0.4 and i < len(out):
+            out[i] = rng.choice(alphabet)
+        elif op < 0.7 and i < len(out):
+            del out[i]
+        else:
+            out.insert(i, rng.choice(alphabet))
+    return "".join(out)
+
+
+def test_band_kernel_is_exact_up_to_band_and_never_below_it():
+    import random
+
+    import numpy as np
+
+    rng = random.Random(11)
+    a = ["".join(rng.choice("abcd") for _ in range(rng.randint(70, 250))) for _ in range(300)]
+    b = [_edited(rng, x, rng.randint(0, 45), "abcd") for x in a]
+    pairs = [(x, y) if len(x) <= len(y) else (y, x) for x, y in zip(a, b)]
+    pairs = [p for p in pairs if len(p[1]) - len(p[0]) <= bp.BAND]
+    pairs.sort(key=lambda p: -len(p[1]))
+    P, lp = bd.encode([p[0] for p in pairs], bd.PAD_A)
+    T, lt = bd.encode([p[1] for p in pairs], bd.PAD_B)
+    width = int(bp.width_class(lp.max(keepdims=True))[0])
+    P = bd._widen(P, width, bd.PAD_A)[:, :width]
+    got = bp.band_levenshtein(*bp.match_table(P, T, width), lp, lt)
+    true = np.array([Levenshtein.distance(x, y) for x, y in pairs])
+    assert np.array_equal(got[true <= bp.BAND], true[true <= bp.BAND])
+    assert (got[true > bp.BAND] > bp.BAND).all()
+    assert (true <= bp.BAND).sum() > 100 and (true > bp.BAND).sum() > 10
+
+
+def test_long_lines_with_few_or_many_edits_match_rapidfuzz():
+    import random
+
+    rng = random.Random(12)
+    a = ["".join(rng.choice("abcdefgh ") for _ in range(rng.randint(100, 400))) for _ in range(300)]
+    b = [_edited(rng, x, rng.randint(0, 60), "abcdefgh ") for x in a]
+    for metric in ("levenshtein", "osa", "indel"):
+        assert pairwise(a, b, metric).tolist() == [expected(x, y, metric) for x, y in zip(a, b)]
