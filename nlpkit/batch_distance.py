@@ -139,8 +139,8 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
             P, _ = encode([pat[i] for i in rows], PAD_A, vocab)
             T, _ = encode([txt[i] for i in rows], PAD_B, vocab)
             P = _widen(P, width, PAD_A)[:, :width]
-            if metric == "levenshtein" and width >= 128:  # few edits in long lines: one-word band
-                rows, P, T = _banded(P, T, rows, lp, lt, width, out)
+            if metric != "lcs" and width >= 128:  # few edits in long lines: one-word band
+                rows, P, T = _banded(P, T, rows, lp, lt, width, out, metric == "osa")
                 if not len(rows):
                     continue
             pm_of = column_masks(P, T, width)
@@ -152,13 +152,13 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
     return out
 
 
-def _banded(P, T, rows, lp, lt, width, out):
+def _banded(P, T, rows, lp, lt, width, out, transpositions):
     """Run `band_levenshtein` on a chunk; store the pairs it settles (distance <= BAND) in
     `out` and return the rest (rows, P, T) for the full kernel."""
     table = match_table(P, T, width)
     if table is None:
         return rows, P, T
-    dist = band_levenshtein(*table, lp[rows], lt[rows])
+    dist = band_levenshtein(*table, lp[rows], lt[rows], transpositions)
     good = (lt[rows] - lp[rows] <= BAND) & (dist <= BAND)
     out[rows[good]] = dist[good]
     return rows[~good], P[~good], T[~good]

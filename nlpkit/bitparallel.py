@@ -9,8 +9,8 @@ pattern's length hold harmless garbage: carries and shifts only move information
 
 - `bit_levenshtein`: Levenshtein (Myers/Hyyrö), or OSA with transpositions (Hyyrö 2003).
 - `bit_lcs`: LCS length (Hyyrö 2004), for Indel and LCSseq.
-- `band_levenshtein`: Levenshtein in a diagonal band of one uint64 (exact up to `BAND`
-  edits; rapidfuzz uses the same idea for long strings with few edits).
+- `band_levenshtein`: Levenshtein or OSA in a diagonal band of one uint64 (exact up to
+  `BAND` edits; rapidfuzz uses the same idea for long strings with few edits).
 - `column_masks` / `match_table`: the match masks, by comparison or by a symbol table.
 """
 
@@ -194,21 +194,27 @@ def column_masks(P: np.ndarray, T: np.ndarray, width: int,
     return pm_of
 
 
-def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Levenshtein in a diagonal band of 64 bits: exact for pairs with distance <= BAND,
+def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.ndarray,
+                     transpositions: bool = False) -> np.ndarray:
+    """Levenshtein (or OSA) in a diagonal band of 64 bits: exact for pairs with distance <= BAND,
     some value > BAND otherwise (callers recompute those). Needs m <= n <= m + BAND.
 
     The band's bit t holds row j + t + BAND - 63 of column j, so rows stay put as the band
     slides down one row per column (D0 shifts right instead of HP/HN shifting left), and
     each column's match mask is a 64-bit window of the pattern's masks from `match_table`.
     The answer is read along the diagonal of the last cell: D[m][n] = n - (number of columns
-    in which that diagonal did not grow), at the fixed bit m - n - BAND + 63. -> [N] int64
+    in which that diagonal did not grow), at the fixed bit m - n - BAND + 63. For OSA the
+    transposition term aligns the previous column's masks by shifting right instead of left.
+    -> [N] int64
     """
     N, words = len(m), peq.shape[0]
     vp = np.full(N, ALL << np.uint64(63 - BAND))
     vn = np.zeros(N, np.uint64)
     t = np.clip(m - n - BAND + 63, 0, 63).astype(np.uint64)                # [N] bit of D[m][n]'s diagonal
     kept = np.zeros(N, np.uint64)
+    if transpositions:
+        d0_prev = np.zeros(N, np.uint64)
+        x_prev = np.zeros(N, np.uint64)
     for j, k in enumerate(_active(n)):
         start = j + BAND - 63                                              # pattern row of bit 0, minus 1
         g = gather[j, :k]
@@ -225,6 +231,10 @@ def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.n
         d0 = ((x & VP) + VP) ^ VP
         d0 |= x
         d0 |= VN
+        if transpositions:
+            d0 |= ~d0_prev[:k] & (x << np.uint64(1)) & (x_prev[:k] >> np.uint64(1))
+            d0_prev[:k] = d0
+            x_prev[:k] = x
         hp = d0 | VP
         np.invert(hp, out=hp)
         hp |= VN

@@ -277,10 +277,12 @@ def _edited(rng, text: str, edits: int, alphabet: str) -> str:
     out = list(text)
     for _ in range(edits):
         i, op = rng.randrange(len(out) + 1), rng.random()
-        if op < 0.4 and i < len(out):
+        if op < 0.3 and i < len(out):
             out[i] = rng.choice(alphabet)
-        elif op < 0.7 and i < len(out):
+        elif op < 0.5 and i < len(out):
             del out[i]
+        elif op < 0.7 and i + 1 < len(out):
+            out[i], out[i + 1] = out[i + 1], out[i]
         else:
             out.insert(i, rng.choice(alphabet))
     return "".join(out)
@@ -301,11 +303,12 @@ def test_band_kernel_is_exact_up_to_band_and_never_below_it():
     T, lt = bd.encode([p[1] for p in pairs], bd.PAD_B)
     width = int(bp.width_class(lp.max(keepdims=True))[0])
     P = bd._widen(P, width, bd.PAD_A)[:, :width]
-    got = bp.band_levenshtein(*bp.match_table(P, T, width), lp, lt)
-    true = np.array([Levenshtein.distance(x, y) for x, y in pairs])
-    assert np.array_equal(got[true <= bp.BAND], true[true <= bp.BAND])
-    assert (got[true > bp.BAND] > bp.BAND).all()
-    assert (true <= bp.BAND).sum() > 100 and (true > bp.BAND).sum() > 10
+    for ref, osa in ((Levenshtein, False), (OSA, True)):
+        got = bp.band_levenshtein(*bp.match_table(P, T, width), lp, lt, transpositions=osa)
+        true = np.array([ref.distance(x, y) for x, y in pairs])
+        assert np.array_equal(got[true <= bp.BAND], true[true <= bp.BAND])
+        assert (got[true > bp.BAND] > bp.BAND).all()
+        assert (true <= bp.BAND).sum() > 100 and (true > bp.BAND).sum() > 10
 
 
 def test_long_lines_with_few_or_many_edits_match_rapidfuzz():
