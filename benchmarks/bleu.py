@@ -2,6 +2,7 @@
 
     python benchmarks/bleu.py            # BLEU + chrF on all systems of every configuration
     python benchmarks/bleu.py --ter      # + TER (slow: ~15 s per 1,002-line system per reference)
+    python benchmarks/bleu.py --ter --only "en-de ref A" --skip-timing
     python benchmarks/bleu.py --repeat 3 # timing: best of 3 alternating runs
     python benchmarks/bleu.py --jobs 4   # also time nlpkit --jobs 4 (default 2)
 
@@ -89,11 +90,13 @@ def expected_records(refs, hyps, metrics, tokenize) -> list[tuple]:
     return out
 
 
-def check_all(metrics: str) -> bool:
+def check_all(metrics: str, only: str | None = None) -> bool:
     print(f"correctness: nlpkit bleu --metrics {metrics} vs sacrebleu API (exact scores, signatures)")
     print(f"{'configuration':<28}{'systems':>8}{'records':>9}{'equal':>9}")
     ok = True
     for name, refs, hyps, tok in configurations():
+        if only and only not in name:
+            continue
         _, _, out = run(nlpkit_cmd(refs, hyps, metrics, tok))
         got = [json.loads(line) for line in out.decode().splitlines()]
         got = [(r["system"], r["metric"], r["score"], r["signature"]) for r in got]
@@ -132,14 +135,18 @@ def main() -> None:
     ap.add_argument("--ter", action="store_true", help="also check TER (slow)")
     ap.add_argument("--repeat", type=int, default=3, help="timing runs per tool (best is kept)")
     ap.add_argument("--skip-check", action="store_true", help="timing only")
+    ap.add_argument("--skip-timing", action="store_true", help="correctness only")
+    ap.add_argument("--only", metavar="TEXT", help="check only configurations whose name contains TEXT")
     ap.add_argument("--jobs", type=int, default=2, help="also time nlpkit --jobs N (1: skip)")
     args = ap.parse_args()
     if not (DATA / "wmt21").is_dir():
         sys.exit(f"benchmarks/bleu.py: shared data not found at {DATA} (set NLPKIT_DATA)")
     ok = True
     if not args.skip_check:
-        ok &= check_all("bleu,chrf,ter" if args.ter else "bleu,chrf")
+        ok &= check_all("bleu,chrf,ter" if args.ter else "bleu,chrf", args.only)
         print()
+    if args.skip_timing:
+        sys.exit(0 if ok else 1)
     print(f"timing: best of {args.repeat} alternating runs (one process per tool and task; "
           "CPU = user+sys of the process, robust on a busy machine)")
     print(f"{'task':<42}{'nlpkit':>9}{'sacrebleu':>11}{'ratio':>8}")
