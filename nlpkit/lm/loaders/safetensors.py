@@ -20,6 +20,9 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 
 _DTYPES = {"F32": (np.float32, 4), "F16": (np.float16, 2), "BF16": (np.uint16, 2), "F64": (np.float64, 8)}
+# Other dtypes may hold buffers we never read (masks, position ids); their sizes still get checked.
+_ITEMSIZE = {**{k: v[1] for k, v in _DTYPES.items()}, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4,
+             "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 _MAX_HEADER = 100 * 1024 * 1024
 
 
@@ -56,13 +59,13 @@ class SafetensorsFile:
                 dtype, shape, (begin, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
             except (KeyError, TypeError, ValueError):
                 raise NlpkitError(f"{self.path}: malformed header entry for tensor {name!r}") from None
-            if dtype not in _DTYPES:
-                raise NlpkitError(f"{self.path}: tensor {name!r} has dtype {dtype}; nlpkit reads F32, F16, BF16")
+            if dtype not in _ITEMSIZE:
+                raise NlpkitError(f"{self.path}: tensor {name!r} has unknown dtype {dtype!r}")
             if not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 1 << 40 for s in shape):
                 raise NlpkitError(f"{self.path}: tensor {name!r} has an impossible shape {list(shape)}")
             if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin <= end):
                 raise NlpkitError(f"{self.path}: tensor {name!r} has bad data offsets {[begin, end]}")
-            nbytes = int(np.prod(shape, dtype=np.float64)) * _DTYPES[dtype][1] if shape else _DTYPES[dtype][1]
+            nbytes = int(np.prod(shape, dtype=np.float64)) * _ITEMSIZE[dtype] if shape else _ITEMSIZE[dtype]
             if end - begin != nbytes:
                 raise NlpkitError(f"{self.path}: tensor {name!r} shape {list(shape)} needs {nbytes} bytes "
                                   f"but its offsets span {end - begin}")
@@ -81,6 +84,8 @@ class SafetensorsFile:
     def read_into(self, name: str, out: np.ndarray) -> np.ndarray:
         """Read tensor `name` into the float32 C-contiguous array (or row slice) `out` of the same size."""
         dtype, shape, offset, nbytes = self.entries[name]
+        if dtype not in _DTYPES:
+            raise NlpkitError(f"{self.path}: tensor {name!r} has dtype {dtype}; nlpkit reads F32, F16, BF16 weights")
         if out.size != (int(np.prod(shape)) if shape else 1) or out.dtype != np.float32 or not out.flags.c_contiguous:
             raise NlpkitError(f"{self.path}: tensor {name!r} has shape {list(shape)}, expected {list(out.shape)}")
         np_dtype, _ = _DTYPES[dtype]
@@ -104,6 +109,8 @@ class SafetensorsFile:
         """Write the transpose of 2-D tensor `name` ([rows, cols]) into `out` ([cols, rows], any strides),
         a block of rows at a time, so no full-size temporary exists."""
         dtype, shape, offset, _ = self.entries[name]
+        if dtype not in _DTYPES:
+            raise NlpkitError(f"{self.path}: tensor {name!r} has dtype {dtype}; nlpkit reads F32, F16, BF16 weights")
         rows, cols = shape
         np_dtype, size = _DTYPES[dtype]
         step = max(1, block_bytes // max(1, cols * size))
