@@ -1,14 +1,14 @@
 """Edit distances of many pairs at once: numpy bit-parallel kernels across the batch.
 
 The pairs are the batch axis. For the unit-cost metrics (Levenshtein, OSA,
-Indel, LCS) each pair's shorter sequence is a bit pattern held in one uint8/16/32
-lane (up to 8/16/32 units) or in ``W`` uint64 words, and the text is consumed one
-column at a time: one column costs ~15-30 numpy operations over all pairs together
-(Hyyrö's bit-vector algorithms; between words, shifts pass the top bit up and the
-addition's carry ripples up one row of lanes at a time). Pairs are grouped by
-pattern width and processed longest text first, so the pairs still running at
-column j are a prefix of the batch. Small groups, where numpy's per-call cost
-would dominate, run the same algorithms on Python integers pair by pair.
+Indel, LCS) each pair's shorter sequence is the bit pattern and the text is
+consumed one column at a time, ~15-30 numpy operations per column over all pairs
+together (`nlpkit.bitparallel`). Pairs are grouped by pattern width (a power of
+two from 8 bits) and run longest text first, so the pairs still running at column
+j are a prefix of the batch. Long Levenshtein/OSA pairs first try a one-word
+diagonal band (exact up to 31 edits); the rest run the multi-word kernels. Small
+groups, where numpy's per-call cost would dominate, run the same algorithms on
+Python integers pair by pair.
 Weighted Levenshtein and unrestricted Damerau-Levenshtein run the DP row by row
 across the batch, the insertion chain of a row being one ``minimum.accumulate``.
 Numbers equal `nlpkit.distance` (and so rapidfuzz) pair for pair.
@@ -120,7 +120,7 @@ def _chunks(n: int, cost: np.ndarray, budget: int):
 def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.ndarray:
     """levenshtein/osa distances or lcs lengths of (pattern, text) pairs, pattern the shorter side.
 
-    Pairs are grouped by pattern width (8, 16, 32, 64·W bits). Big groups run the numpy
+    Pairs are grouped by pattern width (8, 16, 32, 64, 128, ... bits). Big groups run the numpy
     kernels in budget-sized chunks, texts longest first; groups too small to amortize
     numpy's per-call cost (or too wide) run the Python-int kernels pair by pair.
     """

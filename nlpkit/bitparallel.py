@@ -31,7 +31,7 @@ def width_class(lp: np.ndarray) -> np.ndarray:
 
 
 def lane_dtype(width: int) -> type:
-    """The unsigned dtype of one lane for a pattern width class (8, 16, 32, 64·W bits)."""
+    """The unsigned dtype of one lane for a pattern width class (8, 16, 32, then 64-bit words)."""
     return {8: np.uint8, 16: np.uint16, 32: np.uint32}.get(width, np.uint64)
 
 

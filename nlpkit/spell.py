@@ -51,7 +51,7 @@ class Dictionary:
     position: np.ndarray         # [N] line order in the source, for the last tie-break
     lengths: np.ndarray          # [N] int64, ascending
     codes: np.ndarray            # [N, width] int32 padded with -1
-    width: int                   # bits per pattern: 8, 16, 32 or 64·W
+    width: int                   # bits per pattern: a power of two from 8
     level: str = "char"
     vocab: dict = field(default_factory=dict)
     _masks: dict = field(default_factory=dict)
@@ -85,7 +85,7 @@ class Dictionary:
     def segments(self, lo: int, hi: int) -> list[tuple[int, int, int]]:
         """Split rows lo:hi where the pattern width class changes: [(lo, hi, width), ...].
 
-        Entries are sorted by length, so each width class (8, 16, 32, 64·W bits) is one
+        Entries are sorted by length, so each width class (8, 16, 32, 64, ... bits) is one
         contiguous run of rows and runs in its own lane type (short words in uint8)."""
         widths = bp.width_class(self.lengths[[lo, hi - 1]])
         if widths[0] == widths[1]:
