@@ -166,7 +166,7 @@ def main() -> None:
         rows.append(("tfidf paragraphs raw/smooth/l2", "sklearn", ours, theirs,
                      f"{len(a['data']):,} nonzeros equal, max diff {diff:.1e}" if same else "MATRICES DIFFER"))
     print(f"Gutenberg: {len(paths)} files, {mb:.1f} MB; {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}; nlpkit jobs={args.jobs or 'auto'}\n")
+          f"{os.getloadavg()[0]:.1f}; nlpkit jobs={args.jobs or 1}\n")
     head = (f"{'task':31s} {'peer':8s} {'wall s':>14s} {'x':>6s} {'cpu s':>14s} {'x':>6s} "
             f"{'peak MB (PSS)':>14s} {'ratio':>6s}")
     print(head + "\n" + "-" * len(head))

@@ -1,4 +1,4 @@
-"""Turning a corpus into token-id arrays, block by block, at C speed.
+r"""Turning a corpus into token-id arrays, block by block, at C speed.
 
 Counting code (pmi, tfidf) never loops over tokens in Python. A block of text
 (2 MB, ending at a line end) is tokenized in one pass into ids, with segment ends
@@ -115,6 +115,11 @@ def _compiled(pattern: str, flags: int, use_regex: bool):
     return re.compile(pattern, flags)
 
 
+def _tail(d: dict, start: int) -> list:
+    """Keys of `d` from insertion position `start` on, read from the end: ``_tail({1:0, 2:0}, 1) -> [2]``."""
+    return list(islice(reversed(d), len(d) - start))[::-1]
+
+
 class _RegexTokenizer:
     """Per-process tokenizer state: one findall per block, ids from a vocabulary kept across blocks.
 
@@ -131,7 +136,8 @@ class _RegexTokenizer:
         self.reported = 0
 
     def new_words(self) -> list[str]:
-        words = list(islice(self.vocab, self.reported, None))
+        """Words added since the last call (from the end of the dict: O(new), not O(vocabulary))."""
+        words = _tail(self.vocab, self.reported)
         self.reported = len(self.vocab)
         return words
 
@@ -209,7 +215,7 @@ class _FastTokenizer(_RegexTokenizer):
         rid = np.fromiter(map(self.raw.__getitem__, pieces), dtype=np.int32, count=len(pieces))  # [p]
         del pieces
         if len(self.raw) > n0:
-            self._add_pieces(list(islice(self.raw, n0, None)))
+            self._add_pieces(_tail(self.raw, n0))
         n_out = self.lens[rid]                                                   # [p]
         if n_out.min(initial=1) == 1 and n_out.max(initial=1) == 1:
             return self.new_words(), self.flat[self.starts[rid]]
@@ -293,7 +299,7 @@ class BlockEncoder:
         n = len(self._vocab)
         if n == self._classified:
             return
-        new = list(self._vocab)[self._classified:]
+        new = _tail(self._vocab, self._classified)
         tok_re = self.tokenizer.regex
         brk = np.zeros(len(new), dtype=bool)
         if self._break_re is not None:

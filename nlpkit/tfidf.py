@@ -170,8 +170,10 @@ class CountMatrix:
     def rows(self) -> np.ndarray:  # -> [nnz] document index of each entry
         return np.repeat(np.arange(self.n_docs, dtype=np.int32), np.diff(self.indptr))
 
-    def document_frequency(self) -> np.ndarray:  # -> [V]
-        return np.bincount(self.indices, minlength=len(self.terms))
+    def document_frequency(self) -> np.ndarray:  # -> [V], computed once
+        if getattr(self, "_df", None) is None:
+            self._df = np.bincount(self.indices, minlength=len(self.terms))
+        return self._df
 
 
 @dataclass
