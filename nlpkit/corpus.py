@@ -217,7 +217,9 @@ class _FastTokenizer(_RegexTokenizer):
         if len(self.raw) > n0:
             self._add_pieces(_tail(self.raw, n0))
         n_out = self.lens[rid]                                                   # [p]
-        if n_out.min(initial=1) == 1 and n_out.max(initial=1) == 1:
+        if n_out.max(initial=0) <= 1:                # no piece holds two tokens: drop the empty ones
+            if n_out.min(initial=1) == 0:
+                rid = rid[n_out == 1]
             return self.new_words(), self.flat[self.starts[rid]]
         total = int(n_out.sum())
         first = np.repeat(self.starts[rid], n_out)                               # [total]
