@@ -140,8 +140,10 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
             T, _ = encode([txt[i] for i in rows], PAD_B, vocab)
             P = _widen(P, width, PAD_A)[:, :width]
             if metric != "lcs" and width >= 128:  # few edits in long lines: one-word band
-                rows, P, T = _banded(P, T, rows, lp, lt, width, out, metric == "osa")
-                if not len(rows):
+                # (a banded LCS costs as much per column as the multi-word one: not used)
+                rows, P, T = _banded(P, T, rows, lp, lt, width, out, metric)
+                if len(rows) * words < NUMPY_MIN_GROUP:   # a few left over: not worth the columns
+                    out[rows] = [one(pat[i], txt[i]) for i in rows]
                     continue
             pm_of = column_masks(P, T, width)
             if metric == "lcs":
@@ -152,14 +154,15 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
     return out
 
 
-def _banded(P, T, rows, lp, lt, width, out, transpositions):
+def _banded(P, T, rows, lp, lt, width, out, metric):
     """Run `band_levenshtein` on a chunk; store the pairs it settles (distance <= BAND) in
     `out` and return the rest (rows, P, T) for the full kernel."""
     table = match_table(P, T, width)
     if table is None:
         return rows, P, T
-    dist = band_levenshtein(*table, lp[rows], lt[rows], transpositions)
-    good = (lt[rows] - lp[rows] <= BAND) & (dist <= BAND)
+    m, n = lp[rows], lt[rows]
+    dist = band_levenshtein(*table, m, n, metric == "osa")
+    good = (n - m <= BAND) & (dist <= BAND)
     out[rows[good]] = dist[good]
     return rows[~good], P[~good], T[~good]
 

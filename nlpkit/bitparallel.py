@@ -194,6 +194,19 @@ def column_masks(P: np.ndarray, T: np.ndarray, width: int,
     return pm_of
 
 
+def _window(peq: np.ndarray, g: np.ndarray, start: int) -> np.ndarray:  # -> [k]
+    """Pattern mask bits start .. start+63 of the symbols g (bits below row 1 read as 0)."""
+    if start < 0:
+        return peq[0, g] << np.uint64(-start)
+    q, r = divmod(start, 64)
+    if q >= peq.shape[0]:
+        return np.zeros(len(g), np.uint64)
+    x = peq[q, g] >> np.uint64(r)
+    if r and q + 1 < peq.shape[0]:
+        x |= peq[q + 1, g] << np.uint64(64 - r)
+    return x
+
+
 def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.ndarray,
                      transpositions: bool = False) -> np.ndarray:
     """Levenshtein (or OSA) in a diagonal band of 64 bits: exact for pairs with distance <= BAND,
@@ -207,7 +220,7 @@ def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.n
     transposition term aligns the previous column's masks by shifting right instead of left.
     -> [N] int64
     """
-    N, words = len(m), peq.shape[0]
+    N = len(m)
     vp = np.full(N, ALL << np.uint64(63 - BAND))
     vn = np.zeros(N, np.uint64)
     t = np.clip(m - n - BAND + 63, 0, 63).astype(np.uint64)                # [N] bit of D[m][n]'s diagonal
@@ -216,17 +229,7 @@ def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.n
         d0_prev = np.zeros(N, np.uint64)
         x_prev = np.zeros(N, np.uint64)
     for j, k in enumerate(_active(n)):
-        start = j + BAND - 63                                              # pattern row of bit 0, minus 1
-        g = gather[j, :k]
-        if start < 0:
-            x = peq[0, g] << np.uint64(-start)
-        elif start // 64 < words:
-            q, r = divmod(start, 64)
-            x = peq[q, g] >> np.uint64(r)
-            if r and q + 1 < words:
-                x |= peq[q + 1, g] << np.uint64(64 - r)
-        else:
-            x = np.zeros(k, np.uint64)
+        x = _window(peq, gather[j, :k], j + BAND - 63)
         VP, VN = vp[:k], vn[:k]
         d0 = ((x & VP) + VP) ^ VP
         d0 |= x
@@ -246,3 +249,4 @@ def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.n
         np.bitwise_or(t1, hn, out=VP)
         np.bitwise_and(d0, hp, out=VN)
     return n - kept.astype(np.int64)
+
