@@ -234,19 +234,21 @@ class RecordWriter:
 
 def render_table(columns: Sequence[str], rows: list[dict], signature: str | None,
                  stream: IO[str], title: str | None = None, digits: int = 4) -> None:
-    """Render rows with rich (imported lazily); the signature is the caption (footer)."""
+    """Render rows with rich (imported lazily); the signature is the footer line."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title, caption=signature, caption_justify="left", show_edge=False,
-                  header_style="bold")
+    table = Table(title=title, show_edge=False, header_style="bold")
     for c in columns:
         numeric = any(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
                       for r in rows[:50])
         table.add_column(c, justify="right" if numeric else "left", overflow="fold")
     for r in rows:
         table.add_row(*[_table_cell(r.get(c), digits) for c in columns])
-    Console(file=stream, highlight=False, soft_wrap=False).print(table)
+    console = Console(file=stream, highlight=False, soft_wrap=False)
+    console.print(table)
+    if signature:  # the footer: one unwrapped line, so it can be copied whole
+        console.print(signature, style="dim", soft_wrap=True, markup=False)
 
 
 def write_text(text: str, stream: IO[str] | None = None) -> None:
