@@ -86,7 +86,8 @@ def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.nd
 
 
 def silu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
-    d = np.exp(-x)  # one temporary, updated in place
+    d = np.negative(x)  # one temporary, updated in place
+    np.exp(d, out=d)
     d += 1.0
     return np.divide(x, d, out=d)
 
@@ -108,7 +109,7 @@ def causal_mask(t: int, past: int) -> np.ndarray:  # -> [t, past + t], 0 where v
     return np.where(j > i, np.float32(-np.inf), np.float32(0.0)).astype(np.float32)
 
 
-ATTN_BLOCK = 128  # query rows per block in causal prefill: blocks skip the keys they cannot see
+ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys they cannot see
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
