@@ -24,11 +24,12 @@ from typing import Callable, Hashable, Sequence
 import numpy as np
 
 from nlpkit import distance as scalar
-from nlpkit.bitparallel import (BAND, MAX_WORDS, band_levenshtein, bit_lcs, bit_levenshtein,
-                                column_masks, lane_dtype, match_table, width_class)
+from nlpkit.bitparallel import (BAND, MAX_WORDS, band_levenshtein, bigint_lcs, bit_lcs,
+                                bit_levenshtein, column_masks, lane_dtype, match_table, width_class)
 
 PAD_A, PAD_B = -1, -2
 NUMPY_MIN_GROUP = 256  # groups with fewer pairs x 64-bit words run the Python-int kernels
+BIGINT_MIN_GROUP = 8   # multi-word LCS groups from this many pairs run `bigint_lcs` batched
 
 
 # ---------------------------------------------------------------------------- encoding
@@ -130,7 +131,8 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
     for width in np.unique(widths[lp > 0]).tolist():
         sel = np.flatnonzero((widths == width) & (lp > 0))
         words = max(1, width // 64)
-        if words > MAX_WORDS or len(sel) * words < NUMPY_MIN_GROUP:
+        bigint = metric == "lcs" and words > 1 and len(sel) >= min(BIGINT_MIN_GROUP, NUMPY_MIN_GROUP)
+        if words > MAX_WORDS or (len(sel) * words < NUMPY_MIN_GROUP and not bigint):
             out[sel] = [one(pat[i], txt[i]) for i in sel]
             continue
         sel = sel[np.argsort(lt[sel], kind="stable")]
@@ -139,6 +141,11 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
             P, _ = encode([pat[i] for i in rows], PAD_A, vocab)
             T, _ = encode([txt[i] for i in rows], PAD_B, vocab)
             P = _widen(P, width, PAD_A)[:, :width]
+            if bigint:  # multi-word LCS: the batch as one Python integer (carries for free)
+                got = bigint_lcs(P, T, lp[rows])
+                if got is not None:
+                    out[rows] = got
+                    continue
             if metric != "lcs" and width >= 128:  # few edits in long lines: one-word band
                 # (a banded LCS costs as much per column as the multi-word one: not used)
                 rows, P, T = _banded(P, T, rows, lp, lt, width, out, metric)

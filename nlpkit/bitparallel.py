@@ -9,6 +9,8 @@ pattern's length hold harmless garbage: carries and shifts only move information
 
 - `bit_levenshtein`: Levenshtein (Myers/Hyyrö), or OSA with transpositions (Hyyrö 2003).
 - `bit_lcs`: LCS length (Hyyrö 2004), for Indel and LCSseq.
+- `bigint_lcs`: the same recurrence for multi-word patterns, the whole batch in one Python
+  integer (the add-with-carry across words for free).
 - `band_levenshtein`: Levenshtein or OSA in a diagonal band of one uint64 (exact up to
   `BAND` edits; rapidfuzz uses the same idea for long strings with few edits).
 - `column_masks` / `match_table`: the match masks, by comparison or by a symbol table.
@@ -130,6 +132,38 @@ def bit_lcs(pm_of: Callable[[int, int], np.ndarray], n: np.ndarray, words: int,
     return np.iinfo(dtype).bits * words - np.bitwise_count(v).sum(axis=0, dtype=np.int64)
 
 
+def bigint_lcs(P: np.ndarray, T: np.ndarray, m: np.ndarray,
+               block_bytes: int = 1 << 16) -> np.ndarray | None:
+    """LCS lengths of N (pattern, text) pairs with every pattern in one Python integer.
+
+    Pair p owns bits [p*S, p*S + m[p]) of the integer (S = 64 * words, words chosen so every
+    pattern leaves at least one guard bit free), and one column of Hyyrö's recurrence
+    V' = (V + U) | (V ^ U), U = V & M, is five big-integer operations for the whole batch:
+    the add-with-carry across words is CPython's own, a carry out of a pattern lands in its
+    guard bit and the final ``& full`` clears it before it can reach the next pair. A pair
+    whose text has ended sees M = 0, which leaves V unchanged, so no bookkeeping of
+    active pairs is needed. P: [N, >= max m] codes, T: [N, n]; -> [N] int64, or None when
+    the match table would be too big (callers fall back to `bit_lcs`).
+    """
+    N = len(m)
+    words = int(m.max()) // 64 + 1                                         # >= 1 guard bit
+    table = pair_major_table(P, T, words)
+    if table is None:
+        return None
+    peq, gather = table
+    low = np.ascontiguousarray(low_bits(m, words, np.uint64).T).astype("<u8")  # [N, W]
+    full = int.from_bytes(low.tobytes(), "little")
+    v = full
+    from_bytes = int.from_bytes
+    step = max(1, block_bytes // (N * words * 8))
+    for j0 in range(0, gather.shape[0], step):
+        for pm in np.take(peq, gather[j0:j0 + step], axis=0):             # [N, W] per column
+            u = v & from_bytes(pm, "little")
+            v = ((v + u) | (v ^ u)) & full
+    V = np.frombuffer(v.to_bytes(N * words * 8, "little"), "<u8")          # [N * W]
+    return m - np.bitwise_count(V).reshape(N, words).sum(axis=1, dtype=np.int64)
+
+
 # -------------------------------------------------------------------- match masks
 
 def _pad_columns(x: np.ndarray, width: int, pad: int) -> np.ndarray:  # [N, L] -> [N, width]
@@ -138,26 +172,41 @@ def _pad_columns(x: np.ndarray, width: int, pad: int) -> np.ndarray:  # [N, L] -
     return x[:, :width]
 
 
+def _symbol_lut(P: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, int]:
+    """(lut, K): dense symbol ids 0..K-2 for the codes present (a lookup over the code range,
+    no sort); padding (codes -1, -2) gets the last id, K-1. Read with
+    ``np.take(lut, codes, mode="wrap")``: the negative pads wrap to the last two slots."""
+    lut = np.zeros(int(max(P.max(), T.max(), 0)) + 3, np.int32)
+    np.put(lut, P, 1, mode="wrap")
+    np.put(lut, T, 1, mode="wrap")
+    lut[-2:] = 0
+    np.cumsum(lut, out=lut)
+    K = int(lut[-1]) + 1
+    lut -= 1
+    lut[-2:] = K - 1
+    return lut, K
+
+
+def _dense_ids(P: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Codes -> dense symbol ids (`_symbol_lut`). -> (P_ids, T_ids, K)"""
+    lut, K = _symbol_lut(P, T)
+    return np.take(lut, P, mode="wrap"), np.take(lut, T, mode="wrap"), K
+
+
 def match_table(P: np.ndarray, T: np.ndarray, width: int,
                 table_bytes: int = 1 << 26) -> tuple[np.ndarray, np.ndarray] | None:
     """(peq [W, K*N], gather [n, N]) with peq[:, gather[j, p]] the masks of T[p, j] in P[p],
     or None when the table would exceed `table_bytes`.
 
-    Symbols get dense ids through a lookup over the code range (no sort); the last id is
-    padding, whose masks stay zero. One scatter-add fills the table: each (pair, word) has
-    one symbol per bit position, so the bits summed per (symbol, pair) never carry.
+    Symbols get dense ids (`_dense_ids`); the last id is padding, whose masks stay zero.
+    One scatter-add fills the table: each (pair, word) has one symbol per bit position,
+    so the bits summed per (symbol, pair) never carry.
     """
     dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
     words, N = max(1, width // 64), P.shape[0]
-    present = np.zeros(int(max(P.max(), T.max(), 0)) + 1, np.int32)
-    present[P[P >= 0]] = 1
-    present[T[T >= 0]] = 1
-    K = int(present.sum()) + 1
+    P_ids, T_ids, K = _dense_ids(P, T)
     if K * words * N * dtype.itemsize > table_bytes:
         return None
-    dense = np.cumsum(present) - 1
-    P_ids = np.where(P < 0, K - 1, dense[np.maximum(P, 0)])
-    T_ids = np.where(T < 0, K - 1, dense[np.maximum(T, 0)])
     P_ids = _pad_columns(P_ids, words * 64, K - 1).reshape(N, words, 64)  # [N, W, 64] symbol ids
     pairs = np.arange(N)
     peq = np.zeros(words * K * N, dtype)                                   # [(W, K, N)] flat
@@ -168,6 +217,34 @@ def match_table(P: np.ndarray, T: np.ndarray, width: int,
     peq[np.arange(words) * K + K - 1] = 0                                  # padding never matches
     gather = np.ascontiguousarray(T_ids.T) * N + pairs[None, :]            # [n, N]
     return peq.reshape(words, K * N), gather
+
+
+def pair_major_table(P: np.ndarray, T: np.ndarray, words: int,
+                     table_bytes: int = 1 << 26) -> tuple[np.ndarray, np.ndarray] | None:
+    """(peq [K*N, words] little-endian uint64, gather [n, N]): row gather[j, p] holds the masks
+    of T[p, j] in P[p], so ``peq[gather[j]]`` is column j's masks of all pairs, pair-major
+    ([N, words], the byte layout of one big integer). None when over `table_bytes`.
+
+    One `bitwise_or.at` fills it, straight from the codes (few temporaries: on a shared
+    machine the page faults of big scratch arrays cost as much as the arithmetic).
+    """
+    N = P.shape[0]
+    lut, K = _symbol_lut(P, T)
+    if K * N * words * 8 > table_bytes:
+        return None
+    lut *= N * words                                                       # symbol -> first row word
+    P = _pad_columns(P, words * 64, -1)                                    # [N, 64W] codes
+    key = np.take(lut, P, mode="wrap")                                     # [N, 64W] table word
+    key += (np.arange(N, dtype=np.int32) * words)[:, None]
+    key += np.arange(words * 64, dtype=np.int32) // 64
+    bit = np.uint64(1) << (np.arange(words * 64) % 64).astype(np.uint64)  # [64W]
+    peq = np.zeros((K * N, words), "<u8")
+    np.bitwise_or.at(peq.reshape(-1), key, bit)
+    peq[(K - 1) * N:] = 0                                                  # padding never matches
+    gather = np.take(lut, T.T, mode="wrap")                                # [n, N]
+    gather //= words
+    gather += np.arange(N, dtype=np.int32)
+    return peq, gather
 
 
 def column_masks(P: np.ndarray, T: np.ndarray, width: int,

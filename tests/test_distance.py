@@ -319,3 +319,13 @@ def test_long_lines_with_few_or_many_edits_match_rapidfuzz():
     b = [_edited(rng, x, rng.randint(0, 60), "abcdefgh ") for x in a]
     for metric in ("levenshtein", "osa", "indel"):
         assert pairwise(a, b, metric).tolist() == [expected(x, y, metric) for x, y in zip(a, b)]
+
+
+def test_bigint_lcs_with_patterns_filling_whole_words_matches_rapidfuzz():
+    import random
+
+    rng = random.Random(13)
+    a = ["".join(rng.choice("abcd") for _ in range(k)) for k in (63, 64, 65, 127, 128, 192, 256, 300) * 4]
+    b = [_edited(rng, x, rng.randint(0, 80), "abcde") + "a" * (i % 3) for i, x in enumerate(a)]
+    for metric in ("indel", "lcs"):
+        assert bd.pairwise_distances(a, b, metric).tolist() == [expected(x, y, metric) for x, y in zip(a, b)]
