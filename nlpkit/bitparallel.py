@@ -133,7 +133,7 @@ def bit_lcs(pm_of: Callable[[int, int], np.ndarray], n: np.ndarray, words: int,
 
 
 def bigint_lcs(P: np.ndarray, T: np.ndarray, m: np.ndarray,
-               block_bytes: int = 1 << 16) -> np.ndarray | None:
+               block_bytes: int = 1 << 18) -> np.ndarray | None:
     """LCS lengths of N (pattern, text) pairs with every pattern in one Python integer.
 
     Pair p owns bits [p*S, p*S + m[p]) of the integer (S = 64 * words, words chosen so every
