@@ -34,14 +34,16 @@ BIGINT_MIN_GROUP = 8   # multi-word LCS groups from this many pairs run `bigint_
 
 # ---------------------------------------------------------------------------- encoding
 
-def encode(seqs: Sequence[Sequence[Hashable]], pad: int,
-           vocab: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+def encode(seqs: Sequence[Sequence[Hashable]], pad: int, vocab: dict | None = None,
+           lens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sequences (all str, or all token lists) -> (codes [N, L] int32 padded with `pad`, lengths [N]).
 
     Strings become code points (one vectorized UTF-32 decode); token lists become
     ids from `vocab` (shared between both sides so equal tokens get equal ids).
+    `lens` may be passed when the caller already has the lengths.
     """
-    lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    if lens is None:
+        lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
     width = int(lens.max()) if len(seqs) else 0
     codes = np.full((len(seqs), max(width, 1)), pad, dtype=np.int32)
     if not seqs or isinstance(seqs[0], str):
@@ -138,8 +140,8 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
         sel = sel[np.argsort(lt[sel], kind="stable")]
         for part in _chunks(len(sel), lt[sel] + width, budget):
             rows = sel[part][::-1]                               # texts longest first
-            P, _ = encode([pat[i] for i in rows], PAD_A, vocab)
-            T, _ = encode([txt[i] for i in rows], PAD_B, vocab)
+            P, _ = encode(pat[rows].tolist(), PAD_A, vocab, lp[rows])
+            T, _ = encode(txt[rows].tolist(), PAD_B, vocab, lt[rows])
             P = _widen(P, width, PAD_A)[:, :width]
             if bigint:  # multi-word LCS: the batch as one Python integer (carries for free)
                 got = bigint_lcs(P, T, lp[rows])
@@ -227,8 +229,8 @@ def pairwise_distances(a: Sequence[Sequence[Hashable]], b: Sequence[Sequence[Has
         out = _dp_metric(a, b, la, lb, metric, w, vocab, budget)
     else:
         swap = la > lb
-        pat = [y if s else x for x, y, s in zip(a, b, swap.tolist())]
-        txt = [x if s else y for x, y, s in zip(a, b, swap.tolist())]
+        A, B = np.fromiter(a, object, N), np.fromiter(b, object, N)    # [N] the sequences
+        pat, txt = np.where(swap, B, A), np.where(swap, A, B)            # shorter, longer side
         lp, lt = np.minimum(la, lb), np.maximum(la, lb)
         if metric in ("levenshtein", "osa") and unit:
             out = ins * _unit_metric(pat, txt, lp, lt, metric, vocab, budget)

@@ -203,18 +203,21 @@ def match_table(P: np.ndarray, T: np.ndarray, width: int,
     """
     dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
     words, N = max(1, width // 64), P.shape[0]
-    P_ids, T_ids, K = _dense_ids(P, T)
+    bits = min(64, width)                                                  # units per lane
+    lut, K = _symbol_lut(P, T)
     if K * words * N * dtype.itemsize > table_bytes:
         return None
-    P_ids = _pad_columns(P_ids, words * 64, K - 1).reshape(N, words, 64)  # [N, W, 64] symbol ids
-    pairs = np.arange(N)
+    lut *= N                                                               # symbol -> its first row
+    key = np.take(lut, _pad_columns(P, words * bits, -1), mode="wrap")     # [N, W*bits] (flat row)
+    key += (np.arange(words * bits, dtype=np.int32) // bits) * np.int32(K * N)  # word w -> block w
+    key += np.arange(N, dtype=np.int32)[:, None]
+    bit = np.ones(1, dtype) << np.arange(bits, dtype=dtype)                # [bits]: 1 << r
     peq = np.zeros(words * K * N, dtype)                                   # [(W, K, N)] flat
-    flat = (np.arange(words)[None, :, None] * K + P_ids) * N + pairs[:, None, None]
-    bit = np.ones(1, dtype) << np.arange(64, dtype=dtype)                  # [64]: 1 << r
-    np.add.at(peq, flat.ravel(), np.broadcast_to(bit, flat.shape).ravel())
+    np.add.at(peq, key.reshape(-1), np.tile(bit, N * words))              # flat operands: fast path
     peq = peq.reshape(words * K, N)
     peq[np.arange(words) * K + K - 1] = 0                                  # padding never matches
-    gather = np.ascontiguousarray(T_ids.T) * N + pairs[None, :]            # [n, N]
+    gather = np.take(lut, T.T, mode="wrap")                                # [n, N]
+    gather += np.arange(N, dtype=np.int32)
     return peq.reshape(words, K * N), gather
 
 
@@ -253,8 +256,9 @@ def column_masks(P: np.ndarray, T: np.ndarray, width: int,
                  table_bytes: int = 1 << 26) -> Callable[[int, int], np.ndarray]:
     """pm_of(j, k): bit i of pair p set where P[p, i] == T[p, j]; [max(1, width // 64), k] lanes.
 
-    Wide patterns use `match_table` (one gather per column); narrow ones, or tables that
-    would be too big, compare T[:, j] with the whole pattern and pack the bits.
+    Wide patterns use `match_table` (one gather per column); narrow ones (whose table, K x N
+    lanes, costs as much to fill as the comparisons save), or tables that would be too big,
+    compare T[:, j] with the whole pattern and pack the bits.
     """
     table = match_table(P, T, width, table_bytes) if width >= 64 else None
     if table is not None:

@@ -271,6 +271,13 @@ def test_column_masks_table_and_compare_paths_agree():
         for j in (0, 17, 89):
             assert np.array_equal(table(j, 50), compare(j, 50))
             assert np.array_equal(table(j, 20), compare(j, 20))
+    for width in (8, 16, 32, 64):
+        Pw = P[:, :width].copy()
+        Pw[:, width - 3:] = bd.PAD_A
+        table = bp.column_masks(Pw, T, width)
+        compare = bp.column_masks(Pw, T, width, table_bytes=0)
+        for j in (0, 17, 89):
+            assert np.array_equal(table(j, 50), compare(j, 50))
 
 
 def _edited(rng, text: str, edits: int, alphabet: str) -> str:
