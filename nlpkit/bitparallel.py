@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-PACK8 = np.uint64(0x0102040810204080)  # (8 bytes of 0/1 * PACK8) >> 56: the bytes as 8 bits (20x packbits)
+PACK8 = np.uint64(0x0102040810204080)  # (8 bytes of 0/1 * PACK8) >> 56: those 8 bits
 MAX_WORDS = 32  # patterns up to 2048 units run bit-parallel; longer pairs use the scalar path
 BAND = 31       # band_levenshtein is exact when the distance is at most this
 
@@ -167,6 +167,15 @@ def bigint_lcs(P: np.ndarray, T: np.ndarray, m: np.ndarray,
 
 # -------------------------------------------------------------------- match masks
 
+def pack_lanes(eq: np.ndarray, dtype) -> np.ndarray:  # [k, width] bool -> [W, k] lanes
+    """Bit i of lane row p set where eq[p, i]; width a multiple of 8. Eight 0/1 bytes read as
+    one uint64, times PACK8, shifted right by 56, are eight bits: 20x faster than np.packbits."""
+    eq = np.ascontiguousarray(eq).view("<u8")                              # [k, width/8]
+    packed = ((eq * PACK8) >> np.uint64(56)).astype(np.uint8)              # [k, width/8] bytes
+    return np.ascontiguousarray(packed.view(dtype).T)
+
+
+
 def _pad_columns(x: np.ndarray, width: int, pad: int) -> np.ndarray:  # [N, L] -> [N, width]
     if x.shape[1] < width:
         x = np.concatenate([x, np.full((x.shape[0], width - x.shape[1]), pad, x.dtype)], axis=1)
@@ -272,9 +281,7 @@ def column_masks(P: np.ndarray, T: np.ndarray, width: int,
     dtype = np.dtype(lane_dtype(width)).newbyteorder("<")
 
     def pm_of(j: int, k: int) -> np.ndarray:
-        eq = (P[:k] == T[:k, j, None]).view("<u8")                  # [k, width/8]: 8 bools each
-        packed = ((eq * PACK8) >> np.uint64(56)).astype(np.uint8)   # [k, width/8]: bit r = bool r
-        return np.ascontiguousarray(packed.view(dtype).T)           # [W, k]
+        return pack_lanes(P[:k] == T[:k, j, None], dtype)                  # [W, k]
 
     return pm_of
 

@@ -100,8 +100,7 @@ class Dictionary:
         if m is None:
             lo, hi = self.class_rows(width)
             dtype = np.dtype(bp.lane_dtype(width)).newbyteorder("<")
-            packed = np.packbits(self.codes[lo:hi, :width] == code, axis=1, bitorder="little")
-            m = self._masks[(code, width)] = np.ascontiguousarray(packed.view(dtype).T)
+            m = self._masks[(code, width)] = bp.pack_lanes(self.codes[lo:hi, :width] == code, dtype)
         return m
 
     def low_bits(self, width: int) -> np.ndarray:  # -> [W, rows of that width class]
