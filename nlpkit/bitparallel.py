@@ -12,7 +12,8 @@ pattern's length hold harmless garbage: carries and shifts only move information
 - `bigint_lcs`: the same recurrence for multi-word patterns, the whole batch in one Python
   integer (the add-with-carry across words for free).
 - `band_levenshtein`: Levenshtein or OSA in a diagonal band of one uint64 (exact up to
-  `BAND` edits; rapidfuzz uses the same idea for long strings with few edits).
+  `BAND` edits; rapidfuzz uses the same idea for long strings with few edits);
+  `bigint_band_levenshtein` runs it with the batch as Python integers (the one used).
 - `column_masks` / `match_table`: the match masks, by comparison or by a symbol table.
 """
 
@@ -342,3 +343,70 @@ def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.n
         np.bitwise_and(d0, hp, out=VN)
     return n - kept.astype(np.int64)
 
+
+
+def _windows(peq: np.ndarray, gather: np.ndarray, j0: int, j1: int) -> np.ndarray:  # -> [j1-j0, N]
+    """`_window` for columns j0..j1-1 at once (start = j + BAND - 63): the band's match masks."""
+    W = peq.shape[0]
+    padded = np.zeros((W + 2, peq.shape[1]), np.uint64)                   # a zero word either side
+    padded[1:W + 1] = peq
+    start = np.arange(j0, j1) + BAND - 63                                  # [b]
+    q, r = start // 64, (start % 64).astype(np.uint64)
+    g = gather[j0:j1]                                                      # [b, N]
+    lo = padded[np.clip(q + 1, 0, W + 1)[:, None], g]
+    hi = padded[np.clip(q + 2, 0, W + 1)[:, None], g]
+    # hi << (64 - r) as two shifts: r == 0 must give 0, and numpy's << 64 does not
+    return (lo >> r[:, None]) | ((hi << (np.uint64(63) - r)[:, None]) << np.uint64(1))
+
+
+def bigint_band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.ndarray,
+                            transpositions: bool = False, block_bytes: int = 1 << 18) -> np.ndarray:
+    """`band_levenshtein` with the whole batch in Python integers: same contract, same numbers.
+
+    Pair p owns bits [128p, 128p + 64): its band word, then a zero guard word that takes the
+    add's carry and the left shifts, cleared by ``& full`` before it can reach pair p + 1.
+    A column is ~18 big-integer operations for all pairs (the numpy version makes ~20 numpy
+    calls plus the window gathers per column). The counts of the last cell's diagonal
+    accumulate in place: bit t_p of D0 is added at bit t_p of an accumulator whose guard
+    word has room for the carries. n must be sorted descending; finished pairs are cut off.
+    """
+    N = len(m)
+    sect = np.zeros((N, 2), "<u8")
+
+    def big(words: np.ndarray) -> int:                                     # [N] -> sections
+        sect[:, 0] = words
+        return int.from_bytes(sect.tobytes(), "little")
+
+    t = np.clip(m - n - BAND + 63, 0, 63).astype(np.uint64)               # [N] bit of D[m][n]'s diagonal
+    full = big(np.full(N, ALL))
+    tm = big(np.uint64(1) << t)
+    vp = big(np.full(N, ALL << np.uint64(63 - BAND)))
+    vn, acc, d0_prev, x_prev = 0, 0, 0, 0
+    active = _active(n)
+    k_prev = N
+    step = max(1, block_bytes // (N * 16))
+    from_bytes = int.from_bytes
+    for j0 in range(0, len(active), step):
+        xs = np.zeros((min(step, len(active) - j0), N, 2), "<u8")
+        xs[:, :, 0] = _windows(peq, gather, j0, j0 + len(xs))
+        for j in range(j0, j0 + len(xs)):
+            k = int(active[j])
+            if k != k_prev:                                                # pairs k.. have ended
+                cut = (1 << (128 * k)) - 1
+                full, tm, vp, vn, d0_prev, x_prev = (full & cut, tm & cut, vp & cut, vn & cut,
+                                                     d0_prev & cut, x_prev & cut)
+                k_prev = k
+            x = from_bytes(xs[j - j0, :k], "little")
+            d0 = ((((x & vp) + vp) & full) ^ vp) | x | vn
+            if transpositions:
+                d0 |= ~d0_prev & (x << 1) & (x_prev >> 1)
+                d0_prev, x_prev = d0, x
+            hp = ((d0 | vp) ^ full) | vn
+            hn = d0 & vp
+            acc += d0 & tm
+            d0 = (d0 >> 1) & full
+            vp = ((d0 | hp) ^ full) | hn
+            vn = d0 & hp
+    words = np.frombuffer(acc.to_bytes(N * 16 + 16, "little"), "<u8")[:2 * N].reshape(N, 2)
+    kept = (words[:, 0] >> t) | ((words[:, 1] << (np.uint64(63) - t)) << np.uint64(1))
+    return n - (kept & np.uint64(0xFFFF)).astype(np.int64)
