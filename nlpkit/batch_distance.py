@@ -8,7 +8,7 @@ two from 8 bits) and run longest text first, so the pairs still running at colum
 j are a prefix of the batch. Long Levenshtein/OSA pairs first try a one-word
 diagonal band (exact up to 31 edits); the rest run the multi-word kernels. The band
 and multi-word LCS hold the whole batch in one Python integer per state vector
-(`bigint_band_levenshtein`, `bigint_lcs`): CPython's add carries across words. Small
+(`band_levenshtein`, `bigint_lcs`): CPython's add carries across words. Small
 groups, where numpy's per-call cost would dominate, run the same algorithms on
 Python integers pair by pair.
 Weighted Levenshtein and unrestricted Damerau-Levenshtein run the DP row by row
@@ -26,7 +26,7 @@ from typing import Callable, Hashable, Sequence
 import numpy as np
 
 from nlpkit import distance as scalar
-from nlpkit.bitparallel import (BAND, MAX_WORDS, bigint_band_levenshtein, bigint_lcs, bit_lcs,
+from nlpkit.bitparallel import (BAND, MAX_WORDS, band_levenshtein, bigint_lcs, bit_lcs,
                                 bit_levenshtein, column_masks, lane_dtype, match_table, width_class)
 
 PAD_A, PAD_B = -1, -2
@@ -166,13 +166,13 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.
 
 
 def _banded(P, T, rows, lp, lt, width, out, metric):
-    """Run the diagonal band (`bigint_band_levenshtein`) on a chunk; store the pairs it
+    """Run the diagonal band (`band_levenshtein`) on a chunk; store the pairs it
     settles (distance <= BAND) in `out` and return the rest (rows, P, T) for the full kernel."""
     table = match_table(P, T, width)
     if table is None:
         return rows, P, T
     m, n = lp[rows], lt[rows]
-    dist = bigint_band_levenshtein(*table, m, n, metric == "osa")
+    dist = band_levenshtein(*table, m, n, metric == "osa")
     good = (n - m <= BAND) & (dist <= BAND)
     out[rows[good]] = dist[good]
     return rows[~good], P[~good], T[~good]

@@ -12,8 +12,8 @@ pattern's length hold harmless garbage: carries and shifts only move information
 - `bigint_lcs`: the same recurrence for multi-word patterns, the whole batch in one Python
   integer (the add-with-carry across words for free).
 - `band_levenshtein`: Levenshtein or OSA in a diagonal band of one uint64 (exact up to
-  `BAND` edits; rapidfuzz uses the same idea for long strings with few edits);
-  `bigint_band_levenshtein` runs it with the batch as Python integers (the one used).
+  `BAND` edits; rapidfuzz uses the same idea for long strings with few edits), the batch
+  as Python integers like `bigint_lcs`.
 - `column_masks` / `match_table`: the match masks, by comparison or by a symbol table.
 """
 
@@ -287,69 +287,11 @@ def column_masks(P: np.ndarray, T: np.ndarray, width: int,
     return pm_of
 
 
-def _window(peq: np.ndarray, g: np.ndarray, start: int) -> np.ndarray:  # -> [k]
-    """Pattern mask bits start .. start+63 of the symbols g (bits below row 1 read as 0)."""
-    if start < 0:
-        return peq[0, g] << np.uint64(-start)
-    q, r = divmod(start, 64)
-    if q >= peq.shape[0]:
-        return np.zeros(len(g), np.uint64)
-    x = peq[q, g] >> np.uint64(r)
-    if r and q + 1 < peq.shape[0]:
-        x |= peq[q + 1, g] << np.uint64(64 - r)
-    return x
-
-
-def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.ndarray,
-                     transpositions: bool = False) -> np.ndarray:
-    """Levenshtein (or OSA) in a diagonal band of 64 bits: exact for pairs with distance <= BAND,
-    some value > BAND otherwise (callers recompute those). Needs m <= n <= m + BAND.
-
-    The band's bit t holds row j + t + BAND - 63 of column j, so rows stay put as the band
-    slides down one row per column (D0 shifts right instead of HP/HN shifting left), and
-    each column's match mask is a 64-bit window of the pattern's masks from `match_table`.
-    The answer is read along the diagonal of the last cell: D[m][n] = n - (number of columns
-    in which that diagonal did not grow), at the fixed bit m - n - BAND + 63. For OSA the
-    transposition term aligns the previous column's masks by shifting right instead of left.
-    -> [N] int64
-    """
-    N = len(m)
-    vp = np.full(N, ALL << np.uint64(63 - BAND))
-    vn = np.zeros(N, np.uint64)
-    t = np.clip(m - n - BAND + 63, 0, 63).astype(np.uint64)                # [N] bit of D[m][n]'s diagonal
-    kept = np.zeros(N, np.uint64)
-    if transpositions:
-        d0_prev = np.zeros(N, np.uint64)
-        x_prev = np.zeros(N, np.uint64)
-    for j, k in enumerate(_active(n)):
-        x = _window(peq, gather[j, :k], j + BAND - 63)
-        VP, VN = vp[:k], vn[:k]
-        d0 = ((x & VP) + VP) ^ VP
-        d0 |= x
-        d0 |= VN
-        if transpositions:
-            d0 |= ~d0_prev[:k] & (x << np.uint64(1)) & (x_prev[:k] >> np.uint64(1))
-            d0_prev[:k] = d0
-            x_prev[:k] = x
-        hp = d0 | VP
-        np.invert(hp, out=hp)
-        hp |= VN
-        hn = d0 & VP
-        kept[:k] += (d0 >> t[:k]) & np.uint64(1)
-        d0 >>= np.uint64(1)
-        t1 = d0 | hp
-        np.invert(t1, out=t1)
-        np.bitwise_or(t1, hn, out=VP)
-        np.bitwise_and(d0, hp, out=VN)
-    return n - kept.astype(np.int64)
-
-
-
-def _windows(peq: np.ndarray, gather: np.ndarray, j0: int, j1: int) -> np.ndarray:  # -> [j1-j0, N]
-    """`_window` for columns j0..j1-1 at once (start = j + BAND - 63): the band's match masks."""
-    W = peq.shape[0]
-    padded = np.zeros((W + 2, peq.shape[1]), np.uint64)                   # a zero word either side
-    padded[1:W + 1] = peq
+def _windows(padded: np.ndarray, gather: np.ndarray, j0: int, j1: int) -> np.ndarray:
+    """The band's match masks of columns j0..j1-1, [j1-j0, N]: pattern mask bits start ..
+    start+63 of each text symbol, start = j + BAND - 63 (bits below row 1 read as 0).
+    padded: [W+2, K*N] `match_table`'s masks with a zero word either side."""
+    W = padded.shape[0] - 2
     start = np.arange(j0, j1) + BAND - 63                                  # [b]
     q, r = start // 64, (start % 64).astype(np.uint64)
     g = gather[j0:j1]                                                      # [b, N]
@@ -359,16 +301,25 @@ def _windows(peq: np.ndarray, gather: np.ndarray, j0: int, j1: int) -> np.ndarra
     return (lo >> r[:, None]) | ((hi << (np.uint64(63) - r)[:, None]) << np.uint64(1))
 
 
-def bigint_band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.ndarray,
-                            transpositions: bool = False, block_bytes: int = 1 << 18) -> np.ndarray:
-    """`band_levenshtein` with the whole batch in Python integers: same contract, same numbers.
+def band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, n: np.ndarray,
+                     transpositions: bool = False, block_bytes: int = 1 << 18) -> np.ndarray:
+    """Levenshtein (or OSA) in a diagonal band of 64 bits: exact for pairs with distance <= BAND,
+    some value > BAND otherwise (callers recompute those). Needs m <= n <= m + BAND, n sorted
+    descending; (peq, gather) from `match_table`. -> [N] int64
 
-    Pair p owns bits [128p, 128p + 64): its band word, then a zero guard word that takes the
-    add's carry and the left shifts, cleared by ``& full`` before it can reach pair p + 1.
-    A column is ~18 big-integer operations for all pairs (the numpy version makes ~20 numpy
-    calls plus the window gathers per column). The counts of the last cell's diagonal
-    accumulate in place: bit t_p of D0 is added at bit t_p of an accumulator whose guard
-    word has room for the carries. n must be sorted descending; finished pairs are cut off.
+    The band's bit t holds row j + t + BAND - 63 of column j, so rows stay put as the band
+    slides down one row per column (D0 shifts right instead of HP/HN shifting left), and
+    each column's match mask is a 64-bit window of the pattern's masks. The answer is read
+    along the diagonal of the last cell: D[m][n] = n - (number of columns in which that
+    diagonal did not grow), at the fixed bit t_p = m - n - BAND + 63. For OSA the
+    transposition term aligns the previous column's masks by shifting right instead of left.
+
+    The batch lives in Python integers: pair p owns bits [128p, 128p + 64), its band word,
+    then a zero guard word that takes the add's carry and the left shifts, cleared by
+    ``& full`` before it can reach pair p + 1. A column is ~18 big-integer operations for
+    all pairs (a numpy version needed ~20 numpy calls plus the window gathers per column).
+    Bit t_p of D0 is added at bit t_p of an accumulator whose guard word holds the carries;
+    finished pairs are cut off the top.
     """
     N = len(m)
     sect = np.zeros((N, 2), "<u8")
@@ -385,10 +336,12 @@ def bigint_band_levenshtein(peq: np.ndarray, gather: np.ndarray, m: np.ndarray, 
     active = _active(n)
     k_prev = N
     step = max(1, block_bytes // (N * 16))
+    padded = np.zeros((peq.shape[0] + 2, peq.shape[1]), np.uint64)        # [W+2, K*N]
+    padded[1:-1] = peq
     from_bytes = int.from_bytes
     for j0 in range(0, len(active), step):
         xs = np.zeros((min(step, len(active) - j0), N, 2), "<u8")
-        xs[:, :, 0] = _windows(peq, gather, j0, j0 + len(xs))
+        xs[:, :, 0] = _windows(padded, gather, j0, j0 + len(xs))
         for j in range(j0, j0 + len(xs)):
             k = int(active[j])
             if k != k_prev:                                                # pairs k.. have ended

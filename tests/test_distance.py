@@ -296,7 +296,6 @@ def _edited(rng, text: str, edits: int, alphabet: str) -> str:
 
 
 def test_band_kernel_is_exact_up_to_band_and_never_below_it():
-    import itertools
     import random
 
     import numpy as np
@@ -311,9 +310,8 @@ def test_band_kernel_is_exact_up_to_band_and_never_below_it():
     T, lt = bd.encode([p[1] for p in pairs], bd.PAD_B)
     width = int(bp.width_class(lp.max(keepdims=True))[0])
     P = bd._widen(P, width, bd.PAD_A)[:, :width]
-    for (ref, osa), band in itertools.product(((Levenshtein, False), (OSA, True)),
-                                              (bp.band_levenshtein, bp.bigint_band_levenshtein)):
-        got = band(*bp.match_table(P, T, width), lp, lt, transpositions=osa)
+    for ref, osa in ((Levenshtein, False), (OSA, True)):
+        got = bp.band_levenshtein(*bp.match_table(P, T, width), lp, lt, transpositions=osa)
         true = np.array([ref.distance(x, y) for x, y in pairs])
         assert np.array_equal(got[true <= bp.BAND], true[true <= bp.BAND])
         assert (got[true > bp.BAND] > bp.BAND).all()
