@@ -187,10 +187,17 @@ def _symbol_lut(P: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, int]:
     """(lut, K): dense symbol ids 0..K-2 for the codes present (a lookup over the code range,
     no sort); padding (codes -1, -2) gets the last id, K-1. Read with
     ``np.take(lut, codes, mode="wrap")``: the negative pads wrap to the last two slots."""
-    size = int(max(P.max(), T.max(), 0)) + 3                                # code c counted at c + 2
-    seen = np.bincount(P.ravel() + 2, minlength=size) | np.bincount(T.ravel() + 2, minlength=size)
+    size = int(max(P.max(), T.max(), 0)) + 3
+    if size <= 1 << 16:                                                    # code c counted at c + 2
+        seen = np.bincount(P.ravel() + 2, minlength=size) | np.bincount(T.ravel() + 2, minlength=size)
+        seen = seen[2:] > 0
+    else:  # wide code points: mark them in place (bincount would fill arrays over the whole range)
+        seen = np.zeros(size, bool)
+        np.put(seen, P, True, mode="wrap")
+        np.put(seen, T, True, mode="wrap")
+        seen = seen[:-2]
     lut = np.empty(size, np.int32)
-    np.cumsum(seen[2:] > 0, out=lut[:-2])
+    np.cumsum(seen, out=lut[:-2])
     K = int(lut[-3]) + 1 if size > 2 else 1
     lut -= 1
     lut[-2:] = K - 1
