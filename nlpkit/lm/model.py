@@ -151,7 +151,7 @@ def llama_attention(x: np.ndarray, w: LlamaLayer, cfg: ModelConfig, cos: np.ndar
     qkv = linear(x, w.wqkv, w.bqkv).reshape(b, t, nh + 2 * nkv, hd)  # [b, t, nh + 2 nkv, hd]
     qk = apply_rope(qkv[:, :, :nh + nkv], cos, sin)  # [b, t, nh + nkv, hd]
     q = qk[:, :, :nh].reshape(b, t, nkv, nh // nkv, hd).transpose(0, 2, 3, 1, 4)  # [b, kv, g, t, hd]
-    q = q * np.float32(1.0 / np.sqrt(hd))
+    q = np.multiply(q, np.float32(1.0 / np.sqrt(hd)), out=np.empty(q.shape, np.float32))  # scaled, contiguous
     k = qk[:, :, nh:].transpose(0, 2, 1, 3)  # [b, kv, t, hd]
     v = qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)  # [b, kv, t, hd]
     if cache is not None:
