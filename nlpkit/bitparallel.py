@@ -138,32 +138,36 @@ def bigint_lcs(P: np.ndarray, T: np.ndarray, m: np.ndarray,
                block_bytes: int = 1 << 18) -> np.ndarray | None:
     """LCS lengths of N (pattern, text) pairs with every pattern in one Python integer.
 
-    Pair p owns bits [p*S, p*S + m[p]) of the integer (S = 64 * words, words chosen so every
-    pattern leaves at least one guard bit free), and one column of Hyyrö's recurrence
-    V' = (V + U) | (V ^ U), U = V & M, is five big-integer operations for the whole batch:
-    the add-with-carry across words is CPython's own, a carry out of a pattern lands in its
-    guard bit and the final ``& full`` clears it before it can reach the next pair. A pair
-    whose text has ended sees M = 0, which leaves V unchanged, so no bookkeeping of
-    active pairs is needed. P: [N, >= max m] codes, T: [N, n]; -> [N] int64, or None when
-    the match table would be too big (callers fall back to `bit_lcs`).
+    Pair p owns bits [p*S, p*S + m[p]) of the integer (S = 8 * nbytes, nbytes chosen so every
+    pattern leaves G >= 1 guard bits free), and one column of Hyyrö's recurrence
+    V' = (V + U) | (V ^ U), U = V & M, is four big-integer operations for the whole batch:
+    the add-with-carry across words is CPython's own. A carry out of a pattern lands in its
+    guard bits, which hold 2**c - 1 after c carries (M is 0 there), so they overflow into the
+    next pair only after G + 1 carries: ``& full`` every G columns clears them in time. A pair
+    whose text has ended sees M = 0, which leaves V unchanged, so no bookkeeping of active
+    pairs is needed. P: [N, >= max m] codes, T: [N, n]; -> [N] int64, or None when the
+    match table would be too big (callers fall back to `bit_lcs`).
     """
     N = len(m)
-    words = int(m.max()) // 64 + 1                                         # >= 1 guard bit
-    table = pair_major_table(P, T, words)
+    nbytes = int(m.max()) // 8 + 1                                         # >= 1 guard bit
+    table = pair_major_table(P, T, nbytes)
     if table is None:
         return None
     peq, gather = table
-    low = np.ascontiguousarray(low_bits(m, words, np.uint64).T).astype("<u8")  # [N, W]
+    guard = int((8 * nbytes - m).min())                                    # G: columns between masks
+    low = np.ascontiguousarray(low_bits(m, nbytes, np.uint8).T)            # [N, B]
     full = int.from_bytes(low.tobytes(), "little")
     v = full
     from_bytes = int.from_bytes
-    step = max(1, block_bytes // (N * words * 8))
+    step = max(1, block_bytes // (N * nbytes))
     for j0 in range(0, gather.shape[0], step):
-        for pm in np.take(peq, gather[j0:j0 + step], axis=0):             # [N, W] per column
+        for j, pm in enumerate(np.take(peq, gather[j0:j0 + step], axis=0), j0):  # [N, B]
             u = v & from_bytes(pm, "little")
-            v = ((v + u) | (v ^ u)) & full
-    V = np.frombuffer(v.to_bytes(N * words * 8, "little"), "<u8")          # [N * W]
-    return m - np.bitwise_count(V).reshape(N, words).sum(axis=1, dtype=np.int64)
+            v = (v + u) | (v ^ u)
+            if j % guard == guard - 1:
+                v &= full
+    V = np.frombuffer((v & full).to_bytes(N * nbytes, "little"), np.uint8)  # [N * B]
+    return m - np.bitwise_count(V).reshape(N, nbytes).sum(axis=1, dtype=np.int64)
 
 
 # -------------------------------------------------------------------- match masks
@@ -239,33 +243,33 @@ def match_table(P: np.ndarray, T: np.ndarray, width: int,
     return peq.reshape(words, K * N), gather
 
 
-def pair_major_table(P: np.ndarray, T: np.ndarray, words: int,
+def pair_major_table(P: np.ndarray, T: np.ndarray, nbytes: int,
                      table_bytes: int = 1 << 26) -> tuple[np.ndarray, np.ndarray] | None:
-    """(peq [K*N, words] little-endian uint64, gather [n, N]): row gather[j, p] holds the masks
-    of T[p, j] in P[p], so ``peq[gather[j]]`` is column j's masks of all pairs, pair-major
-    ([N, words], the byte layout of one big integer). None when over `table_bytes`.
+    """(peq [K*N, nbytes] uint8, gather [n, N]): row gather[j, p] holds the masks of T[p, j]
+    in P[p], so ``peq[gather[j]]`` is column j's masks of all pairs, pair-major ([N, nbytes],
+    the byte layout of one little-endian big integer). None when over `table_bytes`.
 
-    One `add.at` fills it (each (symbol, pair, word) sums distinct bits, so add is or),
+    One `add.at` fills it (each (symbol, pair, byte) sums distinct bits, so add is or),
     straight from the codes (few temporaries: on a shared machine the page faults of big
     scratch arrays cost as much as the arithmetic).
     """
     N = P.shape[0]
     lut, K = _symbol_lut(P, T)
-    if K * N * words * 8 > table_bytes:
+    if K * N * nbytes > table_bytes:
         return None
-    lut *= N * words                                                       # symbol -> first row word
-    P = _pad_columns(P, words * 64, -1)                                    # [N, 64W] codes
-    key = np.take(lut, P, mode="wrap")                                     # [N, 64W] table word
-    key += (np.arange(N, dtype=np.int32) * words)[:, None]
-    key += np.arange(words * 64, dtype=np.int32) // 64
-    bit = np.uint64(1) << (np.arange(words * 64) % 64).astype(np.uint64)  # [64W]
-    peq = np.zeros((K * N, words), "<u8")
+    lut *= N * nbytes                                                      # symbol -> first row byte
+    P = _pad_columns(P, nbytes * 8, -1)                                    # [N, 8B] codes
+    key = np.take(lut, P, mode="wrap")                                     # [N, 8B] table byte
+    key += (np.arange(N, dtype=np.int32) * nbytes)[:, None]
+    key += np.arange(nbytes * 8, dtype=np.int32) // 8
+    bit = np.uint8(1) << (np.arange(nbytes * 8) % 8).astype(np.uint8)     # [8B]
+    peq = np.zeros((K * N, nbytes), np.uint8)
     # flat, contiguous operands: numpy 2.4's fast add.at path (5x faster than with 2-D or
     # broadcast ones, which it also misreads when the broadcast is left implicit)
     np.add.at(peq.reshape(-1), key.reshape(-1), np.tile(bit, N))
     peq[(K - 1) * N:] = 0                                                  # padding never matches
     gather = np.take(lut, T.T, mode="wrap")                                # [n, N]
-    gather //= words
+    gather //= nbytes
     gather += np.arange(N, dtype=np.int32)
     return peq, gather
 
