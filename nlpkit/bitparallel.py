@@ -208,18 +208,12 @@ def _symbol_lut(P: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, int]:
     return lut, K
 
 
-def _dense_ids(P: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Codes -> dense symbol ids (`_symbol_lut`). -> (P_ids, T_ids, K)"""
-    lut, K = _symbol_lut(P, T)
-    return np.take(lut, P, mode="wrap"), np.take(lut, T, mode="wrap"), K
-
-
 def match_table(P: np.ndarray, T: np.ndarray, width: int,
                 table_bytes: int = 1 << 26) -> tuple[np.ndarray, np.ndarray] | None:
     """(peq [W, K*N], gather [n, N]) with peq[:, gather[j, p]] the masks of T[p, j] in P[p],
     or None when the table would exceed `table_bytes`.
 
-    Symbols get dense ids (`_dense_ids`); the last id is padding, whose masks stay zero.
+    Symbols get dense ids (`_symbol_lut`); the last id is padding, whose masks stay zero.
     One scatter-add fills the table: each (pair, word) has one symbol per bit position,
     so the bits summed per (symbol, pair) never carry.
     """
