@@ -212,3 +212,21 @@ def test_two_worker_processes_count_the_same(shared_data, monkeypatch):
     two = count_cooccurrences([path], window=3, jobs=2)
     assert one.words == two.words                      # ids assigned in the same order
     assert np.array_equal(one.keys, two.keys) and np.array_equal(one.counts, two.counts)
+
+
+def test_auto_jobs_uses_two_processes_only_for_big_files(tmp_path, monkeypatch):
+    import os
+
+    from nlpkit.corpus import auto_jobs
+
+    small = tmp_path / "small.txt"
+    small.write_text("a b c\n")
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"word " * (2 * 2**20))  # 10 MB
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert auto_jobs([str(small)]) == 1
+    assert auto_jobs([str(big)]) == 2
+    assert auto_jobs(["-"]) == 1
+    assert auto_jobs([str(big)], 1) == 1
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert auto_jobs([str(big)]) == 1

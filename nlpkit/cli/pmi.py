@@ -34,7 +34,7 @@ from nlpkit.cli.common import common_options, input_paths, open_writer, progress
               help="Report these pairs only (repeatable), whatever their count.")
 @click.option("--matrix", is_flag=True, help="Print the forward co-occurrence count matrix of the top words.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Tokenizer worker processes (0 = one process); may help on an idle multi-core machine.")
+              help="Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, else 1).")
 @common_options
 def command(files, window, ngram, measure, min_count, top, log_base, stopwords, token_pattern,
             lowercase, cross_lines, cross_sentences, pairs, matrix, jobs, fmt, no_signature, quiet,

@@ -60,7 +60,7 @@ def _df_value(value: str, name: str) -> float:
 @click.option("--vocab-out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="With --matrix: write the terms (column order) to this file instead of header comments.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Tokenizer worker processes (0 = one process); may help on an idle multi-core machine.")
+              help="Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, else 1).")
 @common_options
 def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, smart, log_base, min_df,
             max_df, ngram_range, stopwords, token_pattern, lowercase, top, query, matrix, vocab_out,
