@@ -181,3 +181,18 @@ def test_generate_uses_the_shipped_default_model_without_model_option(cli):
             input=b"", env={"NLPKIT_MODEL": ""})
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout and "decode:" in r.stderr.decode()
+
+
+def test_generate_and_sample_take_the_rope_scaling_override(cli):
+    """--rope-scaling/--rope-factor are shared with perplexity and recorded in the signature."""
+    r = cli("generate", "--temperature", "0", "--max-new-tokens", "3",
+            "--rope-scaling", "linear", "--rope-factor", "2", "--prompts", "-", "--format", "jsonl",
+            input="It was\n")
+    assert r.returncode == 0, r.stderr.decode()
+    import json
+
+    rec = json.loads(r.stdout.decode().splitlines()[0])
+    assert "|rope:linearx2.0|" in rec["signature"]
+    r = cli("sample", "It was", "-n", "2", "--rope-factor", "0")
+    assert r.returncode == 2
+    assert b"--rope-factor" in r.stderr and b"must be positive" in r.stderr

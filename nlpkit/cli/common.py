@@ -152,3 +152,45 @@ def progress(description: str, total: float | None = None, quiet: bool = False,
         yield p
     finally:
         p.close()
+
+
+ROPE_CHOICES = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
+
+
+def _positive_factor(ctx, param, value):
+    if value is not None and value <= 0:
+        raise click.BadParameter("must be positive", ctx=ctx, param=param)
+    return value
+
+
+def model_options(f):
+    """-m/--model, --rope-scaling, --rope-factor: how perplexity, generate and sample pick a model."""
+    f = click.option("--rope-factor", type=float, default=None, callback=_positive_factor,
+                     help="RoPE scaling factor s (with --rope-scaling).")(f)
+    f = click.option("--rope-scaling", type=click.Choice(ROPE_CHOICES), default=None,
+                     help="Override RoPE scaling: linear interpolation, NTK-aware base change, "
+                          "transformers' dynamic NTK, YaRN, Llama 3.1 [the model's own].")(f)
+    f = click.option("-m", "--model", "model_path", default=None, metavar="PATH",
+                     help="Hugging Face model directory or .gguf file [$NLPKIT_MODEL, else the shipped model].")(f)
+    return f
+
+
+def model_name(model) -> str:
+    """The model as signatures name it: `default` for the shipped model, else the file or directory name."""
+    from pathlib import Path
+
+    from nlpkit.lm.loaders import DEFAULT_MODEL_DIR
+
+    src = Path(model.source) if model.source else None
+    if src is None or src.resolve() == DEFAULT_MODEL_DIR.resolve():
+        return "default"
+    return src.name
+
+
+def rope_label(model) -> str:
+    """RoPE setting for signatures: `none`, `learned` (gpt2), or `<type>x<factor>` (e.g. `yarnx2.0`)."""
+    if model.config.arch != "llama":
+        return "learned"
+    scaling = model.config.rope_scaling or {}
+    kind = scaling.get("rope_type", "none")
+    return kind if kind == "none" else f"{kind}x{scaling['factor']}"

@@ -10,15 +10,14 @@ import sys
 
 import click
 
-from nlpkit.cli.common import common_options, open_writer, warn
+from nlpkit.cli.common import (common_options, model_name, model_options, open_writer, rope_label,
+                               warn)
 
 
 def decoding_options(f):
-    """--model, --max-new-tokens, the sampling knobs, --seed, --stop, --no-kv-cache, --sliding, --stats,
+    """--max-new-tokens, the sampling knobs, --seed, --stop, --no-kv-cache, --sliding, --stats,
     --truncate-prompt, --ignore-eos (in that order of parameters)."""
     opts = [
-        click.option("--model", "model_path", metavar="PATH", default=None,
-                     help="HF model directory or .gguf file [default: $NLPKIT_MODEL, else the shipped model]."),
         click.option("--max-new-tokens", type=click.IntRange(min=0), default=128, show_default=True,
                      help="Stop after this many new tokens."),
         click.option("--temperature", type=float, default=1.0, show_default=True,
@@ -56,25 +55,15 @@ def sampling_config(temperature: float, top_k: int, top_p: float, min_p: float, 
                           repetition_penalty=repetition_penalty).validate()
 
 
-def load_for_decoding(model_path: str | None):
+def load_for_decoding(model_path: str | None, rope_scaling: str | None = None,
+                      rope_factor: float | None = None):
     from nlpkit.errors import NlpkitError
     from nlpkit.lm.loaders import load_model
 
-    model = load_model(model_path)
+    model = load_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor)
     if model.tokenizer is None:
         raise NlpkitError(f"model {model.source}: no tokenizer found (tokenizer.json, or vocab.json + merges.txt)")
     return model
-
-
-def model_name(model) -> str:
-    from pathlib import Path
-
-    from nlpkit.lm.loaders import DEFAULT_MODEL_DIR
-
-    src = Path(model.source) if model.source else None
-    if src is None or src.resolve() == DEFAULT_MODEL_DIR.resolve():
-        return "default"
-    return src.name
 
 
 def decoding_signature(name: str, model, cfg, *, seed: int, max_new_tokens: int, stops, sliding: bool,
@@ -86,7 +75,7 @@ def decoding_signature(name: str, model, cfg, *, seed: int, max_new_tokens: int,
                           top_k=cfg.top_k if sampled else "none", top_p=cfg.top_p if sampled else "none",
                           min_p=cfg.min_p if sampled else "none", rep=cfg.repetition_penalty,
                           seed=seed if sampled else "none", max_new=max_new_tokens,
-                          stop=len(stops), sliding=sliding, **extra)
+                          stop=len(stops), sliding=sliding, rope=rope_label(model), **extra)
 
 
 def read_prompt(prompt: str | None, errors: str = "strict") -> str:
@@ -139,9 +128,10 @@ def _silence_stdout() -> None:
 @click.option("--prompts", "prompts_file", metavar="FILE", default=None,
               help="One prompt per line ('-' = stdin): one JSONL record per prompt instead of streaming.")
 @click.option("--echo", is_flag=True, help="Print the prompt before the continuation.")
+@model_options
 @decoding_options
 @common_options
-def command(prompt, prompts_file, echo, model_path, max_new_tokens, temperature, top_k, top_p, min_p,
+def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, max_new_tokens, temperature, top_k, top_p, min_p,
             repetition_penalty, seed, stops, no_kv_cache, sliding, stats, truncate_prompt, ignore_eos,
             fmt, no_signature, quiet, encoding_errors):
     """Stream one continuation of PROMPT (argument, or stdin) to stdout as it is generated.
@@ -161,7 +151,7 @@ def command(prompt, prompts_file, echo, model_path, max_new_tokens, temperature,
     if prompt is not None and prompts_file is not None:
         raise click.UsageError("give a PROMPT or --prompts FILE, not both")
     cfg = sampling_config(temperature, top_k, top_p, min_p, repetition_penalty)
-    model = load_for_decoding(model_path)
+    model = load_for_decoding(model_path, rope_scaling, rope_factor)
     kwargs = dict(max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops, use_cache=not no_kv_cache,
                   sliding=sliding, ignore_eos=ignore_eos)
 

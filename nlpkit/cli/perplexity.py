@@ -6,29 +6,12 @@ import os
 
 import click
 
-from nlpkit.cli.common import common_options, input_paths, open_writer, progress
+from nlpkit.cli.common import (common_options, input_paths, model_name, model_options, open_writer,
+                               progress, rope_label)
 
-ROPE_CHOICES = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
 SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words", "bytes"]
 PER_LINE = ["file", "line", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte"]
 PER_TOKEN = ["file", "line", "position", "id", "token", "logprob"]
-
-
-def model_options(f):
-    """--model, --rope-scaling, --rope-factor (shared with sample/generate if they like)."""
-    f = click.option("--rope-factor", type=float, default=None,
-                     help="RoPE scaling factor s (with --rope-scaling).")(f)
-    f = click.option("--rope-scaling", type=click.Choice(ROPE_CHOICES), default=None,
-                     help="Override RoPE scaling: linear interpolation, NTK-aware base change, "
-                          "transformers' dynamic NTK, YaRN, Llama 3.1 [the model's own].")(f)
-    f = click.option("-m", "--model", "model_path", default=None, metavar="PATH",
-                     help="Hugging Face model directory or .gguf file [$NLPKIT_MODEL, else the shipped model].")(f)
-    return f
-
-
-def _model_name(model) -> str:
-    src = model.source.rstrip("/")
-    return os.path.basename(src) or src
 
 
 @click.command("perplexity")
@@ -64,8 +47,6 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         raise click.BadParameter(f"--stride {stride} is larger than --context {context}", param_hint="--stride")
     if stride is not None and mode != "sliding":
         raise click.BadParameter("--stride applies to --mode sliding only", param_hint="--stride")
-    if rope_factor is not None and rope_factor <= 0:
-        raise click.BadParameter("must be positive", param_hint="--rope-factor")
     paths = input_paths(files, "text")
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")
@@ -82,9 +63,8 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
     strd = (stride or default_stride(ctx)) if mode == "sliding" else None
     bos = model.config.add_bos if add_bos is None else add_bos
-    rope = (model.config.rope_scaling or {}).get("rope_type", "none") if model.config.arch == "llama" else "learned"
-    sig = make_signature("perplexity", model=_model_name(model), mode=mode, ctx=ctx, stride=strd, bos=bos,
-                         rope=rope if rope in ("none", "learned") else f"{rope}x{model.config.rope_scaling['factor']}")
+    sig = make_signature("perplexity", model=model_name(model), mode=mode, ctx=ctx, stride=strd, bos=bos,
+                         rope=rope_label(model))
     columns = PER_LINE if per_line else SUMMARY
     if per_token:
         columns = PER_TOKEN if per_line else [c for c in PER_TOKEN if c != "line"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, open_writer
+from nlpkit.cli.common import common_options, model_options, open_writer
 from nlpkit.cli.generate import (decoding_options, decoding_signature, load_for_decoding, print_stats,
                                  prompt_ids, read_prompt, sampling_config)
 
@@ -21,9 +21,10 @@ def token_text(tokenizer, token_id: int) -> str:
               help="Number of continuations, decoded together in one batch.")
 @click.option("--dist", is_flag=True,
               help="Print the next-token distribution after the filters (token, id, probability, cumulative).")
+@model_options
 @decoding_options
 @common_options
-def command(prompt, n, dist, model_path, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
+def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
             seed, stops, no_kv_cache, sliding, stats, truncate_prompt, ignore_eos,
             fmt, no_signature, quiet, encoding_errors):
     """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
@@ -39,7 +40,7 @@ def command(prompt, n, dist, model_path, max_new_tokens, temperature, top_k, top
     from nlpkit.lm.generation import GenerationStats, next_token_distribution, sample_batch
 
     cfg = sampling_config(temperature, top_k, top_p, min_p, repetition_penalty)
-    model = load_for_decoding(model_path)
+    model = load_for_decoding(model_path, rope_scaling, rope_factor)
     text = read_prompt(prompt, encoding_errors)
     ids = prompt_ids(model, text, max_new_tokens, truncate_prompt)
 
