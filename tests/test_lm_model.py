@@ -53,6 +53,41 @@ def test_blocked_causal_attention_equals_unblocked(monkeypatch, name):
                                atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("name", [m for m in MODELS if m.startswith("llama")])
+def test_row_parallel_prefill_matches_transformers(monkeypatch, name):
+    """The threaded path (rows and attention blocks over 2 threads, BLAS held to 1) is the same forward pass."""
+    import nlpkit.lm.model as model_mod
+    monkeypatch.setattr(model_mod, "ATTN_BLOCK", 3)
+    monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
+    seqs = np.array(reference(name)["sequences"])
+    expected = np.load(LM / name / "logits.npy")
+    np.testing.assert_allclose(model(name).forward(seqs), expected, atol=1e-4, rtol=0)
+
+    def continued(threads: str):  # a threaded prefill of 5 positions, then a continuation of the rest
+        monkeypatch.setenv("NLPKIT_LM_THREADS", threads)
+        cache = model(name).new_cache(len(seqs), 64)
+        model(name).forward(seqs[:, :5], cache)
+        return model(name).forward(seqs[:, 5:], cache)
+    np.testing.assert_allclose(continued("2"), continued("1"), atol=1e-5, rtol=0)
+
+
+def test_row_parallel_prefill_restores_blas_threads(monkeypatch):
+    from nlpkit.lm import threads
+    import nlpkit.lm.model as model_mod
+    before = threads.blas_threads()
+    monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
+    model("llama-gqa").forward(np.array(reference("llama-gqa")["sequences"]))
+    assert threads.blas_threads() == before
+
+
+def test_row_split_covers_every_row_once():
+    from nlpkit.lm.threads import RowPool
+    assert RowPool(2).split(7) == [(0, 3), (3, 7)]
+    assert RowPool(3).split(2) == [(0, 1), (1, 2)]
+
+
 @pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
 def test_last_only_equals_last_row(name):
     seqs = np.array(reference(name)["sequences"])

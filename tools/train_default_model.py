@@ -44,7 +44,7 @@ MODEL = dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden
 
 
 TRAIN_ARGS = ("seed", "threads", "time_budget", "steps", "batch_tokens", "seq_len", "max_seq_len", "long_from", "lr",
-              "min_lr_frac", "warmup", "weight_decay", "grad_clip")
+              "optimizer", "muon_lr", "min_lr_frac", "warmup", "weight_decay", "grad_clip")
 
 
 def log(args, msg: str) -> None:
@@ -130,12 +130,83 @@ def build_model(seed: int):
     return model
 
 
+def newton_schulz(g, steps: int = 5):
+    """Approximately orthogonalize a matrix (U V^T of its SVD) with Muon's quintic Newton-Schulz iteration."""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    x = g / (g.norm() + 1e-7)
+    tall = x.size(0) > x.size(1)
+    if tall:
+        x = x.T
+    for _ in range(steps):
+        m = x @ x.T
+        x = a * x + (b * m + c * m @ m) @ x
+    return x.T if tall else x
+
+
+class Muon:
+    """Muon (Jordan et al. 2024): SGD-Nesterov momentum whose update is orthogonalized per weight matrix.
+
+    Used for the hidden 2-D weights (attention and MLP projections); the embedding (tied with the output
+    head) and the norm gains stay with AdamW, as Muon's authors recommend. The update is scaled by
+    sqrt(max(1, rows/cols)) as in their reference code; decoupled weight decay as in AdamW.
+    """
+
+    def __init__(self, params, lr: float, momentum: float = 0.95, weight_decay: float = 0.0):
+        import torch
+        self.params = list(params)
+        self.param_groups = [{"params": self.params, "lr": lr, "weight_decay": weight_decay}]
+        self.momentum = momentum
+        self.bufs = [torch.zeros_like(p) for p in self.params]
+
+    def step(self) -> None:
+        import torch
+        g0 = self.param_groups[0]
+        with torch.no_grad():
+            for p, buf in zip(self.params, self.bufs):
+                if p.grad is None:
+                    continue
+                buf.mul_(self.momentum).add_(p.grad)
+                g = p.grad.add(buf, alpha=self.momentum)  # Nesterov
+                u = newton_schulz(g) * max(1.0, p.size(0) / p.size(1)) ** 0.5
+                if g0["weight_decay"]:
+                    p.mul_(1 - g0["lr"] * g0["weight_decay"])
+                p.add_(u, alpha=-g0["lr"])
+
+    def state_dict(self) -> dict:
+        return {"bufs": self.bufs}
+
+    def load_state_dict(self, d: dict) -> None:
+        for b, saved in zip(self.bufs, d["bufs"]):
+            b.copy_(saved)
+
+
+def make_optimizers(model, args) -> list:
+    """AdamW for everything (--optimizer adamw), or Muon for the hidden matrices plus AdamW for the rest."""
+    import torch
+    named = list(model.named_parameters())
+    if args.optimizer == "muon":
+        hidden = [p for n, p in named if p.dim() == 2 and ".layers." in n]
+        embed = [p for n, p in named if p.dim() == 2 and ".layers." not in n]
+        gains = [p for n, p in named if p.dim() < 2]
+        adam = torch.optim.AdamW([{"params": embed, "weight_decay": 0.0, "base": args.lr},
+                                  {"params": gains, "weight_decay": 0.0, "base": args.lr}],
+                                 lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+        muon = Muon(hidden, lr=args.muon_lr)  # no weight decay: its scale differs from AdamW's
+        muon.param_groups[0]["base"] = args.muon_lr
+        return [adam, muon]
+    decay = [p for n, p in named if p.dim() >= 2]
+    no_decay = [p for n, p in named if p.dim() < 2]
+    return [torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay, "base": args.lr},
+                               {"params": no_decay, "weight_decay": 0.0, "base": args.lr}],
+                              lr=args.lr, betas=(0.9, 0.95), eps=1e-8)]
+
+
 def lr_at(progress: float, args) -> float:
-    """Linear warmup over the first `warmup` fraction, then cosine from lr to lr*min_lr_frac."""
+    """The learning-rate multiplier: linear warmup over the first `warmup` fraction, then cosine to min_lr_frac."""
     if progress < args.warmup:
-        return args.lr * progress / args.warmup
+        return progress / args.warmup
     p = min(1.0, (progress - args.warmup) / (1 - args.warmup))
-    return args.lr * (args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * p)))
+    return args.min_lr_frac + (1 - args.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * p))
 
 
 def get_batch(tokens: np.ndarray, step: int, batch: int, seq: int, seed: int):
@@ -171,18 +242,15 @@ def cmd_train(args) -> None:
     held = np.load(work / "heldout_tokens.npy")
     model = build_model(args.seed)
     n_params = sum(p.numel() for p in model.parameters())
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    opts = make_optimizers(model, args)
     ckpt_path = work / "ckpt.pt"
     state = {"step": 0, "elapsed": 0.0, "max_steps": args.steps, "tokens_seen": 0,
              "args": {k: getattr(args, k) for k in TRAIN_ARGS}}
     if args.resume and ckpt_path.exists():
         ck = torch.load(ckpt_path, weights_only=False)
         model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
+        for o, saved in zip(opts, ck["opt"]):
+            o.load_state_dict(saved)
         state = ck["state"]
         state.setdefault("args", {k: getattr(args, k) for k in TRAIN_ARGS})
         state["args"]["time_budget"] = args.time_budget  # a resumed run may extend (or cut) its budget
@@ -191,7 +259,7 @@ def cmd_train(args) -> None:
     budget = args.time_budget * 60.0
 
     def save():
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state}, ckpt_path)
+        torch.save({"model": model.state_dict(), "opt": [o.state_dict() for o in opts], "state": state}, ckpt_path)
 
     model.train()
     t_last_ckpt = time.time()
@@ -208,16 +276,18 @@ def cmd_train(args) -> None:
             break
         seq = args.seq_len if progress < args.long_from else args.max_seq_len
         batch = max(1, args.batch_tokens // seq)
-        lr = lr_at(progress, args)
-        for g in opt.param_groups:
-            g["lr"] = lr
+        mult = lr_at(progress, args)
+        for o in opts:
+            for g in o.param_groups:
+                g["lr"] = g["base"] * mult
         x, y = get_batch(tokens, step, batch, seq, args.seed)
         logits = model(x).logits
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        opt.step()
+        for o in opts:
+            o.step()
         state["step"] = step + 1
         state["tokens_seen"] += batch * seq
         state["elapsed"] = time.time() - t_run
@@ -228,7 +298,7 @@ def cmd_train(args) -> None:
             ms = state["max_steps"]
             eta = (ms - state["step"]) * dt / args.log_every if ms else budget - state["elapsed"]
             log(args, f"step {state['step']}/{state['max_steps']} seq {seq} loss {loss.item():.4f} "
-                      f"lr {lr:.2e} {tps:.0f} tok/s elapsed {state['elapsed'] / 60:.1f}m ETA {eta / 60:.1f}m")
+                      f"lr {args.lr * mult:.2e} {tps:.0f} tok/s elapsed {state['elapsed'] / 60:.1f}m ETA {eta / 60:.1f}m")
             window_t, window_tok = time.time(), 0
         if state["step"] % args.eval_every == 0:
             hl = heldout_loss(model, held, max_windows=4)
@@ -491,7 +561,10 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--max-seq-len", type=int, default=512)
     ap.add_argument("--long-from", type=float, default=0.85, help="train at --max-seq-len after this fraction")
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr", type=float, default=3e-3, help="AdamW peak learning rate")
+    ap.add_argument("--optimizer", choices=["adamw", "muon"], default="adamw",
+                    help="muon: Muon for the hidden matrices, AdamW for embeddings and norm gains")
+    ap.add_argument("--muon-lr", type=float, default=0.02, help="Muon peak learning rate")
     ap.add_argument("--min-lr-frac", type=float, default=0.1)
     ap.add_argument("--warmup", type=float, default=0.03, help="fraction of training")
     ap.add_argument("--weight-decay", type=float, default=0.1)

@@ -18,6 +18,7 @@ from nlpkit.errors import NlpkitError
 from nlpkit.lm.cache import KVCache
 from nlpkit.lm.config import ModelConfig
 from nlpkit.lm.rope import RoPE, apply_rope
+from nlpkit.lm.threads import RowPool, single_threaded_blas, workers
 
 
 @dataclass
@@ -110,6 +111,7 @@ def causal_mask(t: int, past: int) -> np.ndarray:  # -> [t, past + t], 0 where v
 
 
 ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys they cannot see
+PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits its rows over threads (threads.py)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -172,6 +174,64 @@ def swiglu(x: np.ndarray, w: LlamaLayer) -> np.ndarray:  # [b, t, d] -> [b, t, d
 def llama_block(x, w: LlamaLayer, cfg, cos, sin, cache, li, mask):  # [b, t, d] -> [b, t, d]
     x = x + llama_attention(rms_norm(x, w.attn_norm, cfg.norm_eps), w, cfg, cos, sin, cache, li, mask)
     return x + swiglu(rms_norm(x, w.mlp_norm, cfg.norm_eps), w)
+
+
+def llama_block_rows(x, w: LlamaLayer, cfg, cos, sin, cache, li, mask, pool: RowPool):  # [b, t, d] -> [b, t, d]
+    """llama_block for a long input, computed by `pool`'s threads: the position-wise work (norms, projections,
+    RoPE, MLP) on contiguous token ranges, attention on query blocks balanced by their key counts."""
+    b, t, d = x.shape
+    nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    g, eps, scale = nh // nkv, cfg.norm_eps, np.float32(1.0 / np.sqrt(hd))
+    parts = pool.split(t)
+    q = np.empty((b, nkv, g, t, hd), np.float32)
+    k = np.empty((b, nkv, t, hd), np.float32)
+    v = np.empty((b, nkv, t, hd), np.float32)
+
+    def project(part):  # rows s:e of q (scaled), k, v
+        s, e = part
+        with np.errstate(over="ignore"):
+            qkv = linear(rms_norm(x[:, s:e], w.attn_norm, eps), w.wqkv, w.bqkv).reshape(b, e - s, nh + 2 * nkv, hd)
+            qk = apply_rope(qkv[:, :, :nh + nkv], cos[s:e], sin[s:e])  # [b, n, nh + nkv, hd]
+            np.multiply(qk[:, :, :nh].reshape(b, e - s, nkv, g, hd).transpose(0, 2, 3, 1, 4), scale,
+                        out=q[:, :, :, s:e])
+            k[:, :, s:e] = qk[:, :, nh:].transpose(0, 2, 1, 3)
+            v[:, :, s:e] = qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)
+
+    pool.map(project, parts)
+    if cache is not None:
+        k, v = cache.write(li, k, v)  # [b, kv, L, hd]
+    o = attention_rows(q, k, v, mask, pool)  # [b, kv, g, t, hd]
+    out = np.empty_like(x)
+
+    def finish(part):  # rows s:e of the block's output
+        s, e = part
+        with np.errstate(over="ignore"):
+            heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(b, e - s, nh * hd)
+            y = x[:, s:e] + linear(heads, w.wo, w.bo)
+            out[:, s:e] = y + swiglu(rms_norm(y, w.mlp_norm, eps), w)
+
+    pool.map(finish, parts)
+    return out
+
+
+def attention_rows(q, k, v, mask, pool: RowPool):  # as `attention`, its query blocks spread over pool's threads
+    t, L = q.shape[3], k.shape[2]
+    blocks = [(s, min(s + ATTN_BLOCK, t)) for s in range(0, t, ATTN_BLOCK)]
+    load = [0] * pool.n
+    shares: list[list[tuple[int, int]]] = [[] for _ in range(pool.n)]
+    for s, e in sorted(blocks, key=lambda se: -se[1]):  # longest first, each to the least-loaded thread
+        i = load.index(min(load))
+        shares[i].append((s, e))
+        load[i] += (e - s) * (L - t + e)
+    out = np.empty_like(q)
+
+    def run(share):
+        for s, e in share:
+            visible = L - t + e
+            out[:, :, :, s:e] = _attend(q[:, :, :, s:e], k[:, :, :visible], v[:, :, :visible], mask[s:e, :visible])
+
+    pool.map(run, [sh for sh in shares if sh])
+    return out
 
 
 # ---------------------------------------------------------------- gpt2
@@ -237,8 +297,15 @@ class Model:
             raise NlpkitError(f"tokens have batch {b} but the KV cache has batch {cache.batch}")
         mask = causal_mask(t, past) if t > 1 else None
         x = w.embed_tokens(tokens)  # [b, t, d]
+        n_threads = workers() if t >= PARALLEL_MIN_TOKENS and c.arch == "llama" else 1
         with np.errstate(over="ignore"):
-            if c.arch == "llama":
+            if c.arch == "llama" and n_threads > 1:
+                cos, sin = self.rope.cos_sin(start, t)  # [t, hd/2]
+                pool = RowPool(n_threads)
+                with single_threaded_blas():
+                    for li, layer in enumerate(w.layers):
+                        x = llama_block_rows(x, layer, c, cos, sin, cache, li, mask, pool)
+            elif c.arch == "llama":
                 cos, sin = self.rope.cos_sin(start, t)  # [t, hd/2]
                 for li, layer in enumerate(w.layers):
                     x = llama_block(x, layer, c, cos, sin, cache, li, mask)
