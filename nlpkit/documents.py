@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 
 from nlpkit.corpus import BREAK_DOC, BREAK_LINE, iter_blocks
 from nlpkit.errors import NlpkitError
-from nlpkit.io import display_name
+from nlpkit.io import display_name, json_record
 
 DOC_SEPARATOR = "\x00"          # ends each document inside a batch (BREAK_DOC matches it)
 
@@ -163,23 +163,5 @@ def iter_documents(paths: list[str], mode: str = "lines", names: DocNames | None
 
 
 def _json_doc(line: str, path: str, line_no: int, field: str, id_field: str | None) -> tuple[str, str]:
-    import json
-
-    where = f"{display_name(path)}, line {line_no}"
-    try:
-        rec = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise NlpkitError(f"{where}: not valid JSON ({e.msg})") from None
-    if not isinstance(rec, dict):
-        raise NlpkitError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-    if field not in rec:
-        raise NlpkitError(f"{where}: no field {field!r} (fields: {', '.join(map(str, rec)) or 'none'}; "
-                          "choose one with --field)")
-    text = rec[field]
-    if not isinstance(text, str):
-        raise NlpkitError(f"{where}: field {field!r} is {type(text).__name__}, expected a string")
-    if id_field is None:
-        return str(line_no), text
-    if id_field not in rec:
-        raise NlpkitError(f"{where}: no id field {id_field!r}")
-    return str(rec[id_field]), text
+    rid, text = json_record(line, f"{display_name(path)}, line {line_no}", field, id_field)
+    return (str(line_no) if rid is None else rid), text

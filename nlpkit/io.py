@@ -107,6 +107,38 @@ def read_lines(path: str, errors: str = "strict") -> list[str]:
     return list(iter_lines(path, errors=errors))
 
 
+def json_record(line: str, where: str, field: str = "text",
+                id_field: str | None = None) -> tuple[str | None, str]:
+    """One JSONL document as (id, text): the text from `field`, the id from `id_field` (None without one).
+
+    Errors name `where` (``file, line N``) and the fields the record does have, for every command that
+    reads JSONL documents (tfidf, pmi, bm25).
+
+    >>> json_record('{"id": 7, "text": "hi"}', "x, line 1", id_field="id")
+    ('7', 'hi')
+    """
+    import json
+
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise NlpkitError(f"{where}: not valid JSON ({e.msg})") from None
+    if not isinstance(rec, dict):
+        raise NlpkitError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    if field not in rec:
+        raise NlpkitError(f"{where}: no field {field!r} (fields: {', '.join(map(str, rec)) or 'none'}; "
+                          "choose one with --field)")
+    text = rec[field]
+    if not isinstance(text, str):
+        raise NlpkitError(f"{where}: field {field!r} is {type(text).__name__}, expected a string")
+    if id_field is None:
+        return None, text
+    if id_field not in rec:
+        raise NlpkitError(f"{where}: no id field {id_field!r} (fields: {', '.join(map(str, rec))}; "
+                          "choose one with --id-field)")
+    return str(rec[id_field]), text
+
+
 # --------------------------------------------------------------------------- outputs
 
 def format_value(value: Any) -> str:

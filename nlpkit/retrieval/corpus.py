@@ -17,12 +17,11 @@ Formats (``--corpus-format`` / ``--queries-format``):
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Iterable, Iterator, Sequence
 
 from nlpkit.errors import NlpkitError
-from nlpkit.io import display_name, iter_lines
+from nlpkit.io import display_name, iter_lines, json_record
 
 CORPUS_FORMATS = ("auto", "lines", "tsv", "jsonl", "paragraphs", "smart")
 _SMART_ID = re.compile(r"^\.I\s+(\S+)\s*$")
@@ -94,27 +93,10 @@ def _jsonl_records(lines: Sequence[str], name: str, id_field: str | None, field:
                    first_id: int = 1) -> Iterator[tuple[str, str]]:
     n = first_id - 1
     for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        n += 1
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise NlpkitError(f"{name}, line {lineno}: invalid JSON ({e.msg})") from None
-        if not isinstance(obj, dict):
-            raise NlpkitError(f"{name}, line {lineno}: expected a JSON object")
-        if field not in obj:
-            raise NlpkitError(f"{name}, line {lineno}: no field {field!r} (use --field)")
-        text = obj[field]
-        if not isinstance(text, str):
-            raise NlpkitError(f"{name}, line {lineno}: field {field!r} is not a string")
-        if id_field is None:
-            rid = str(n)
-        elif id_field not in obj:
-            raise NlpkitError(f"{name}, line {lineno}: no id field {id_field!r} (use --id-field)")
-        else:
-            rid = str(obj[id_field])
-        yield rid, text
+        if line.strip():
+            n += 1
+            rid, text = json_record(line, f"{name}, line {lineno}", field, id_field)
+            yield (str(n) if rid is None else rid), text
 
 
 def _tsv_records(lines: Sequence[str], name: str) -> Iterator[tuple[str, str]]:
