@@ -249,3 +249,17 @@ def test_smart_readers_handle_the_three_collections(shared_data):
     assert len(cacm_q) == 64 and cacm_q[-1][0] == "64"   # the bodiless `.I 0` sentinel is dropped
     assert len(cran_q) == 225 and cran_q[2][0] == "3"     # .I 004 is query 3 of the qrels
     assert cran_q[0][1].startswith("what similarity laws")
+
+
+def test_jsonl_corpus_errors_name_line_and_fields_like_tfidf(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text('{"id": "a", "text": "x"}\n\n{"id": "b", "body": "y"}\n', encoding="utf-8")
+    with pytest.raises(NlpkitError, match=r"c\.jsonl, line 3: no field 'text' \(fields: id, body; choose one with --field\)"):
+        read_records(str(p), "jsonl")
+    p.write_text('{"id": "a", "text": "x"}\n[1]\n', encoding="utf-8")
+    with pytest.raises(NlpkitError, match=r"line 2: expected a JSON object, got list"):
+        read_records(str(p), "jsonl")
+    p.write_text('{"text": "x"}\n', encoding="utf-8")
+    with pytest.raises(NlpkitError, match=r"line 1: no id field 'id' \(fields: text; choose one with --id-field\)"):
+        read_records(str(p), "jsonl")
+    assert read_records(str(p), "jsonl", id_field=None) == [("1", "x")]
