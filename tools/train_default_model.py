@@ -7,7 +7,7 @@ Stages (run all with `all`, or one at a time; each reads what the previous one l
            with nlpkit's own trainer (nlpkit.bpe.trainer.train_bpe; vocab 4096, gpt2 pattern,
            special token <|endoftext|> = id 0), encode the training text to a uint16 token file
   train    a Llama model (RMSNorm, RoPE, SwiGLU, grouped-query attention) with transformers'
-           LlamaForCausalLM, AdamW + cosine schedule, fixed seed; prints step/loss/tok/s/ETA,
+           LlamaForCausalLM, AdamW or Muon (--optimizer) + cosine schedule, fixed seed; prints step/loss/tok/s/ETA,
            checkpoints every few minutes, `--resume` continues from the last checkpoint
   export   float16 safetensors + config.json + the tokenizer files + README.md into --out
   fixture  transformers' logits for a fixed text -> tests/fixtures/default_model_logits.npz
@@ -438,7 +438,8 @@ def cmd_card(args) -> None:
     out, work = Path(args.out), Path(args.work)
     st = json.loads((out / "training_state.json").read_text())
     args = argparse.Namespace(**{**vars(args), **st.get("args", {})})  # the settings training really used
-    flags = " ".join(f"--{k.replace('_', '-')} {getattr(args, k):g}" for k in TRAIN_ARGS if k != "threads")
+    flags = " ".join(f"--{k.replace('_', '-')} {v:g}" if isinstance(v, (int, float)) else f"--{k.replace('_', '-')} {v}"
+                     for k in TRAIN_ARGS if k != "threads" for v in [getattr(args, k, None)] if v is not None)
     ev = json.loads((work / "eval.json").read_text())
     cfg = json.loads((out / "config.json").read_text())
     from safetensors.numpy import load_file
@@ -460,11 +461,16 @@ def cmd_card(args) -> None:
     first = ev.get("slice") or ev.get("full")
     if first and first["bits_per_byte"] > 0.75 * first["bigram_bits_per_byte"]:
         shortfall = (f"**Undertrained.** This run saw {st['tokens_seen'] / max(st.get('train_tokens', 1), 1):.2f} "
-                     f"epochs in {st['elapsed'] / 60:.0f} minutes on a machine whose 2 cores other jobs were using (about "
-                     f"{st['tokens_seen'] / st['elapsed']:.0f} training tokens/s on average; about 2,800 on the idle "
-                     "machine), and it is short of the project's target of 25% fewer bits per byte than the bigram "
-                     "reference. Rerunning the command above on an idle machine would see about four times as many "
-                     "tokens (over one epoch) in the same time.\n\n")
+                     f"epochs in {st['elapsed'] / 60:.0f} minutes (about {st['tokens_seen'] / st['elapsed']:.0f} "
+                     "training tokens/s on average), and it is short of the project's target of 25% fewer bits per "
+                     "byte than the bigram reference.\n\n")
+    if getattr(args, "optimizer", "adamw") == "muon":
+        optimizer = (f"Muon (momentum 0.95, Nesterov, 5 Newton-Schulz steps; peak learning rate {args.muon_lr:g}) for "
+                     f"the attention and MLP matrices, AdamW (betas 0.9/0.95, no weight decay; peak learning rate "
+                     f"{args.lr:g}) for the tied embedding and the norm gains")
+    else:
+        optimizer = (f"AdamW (betas 0.9/0.95, weight decay {args.weight_decay} on matrices), peak learning rate "
+                     f"{args.lr:g}")
     samples = "\n\n".join(f"```\n$ {c}\n{o.rstrip()}\n```" for c, o in run_samples(out))
     hours = st["elapsed"] / 60
     card = f"""# nlpkit default model
@@ -509,15 +515,14 @@ python tools/train_default_model.py all {flags}
 ```
 
 transformers' `LlamaForCausalLM` in torch {st.get('torch', '2.13.0')} on CPU (float32, 2 threads), seed {args.seed}.
-AdamW (betas 0.9/0.95, weight decay {args.weight_decay} on matrices), peak learning rate {args.lr:g}, linear
-warmup over the first {args.warmup:.0%}, cosine decay to {args.min_lr_frac:g} x peak, gradient-norm clipping at
-{args.grad_clip:g}; batches of {args.batch_tokens} tokens: random windows of {args.seq_len} tokens, the last
+{optimizer}, linear warmup over the first {args.warmup:.0%}, cosine decay to {args.min_lr_frac:g} x peak,
+gradient-norm clipping at {args.grad_clip:g}; batches of {args.batch_tokens} tokens: random windows of {args.seq_len} tokens, the last
 {1 - args.long_from:.0%} of training windows of {args.max_seq_len}. The schedule follows a wall-clock budget
 of {args.time_budget:g} minutes (`--steps N` replays a step-based schedule instead).
 
 This run: {st['step']:,} optimizer steps, {st['tokens_seen']:,} training tokens (about \
 {st['tokens_seen'] / max(st.get('train_tokens', 1), 1):.2f} epochs), {hours:.0f} minutes of wall time on 2 CPU
-cores shared with other jobs.
+cores ({st['tokens_seen'] / st['elapsed']:.0f} training tokens/s).
 
 ## Held-out evaluation
 
