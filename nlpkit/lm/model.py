@@ -176,42 +176,58 @@ def llama_block(x, w: LlamaLayer, cfg, cos, sin, cache, li, mask):  # [b, t, d] 
     return x + swiglu(rms_norm(x, w.mlp_norm, cfg.norm_eps), w)
 
 
-def llama_block_rows(x, w: LlamaLayer, cfg, cos, sin, cache, li, mask, pool: RowPool):  # [b, t, d] -> [b, t, d]
-    """llama_block for a long input, computed by `pool`'s threads: the position-wise work (norms, projections,
-    RoPE, MLP) on contiguous token ranges, attention on query blocks balanced by their key counts."""
-    b, t, d = x.shape
-    nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-    g, eps, scale = nh // nkv, cfg.norm_eps, np.float32(1.0 / np.sqrt(hd))
+def block_rows(x, cfg, project, finish, cache, li, mask, pool: RowPool):  # [b, t, d] -> [b, t, d]
+    """One transformer block over a long input on `pool`'s threads: `project(x_rows, s, e, q, k, v)` fills
+    rows s:e of q (scaled), k and v; attention runs on query blocks balanced by their key counts; then
+    `finish(x_rows, o_rows) -> out_rows` (output projection, residuals, MLP) on the same row ranges."""
+    b, t, _ = x.shape
+    nkv, hd = cfg.n_kv_heads, cfg.head_dim
+    g = cfg.n_heads // nkv
     parts = pool.split(t)
     q = np.empty((b, nkv, g, t, hd), np.float32)
     k = np.empty((b, nkv, t, hd), np.float32)
     v = np.empty((b, nkv, t, hd), np.float32)
 
-    def project(part):  # rows s:e of q (scaled), k, v
+    def run_project(part):
         s, e = part
-        with np.errstate(over="ignore"):
-            qkv = linear(rms_norm(x[:, s:e], w.attn_norm, eps), w.wqkv, w.bqkv).reshape(b, e - s, nh + 2 * nkv, hd)
-            qk = apply_rope(qkv[:, :, :nh + nkv], cos[s:e], sin[s:e])  # [b, n, nh + nkv, hd]
-            np.multiply(qk[:, :, :nh].reshape(b, e - s, nkv, g, hd).transpose(0, 2, 3, 1, 4), scale,
-                        out=q[:, :, :, s:e])
-            k[:, :, s:e] = qk[:, :, nh:].transpose(0, 2, 1, 3)
-            v[:, :, s:e] = qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)
+        with np.errstate(over="ignore"):  # errstate is per thread
+            project(x[:, s:e], s, e, q, k, v)
 
-    pool.map(project, parts)
+    pool.map(run_project, parts)
     if cache is not None:
         k, v = cache.write(li, k, v)  # [b, kv, L, hd]
     o = attention_rows(q, k, v, mask, pool)  # [b, kv, g, t, hd]
     out = np.empty_like(x)
 
-    def finish(part):  # rows s:e of the block's output
+    def run_finish(part):
         s, e = part
         with np.errstate(over="ignore"):
-            heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(b, e - s, nh * hd)
-            y = x[:, s:e] + linear(heads, w.wo, w.bo)
-            out[:, s:e] = y + swiglu(rms_norm(y, w.mlp_norm, eps), w)
+            heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(b, e - s, cfg.n_heads * hd)
+            out[:, s:e] = finish(x[:, s:e], heads)
 
-    pool.map(finish, parts)
+    pool.map(run_finish, parts)
     return out
+
+
+def llama_rows(w: LlamaLayer, cfg, cos, sin):
+    """(project, finish) for `block_rows`: llama_block split at attention."""
+    nh, nkv, hd, eps = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.norm_eps
+    scale = np.float32(1.0 / np.sqrt(hd))
+
+    def project(xr, s, e, q, k, v):  # xr [b, n, d]
+        b, n, _ = xr.shape
+        qkv = linear(rms_norm(xr, w.attn_norm, eps), w.wqkv, w.bqkv).reshape(b, n, nh + 2 * nkv, hd)
+        qk = apply_rope(qkv[:, :, :nh + nkv], cos[s:e], sin[s:e])  # [b, n, nh + nkv, hd]
+        np.multiply(qk[:, :, :nh].reshape(b, n, nkv, nh // nkv, hd).transpose(0, 2, 3, 1, 4), scale,
+                    out=q[:, :, :, s:e])
+        k[:, :, s:e] = qk[:, :, nh:].transpose(0, 2, 1, 3)
+        v[:, :, s:e] = qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)
+
+    def finish(xr, heads):  # [b, n, d], [b, n, nh hd] -> [b, n, d]
+        y = xr + linear(heads, w.wo, w.bo)
+        return y + swiglu(rms_norm(y, w.mlp_norm, eps), w)
+
+    return project, finish
 
 
 def attention_rows(q, k, v, mask, pool: RowPool):  # as `attention`, its query blocks spread over pool's threads
@@ -256,6 +272,25 @@ def gpt2_block(x, w: GPT2Layer, cfg, cache, li, mask):  # [b, t, d] -> [b, t, d]
     return x + linear(h, w.w_proj, w.b_proj)
 
 
+def gpt2_rows(w: GPT2Layer, cfg):
+    """(project, finish) for `block_rows`: gpt2_block split at attention (every head its own kv head)."""
+    nh, hd, eps = cfg.n_heads, cfg.head_dim, cfg.norm_eps
+    scale = np.float32(1.0 / np.sqrt(hd))
+
+    def project(xr, s, e, q, k, v):  # xr [b, n, d]
+        b, n, _ = xr.shape
+        qkv = linear(layer_norm(xr, w.ln1_g, w.ln1_b, eps), w.wqkv, w.bqkv).reshape(b, n, 3, nh, hd)
+        np.multiply(qkv[:, :, 0].transpose(0, 2, 1, 3), scale, out=q[:, :, 0, s:e])
+        k[:, :, s:e] = qkv[:, :, 1].transpose(0, 2, 1, 3)
+        v[:, :, s:e] = qkv[:, :, 2].transpose(0, 2, 1, 3)
+
+    def finish(xr, heads):  # [b, n, d], [b, n, d] -> [b, n, d]
+        y = xr + linear(heads, w.wo, w.bo)
+        return y + linear(gelu_tanh(linear(layer_norm(y, w.ln2_g, w.ln2_b, eps), w.w_fc, w.b_fc)), w.w_proj, w.b_proj)
+
+    return project, finish
+
+
 # ---------------------------------------------------------------- the model
 
 class Model:
@@ -297,23 +332,25 @@ class Model:
             raise NlpkitError(f"tokens have batch {b} but the KV cache has batch {cache.batch}")
         mask = causal_mask(t, past) if t > 1 else None
         x = w.embed_tokens(tokens)  # [b, t, d]
-        n_threads = workers() if t >= PARALLEL_MIN_TOKENS and c.arch == "llama" else 1
+        n_threads = workers() if t >= PARALLEL_MIN_TOKENS else 1
         with np.errstate(over="ignore"):
-            if c.arch == "llama" and n_threads > 1:
+            if c.arch == "llama":
                 cos, sin = self.rope.cos_sin(start, t)  # [t, hd/2]
-                pool = RowPool(n_threads)
-                with single_threaded_blas():
-                    for li, layer in enumerate(w.layers):
-                        x = llama_block_rows(x, layer, c, cos, sin, cache, li, mask, pool)
-            elif c.arch == "llama":
-                cos, sin = self.rope.cos_sin(start, t)  # [t, hd/2]
-                for li, layer in enumerate(w.layers):
-                    x = llama_block(x, layer, c, cos, sin, cache, li, mask)
             else:
                 if start + t > c.max_seq_len:
                     raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions; {start + t} tokens do not fit "
                                       f"(use a sliding window: perplexity --context)")
                 x = x + w.pos_embed[start:start + t]
+            if n_threads > 1:
+                pool = RowPool(n_threads)
+                with single_threaded_blas():
+                    for li, layer in enumerate(w.layers):
+                        rows = llama_rows(layer, c, cos, sin) if c.arch == "llama" else gpt2_rows(layer, c)
+                        x = block_rows(x, c, *rows, cache, li, mask, pool)
+            elif c.arch == "llama":
+                for li, layer in enumerate(w.layers):
+                    x = llama_block(x, layer, c, cos, sin, cache, li, mask)
+            else:
                 for li, layer in enumerate(w.layers):
                     x = gpt2_block(x, layer, c, cache, li, mask)
         if cache is not None:
