@@ -203,7 +203,7 @@ def main() -> None:
     # nlpkit once with single-threaded BLAS and once with --threads; transformers with --threads.
     # On a busy machine single-threaded BLAS is nlpkit's fastest setting (OPENBLAS_NUM_THREADS=1).
     runs = {"nlpkit 1thr": run_worker("nlpkit", 1, ppl),
-            f"nlpkit {args.threads}thr": run_worker("nlpkit", args.threads, False) if args.threads != 1 else None,
+            f"nlpkit {args.threads}thr": run_worker("nlpkit", args.threads, ppl) if args.threads != 1 else None,
             f"transformers {args.threads}thr": run_worker("transformers", args.threads, ppl)}
     if importlib.util.find_spec("llama_cpp"):
         runs[f"llama.cpp Q4_1 {args.threads}thr"] = run_worker("llamacpp", args.threads, False)

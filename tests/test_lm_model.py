@@ -228,3 +228,27 @@ def test_gguf_logits_match_transformers_to_1e3(smollm2):
     np.testing.assert_allclose(lse, ref["logsumexp"], atol=1e-3, rtol=0)
     c = smollm2.config
     assert (c.n_layers, c.n_heads, c.n_kv_heads, c.dim, c.tie_embeddings, c.add_bos) == (30, 9, 3, 576, True, False)
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
+def test_logits_from_returns_the_later_rows_only(name):
+    seqs = np.array(reference(name)["sequences"])
+    m = model(name)
+    got = m.forward(seqs, logits_from=3)
+    assert got.shape[1] == seqs.shape[1] - 3
+    np.testing.assert_allclose(got, m.forward(seqs)[:, 3:], atol=1e-5)
+
+
+def test_threaded_log_softmax_equals_one_thread(monkeypatch):
+    from nlpkit.lm.scoring import log_softmax_at
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(37, 50)).astype(np.float32) * 5
+    targets = rng.integers(0, 50, size=37)
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "1")
+    one = log_softmax_at(logits, targets, block=4)
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
+    two = log_softmax_at(logits, targets, block=4)
+    x = logits.astype(np.float64)
+    expected = x[np.arange(37), targets] - np.log(np.exp(x).sum(axis=1))
+    np.testing.assert_allclose(one, expected, rtol=1e-6)
+    np.testing.assert_array_equal(two, one)

@@ -315,9 +315,10 @@ class Model:
             raise NlpkitError(f"max_len {max_len} exceeds GPT-2's {c.max_seq_len} learned positions")
         return KVCache(c.n_layers, batch, c.n_kv_heads, max_len, c.head_dim)
 
-    def forward(self, tokens: np.ndarray, cache: KVCache | None = None, *,
-                last_only: bool = False) -> np.ndarray:  # [b, t] -> [b, t, V]  ([b, 1, V] if last_only)
-        """Logits for every position (or the last). With a cache, positions continue at cache.position."""
+    def forward(self, tokens: np.ndarray, cache: KVCache | None = None, *, last_only: bool = False,
+                logits_from: int = 0) -> np.ndarray:  # [b, t] -> [b, t - logits_from, V]  ([b, 1, V] if last_only)
+        """Logits for every position from `logits_from` on (or the last only). With a cache, positions continue
+        at cache.position. Skipping rows nobody reads saves their share of the output projection."""
         tokens = np.asarray(tokens)
         if tokens.ndim == 1:
             tokens = tokens[None, :]
@@ -357,5 +358,7 @@ class Model:
             cache.advance(t)
         if last_only:
             x = x[:, -1:]
+        elif logits_from:
+            x = x[:, logits_from:]
         x = rms_norm(x, w.norm_g, c.norm_eps) if c.arch == "llama" else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
         return linear(x, w.lm_head)  # [b, t, V]

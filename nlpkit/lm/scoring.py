@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.lm.threads import RowPool, workers
 
 MODES = ("sliding", "disjoint", "second-half")
 
@@ -72,12 +73,21 @@ def log_softmax_at(logits: np.ndarray, targets: np.ndarray, block: int = 128) ->
     """log softmax(logits)[i, targets[i]] in float64: float32 exponentials a block of rows at a time
     (a [block, V] temporary instead of a second [t, V] array), float64 sums."""
     out = np.empty(len(targets), np.float64)
-    for r0 in range(0, len(targets), block):
+
+    def rows(r0: int) -> None:
         x, tg = logits[r0:r0 + block], targets[r0:r0 + block]
         m = x.max(axis=-1, keepdims=True)  # [n, 1]
         e = np.exp(x - m)  # [n, V]
         out[r0:r0 + block] = (x[np.arange(len(tg)), tg].astype(np.float64) - m[:, 0]
                               - np.log(e.sum(axis=-1, dtype=np.float64)))
+
+    starts = list(range(0, len(targets), block))
+    n = workers() if len(starts) > 1 else 1
+    if n > 1:  # numpy releases the GIL in these loops: blocks run in parallel threads
+        RowPool(n).map(lambda share: [rows(r) for r in share], [starts[i::n] for i in range(n)])
+    else:
+        for r0 in starts:
+            rows(r0)
     return out
 
 
@@ -97,9 +107,9 @@ def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
             if cache is not None:
                 model.forward(arr[:, s:e], cache, last_only=True)
             continue
-        logits = model.forward(arr[:, s:e], cache)[0]  # [e - s, V]; row j predicts ids[j + 1]
-        rows = np.arange(max(first - 1, s), e)
-        out.append(log_softmax_at(logits[rows - s], arr[0, rows + 1]))
+        r0 = max(first - 1, s)  # the first row scored; rows before it only fill the cache
+        logits = model.forward(arr[:, s:e], cache, logits_from=r0 - s)[0]  # [e - r0, V]; row j predicts ids[j + 1]
+        out.append(log_softmax_at(logits, arr[0, r0 + 1:e + 1]))
     return np.concatenate(out) if out else np.zeros(0)
 
 
