@@ -252,3 +252,11 @@ def test_threaded_log_softmax_equals_one_thread(monkeypatch):
     expected = x[np.arange(37), targets] - np.log(np.exp(x).sum(axis=1))
     np.testing.assert_allclose(one, expected, rtol=1e-6)
     np.testing.assert_array_equal(two, one)
+
+
+def test_bad_nlpkit_lm_threads_is_a_clear_error(monkeypatch):
+    from nlpkit.errors import NlpkitError
+    from nlpkit.lm.threads import workers
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "two")
+    with pytest.raises(NlpkitError, match="NLPKIT_LM_THREADS must be a whole number of threads, got 'two'"):
+        workers()

@@ -10,6 +10,7 @@ gate/up into another, so a decode step is four matmuls per layer. A tied embeddi
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +19,7 @@ from nlpkit.errors import NlpkitError
 from nlpkit.lm.cache import KVCache
 from nlpkit.lm.config import ModelConfig
 from nlpkit.lm.rope import RoPE, apply_rope
-from nlpkit.lm.threads import RowPool, single_threaded_blas, workers
+from nlpkit.lm.threads import SERIAL, RowPool, single_threaded_blas, workers
 
 
 @dataclass
@@ -114,25 +115,6 @@ ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys 
 PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits its rows over threads (threads.py)
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-    """Scaled dot-product attention, query heads grouped under their kv head (GQA without copying k/v).
-
-    q is already scaled by 1/sqrt(hd). With a causal mask, queries go in blocks of ATTN_BLOCK rows and
-    each block scores only the keys up to its last row, which halves the work of a long prefill.
-    # [b, kv, g, t, hd], [b, kv, L, hd], [b, kv, L, hd], [t, L] -> [b, kv, g, t, hd]
-    """
-    b, kv, g, t, hd = q.shape
-    L = k.shape[2]
-    if mask is None or t <= ATTN_BLOCK:
-        return _attend(q, k, v, mask)
-    out = np.empty_like(q)
-    for s in range(0, t, ATTN_BLOCK):
-        e = min(s + ATTN_BLOCK, t)
-        visible = L - t + e  # keys seen by the block's last query
-        out[:, :, :, s:e] = _attend(q[:, :, :, s:e], k[:, :, :visible], v[:, :, :visible], mask[s:e, :visible])
-    return out
-
-
 def _attend(q, k, v, mask):  # [b, kv, g, t, hd], [b, kv, L, hd], [b, kv, L, hd], [t, L] | None -> [b, kv, g, t, hd]
     b, kv, g, t, hd = q.shape
     L = k.shape[2]
@@ -146,23 +128,6 @@ def _attend(q, k, v, mask):  # [b, kv, g, t, hd], [b, kv, L, hd], [b, kv, L, hd]
 
 # ---------------------------------------------------------------- llama
 
-def llama_attention(x: np.ndarray, w: LlamaLayer, cfg: ModelConfig, cos: np.ndarray, sin: np.ndarray,
-                    cache: KVCache | None, li: int, mask: np.ndarray | None) -> np.ndarray:  # [b, t, d] -> [b, t, d]
-    b, t, _ = x.shape
-    nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-    qkv = linear(x, w.wqkv, w.bqkv).reshape(b, t, nh + 2 * nkv, hd)  # [b, t, nh + 2 nkv, hd]
-    qk = apply_rope(qkv[:, :, :nh + nkv], cos, sin)  # [b, t, nh + nkv, hd]
-    q = qk[:, :, :nh].reshape(b, t, nkv, nh // nkv, hd).transpose(0, 2, 3, 1, 4)  # [b, kv, g, t, hd]
-    q = np.multiply(q, np.float32(1.0 / np.sqrt(hd)), out=np.empty(q.shape, np.float32))  # scaled, contiguous
-    k = qk[:, :, nh:].transpose(0, 2, 1, 3)  # [b, kv, t, hd]
-    v = qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)  # [b, kv, t, hd]
-    if cache is not None:
-        k, v = cache.write(li, k, v)  # [b, kv, L, hd]
-    o = attention(q, k, v, mask)  # [b, kv, g, t, hd]
-    o = o.transpose(0, 3, 1, 2, 4).reshape(b, t, nh * hd)  # heads in order kv*g + i, as transformers' repeat_kv
-    return linear(o, w.wo, w.bo)
-
-
 def swiglu(x: np.ndarray, w: LlamaLayer) -> np.ndarray:  # [b, t, d] -> [b, t, d]
     gu = linear(x, w.w_gate_up)  # [b, t, 2h]
     h = gu.shape[-1] // 2
@@ -171,15 +136,10 @@ def swiglu(x: np.ndarray, w: LlamaLayer) -> np.ndarray:  # [b, t, d] -> [b, t, d
     return linear(act, w.w_down)
 
 
-def llama_block(x, w: LlamaLayer, cfg, cos, sin, cache, li, mask):  # [b, t, d] -> [b, t, d]
-    x = x + llama_attention(rms_norm(x, w.attn_norm, cfg.norm_eps), w, cfg, cos, sin, cache, li, mask)
-    return x + swiglu(rms_norm(x, w.mlp_norm, cfg.norm_eps), w)
-
-
-def block_rows(x, cfg, project, finish, cache, li, mask, pool: RowPool):  # [b, t, d] -> [b, t, d]
-    """One transformer block over a long input on `pool`'s threads: `project(x_rows, s, e, q, k, v)` fills
-    rows s:e of q (scaled), k and v; attention runs on query blocks balanced by their key counts; then
-    `finish(x_rows, o_rows) -> out_rows` (output projection, residuals, MLP) on the same row ranges."""
+def block(x, cfg, project, finish, cache, li, mask, pool: RowPool):  # [b, t, d] -> [b, t, d]
+    """One transformer block, split at attention so long inputs can use `pool`'s threads (one thread:
+    SERIAL): `project(x_rows, s, e, q, k, v)` fills rows s:e of q (scaled), k and v; attention runs on
+    query blocks; then `finish(x_rows, heads_rows) -> out_rows` (output projection, residuals, MLP)."""
     b, t, _ = x.shape
     nkv, hd = cfg.n_kv_heads, cfg.head_dim
     g = cfg.n_heads // nkv
@@ -196,7 +156,7 @@ def block_rows(x, cfg, project, finish, cache, li, mask, pool: RowPool):  # [b, 
     pool.map(run_project, parts)
     if cache is not None:
         k, v = cache.write(li, k, v)  # [b, kv, L, hd]
-    o = attention_rows(q, k, v, mask, pool)  # [b, kv, g, t, hd]
+    o = attention(q, k, v, mask, pool)  # [b, kv, g, t, hd]
     out = np.empty_like(x)
 
     def run_finish(part):
@@ -210,7 +170,7 @@ def block_rows(x, cfg, project, finish, cache, li, mask, pool: RowPool):  # [b, 
 
 
 def llama_rows(w: LlamaLayer, cfg, cos, sin):
-    """(project, finish) for `block_rows`: llama_block split at attention."""
+    """(project, finish) for `block`: pre-norm attention with RoPE and GQA, then a SwiGLU MLP."""
     nh, nkv, hd, eps = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.norm_eps
     scale = np.float32(1.0 / np.sqrt(hd))
 
@@ -230,12 +190,18 @@ def llama_rows(w: LlamaLayer, cfg, cos, sin):
     return project, finish
 
 
-def attention_rows(q, k, v, mask, pool: RowPool):  # as `attention`, its query blocks spread over pool's threads
+def attention(q, k, v, mask, pool: RowPool):  # [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L] -> [b, kv, g, t, hd]
+    """Scaled dot-product attention (q already scaled), query heads grouped under their kv head (GQA
+    without copying k/v). With a causal mask, queries go in blocks of ATTN_BLOCK rows and each block
+    scores only the keys up to its last row, which halves the work of a long prefill; the blocks are
+    spread over pool's threads, longest first, each to the least-loaded thread."""
     t, L = q.shape[3], k.shape[2]
+    if mask is None or t <= ATTN_BLOCK:
+        return _attend(q, k, v, mask)
     blocks = [(s, min(s + ATTN_BLOCK, t)) for s in range(0, t, ATTN_BLOCK)]
     load = [0] * pool.n
     shares: list[list[tuple[int, int]]] = [[] for _ in range(pool.n)]
-    for s, e in sorted(blocks, key=lambda se: -se[1]):  # longest first, each to the least-loaded thread
+    for s, e in sorted(blocks, key=lambda se: -se[1]):
         i = load.index(min(load))
         shares[i].append((s, e))
         load[i] += (e - s) * (L - t + e)
@@ -243,7 +209,7 @@ def attention_rows(q, k, v, mask, pool: RowPool):  # as `attention`, its query b
 
     def run(share):
         for s, e in share:
-            visible = L - t + e
+            visible = L - t + e  # keys seen by the block's last query
             out[:, :, :, s:e] = _attend(q[:, :, :, s:e], k[:, :, :visible], v[:, :, :visible], mask[s:e, :visible])
 
     pool.map(run, [sh for sh in shares if sh])
@@ -252,28 +218,8 @@ def attention_rows(q, k, v, mask, pool: RowPool):  # as `attention`, its query b
 
 # ---------------------------------------------------------------- gpt2
 
-def gpt2_attention(x, w: GPT2Layer, cfg: ModelConfig, cache, li, mask):  # [b, t, d] -> [b, t, d]
-    b, t, d = x.shape
-    nh, hd = cfg.n_heads, cfg.head_dim
-    qkv = linear(x, w.wqkv, w.bqkv).reshape(b, t, 3, nh, hd)  # [b, t, 3, nh, hd]
-    q = (qkv[:, :, 0].transpose(0, 2, 1, 3) * np.float32(1.0 / np.sqrt(hd)))[:, :, None]  # [b, nh, 1, t, hd]
-    k = qkv[:, :, 1].transpose(0, 2, 1, 3)  # [b, nh, t, hd]
-    v = qkv[:, :, 2].transpose(0, 2, 1, 3)
-    if cache is not None:
-        k, v = cache.write(li, k, v)
-    o = attention(q, k, v, mask)[:, :, 0]  # [b, nh, t, hd]
-    return linear(o.transpose(0, 2, 1, 3).reshape(b, t, d), w.wo, w.bo)
-
-
-def gpt2_block(x, w: GPT2Layer, cfg, cache, li, mask):  # [b, t, d] -> [b, t, d]
-    eps = cfg.norm_eps
-    x = x + gpt2_attention(layer_norm(x, w.ln1_g, w.ln1_b, eps), w, cfg, cache, li, mask)
-    h = gelu_tanh(linear(layer_norm(x, w.ln2_g, w.ln2_b, eps), w.w_fc, w.b_fc))
-    return x + linear(h, w.w_proj, w.b_proj)
-
-
 def gpt2_rows(w: GPT2Layer, cfg):
-    """(project, finish) for `block_rows`: gpt2_block split at attention (every head its own kv head)."""
+    """(project, finish) for `block`: GPT-2 (LayerNorm, every head its own kv head, GELU MLP)."""
     nh, hd, eps = cfg.n_heads, cfg.head_dim, cfg.norm_eps
     scale = np.float32(1.0 / np.sqrt(hd))
 
@@ -342,18 +288,11 @@ class Model:
                     raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions; {start + t} tokens do not fit "
                                       f"(use a sliding window: perplexity --context)")
                 x = x + w.pos_embed[start:start + t]
-            if n_threads > 1:
-                pool = RowPool(n_threads)
-                with single_threaded_blas():
-                    for li, layer in enumerate(w.layers):
-                        rows = llama_rows(layer, c, cos, sin) if c.arch == "llama" else gpt2_rows(layer, c)
-                        x = block_rows(x, c, *rows, cache, li, mask, pool)
-            elif c.arch == "llama":
+            pool = RowPool(n_threads) if n_threads > 1 else SERIAL
+            with single_threaded_blas() if n_threads > 1 else nullcontext():
                 for li, layer in enumerate(w.layers):
-                    x = llama_block(x, layer, c, cos, sin, cache, li, mask)
-            else:
-                for li, layer in enumerate(w.layers):
-                    x = gpt2_block(x, layer, c, cache, li, mask)
+                    rows = llama_rows(layer, c, cos, sin) if c.arch == "llama" else gpt2_rows(layer, c)
+                    x = block(x, c, *rows, cache, li, mask, pool)
         if cache is not None:
             cache.advance(t)
         if last_only:

@@ -57,7 +57,11 @@ def workers() -> int:
     """Worker threads for a row-parallel pass: BLAS's own thread count (so the user's environment
     variables still decide), at most the CPUs this process may use; 1 disables the parallel path."""
     if os.environ.get("NLPKIT_LM_THREADS"):
-        return max(1, int(os.environ["NLPKIT_LM_THREADS"]))
+        value = os.environ["NLPKIT_LM_THREADS"]
+        if not value.strip().isdigit():
+            from nlpkit.errors import NlpkitError
+            raise NlpkitError(f"NLPKIT_LM_THREADS must be a whole number of threads, got {value!r}")
+        return max(1, int(value))
     n = blas_threads()
     if n is None:
         return 1
@@ -81,9 +85,11 @@ class RowPool:
 
     def __init__(self, n: int):
         self.n = n
-        self.executor = _executor(n)
+        self.executor = _executor(n) if n > 1 else None
 
     def map(self, fn: Callable, parts: Sequence) -> list:
+        if self.executor is None:
+            return [fn(p) for p in parts]
         if len(parts) == 1:
             return [fn(parts[0])]
         futures = [self.executor.submit(fn, p) for p in parts[1:]]
@@ -94,6 +100,9 @@ class RowPool:
         """n contiguous [start, end) row ranges of near-equal size."""
         bounds = [n_rows * i // self.n for i in range(self.n + 1)]
         return [(s, e) for s, e in zip(bounds, bounds[1:]) if e > s]
+
+
+SERIAL = RowPool(1)  # everything on the calling thread: short inputs and decode steps
 
 
 @contextmanager
