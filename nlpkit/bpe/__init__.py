@@ -5,7 +5,8 @@
     tok.save("out/")
 """
 
-from nlpkit.bpe.tokenizer import AddedToken, Tokenizer
+from nlpkit.bpe.spec import AddedToken
+from nlpkit.bpe.tokenizer import Tokenizer
 
 
 def train_bpe(*args, **kwargs) -> Tokenizer:

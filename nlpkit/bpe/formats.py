@@ -1,5 +1,8 @@
 """Tokenizer files: HF tokenizer.json, vocab.json + merges.txt, and GGUF tokenizer metadata.
 
+Readers return a plain `TokenizerSpec` (nlpkit.bpe.spec) and writers take one; this module
+never builds a `Tokenizer` (``Tokenizer.from_spec`` does), so the two do not import each other.
+
 Readers check every field they use and raise NlpkitError naming it
 (``tokenizer.json: model.vocab: expected an object of token -> id``); writers produce what
 HF ``tokenizers`` writes, so ``tokenizers.Tokenizer.from_file`` loads it and encodes the same.
@@ -14,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import regex
 
 from nlpkit.bpe.pretokenize import PreTokenizer, SplitStep
-from nlpkit.bpe.tokenizer import AddedToken, Tokenizer
+from nlpkit.bpe.spec import AddedToken, TokenizerSpec
 from nlpkit.errors import NlpkitError
 
 MERGES_HEADER = "#version: 0.2"
@@ -114,8 +117,8 @@ def _bos_from_post_processor(spec: Any, added: dict[str, int]) -> int | None:
     return None
 
 
-def load_tokenizer_json(path: str | Path) -> Tokenizer:
-    """An HF tokenizer.json with a byte-level BPE model -> Tokenizer."""
+def load_tokenizer_json(path: str | Path) -> TokenizerSpec:
+    """An HF tokenizer.json with a byte-level BPE model -> TokenizerSpec."""
     path = Path(path)
     where = str(path)
     try:
@@ -141,15 +144,12 @@ def load_tokenizer_json(path: str | Path) -> Tokenizer:
     added = _added_from(data.get("added_tokens"), where)
     pre = _pretokenizer_from_json(data.get("pre_tokenizer"), where)
     bos = _bos_from_post_processor(data.get("post_processor"), {t.content: t.id for t in added})
-    try:
-        return Tokenizer(vocab, merges, added_tokens=added, pretokenizer=pre,
-                         ignore_merges=bool(model.get("ignore_merges", False)), bos_id=bos)
-    except NlpkitError as e:
-        raise _bad(where, "model.merges", str(e)) from None
+    return TokenizerSpec(vocab, merges, added_tokens=added, pretokenizer=pre,
+                         ignore_merges=bool(model.get("ignore_merges", False)), bos_id=bos, source=where)
 
 
-def load_vocab_merges(vocab_path: str | Path, merges_path: str | Path, **kw) -> Tokenizer:
-    """vocab.json + merges.txt (GPT-2 style, '#version' header optional) -> Tokenizer."""
+def load_vocab_merges(vocab_path: str | Path, merges_path: str | Path, **kw) -> TokenizerSpec:
+    """vocab.json + merges.txt (GPT-2 style, '#version' header optional) -> TokenizerSpec."""
     try:
         vocab = _vocab_from(json.loads(Path(vocab_path).read_text(encoding="utf-8")), str(vocab_path), "(top level)")
         lines = Path(merges_path).read_text(encoding="utf-8").split("\n")
@@ -165,10 +165,10 @@ def load_vocab_merges(vocab_path: str | Path, merges_path: str | Path, **kw) -> 
         if len(parts) != 2 or not all(parts):
             raise _bad(str(merges_path), f"line {k}", f"expected 'a b', got {line!r}")
         merges.append((parts[0], parts[1]))
-    return from_vocab_merges(vocab, merges, **kw)
+    return from_vocab_merges(vocab, merges, source=str(merges_path), **kw)
 
 
-def _tokenizer_config_ids(directory: Path, tok: Tokenizer) -> None:
+def _tokenizer_config_ids(directory: Path, spec: TokenizerSpec) -> None:
     """bos/eos from tokenizer_config.json (a string or {"content": ...}), when present."""
     cfg_path = directory / "tokenizer_config.json"
     if not cfg_path.is_file():
@@ -181,28 +181,28 @@ def _tokenizer_config_ids(directory: Path, tok: Tokenizer) -> None:
         value = cfg.get(key)
         if isinstance(value, dict):
             value = value.get("content")
-        if isinstance(value, str) and tok.token_to_id(value) is not None:
-            setattr(tok, attr, tok.token_to_id(value))
+        if isinstance(value, str) and spec.token_id(value) is not None:
+            setattr(spec, attr, spec.token_id(value))
 
 
-def load_dir(directory: str | Path) -> Tokenizer:
+def load_dir(directory: str | Path) -> TokenizerSpec:
     """A tokenizer directory: tokenizer.json, else vocab.json + merges.txt."""
     d = Path(directory)
     if (d / "tokenizer.json").is_file():
-        tok = load_tokenizer_json(d / "tokenizer.json")
+        spec = load_tokenizer_json(d / "tokenizer.json")
     elif (d / "vocab.json").is_file() and (d / "merges.txt").is_file():
-        tok = load_vocab_merges(d / "vocab.json", d / "merges.txt")
+        spec = load_vocab_merges(d / "vocab.json", d / "merges.txt")
     else:
         raise NlpkitError(f"{d}: no tokenizer.json, nor vocab.json + merges.txt")
-    _tokenizer_config_ids(d, tok)
-    return tok
+    _tokenizer_config_ids(d, spec)
+    return spec
 
 
 def from_vocab_merges(vocab: Mapping[str, int] | Sequence[str], merges: Sequence[tuple[str, str] | str], *,
                       special_tokens: Mapping[str, int] | Iterable[str] = (), pattern: str | None = "gpt2",
                       pretokenizer: PreTokenizer | None = None, add_prefix_space: bool = False,
-                      **kw) -> Tokenizer:
-    """Tokenizer from in-memory vocab/merges. Special tokens already in the vocab keep their id;
+                      **kw) -> TokenizerSpec:
+    """TokenizerSpec from in-memory vocab/merges. Special tokens already in the vocab keep their id;
     new ones get the next free ids."""
     if not isinstance(vocab, Mapping):
         vocab = {t: i for i, t in enumerate(vocab)}
@@ -218,7 +218,7 @@ def from_vocab_merges(vocab: Mapping[str, int] | Sequence[str], merges: Sequence
         added.append(AddedToken(content, i, True))
     if pretokenizer is None:
         pretokenizer = PreTokenizer.from_pattern(pattern, add_prefix_space)
-    return Tokenizer(vocab, pairs, added_tokens=added, pretokenizer=pretokenizer, **kw)
+    return TokenizerSpec(vocab, pairs, added_tokens=added, pretokenizer=pretokenizer, **kw)
 
 
 #: llama.cpp `tokenizer.ggml.pre` names -> the pre-tokenizer its vocabulary was trained with.
@@ -235,8 +235,8 @@ GGUF_PRE: dict[str, tuple[str, bool]] = {
 
 def from_gguf_metadata(tokens: Sequence[str], merges: Sequence[str], *, pre: str | None = None,
                        token_types: Sequence[int] | None = None, bos_id: int | None = None,
-                       eos_id: int | None = None) -> Tokenizer:
-    """Tokenizer from GGUF metadata (tokenizer.ggml.tokens / merges / token_type / pre);
+                       eos_id: int | None = None) -> TokenizerSpec:
+    """TokenizerSpec from GGUF metadata (tokenizer.ggml.tokens / merges / token_type / pre);
     tokens of type 3 (control) become special tokens, as llama.cpp and transformers treat them."""
     pre_name = pre or "default"
     if pre_name not in GGUF_PRE:
@@ -245,10 +245,8 @@ def from_gguf_metadata(tokens: Sequence[str], merges: Sequence[str], *, pre: str
     pretok = PreTokenizer.from_pattern("smollm" if kind == "digits" else kind)
     specials = {t: i for i, (t, ty) in enumerate(zip(tokens, token_types or ())) if ty == 3}
     vocab = {t: i for i, t in enumerate(tokens)}
-    tok = from_vocab_merges(vocab, list(merges), special_tokens=specials, pretokenizer=pretok,
-                            ignore_merges=ignore_merges)
-    tok.bos_id, tok.eos_id = bos_id, eos_id
-    return tok
+    return from_vocab_merges(vocab, list(merges), special_tokens=specials, pretokenizer=pretok,
+                             ignore_merges=ignore_merges, bos_id=bos_id, eos_id=eos_id, source="GGUF")
 
 
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
@@ -314,7 +312,7 @@ def read_gguf_metadata(path: str | Path, prefix: str = "") -> dict[str, Any]:
         raise NlpkitError(f"cannot read {path}: {e.strerror or e}") from None
 
 
-def load_gguf_tokenizer(path: str | Path) -> Tokenizer:
+def load_gguf_tokenizer(path: str | Path) -> TokenizerSpec:
     """The tokenizer stored in a GGUF file's metadata (byte-level 'gpt2' model only)."""
     meta = read_gguf_metadata(path, "tokenizer.")
     model = meta.get("tokenizer.ggml.model")
@@ -343,7 +341,7 @@ def _pretokenizer_to_json(pre: PreTokenizer) -> dict:
     return items[0] if len(items) == 1 else {"type": "Sequence", "pretokenizers": items}
 
 
-def tokenizer_json(tok: Tokenizer) -> dict:
+def tokenizer_json(tok: TokenizerSpec) -> dict:
     """The HF tokenizer.json object for `tok`."""
     return {
         "version": "1.0", "truncation": None, "padding": None,
@@ -351,7 +349,7 @@ def tokenizer_json(tok: Tokenizer) -> dict:
                           "rstrip": False, "normalized": not t.special, "special": t.special}
                          for t in sorted(tok.added_tokens, key=lambda t: t.id)],
         "normalizer": None,
-        "pre_tokenizer": _pretokenizer_to_json(tok.pretokenizer),
+        "pre_tokenizer": _pretokenizer_to_json(tok.pretokenizer or PreTokenizer.from_pattern("gpt2")),
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
@@ -362,7 +360,7 @@ def tokenizer_json(tok: Tokenizer) -> dict:
     }
 
 
-def save_dir(tok: Tokenizer, directory: str | Path) -> None:
+def save_dir(tok: TokenizerSpec, directory: str | Path) -> None:
     """tokenizer.json + vocab.json + merges.txt (with the '#version: 0.2' header)."""
     d = Path(directory)
     try:

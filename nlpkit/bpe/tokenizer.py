@@ -12,27 +12,19 @@ in the byte alphabet -> apply merges, lowest rank first (leftmost on ties), as H
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 import regex
 
+from nlpkit.bpe.formats import from_vocab_merges, load_dir, load_gguf_tokenizer, load_tokenizer_json, save_dir
 from nlpkit.bpe.pretokenize import BYTE_DECODER, PreTokenizer, byte_level
+from nlpkit.bpe.spec import AddedToken, TokenizerSpec
 from nlpkit.errors import NlpkitError
 
 _SHIFT = 32  # pair (a, b) -> a << 32 | b: one int key, ordered like the tuple
 _CACHE_MAX = 200_000
-
-
-@dataclass(frozen=True)
-class AddedToken:
-    """A token matched whole in the text before pre-tokenization (HF ``added_tokens``)."""
-
-    content: str
-    id: int
-    special: bool = True
 
 
 _TO_LATIN1 = {ord(c): b for c, b in BYTE_DECODER.items()}
@@ -233,22 +225,35 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ files
     @classmethod
+    def from_spec(cls, spec: TokenizerSpec) -> "Tokenizer":
+        """Build from a file's plain description (what `nlpkit.bpe.formats` readers return)."""
+        try:
+            return cls(spec.vocab, spec.merges, added_tokens=spec.added_tokens, pretokenizer=spec.pretokenizer,
+                       ignore_merges=spec.ignore_merges, bos_id=spec.bos_id, eos_id=spec.eos_id)
+        except NlpkitError as e:
+            if not spec.source:
+                raise
+            raise NlpkitError(f"{spec.source}: model.merges: {e}") from None
+
+    def to_spec(self) -> TokenizerSpec:
+        """The plain description of this tokenizer (for writing it)."""
+        return TokenizerSpec(self.vocab, self.merges, added_tokens=self.added_tokens, pretokenizer=self.pretokenizer,
+                             ignore_merges=self.ignore_merges, bos_id=self.bos_id, eos_id=self.eos_id)
+
+    @classmethod
     def from_file(cls, path: str | Path) -> "Tokenizer":
         """Load an HF tokenizer.json (byte-level BPE)."""
-        from nlpkit.bpe.formats import load_tokenizer_json
-        return load_tokenizer_json(path)
+        return cls.from_spec(load_tokenizer_json(path))
 
     @classmethod
     def from_dir(cls, path: str | Path) -> "Tokenizer":
         """Load a directory: tokenizer.json, else vocab.json + merges.txt."""
-        from nlpkit.bpe.formats import load_dir
-        return load_dir(path)
+        return cls.from_spec(load_dir(path))
 
     @classmethod
     def from_gguf(cls, path: str | Path) -> "Tokenizer":
         """Load the tokenizer stored in a GGUF file's metadata (reads the header only)."""
-        from nlpkit.bpe.formats import load_gguf_tokenizer
-        return load_gguf_tokenizer(path)
+        return cls.from_spec(load_gguf_tokenizer(path))
 
     @classmethod
     def from_vocab_merges(cls, vocab: Mapping[str, int] | Sequence[str], merges: Sequence[tuple[str, str] | str],
@@ -256,13 +261,11 @@ class Tokenizer:
                           **kw) -> "Tokenizer":
         """Build from a vocabulary (dict, or list of tokens where the index is the id, as GGUF
         stores it) and merges (pairs, or 'a b' strings); special tokens by name or name -> id."""
-        from nlpkit.bpe.formats import from_vocab_merges
-        return from_vocab_merges(vocab, merges, special_tokens=special_tokens, pattern=pattern, **kw)
+        return cls.from_spec(from_vocab_merges(vocab, merges, special_tokens=special_tokens, pattern=pattern, **kw))
 
     def save(self, directory: str | Path) -> None:
         """Write tokenizer.json, vocab.json and merges.txt into `directory`."""
-        from nlpkit.bpe.formats import save_dir
-        save_dir(self, directory)
+        save_dir(self.to_spec(), directory)
 
     def __repr__(self) -> str:
         return (f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "

@@ -34,7 +34,8 @@ from typing import Callable, Iterable, Iterator, TextIO, Union
 import regex
 
 from nlpkit.bpe.pretokenize import GPT2_BLOCK_PATTERN, PreTokenizer, byte_level, byte_level_alphabet
-from nlpkit.bpe.tokenizer import AddedToken, Tokenizer
+from nlpkit.bpe.spec import AddedToken
+from nlpkit.bpe.tokenizer import Tokenizer
 from nlpkit.errors import NlpkitError, UsageError
 
 Source = Union[Path, str, TextIO]

@@ -216,9 +216,11 @@ def _tokenizer(meta: dict, c: ModelConfig):
     if meta.get("tokenizer.ggml.model") != "gpt2" or "tokenizer.ggml.tokens" not in meta:
         return None
     from nlpkit.bpe.formats import from_gguf_metadata
-    return from_gguf_metadata(meta["tokenizer.ggml.tokens"], meta.get("tokenizer.ggml.merges", []),
+    from nlpkit.bpe.tokenizer import Tokenizer
+    spec = from_gguf_metadata(meta["tokenizer.ggml.tokens"], meta.get("tokenizer.ggml.merges", []),
                               pre=meta.get("tokenizer.ggml.pre"), token_types=meta.get("tokenizer.ggml.token_type"),
                               bos_id=c.bos_id, eos_id=c.eos_id)
+    return Tokenizer.from_spec(spec)
 
 
 def load_gguf(path: str | Path) -> Model:
