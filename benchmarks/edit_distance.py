@@ -31,8 +31,8 @@ import numpy as np
 from rapidfuzz import process
 from rapidfuzz.distance import OSA, Indel, Levenshtein
 
-from nlpkit.batch_distance import pairwise_distances
-from nlpkit.spell import load_dictionary, nearest
+from nlpkit.edit.batch import pairwise_distances
+from nlpkit.edit.spell import load_dictionary, nearest
 
 REPO = Path(__file__).resolve().parents[1]
 

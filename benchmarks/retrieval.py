@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from nlpkit.retrieval.bm25 import build_index  # noqa: E402
-from nlpkit.retrieval.corpus import read_records  # noqa: E402
+from nlpkit.stats.documents import read_records  # noqa: E402
 from nlpkit.retrieval.fusion import rrf  # noqa: E402
 from nlpkit.retrieval.metrics import evaluate  # noqa: E402
 from nlpkit.retrieval.runs import read_qrels  # noqa: E402

@@ -7,7 +7,7 @@ of the whole process tree (worker processes included) every 10 ms for the peak.
   included) vs NLTK: the same tokens (files separated by a None so no pair crosses a file),
   BigramCollocationFinder.from_words + apply_freq_filter(5) + score_ngrams(pmi)[:100].
   The two top-100 lists are checked to be identical.
-- tfidf: blank-line separated paragraphs, `nlpkit.tfidf.tfidf` (defaults: raw tf, smooth idf,
+- tfidf: blank-line separated paragraphs, `nlpkit.stats.tfidf.tfidf` (defaults: raw tf, smooth idf,
   l2) vs TfidfVectorizer().fit_transform on the same paragraphs (same token pattern). The
   matrices are checked equal (same nonzeros, max |difference|).
 
@@ -35,7 +35,7 @@ def side_nltk_pmi(paths: list[str], out: str) -> None:
     from nltk.collocations import BigramCollocationFinder
     from nltk.metrics import BigramAssocMeasures
 
-    from nlpkit.corpus import iter_blocks
+    from nlpkit.stats.counting import iter_blocks
     from nlpkit.text import WordTokenizer
 
     tok = WordTokenizer()
@@ -53,8 +53,8 @@ def side_sklearn_tfidf(paths: list[str], out: str) -> None:
     import numpy as np
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from nlpkit.corpus import iter_blocks
-    from nlpkit.documents import split_paragraphs
+    from nlpkit.stats.counting import iter_blocks
+    from nlpkit.stats.documents import split_paragraphs
 
     docs = [p for path in paths for p in split_paragraphs("".join(iter_blocks(path)))]
     X = TfidfVectorizer().fit_transform(docs).tocsr()
@@ -65,9 +65,9 @@ def side_sklearn_tfidf(paths: list[str], out: str) -> None:
 def side_nlpkit_tfidf(paths: list[str], out: str, jobs: int) -> None:
     import numpy as np
 
-    from nlpkit.corpus import auto_jobs
-    from nlpkit.documents import DocNames, iter_documents
-    from nlpkit.tfidf import tfidf
+    from nlpkit.stats.counting import auto_jobs
+    from nlpkit.stats.documents import DocNames, iter_documents
+    from nlpkit.stats.tfidf import tfidf
 
     names = DocNames()
     m = tfidf(batches=iter_documents(paths, "paragraphs", names), names=names, jobs=auto_jobs(paths, jobs))

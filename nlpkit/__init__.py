@@ -1,3 +1,54 @@
-"""nlpkit: a command-line toolkit of NLP utilities with a small numpy core."""
+"""nlpkit: a command-line toolkit of NLP utilities with a small numpy core.
+
+Each subcommand's algorithm lives in its wing: `nlpkit.edit` (edit distances), `nlpkit.stats`
+(the counting core, PMI, TF-IDF, document readers), `nlpkit.retrieval` (BM25, RRF),
+`nlpkit.bpe` (tokenizers), `nlpkit.lm` (the model engine), `nlpkit.bleu` (sacrebleu).
+"""
+
+import sys as _sys
 
 __version__ = "0.1.0"
+
+# Modules moved in 0.2 (issue 13). The old paths import the new modules, with a
+# DeprecationWarning, for one release; one table instead of a shim file per old path.
+_MOVED = {
+    "nlpkit.distance": "nlpkit.edit.distance",
+    "nlpkit.bitparallel": "nlpkit.edit.bitparallel",
+    "nlpkit.batch_distance": "nlpkit.edit.batch",
+    "nlpkit.align": "nlpkit.edit.align",
+    "nlpkit.spell": "nlpkit.edit.spell",
+    "nlpkit.corpus": "nlpkit.stats.counting",
+    "nlpkit.cooccur": "nlpkit.stats.pmi",
+    "nlpkit.tfidf": "nlpkit.stats.tfidf",
+    "nlpkit.documents": "nlpkit.stats.documents",
+    "nlpkit.retrieval.corpus": "nlpkit.stats.documents",
+    "nlpkit.mt_eval": "nlpkit.bleu",
+}
+
+
+class _MovedModules:
+    """A meta-path finder/loader that answers an old module path with the module's new home."""
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name not in _MOVED:
+            return None
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec(name, cls())
+
+    def create_module(self, spec):
+        import importlib
+        import warnings
+
+        new = _MOVED[spec.name]
+        warnings.warn(f"{spec.name} moved to {new}; import it from there (the old path goes in the "
+                      "next release)", DeprecationWarning, stacklevel=2)
+        return importlib.import_module(new)
+
+    def exec_module(self, module):
+        pass
+
+
+if not any(f is _MovedModules for f in _sys.meta_path):
+    _sys.meta_path.append(_MovedModules)

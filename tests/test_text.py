@@ -109,7 +109,7 @@ def test_block_encoder_fast_path_equals_regex_path(text, brk, pattern, lowercase
     """The bytes translate/split tokenizer gives the tokens and segments of the combined regex."""
     import numpy as np
 
-    from nlpkit import corpus
+    from nlpkit.stats import counting as corpus
 
     corpus.FAST_MAX_MULTIBYTE = 1e9                      # never fall back: test the fast code itself
 

@@ -39,7 +39,7 @@ def _install_warning_handler(quiet: bool) -> None:
     """sacrebleu's logger -> 'nlpkit: warning: sacrebleu: ...' on stderr (or nothing with --quiet)."""
     import logging
 
-    from nlpkit.mt_eval import quiet_sacrebleu
+    from nlpkit.bleu import quiet_sacrebleu
 
     logger = logging.getLogger("sacrebleu")
     if any(getattr(h, "_nlpkit", False) for h in logger.handlers):
@@ -116,7 +116,7 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
     sacrebleu's signature. Lines are read as sacrebleu reads them (trailing
     whitespace stripped, a BOM kept). Hypotheses come from stdin when no HYP is given.
     """
-    from nlpkit import mt_eval
+    from nlpkit import bleu as core
     from nlpkit.io import display_name
 
     if paired_bs and paired_ar:
@@ -142,7 +142,7 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
         seen.append(p)
 
     _install_warning_handler(quiet)
-    options = mt_eval.EvalOptions(
+    options = core.EvalOptions(
         metrics=metrics, tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method,
         smooth_value=smooth_value, max_ngram_order=max_ngram_order, effective_order=effective_order,
         chrf_char_order=chrf_char_order, chrf_word_order=chrf_word_order, chrf_beta=chrf_beta,
@@ -150,10 +150,10 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
         chrf_eps_smoothing=chrf_eps_smoothing, ter_case_sensitive=ter_case_sensitive,
         ter_normalized=ter_normalized, ter_no_punct=ter_no_punct,
         ter_asian_support=ter_asian_support, short_signature=short_signature)
-    ref_names, references = mt_eval.load_references(refs, refs_tsv, encoding_errors)
-    systems = [(display_name(p), mt_eval.read_segments(p, encoding_errors, "hypothesis")) for p in seen]
+    ref_names, references = core.load_references(refs, refs_tsv, encoding_errors)
+    systems = [(display_name(p), core.read_segments(p, encoding_errors, "hypothesis")) for p in seen]
     for name, lines in systems:  # fail before any (slow) scoring
-        mt_eval.check_lengths(name, lines, ref_names[0], references)
+        core.check_lengths(name, lines, ref_names[0], references)
 
     columns = ["system"] + (["line"] if sentence else []) + ["metric", "score"]
     if confidence or paired == "bs":
@@ -172,15 +172,15 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
         columns.append("details")
 
     if sentence:  # streamed, one record per segment and metric
-        records = mt_eval.sentence_scores(systems, references, options, ref_names[0])
+        records = core.sentence_scores(systems, references, options, ref_names[0])
     else:
         with progress("scoring systems", quiet=quiet) as tick:
             if paired:
-                records = mt_eval.paired_test(systems, references, options, paired, paired_n or 0,
+                records = core.paired_test(systems, references, options, paired, paired_n or 0,
                                               confidence_n if confidence else 0, seed,
                                               ref_names[0], progress=tick, jobs=jobs)
             else:
-                records = mt_eval.corpus_scores(systems, references, options,
+                records = core.corpus_scores(systems, references, options,
                                                 confidence_n if confidence else 0, seed,
                                                 ref_names[0], progress=tick, jobs=jobs)
     if machine:

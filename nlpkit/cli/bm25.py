@@ -9,7 +9,7 @@ from nlpkit.cli.common import (encoding_option, format_option, input_paths, open
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-CORPUS_FORMATS = ("auto", "lines", "tsv", "jsonl", "paragraphs", "smart")
+CORPUS_FORMATS = ("auto", "lines", "tsv", "jsonl", "paragraphs", "smart")   # = stats.documents.CORPUS_FORMATS
 
 
 def corpus_options(f):
@@ -46,7 +46,7 @@ def model_options(f):
 
 
 def _read_corpus(path, corpus_format, id_field, field, errors, first_id=1):
-    from nlpkit.retrieval.corpus import read_records
+    from nlpkit.stats.documents import read_records
 
     return read_records(path, corpus_format, id_field=id_field, field=field or "text",
                         fields=field or "T,W", errors=errors, first_id=first_id)
@@ -160,7 +160,7 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
                token_pattern, top, qrels, qrels_format, metrics, per_query, run_path, tag, fmt,
                no_signature, quiet, encoding_errors):
     """Search INDEX (or an in-memory --corpus) with --query TEXT or --queries FILE."""
-    from nlpkit.retrieval.corpus import read_records
+    from nlpkit.stats.documents import read_records
     from nlpkit.retrieval.search import search_texts, signature
     from nlpkit.retrieval.store import load_index
 

@@ -6,7 +6,7 @@ A subcommand module looks like this:
     @click.argument("a")
     @common_options              # --format, --no-signature, --quiet, --encoding-errors
     def command(a, fmt, no_signature, quiet, encoding_errors):
-        from nlpkit.distance import levenshtein          # heavy imports inside
+        from nlpkit.edit.distance import levenshtein          # heavy imports inside
         sig = make_signature("edit-distance", metric="levenshtein")
         with open_writer(["a", "distance"], fmt, sig, no_signature) as out:
             out.write({"a": a, "distance": levenshtein(a, a)})

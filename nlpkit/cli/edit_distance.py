@@ -168,7 +168,7 @@ def command(args, pairs_file, metric, weights, normalize, level, align, dict_fil
         raise click.UsageError(f"expected two arguments A B, got {len(args)}")
     if align:
         return _align(args[0], args[1], metric, w, level, settings, fmt, no_signature)
-    from nlpkit.distance import distance, normalized_distance, split_level
+    from nlpkit.edit.distance import distance, normalized_distance, split_level
 
     a, b = split_level(args[0], level), split_level(args[1], level)
     columns = ["a", "b", "metric", "distance"] + (["normalized"] if normalize else [])
@@ -180,8 +180,8 @@ def command(args, pairs_file, metric, weights, normalize, level, align, dict_fil
 
 
 def _pairs(path, metric, w, level, normalize, settings, fmt, no_signature, quiet, errors):
-    from nlpkit.batch_distance import normalize_distances, pairwise_distances
-    from nlpkit.distance import split_level
+    from nlpkit.edit.batch import normalize_distances, pairwise_distances
+    from nlpkit.edit.distance import split_level
 
     columns = ["a", "b", "distance"] + (["normalized"] if normalize else [])
     sig = make_signature("edit-distance", **settings)
@@ -202,8 +202,8 @@ def _pairs(path, metric, w, level, normalize, settings, fmt, no_signature, quiet
 
 def _dictionary(path, args, metric, w, level, normalize, top, max_distance, ranking, settings, fmt,
                 no_signature, quiet, errors):
-    from nlpkit.distance import maximum, split_level
-    from nlpkit.spell import DICT_METRICS, load_dictionary, nearest_many
+    from nlpkit.edit.distance import maximum, split_level
+    from nlpkit.edit.spell import DICT_METRICS, load_dictionary, nearest_many
 
     if metric not in DICT_METRICS:
         raise click.UsageError(f"--dict supports --metric {', '.join(DICT_METRICS)}, not {metric}")
@@ -230,8 +230,8 @@ def _dictionary(path, args, metric, w, level, normalize, top, max_distance, rank
 
 
 def _align(a_text, b_text, metric, w, level, settings, fmt, no_signature):
-    from nlpkit.align import aligned_view, alignment, cost
-    from nlpkit.distance import split_level
+    from nlpkit.edit.align import aligned_view, alignment, cost
+    from nlpkit.edit.distance import split_level
     from nlpkit.errors import UsageError
     from nlpkit.io import write_text
 

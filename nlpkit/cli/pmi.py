@@ -50,8 +50,8 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
     Example:
       nlpkit pmi --window 5 --min-count 5 --top 10 corpus.txt
     """
-    from nlpkit import cooccur
-    from nlpkit.corpus import auto_jobs
+    from nlpkit.stats import pmi as core
+    from nlpkit.stats.counting import auto_jobs
     from nlpkit.io import display_name
     from nlpkit.errors import NlpkitError, UsageError
     from nlpkit.signature import make_signature
@@ -59,7 +59,7 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
 
     n = int(ngram)
     window = n if window is None else window
-    cooccur.check_settings(window, n)
+    core.check_settings(window, n)
     if min_count < 1:
         raise UsageError(f"--min-count must be at least 1, got {min_count}")
     if top < 0:
@@ -71,7 +71,7 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
     tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
     paths = input_paths(files)
     with progress("counting", quiet=quiet) as tick:
-        co = cooccur.count_cooccurrences(paths, tok, window=window, ngram=n, cross_lines=cross_lines,
+        co = core.count_cooccurrences(paths, tok, window=window, ngram=n, cross_lines=cross_lines,
                                          cross_sentences=cross_sentences, errors=encoding_errors,
                                          progress=tick, jobs=auto_jobs(paths, jobs))
     if co.n_tokens == 0:
@@ -87,7 +87,7 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
     elif pairs:
         _write_pairs(co, tok, pairs, measure, log_base, fmt, sig, no_signature)
     else:
-        ids, counts, scores = cooccur.ranked(co, measure, log_base, min_count, top)
+        ids, counts, scores = core.ranked(co, measure, log_base, min_count, top)
         if len(ids) == 0:
             warn(f"no {'pairs' if n == 2 else 'triples'} occur at least {min_count} times", quiet)
         cols = [f"word{j + 1}" for j in range(n)] + ["count"] + [f"freq{j + 1}" for j in range(n)]
@@ -102,10 +102,10 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
 
 
 def _write_matrix(co, top, fmt, sig, no_signature) -> None:
-    from nlpkit import cooccur
+    from nlpkit.stats import pmi as core
 
-    ids = cooccur.top_words(co, top)
-    m = cooccur.count_matrix(co, ids)
+    ids = core.top_words(co, top)
+    m = core.count_matrix(co, ids)
     names = [co.words[i] for i in ids.tolist()]
     cols = ["word"] + names
     if len(set(cols)) != len(cols):  # a vocabulary word spelled "word"
@@ -120,7 +120,7 @@ def _write_matrix(co, top, fmt, sig, no_signature) -> None:
 def _write_pairs(co, tok, pairs, measure, log_base, fmt, sig, no_signature) -> None:
     import numpy as np
 
-    from nlpkit import cooccur
+    from nlpkit.stats import pmi as core
 
     vocab = {w: i for i, w in enumerate(co.words)}
     cols = ["word1", "word2", "count", "freq1", "freq2", measure]
@@ -135,7 +135,7 @@ def _write_pairs(co, tok, pairs, measure, log_base, fmt, sig, no_signature) -> N
                 c = co.count_of([ix, iy])
                 rec["count"] = c
                 if c:
-                    s = cooccur.score(co, np.array([[ix, iy]]), np.array([c]), measure, log_base)
+                    s = core.score(co, np.array([[ix, iy]]), np.array([c]), measure, log_base)
                     rec[measure] = float(s[0])
             out.write(rec)
 

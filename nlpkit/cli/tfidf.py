@@ -26,10 +26,11 @@ def _df_value(value: str, name: str) -> float:
 
 @click.command("tfidf")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--docs", type=click.Choice(["files", "lines", "paragraphs", "jsonl"]), default=None,
-              help="What a document is: a file [default], a line, a blank-line separated paragraph, "
-                   "or a JSONL record (implied by --field).")
-@click.option("--field", default=None, metavar="NAME", help="JSONL field holding the text [default: text].")
+@click.option("--docs", type=click.Choice(["files", "lines", "tsv", "jsonl", "paragraphs", "smart"]), default=None,
+              help="What a document is: a file [default], a line, an id<TAB>text line, a JSONL record "
+                   "(implied by --field), a blank-line separated paragraph, or a SMART .I record.")
+@click.option("--field", default=None, metavar="NAME",
+              help="JSONL: the field holding the text [text]; smart: comma-separated tags [T,W].")
 @click.option("--id-field", default=None, metavar="NAME", help="JSONL field naming the document.")
 @click.option("--tf", type=click.Choice(["raw", "relative", "log", "boolean", "augmented"]), default=None,
               help="Term frequency: raw count [default], count/length, 1+log, 0/1, 0.5+0.5*count/max.")
@@ -77,9 +78,9 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
       nlpkit tfidf --docs jsonl --field body --query "boundary layer" docs.jsonl
       nlpkit tfidf --docs lines --matrix --vocab-out vocab.txt corpus.txt > X.mtx
     """
-    from nlpkit import tfidf as core
-    from nlpkit.corpus import auto_jobs
-    from nlpkit.documents import DocNames, doc_break, iter_documents
+    from nlpkit.stats import tfidf as core
+    from nlpkit.stats.counting import auto_jobs
+    from nlpkit.stats.documents import DocNames, doc_break, iter_documents
     from nlpkit.errors import UsageError
     from nlpkit.io import write_text
     from nlpkit.signature import make_signature
@@ -92,8 +93,8 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
     if matrix and query:
         raise UsageError("choose --matrix or --query, not both")
     mode = docs or ("jsonl" if field or id_field else "files")
-    if (field or id_field) and mode != "jsonl":
-        raise UsageError("--field/--id-field need --docs jsonl")
+    if (field and mode not in ("jsonl", "smart")) or (id_field and mode != "jsonl"):
+        raise UsageError("--field needs --docs jsonl or smart; --id-field needs --docs jsonl")
     try:
         lo, hi = (int(x) for x in ngram_range.split(","))
     except ValueError:
@@ -112,7 +113,8 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
     tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
     paths = input_paths(files)
     names = DocNames()
-    batches = iter_documents(paths, mode, names, field or "text", id_field, encoding_errors)
+    batches = iter_documents(paths, mode, names, field if mode == "jsonl" and field else "text", id_field,
+                             encoding_errors, fields=field if mode == "smart" and field else "T,W")
     with progress("documents", quiet=quiet) as tick:
         m = core.tfidf(tokenizer=tok, weighting=weighting, ngram_range=(lo, hi),
                        min_df=_df_value(min_df, "--min-df"), max_df=_df_value(max_df, "--max-df"),

@@ -274,7 +274,7 @@ def build_index(docs_tokens: Sequence[Sequence[str]], doc_ids: Sequence[str] | N
     if not docs_tokens:
         raise NlpkitError("empty corpus: there are no documents to index")
     if len(set(doc_ids)) != len(doc_ids):
-        from nlpkit.retrieval.corpus import check_unique_ids
+        from nlpkit.stats.documents import check_unique_ids
         check_unique_ids(doc_ids, "corpus")
     vocab: dict[str, int] = {}
     term, doc, tf = _count_postings(docs_tokens, vocab, 0)
@@ -298,7 +298,7 @@ def add_documents(index: BM25Index, docs_tokens: Sequence[Sequence[str]],
         raise NlpkitError(f"{len(doc_ids)} document ids for {len(docs_tokens)} documents")
     all_ids = list(index.doc_ids) + doc_ids
     if len(set(all_ids)) != len(all_ids):
-        from nlpkit.retrieval.corpus import check_unique_ids
+        from nlpkit.stats.documents import check_unique_ids
         check_unique_ids(all_ids, "index + new documents")
     vocab = dict(index.term_id)
     new_term, new_doc, new_tf = _count_postings(docs_tokens, vocab, n_old)

@@ -10,7 +10,7 @@ import pytest
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.retrieval.bm25 import VARIANTS, _assemble, add_documents, build_index
-from nlpkit.retrieval.corpus import read_records
+from nlpkit.stats.documents import read_records
 from nlpkit.retrieval.search import add_texts, index_texts, search_texts
 from nlpkit.retrieval.store import load_index, save_index
 from nlpkit.text import WordTokenizer

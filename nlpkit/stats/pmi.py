@@ -19,7 +19,7 @@ Scores (Church & Hanks; Manning & Schütze 5.4), with the pair count scaled by
 
 Unlike NLTK, segments are not crossed by default: pairs stop at sentence ends
 (``.``, ``!``, ``?``) and line ends; ``cross_lines`` / ``cross_sentences`` lift that.
-Counting streams the input in blocks (`nlpkit.corpus`); pair codes
+Counting streams the input in blocks (`nlpkit.stats.counting`); pair codes
 ``x << 32 | y`` are reduced with ``np.unique`` so memory grows with the vocabulary
 and the pair table, not with the corpus.
 """
@@ -33,7 +33,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from nlpkit.corpus import (BLOCK_BYTES, BREAK_LINE, BREAK_SENTENCE, BREAK_SENTENCE_LINE,
+from nlpkit.stats.counting import (BLOCK_BYTES, BREAK_LINE, BREAK_SENTENCE, BREAK_SENTENCE_LINE,
                            BlockEncoder, iter_blocks)
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.text import WordTokenizer

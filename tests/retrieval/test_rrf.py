@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nlpkit.errors import UsageError
-from nlpkit.retrieval.corpus import read_records
+from nlpkit.stats.documents import read_records
 from nlpkit.retrieval.fusion import query_set_difference, rrf
 from nlpkit.retrieval.runs import trec_order
 from nlpkit.retrieval.search import index_texts, search_texts

@@ -14,7 +14,7 @@ from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.lm.loaders import load_model
 from nlpkit.lm.scoring import count_words, perplexity, score_ids, window_logprobs
 
-LM = Path(__file__).resolve().parent / "fixtures" / "lm"
+LM = Path(__file__).resolve().parents[1] / "fixtures" / "lm"
 CASES = {  # reference key -> (mode, context, stride)
     "sliding_c24_s8": ("sliding", 24, 8),
     "sliding_c16_s16": ("sliding", 16, 16),

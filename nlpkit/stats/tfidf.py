@@ -27,8 +27,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from nlpkit.corpus import BREAK_DOC, BlockEncoder
-from nlpkit.documents import DocNames, batch_texts
+from nlpkit.stats.counting import BREAK_DOC, BlockEncoder
+from nlpkit.stats.documents import DocNames, batch_texts
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.text import WordTokenizer
 

@@ -3,7 +3,7 @@
 The pairs are the batch axis. For the unit-cost metrics (Levenshtein, OSA,
 Indel, LCS) each pair's shorter sequence is the bit pattern and the text is
 consumed one column at a time, ~15-30 numpy operations per column over all pairs
-together (`nlpkit.bitparallel`). Pairs are grouped by pattern width (a power of
+together (`nlpkit.edit.bitparallel`). Pairs are grouped by pattern width (a power of
 two from 8 bits) and run longest text first, so the pairs still running at column
 j are a prefix of the batch. Long Levenshtein/OSA pairs first try a one-word
 diagonal band (exact up to 31 edits); the rest run the multi-word kernels. The band
@@ -13,7 +13,7 @@ groups, where numpy's per-call cost would dominate, run the same algorithms on
 Python integers pair by pair.
 Weighted Levenshtein and unrestricted Damerau-Levenshtein run the DP row by row
 across the batch, the insertion chain of a row being one ``minimum.accumulate``.
-Numbers equal `nlpkit.distance` (and so rapidfuzz) pair for pair.
+Numbers equal `nlpkit.edit.distance` (and so rapidfuzz) pair for pair.
 
 >>> pairwise_distances(["kitten", "flaw"], ["sitting", "lawn"]).tolist()
 [3, 2]
@@ -25,8 +25,8 @@ from typing import Callable, Hashable, Sequence
 
 import numpy as np
 
-from nlpkit import distance as scalar
-from nlpkit.bitparallel import (BAND, MAX_WORDS, band_levenshtein, bigint_lcs, bit_lcs,
+from nlpkit.edit import distance as scalar
+from nlpkit.edit.bitparallel import (BAND, MAX_WORDS, band_levenshtein, bigint_lcs, bit_lcs,
                                 bit_levenshtein, column_masks, lane_dtype, match_table, width_class)
 
 PAD_A, PAD_B = -1, -2
@@ -199,7 +199,7 @@ def _dp_metric(a, b, la, lb, metric: str, weights, vocab: dict, budget: int) -> 
 
 
 def maximum(metric: str, la: np.ndarray, lb: np.ndarray, weights=scalar.UNIT) -> np.ndarray:
-    """Vectorized `nlpkit.distance.maximum` (the normalization denominator)."""
+    """Vectorized `nlpkit.edit.distance.maximum` (the normalization denominator)."""
     if metric == "levenshtein":
         ins, dele, sub = weights
         alt = np.where(la >= lb, lb * sub + (la - lb) * dele, la * sub + (lb - la) * ins)

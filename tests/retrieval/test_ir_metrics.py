@@ -7,7 +7,7 @@ import io
 import pytest
 
 from nlpkit.errors import NlpkitError
-from nlpkit.retrieval.corpus import read_records
+from nlpkit.stats.documents import read_records
 from nlpkit.retrieval.metrics import evaluate, norm_id, parse_metrics
 from nlpkit.retrieval.runs import read_qrels, read_run, trec_order, write_run
 from nlpkit.retrieval.search import index_texts, search_texts

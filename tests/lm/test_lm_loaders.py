@@ -14,7 +14,7 @@ from nlpkit.errors import NlpkitError
 from nlpkit.lm.loaders import load_model
 from nlpkit.lm.loaders.safetensors import SafetensorsFile
 
-LM = Path(__file__).resolve().parent / "fixtures" / "lm"
+LM = Path(__file__).resolve().parents[1] / "fixtures" / "lm"
 
 
 def hf_permute(w: np.ndarray, n_heads: int) -> np.ndarray:

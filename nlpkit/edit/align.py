@@ -21,7 +21,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
-from nlpkit.distance import check_weights
+from nlpkit.edit.distance import check_weights
 from nlpkit.errors import UsageError
 
 ALIGN_METRICS = ("levenshtein", "indel", "lcs", "hamming")

@@ -2,7 +2,7 @@
 
 The dictionary words are the bit patterns (one row each, sorted by length) and
 the query is the text: one query character costs ~20 numpy operations over all
-candidate words at once (`nlpkit.bitparallel.bit_levenshtein`). Only words
+candidate words at once (`nlpkit.edit.bitparallel.bit_levenshtein`). Only words
 whose length is close enough to the query can win (a distance is at least the
 length difference), so the scan starts with lengths within 1 of the query and
 widens only while a better or equal candidate could still exist.
@@ -23,9 +23,9 @@ from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
 
-from nlpkit import batch_distance as bd
-from nlpkit import bitparallel as bp
-from nlpkit.distance import split_level
+from nlpkit.edit import batch as bd
+from nlpkit.edit import bitparallel as bp
+from nlpkit.edit.distance import split_level
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.io import display_name, read_text
 

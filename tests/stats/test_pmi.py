@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nlpkit.corpus as corpus
-from nlpkit.cooccur import count_cooccurrences, count_matrix, ranked, score, top_words
+import nlpkit.stats.counting as corpus
+from nlpkit.stats.pmi import count_cooccurrences, count_matrix, ranked, score, top_words
 from nlpkit.errors import UsageError
 from nlpkit.text import WordTokenizer, tokenize
 
@@ -217,7 +217,7 @@ def test_two_worker_processes_count_the_same(shared_data, monkeypatch):
 def test_auto_jobs_uses_two_processes_only_for_big_files(tmp_path, monkeypatch):
     import os
 
-    from nlpkit.corpus import auto_jobs
+    from nlpkit.stats.counting import auto_jobs
 
     small = tmp_path / "small.txt"
     small.write_text("a b c\n")

@@ -16,7 +16,7 @@ pair of 200-character lines costs a few hundred integer operations.
 Normalization follows rapidfuzz: ``distance / maximum`` where the maximum is the
 largest distance the metric can give for these lengths (and weights), 0.0 when
 that maximum is 0. Batch work (many pairs, a dictionary scan) lives in
-`nlpkit.batch_distance` and `nlpkit.spell`; alignments in `nlpkit.align`.
+`nlpkit.edit.batch` and `nlpkit.edit.spell`; alignments in `nlpkit.edit.align`.
 """
 
 from __future__ import annotations

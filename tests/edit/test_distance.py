@@ -10,12 +10,12 @@ rapidfuzz = pytest.importorskip("rapidfuzz")
 from rapidfuzz import process  # noqa: E402
 from rapidfuzz.distance import OSA, DamerauLevenshtein, Hamming, Indel, LCSseq, Levenshtein  # noqa: E402
 
-import nlpkit.batch_distance as bd  # noqa: E402
-import nlpkit.bitparallel as bp  # noqa: E402
-from nlpkit import distance as nd  # noqa: E402
-from nlpkit.align import aligned_view, alignment, apply, cost, editops  # noqa: E402
+import nlpkit.edit.batch as bd  # noqa: E402
+import nlpkit.edit.bitparallel as bp  # noqa: E402
+from nlpkit.edit import distance as nd  # noqa: E402
+from nlpkit.edit.align import aligned_view, alignment, apply, cost, editops  # noqa: E402
 from nlpkit.errors import NlpkitError, UsageError  # noqa: E402
-from nlpkit.spell import Dictionary, load_dictionary, nearest  # noqa: E402
+from nlpkit.edit.spell import Dictionary, load_dictionary, nearest  # noqa: E402
 
 REFERENCE = {"levenshtein": Levenshtein, "osa": OSA, "damerau": DamerauLevenshtein,
              "indel": Indel, "hamming": Hamming, "lcs": LCSseq}

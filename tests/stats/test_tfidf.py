@@ -6,11 +6,11 @@ import re
 import numpy as np
 import pytest
 
-import nlpkit.corpus as corpus
-from nlpkit.documents import DocNames, batch_texts, iter_documents, split_paragraphs
+import nlpkit.stats.counting as corpus
+from nlpkit.stats.documents import DocNames, batch_texts, iter_documents, split_paragraphs
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.text import WordTokenizer, load_stopwords, tokenize
-from nlpkit.tfidf import (Weighting, idf_weights, parse_smart, rank_by_cosine, tf_weights, tfidf,
+from nlpkit.stats.tfidf import (Weighting, idf_weights, parse_smart, rank_by_cosine, tf_weights, tfidf,
                           write_matrix_market)
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from nlpkit.lm.loaders import load_model
 from nlpkit.lm.rope import RoPE, inv_freq_for
 
-LM = Path(__file__).resolve().parent / "fixtures" / "lm"
+LM = Path(__file__).resolve().parents[1] / "fixtures" / "lm"
 MODELS = ["gpt2", "llama-gqa", "llama-untied", "llama-mqa-bias", "llama-linear", "llama-dynamic", "llama-yarn",
           "llama-llama3"]
 _cache: dict = {}

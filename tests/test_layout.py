@@ -1,0 +1,105 @@
+"""The package layout (issue 13): wings per subcommand, no import cycle, old paths still importable."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import warnings
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "nlpkit"
+
+# Top-level modules are shared infrastructure only; a subcommand's algorithm lives in its wing.
+TOP_LEVEL_ALLOWED = {"__init__", "__main__", "io", "text", "errors", "signature", "bleu"}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """Every nlpkit module `path` imports, at any depth (inside functions too), resolved statically."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for t in targets:
+            if t in known:
+                found.add(t)
+    found.discard(name)
+    return found
+
+
+def test_no_top_level_module_holds_a_subcommand_algorithm():
+    top = {p.stem for p in PKG.glob("*.py")}
+    assert top <= TOP_LEVEL_ALLOWED, f"move these into a wing: {sorted(top - TOP_LEVEL_ALLOWED)}"
+
+
+def test_no_import_cycle_counting_function_level_imports():
+    mods = _modules()
+    known = set(mods)
+    graph = {m: _imports(p, m, known) for m, p in mods.items()}
+    # A package's own __init__ is imported by its submodules implicitly; edges into a package
+    # __init__ that only documents (imports nothing) cannot close a cycle, so the plain graph is right.
+    WHITE, GREY, BLACK = 0, 1, 2
+    state = dict.fromkeys(graph, WHITE)
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(m: str) -> None:
+        state[m] = GREY
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state[n] == GREY:
+                cycles.append(stack[stack.index(n):] + [n])
+            elif state[n] == WHITE:
+                visit(n)
+        stack.pop()
+        state[m] = BLACK
+
+    for m in sorted(graph):
+        if state[m] == WHITE:
+            visit(m)
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("nlpkit.distance", "nlpkit.edit.distance"),
+    ("nlpkit.batch_distance", "nlpkit.edit.batch"),
+    ("nlpkit.spell", "nlpkit.edit.spell"),
+    ("nlpkit.corpus", "nlpkit.stats.counting"),
+    ("nlpkit.cooccur", "nlpkit.stats.pmi"),
+    ("nlpkit.tfidf", "nlpkit.stats.tfidf"),
+    ("nlpkit.documents", "nlpkit.stats.documents"),
+    ("nlpkit.retrieval.corpus", "nlpkit.stats.documents"),
+    ("nlpkit.mt_eval", "nlpkit.bleu"),
+])
+def test_old_module_paths_import_the_new_module_with_a_deprecation_warning(old, new):
+    import sys
+
+    sys.modules.pop(old, None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mod = importlib.import_module(old)
+    assert mod is importlib.import_module(new)
+    assert any(issubclass(w.category, DeprecationWarning) and new in str(w.message) for w in caught)
