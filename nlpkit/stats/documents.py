@@ -165,6 +165,7 @@ def iter_documents(paths: list[str], mode: str = "lines", names: DocNames | None
             continue
         line_no = 0
         carry = ""
+        first_para = para_no
         for block in iter_blocks(path, errors, batch_chars):
             if mode == "lines":
                 if not block.endswith("\n"):
@@ -176,7 +177,9 @@ def iter_documents(paths: list[str], mode: str = "lines", names: DocNames | None
             elif mode == "paragraphs":
                 parts = PARAGRAPH_BREAK.split(carry + block)
                 carry = parts.pop()
-                docs = [_paragraph(p) for p in parts if p.strip()]
+                docs = [p for p in parts if p.strip()]   # inner pieces end at a break: no "\n" to drop
+                if docs and para_no == first_para:       # a file's first paragraph: drop leading blanks
+                    docs[0] = _paragraph(docs[0])
                 names.add_range(prefix, para_no + 1, len(docs))
                 para_no += len(docs)
                 yield len(docs), join_docs(docs)
