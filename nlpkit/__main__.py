@@ -1,3 +1,6 @@
+"""`python -m nlpkit`; the guard keeps spawned worker processes (Dask, multiprocessing) from running the CLI."""
+
 from nlpkit.cli.main import main
 
-main()
+if __name__ == "__main__":
+    main()

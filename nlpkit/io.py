@@ -26,25 +26,111 @@ FORMATS = ("table", "tsv", "jsonl", "json")
 
 # ---------------------------------------------------------------------------- inputs
 
-def display_name(path: str) -> str:
-    """How a path is named in messages: ``<stdin>`` for ``-``."""
-    return "<stdin>" if path == "-" else path
+def display_name(path) -> str:
+    """How a path is named in messages: ``<stdin>`` for ``-``; a shard names its file and offset."""
+    return "<stdin>" if path == "-" else str(path)
 
 
-def open_binary(path: str) -> IO[bytes]:
-    """Open a path (or ``-`` for stdin) for binary reading; a missing file is an NlpkitError."""
-    if path == "-":
-        return sys.stdin.buffer
+COMPRESSED = (".gz", ".bz2", ".zst")
+
+
+def is_compressed(path: str) -> bool:
+    """``.gz``, ``.bz2`` and ``.zst`` files are decompressed while reading."""
+    return str(path).endswith(COMPRESSED)
+
+
+def is_url(path: str) -> bool:
+    """A path with a protocol (``s3://``, ``memory://``, ``file://``): read through fsspec."""
+    return "://" in str(path)
+
+
+def _fsspec_open(path: str) -> IO[bytes]:
     try:
-        if os.path.isdir(path):
-            raise NlpkitError(f"{path}: is a directory, expected a file")
-        return open(path, "rb")
+        import fsspec
+    except ImportError:
+        raise NlpkitError(f"{path}: reading URLs needs fsspec: pip install 'nlpkit[dask]'") from None
+    try:
+        return fsspec.open(path, "rb").open()
     except FileNotFoundError:
         raise NlpkitError(f"{path}: no such file") from None
-    except PermissionError:
-        raise NlpkitError(f"{path}: permission denied") from None
-    except OSError as e:
-        raise NlpkitError(f"{path}: cannot open ({e.strerror or e})") from None
+    except (OSError, ValueError, ImportError) as e:
+        raise NlpkitError(f"{path}: cannot open ({e})") from None
+
+
+def decompress(raw: IO[bytes], path: str) -> IO[bytes]:
+    """A stream reading the decompressed bytes of `raw` (by `path`'s suffix)."""
+    path = str(path)
+    if path.endswith(".gz"):
+        import gzip
+
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if path.endswith(".bz2"):
+        import bz2
+
+        return bz2.BZ2File(raw, "rb")
+    if path.endswith(".zst"):
+        try:
+            import zstandard
+        except ImportError:
+            raw.close()
+            raise NlpkitError(f"{path}: reading .zst needs the zstandard package: "
+                              "pip install zstandard (or 'nlpkit[dask]')") from None
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True))
+    return raw
+
+
+class _Checked(io.RawIOBase):
+    """A decompressing stream whose corrupt-data errors become NlpkitError naming the file."""
+
+    def __init__(self, inner: IO[bytes], path: str) -> None:
+        self.inner, self.path = inner, path
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        try:
+            data = self.inner.read(len(b))
+        except (OSError, EOFError, ValueError) as e:
+            raise NlpkitError(f"{self.path}: cannot read ({type(e).__name__}: {e})") from None
+        n = len(data)
+        b[:n] = data
+        return n
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            super().close()
+
+
+def open_binary(path) -> IO[bytes]:
+    """Open a path (or ``-`` for stdin) for binary reading; a missing file is an NlpkitError.
+
+    ``.gz``, ``.bz2`` and ``.zst`` files are decompressed; paths with a protocol
+    (``s3://``, ``memory://``) are opened with fsspec. An object with an ``open()``
+    method (a `nlpkit.distributed.shards.Shard`) is opened by that method.
+    """
+    if not isinstance(path, str):
+        return path.open()
+    if path == "-":
+        return sys.stdin.buffer
+    if is_url(path):
+        raw = _fsspec_open(path)
+    else:
+        try:
+            if os.path.isdir(path):
+                raise NlpkitError(f"{path}: is a directory, expected a file")
+            raw = open(path, "rb")
+        except FileNotFoundError:
+            raise NlpkitError(f"{path}: no such file") from None
+        except PermissionError:
+            raise NlpkitError(f"{path}: permission denied") from None
+        except OSError as e:
+            raise NlpkitError(f"{path}: cannot open ({e.strerror or e})") from None
+    if is_compressed(path):
+        return io.BufferedReader(_Checked(decompress(raw, path), path), 1 << 20)
+    return raw
 
 
 def decode_line(raw: bytes, path: str, lineno: int, errors: str = "strict") -> str:

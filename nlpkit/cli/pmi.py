@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, input_paths, open_writer, progress, warn
+from nlpkit.cli.common import common_options, dask_options, input_paths, open_writer, progress, warn
 
 
 @click.command("pmi")
@@ -35,10 +35,11 @@ from nlpkit.cli.common import common_options, input_paths, open_writer, progress
 @click.option("--matrix", is_flag=True, help="Print the forward co-occurrence count matrix of the top words.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, else 1).")
+@dask_options
 @common_options
 def command(files, window, ngram, measure, min_count, top, log_base, stopwords, token_pattern,
-            lowercase, cross_lines, cross_sentences, pairs, matrix, jobs, fmt, no_signature, quiet,
-            encoding_errors):
+            lowercase, cross_lines, cross_sentences, pairs, matrix, jobs, dask, shard_size, fmt,
+            no_signature, quiet, encoding_errors):
     """Score co-occurring words by pointwise mutual information.
 
     Pairs (x, y) are counted where y follows x within WINDOW-1 words, not across
@@ -70,10 +71,21 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
         raise UsageError("--matrix needs --ngram 2")
     tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
     paths = input_paths(files)
-    with progress("counting", quiet=quiet) as tick:
-        co = core.count_cooccurrences(paths, tok, window=window, ngram=n, cross_lines=cross_lines,
-                                         cross_sentences=cross_sentences, errors=encoding_errors,
-                                         progress=tick, jobs=auto_jobs(paths, jobs))
+    if dask:
+        from nlpkit.distributed.cluster import connect
+        from nlpkit.distributed.shards import parse_size
+        from nlpkit.distributed.stages import pmi_counts
+
+        size = parse_size(shard_size)
+        with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:
+            co = pmi_counts(client, paths, tok, window=window, ngram=n, cross_lines=cross_lines,
+                            cross_sentences=cross_sentences, errors=encoding_errors, shard_bytes=size,
+                            progress=tick)
+    else:
+        with progress("counting", quiet=quiet) as tick:
+            co = core.count_cooccurrences(paths, tok, window=window, ngram=n, cross_lines=cross_lines,
+                                          cross_sentences=cross_sentences, errors=encoding_errors,
+                                          progress=tick, jobs=auto_jobs(paths, jobs))
     if co.n_tokens == 0:
         what = ("every word is a stopword" if any(w in tok.stopwords for w in co.words)
                 else "no words found")

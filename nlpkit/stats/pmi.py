@@ -198,15 +198,46 @@ def count_cooccurrences(paths: Iterable[str], tokenizer: WordTokenizer | None = 
     counter = CooccurrenceCounter(window, ngram)
     if texts is None:
         items = ((k, block) for k, p in enumerate(paths) for block in iter_blocks(p, errors))
-        total = sum(os.path.getsize(p) for p in paths if p != "-" and os.path.isfile(p))
+        total = sum(os.path.getsize(p) for p in paths
+                    if isinstance(p, str) and p != "-" and os.path.isfile(p))
     else:
         items = ((k, t) for k, t in enumerate(texts))
         total = 0
+    _count_items(enc.encode_many(items, jobs), enc, counter, progress, total)
+    return counter.result(enc.words)
+
+
+@dataclass
+class Edge:
+    """A stream's first and last tokens, for n-grams across a shard boundary (`add_boundaries`).
+
+    `head`: tokens before the stream's first segment break (at most window-1); `tail`: the
+    last window-1 tokens of its last segment; `closed`: the stream holds a break (so head
+    and tail are different segments). `stream` names the file: files are never crossed.
+    """
+
+    stream: int
+    head: list[str]
+    tail: list[str]
+    closed: bool
+
+
+def _count_items(encoded, enc: BlockEncoder, counter: CooccurrenceCounter,
+                 progress: Callable[..., None] | None = None, total: int = 0) -> Edge:
+    """Count encoded ``(stream, ids, seg, n_seg)`` blocks; return the last stream's `Edge`."""
+    window, ngram = counter.window, counter.ngram
     done, stream = 0, -1
     tail_ids = np.zeros(0, np.int32)                    # open segment carried across blocks
-    for k, ids, seg, n_seg in enc.encode_many(items, jobs):
+    head: list[int] = []
+    head_open, closed = True, False
+    for k, ids, seg, n_seg in encoded:
         if k != stream:                                 # a new file: nothing carries over
             stream, tail_ids = k, np.zeros(0, np.int32)
+            head, head_open, closed = [], True, False
+        if head_open:
+            head.extend(ids[seg == 0][:window - 1 - len(head)].tolist())
+            head_open = n_seg == 1 and len(head) < window - 1
+        closed = closed or n_seg > 1
         if len(tail_ids):
             ids = np.concatenate([tail_ids, ids])
             seg = np.concatenate([np.zeros(len(tail_ids), seg.dtype), seg])
@@ -218,7 +249,104 @@ def count_cooccurrences(paths: Iterable[str], tokenizer: WordTokenizer | None = 
         if progress is not None and total:
             done = min(total, done + BLOCK_BYTES)
             progress(done, total)
-    return counter.result(enc.words)
+    words = enc.words
+    return Edge(stream, [words[i] for i in head], [words[i] for i in tail_ids.tolist()], closed)
+
+
+# ------------------------------------------------------------------- shards (nlpkit.distributed)
+
+@dataclass
+class PartialCooccurrence:
+    """Counts of some shards plus each shard's `Edge`, in shard order."""
+
+    co: Cooccurrence
+    edges: list[Edge]
+
+
+def count_shard(shard, tokenizer: WordTokenizer, window: int = 2, ngram: int = 2,
+                cross_lines: bool = False, cross_sentences: bool = False,
+                errors: str = "strict") -> PartialCooccurrence:
+    """Count one shard (any path or `nlpkit.distributed.shards.Shard`) as `count_cooccurrences`
+    counts a file, keeping its edges so n-grams across shard boundaries can be added once."""
+    enc = BlockEncoder(tokenizer, break_pattern(cross_lines, cross_sentences))
+    counter = CooccurrenceCounter(window, ngram)
+    stream = getattr(shard, "file_index", 0)
+    edge = _count_items(enc.encode_many((stream, b) for b in iter_blocks(shard, errors)), enc, counter)
+    edge.stream = stream
+    return PartialCooccurrence(counter.result(enc.words), [edge])
+
+
+def merge_cooccurrences(parts: list[PartialCooccurrence]) -> PartialCooccurrence:
+    """Sum partial counts (any order of vocabularies); edges stay in the given order."""
+    first = parts[0].co
+    vocab: dict[str, int] = {}
+    luts = []
+    for p in parts:
+        get = vocab.setdefault
+        luts.append(np.fromiter((get(w, len(vocab)) for w in p.co.words), dtype=np.int64,
+                                count=len(p.co.words)))
+    if first.ngram == 3 and len(vocab) >= 1 << _TRI_BITS:
+        raise NlpkitError(f"--ngram 3 supports at most {1 << _TRI_BITS:,} distinct words")
+    unigram = np.zeros(len(vocab), dtype=np.int64)
+    codes = []
+    for p, lut in zip(parts, luts):
+        unigram[lut] += p.co.unigram[:len(lut)]
+        ids = lut[p.co.ngram_ids()]
+        codes.append(_pack(ids, first.ngram))
+    keys = np.concatenate(codes)
+    counts = np.concatenate([p.co.counts for p in parts])
+    keys, counts = _sum_by_key(keys, counts)
+    co = Cooccurrence(list(vocab), unigram, keys, counts, sum(p.co.n_tokens for p in parts),
+                      first.window, first.ngram)
+    return PartialCooccurrence(co, [e for p in parts for e in p.edges])
+
+
+def _pack(ids: np.ndarray, ngram: int) -> np.ndarray:  # [P, n] -> [P] int64
+    ids = ids.astype(np.int64)
+    if ngram == 2:
+        return (ids[:, 0] << 32) | ids[:, 1]
+    return (ids[:, 0] << (2 * _TRI_BITS)) | (ids[:, 1] << _TRI_BITS) | ids[:, 2]
+
+
+def _sum_by_key(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(keys, kind="stable")
+    keys, counts = keys[order], counts[order]
+    if not len(keys):
+        return keys, counts.astype(np.int64)
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    starts = np.flatnonzero(first)
+    return keys[starts], np.add.reduceat(counts.astype(np.int64), starts)
+
+
+def add_boundaries(part: PartialCooccurrence) -> Cooccurrence:
+    """The n-grams that span a shard boundary (first word in one shard, last in a later one
+    of the same file), counted once, added to the merged counts."""
+    co = part.co
+    w = co.window
+    vocab = {x: i for i, x in enumerate(co.words)}
+    found: list[tuple[int, ...]] = []
+    carry: list[int] = []
+    stream = None
+    for e in part.edges:
+        if e.stream != stream:
+            stream, carry = e.stream, []
+        head = [vocab[x] for x in e.head]
+        seq, n_old = carry + head, len(carry)
+        for j in range(n_old, len(seq)):              # last word in the new shard
+            for i in range(max(0, j - (w - 1)), n_old):   # first word in the carry
+                if co.ngram == 2:
+                    found.append((seq[i], seq[j]))
+                else:
+                    found.extend((seq[i], seq[m], seq[j]) for m in range(i + 1, j))
+        tail = [vocab[x] for x in e.tail]
+        carry = tail if e.closed else (carry + tail)[-(w - 1):]
+    if not found:
+        return co
+    codes = _pack(np.array(found, dtype=np.int64).reshape(len(found), co.ngram), co.ngram)
+    keys, counts = _sum_by_key(np.concatenate([co.keys, codes]),
+                               np.concatenate([co.counts, np.ones(len(codes), np.int64)]))
+    return Cooccurrence(co.words, co.unigram, keys, counts, co.n_tokens, co.window, co.ngram)
 
 
 # ------------------------------------------------------------------------------ scoring

@@ -1,0 +1,182 @@
+"""Cutting inputs into shards: byte ranges of files that start and end at record boundaries.
+
+A plain file is cut every `shard_bytes` (default 64 MB) at the next line end (or, for
+paragraph corpora, the next blank line; for SMART files the next ``.I`` line), so every
+line belongs to exactly one shard. A compressed file (``.gz``, ``.bz2``, ``.zst``) cannot
+be cut without reading it, so it is one shard. Paths may be local or anything fsspec
+opens (``s3://``, ``gs://``, ``hdfs://``, ``memory://``): a worker opens its shard
+itself, so only the shard description (path, start, end) crosses the network.
+
+Planning reads a few bytes around each cut point (a seek and a short read per shard), not
+the file. Nothing here imports dask: the same shards are read by the local path in tests.
+
+>>> s = Shard("corpus.txt", 0, 0, 100)
+>>> str(s)
+'corpus.txt'
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from dataclasses import dataclass
+from typing import IO
+
+from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.io import decompress, is_compressed, is_url, open_binary
+
+SHARD_BYTES = 64 << 20
+_PROBE = 1 << 16                # bytes read at a time when looking for a boundary
+# A boundary is the position just after the match: after a newline (lines), after a blank
+# line (paragraphs), before a ".I" line (SMART).
+BOUNDARIES = {"line": re.compile(rb"\n"), "paragraph": re.compile(rb"\n[ \t\r\f\v]*\n"),
+              "smart": re.compile(rb"\n(?=\.I[ \t\r\n])"), "file": None}
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Bytes ``start:end`` of file `path` (end None = to the end); `index` = position in the file.
+
+    ``open()`` gives a binary stream of exactly those bytes (decompressed for a whole
+    compressed file), so every reader that takes a path also takes a shard
+    (`nlpkit.io.open_binary` calls ``open()``). A shard after the first is named
+    ``path@OFFSET`` in messages (line numbers then count from that byte).
+    """
+
+    path: str
+    index: int
+    start: int
+    end: int | None
+    file_index: int = 0          # which input file (files are never crossed)
+
+    @property
+    def first(self) -> bool:
+        return self.start == 0
+
+    def __str__(self) -> str:
+        return self.path if self.start == 0 else f"{self.path}@{self.start}"
+
+    def open(self) -> IO[bytes]:
+        raw = open_binary(self.path)
+        if self.start == 0 and self.end is None:
+            return raw
+        try:
+            raw.seek(self.start)
+        except (OSError, ValueError) as e:
+            raw.close()
+            raise NlpkitError(f"{self}: cannot seek ({e})") from None
+        return _Range(raw, self.end - self.start)
+
+
+class _Range(io.RawIOBase):
+    """At most `n` bytes of `raw` from its current position."""
+
+    def __init__(self, raw: IO[bytes], n: int) -> None:
+        self.raw, self.left = raw, n
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.left <= 0:
+            return 0
+        data = self.raw.read(min(len(b), self.left))
+        n = len(data)
+        b[:n] = data
+        self.left -= n
+        return n
+
+    def close(self) -> None:
+        try:
+            self.raw.close()
+        finally:
+            super().close()
+
+
+def file_size(path: str) -> int:
+    """Size in bytes of a local or fsspec path; a missing file is an NlpkitError naming it."""
+    if is_url(path):
+        try:
+            import fsspec
+
+            fs, p = fsspec.core.url_to_fs(path)
+            return int(fs.size(p))
+        except ImportError:
+            raise NlpkitError(f"{path}: reading URLs needs fsspec: pip install 'nlpkit[dask]'") from None
+        except FileNotFoundError:
+            raise NlpkitError(f"{path}: no such file") from None
+        except OSError as e:
+            raise NlpkitError(f"{path}: cannot read ({e})") from None
+    try:
+        if os.path.isdir(path):
+            raise NlpkitError(f"{path}: is a directory, expected a file")
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        raise NlpkitError(f"{path}: no such file") from None
+    except OSError as e:
+        raise NlpkitError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def parse_size(value: str | int) -> int:
+    """``64M``, ``1G``, ``500k``, ``4096`` -> bytes."""
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)[bB]?\s*", str(value))
+    if not m:
+        raise UsageError(f"--shard-size: expected a size such as 64M, 1G or 65536, got {value!r}")
+    n = float(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+    if n < 1:
+        raise UsageError(f"--shard-size must be at least 1 byte, got {value!r}")
+    return int(n)
+
+
+def _next_boundary(f: IO[bytes], pos: int, size: int, pattern: re.Pattern) -> int:
+    """The first boundary at or after byte `pos` (`size` when there is none)."""
+    back = 16                     # a boundary match may start a little before pos
+    start = max(0, pos - back)
+    f.seek(start)
+    buf = b""
+    while True:
+        chunk = f.read(_PROBE)
+        buf += chunk
+        for m in pattern.finditer(buf):
+            if start + m.end() > pos or (start + m.end() == pos and pos > 0):
+                return start + m.end()
+        if not chunk:
+            return size
+        keep = len(buf) - back     # keep a tail where a match may continue
+        start += keep
+        buf = buf[keep:]
+
+
+def plan_shards(paths: list[str], shard_bytes: int = SHARD_BYTES, split: str = "line") -> list[Shard]:
+    """Shards of `paths` in input order; `split` is line, paragraph, smart or file (never cut)."""
+    if split not in BOUNDARIES:
+        raise ValueError(split)
+    if any(p == "-" for p in paths):
+        raise UsageError("--dask reads files (local, shared or fsspec URLs), not stdin '-'")
+    shards: list[Shard] = []
+    pattern = BOUNDARIES[split]
+    for k, path in enumerate(paths):
+        size = file_size(path)
+        if is_compressed(path) or pattern is None or size <= shard_bytes:
+            shards.append(Shard(path, 0, 0, None, k))
+            continue
+        cuts = [0]
+        f = open_binary(path)
+        try:
+            while True:
+                nxt = _next_boundary(f, cuts[-1] + shard_bytes, size, pattern)
+                if nxt >= size:
+                    break
+                cuts.append(nxt)
+        finally:
+            f.close()
+        for i, s in enumerate(cuts):
+            e = cuts[i + 1] if i + 1 < len(cuts) else size
+            shards.append(Shard(path, i, s, e, k))
+    return shards
+
+
+__all__ = ["SHARD_BYTES", "Shard", "plan_shards", "parse_size", "file_size", "decompress"]
