@@ -68,6 +68,9 @@ def _read_blocks(sources: Iterable[Source], errors: str = "strict") -> Iterator[
         if isinstance(src, Path):
             name = display_name(str(src))
             stream = open_binary(str(src))
+        elif hasattr(src, "file_index"):           # a nlpkit.distributed.shards.Shard
+            name = str(src)
+            stream = src.open()
         else:
             name = getattr(src, "name", "<stream>")
             stream = getattr(src, "buffer", src)
@@ -95,7 +98,7 @@ def _read_blocks(sources: Iterable[Source], errors: str = "strict") -> Iterator[
                 if not chunk:
                     break
         finally:
-            if isinstance(src, Path) and str(src) != "-":
+            if (isinstance(src, Path) and str(src) != "-") or hasattr(src, "file_index"):
                 stream.close()
 
 
@@ -185,6 +188,19 @@ def count_pieces(sources: Iterable[Source], pretok: PreTokenizer, workers: int |
     return total
 
 
+def count_shard(shard, pretok: PreTokenizer, errors: str = "strict") -> Counter:
+    """Pre-token counts of one shard (`nlpkit.distributed`): `count_pieces` in one process."""
+    return count_pieces([shard], pretok, 1, errors)
+
+
+def merge_counts(parts: list[Counter]) -> Counter:
+    """Sum counters in order; keys keep their first-occurrence order (as one pass would see them)."""
+    total: Counter = Counter()
+    for p in parts:
+        total.update(p)
+    return total
+
+
 # ---------------------------------------------------------------------------- phase 2: merging
 def _alphabet(word_counts: dict[str, int], limit_alphabet: int | None) -> list[str]:
     """The 256 byte symbols (HF initial_alphabet=ByteLevel.alphabet()), sorted by code point;
@@ -205,14 +221,15 @@ def train_bpe(texts_or_files: Iterable[Source], vocab_size: int, min_frequency: 
               add_prefix_space: bool = False, max_token_length: int | None = None,
               limit_alphabet: int | None = None, progress: Progress | None = None,
               workers: int | None = None, encoding_errors: str = "strict",
-              count_progress: Progress | None = None) -> Tokenizer:
+              count_progress: Progress | None = None, pieces: Counter | None = None) -> Tokenizer:
     """Train a byte-level BPE tokenizer; same vocabulary and merges as HF BpeTrainer with
     ByteLevel(add_prefix_space) and initial_alphabet=ByteLevel.alphabet().
 
     `texts_or_files`: Path objects are files (Path("-") is stdin); a str naming an existing
     file is that file, other str items are texts (split into lines like a file's content);
     open streams are read to the end. `workers` processes count big inputs (default: all
-    cores). `progress(done, total)` follows the merges, `count_progress(mb_read, mb_total)`
+    cores); `pieces` gives the pre-token counts instead (first-occurrence order, as
+    `count_pieces` returns them). `progress(done, total)` follows the merges, `count_progress(mb_read, mb_total)`
     the counting. Raises UsageError for a vocab_size below alphabet + specials or a bad
     pattern, NlpkitError for an empty corpus or unreadable input.
     """
@@ -225,7 +242,8 @@ def train_bpe(texts_or_files: Iterable[Source], vocab_size: int, min_frequency: 
                          f"({n_alpha} byte symbols + {len(specials)} special tokens)")
     if max_token_length is not None and max_token_length < 1:
         raise UsageError(f"max token length must be positive, got {max_token_length}")
-    pieces = count_pieces(texts_or_files, pretok, workers, encoding_errors, count_progress)
+    if pieces is None:         # counted already (nlpkit.distributed) or count now
+        pieces = count_pieces(texts_or_files, pretok, workers, encoding_errors, count_progress)
     if not pieces:
         raise NlpkitError("empty corpus: no text to train on")
     word_counts = {byte_level(p): c for p, c in pieces.items()}

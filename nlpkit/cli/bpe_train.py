@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, input_paths, open_writer, progress
+from nlpkit.cli.common import common_options, dask_options, input_paths, open_writer, progress
 
 
 def _split_specials(values: tuple[str, ...]) -> list[str]:
@@ -35,9 +35,11 @@ def _split_specials(values: tuple[str, ...]) -> list[str]:
               help="Keep only the N most frequent byte symbols (lossy below 256) [all 256].")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes for counting large inputs [all cores].")
+@dask_options
 @common_options
 def command(files, output, vocab_size, min_frequency, special_tokens, pattern, add_prefix_space,
-            max_token_length, limit_alphabet, workers, fmt, no_signature, quiet, encoding_errors):
+            max_token_length, limit_alphabet, workers, dask, shard_size, fmt, no_signature, quiet,
+            encoding_errors):
     """Train a byte-level BPE tokenizer on FILES ('-' or a pipe for stdin).
 
     Same merges, in the same order, as HF tokenizers' BpeTrainer with a ByteLevel
@@ -66,6 +68,15 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
     except UsageError as e:
         raise click.BadParameter(str(e), param_hint="--pattern") from None
     start = time.perf_counter()
+    pieces = None
+    if dask:                     # count on the cluster; merges are sequential, here
+        from nlpkit.distributed.cluster import connect
+        from nlpkit.distributed.shards import parse_size
+        from nlpkit.distributed.stages import bpe_counts
+
+        size = parse_size(shard_size)
+        with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:
+            pieces = bpe_counts(client, paths, pre, encoding_errors, size, tick)
     with progress("counting MB", quiet=quiet) as count_tick, progress("merges", quiet=quiet) as tick:
         counting = [True]
 
@@ -78,7 +89,7 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
         tok = train_bpe([Path(p) for p in paths], vocab_size, min_frequency, specials, pattern,
                         add_prefix_space=add_prefix_space, max_token_length=max_token_length,
                         limit_alphabet=limit_alphabet, progress=merge_tick, workers=workers,
-                        encoding_errors=encoding_errors, count_progress=count_tick)
+                        encoding_errors=encoding_errors, count_progress=count_tick, pieces=pieces)
     seconds = time.perf_counter() - start
     tok.save(output)
     sig = make_signature("bpe-train", vocab=vocab_size, min_freq=min_frequency,

@@ -23,3 +23,13 @@ def pmi_counts(client, paths: list[str], tokenizer, window: int = 2, ngram: int 
     part = map_reduce(client, pmi.count_shard, shards, pmi.merge_cooccurrences, progress,
                       args=(tokenizer, window, ngram, cross_lines, cross_sentences, errors))
     return pmi.add_boundaries(part)
+
+
+def bpe_counts(client, paths: list[str], pretok, errors: str = "strict", shard_bytes: int = SHARD_BYTES,
+               progress: Callable[..., None] | None = None):
+    """`nlpkit.bpe.trainer.count_pieces` over a cluster: the same counts in the same key order."""
+    from nlpkit.bpe import trainer
+
+    shards = plan_shards(paths, shard_bytes, "line")
+    return map_reduce(client, trainer.count_shard, shards, trainer.merge_counts, progress,
+                      args=(pretok, errors))
