@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, input_paths, open_writer, progress, warn
+from nlpkit.cli.common import common_options, dask_options, input_paths, open_writer, progress, warn
 
 
 def _df_value(value: str, name: str) -> float:
@@ -62,10 +62,11 @@ def _df_value(value: str, name: str) -> float:
               help="With --matrix: write the terms (column order) to this file instead of header comments.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, else 1).")
+@dask_options
 @common_options
 def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, smart, log_base, min_df,
             max_df, ngram_range, stopwords, token_pattern, lowercase, top, query, matrix, vocab_out,
-            jobs, fmt, no_signature, quiet, encoding_errors):
+            jobs, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
     """TF-IDF weights of documents: top terms per document, the matrix, or a query ranking.
 
     With the defaults the numbers equal scikit-learn's TfidfVectorizer() (raw tf,
@@ -112,6 +113,10 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
                                    norm=norm or "l2", log_base=log_base, idf_offset=idf_offset)
     tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
     paths = input_paths(files)
+    if dask:
+        _dask_top_terms(dask, shard_size, paths, mode, tok, weighting, (lo, hi), min_df, max_df, top,
+                        field, id_field, matrix, query, encoding_errors, fmt, no_signature, quiet)
+        return
     names = DocNames()
     batches = iter_documents(paths, mode, names, field if mode == "jsonl" and field else "text", id_field,
                              encoding_errors, fields=field if mode == "smart" and field else "T,W")
@@ -146,3 +151,35 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
         for i, terms in core.top_terms(m, top):
             for r, (term, weight) in enumerate(terms, 1):
                 out.write({"doc": m.names[i], "rank": r, "term": term, "weight": weight})
+
+
+def _signature(w, lo, hi, min_df, max_df, tok, mode):
+    from nlpkit.signature import make_signature
+
+    settings = {"smart": w.smart} if w.smart else {"tf": w.tf, "idf": w.idf, "norm": w.norm, "log": w.log_base,
+                                                   "idf_offset": f"{w.idf_offset:g}"}
+    return make_signature("tfidf", **settings, ngram=f"{lo},{hi}", min_df=min_df, max_df=max_df,
+                          tok=tok.signature, stop=tok.stopwords_name, docs=mode)
+
+
+def _dask_top_terms(dask, shard_size, paths, mode, tok, weighting, ngram_range, min_df, max_df, top,
+                    field, id_field, matrix, query, encoding_errors, fmt, no_signature, quiet):
+    """Top terms per document on a Dask cluster (rows streamed in document order)."""
+    from nlpkit.distributed.cluster import connect
+    from nlpkit.distributed.shards import parse_size
+    from nlpkit.distributed.stages import tfidf_top_terms
+    from nlpkit.errors import UsageError
+
+    if matrix or query is not None:
+        raise UsageError("--dask computes top terms per document; --matrix and --query run locally "
+                         "(without --dask)")
+    size = parse_size(shard_size)
+    sig = _signature(weighting, *ngram_range, min_df, max_df, tok, mode)
+    with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:
+        _, rows = tfidf_top_terms(client, paths, mode, tok, weighting, ngram_range,
+                                  _df_value(min_df, "--min-df"), _df_value(max_df, "--max-df"), top,
+                                  field if mode == "jsonl" and field else "text", id_field,
+                                  field if mode == "smart" and field else "T,W", encoding_errors, size, tick)
+        with open_writer(["doc", "rank", "term", "weight"], fmt, sig, no_signature) as out:
+            for doc, r, term, weight in rows:
+                out.write({"doc": doc, "rank": r, "term": term, "weight": weight})

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import bisect
 import re
+
+import numpy as np
 from itertools import chain
 from typing import Iterable, Iterator, Sequence
 
@@ -105,6 +107,7 @@ class DocNames:
         self._chunks: list[tuple[int, object]] = []   # (first index, list[str] | (prefix, first number))
         self._starts: list[int] = []
         self._n = 0
+        self.units = 0      # lines or paragraphs read (iter_documents): numbering after a shard
 
     def add_list(self, names: list[str]) -> None:
         if names:
@@ -118,6 +121,24 @@ class DocNames:
             self._starts.append(self._n)
             self._n += count
 
+    def add_numbers(self, prefix: str, numbers: list[int]) -> None:
+        """Names ``prefix + N`` for the given numbers (JSONL lines without an id field)."""
+        if numbers:
+            self._chunks.append((self._n, (prefix, np.asarray(numbers, dtype=np.int64))))
+            self._starts.append(self._n)
+            self._n += len(numbers)
+
+    def shifted(self, offset: int) -> "DocNames":
+        """These names with every number (line or paragraph numbers) raised by `offset`: a
+        shard numbers from 1, the file numbers from the lines of the shards before it."""
+        out = DocNames()
+        out._n, out._starts = self._n, list(self._starts)
+        for start, chunk in self._chunks:
+            if isinstance(chunk, tuple):
+                chunk = (chunk[0], chunk[1] + offset)
+            out._chunks.append((start, chunk))
+        return out
+
     def __len__(self) -> int:
         return self._n
 
@@ -129,6 +150,8 @@ class DocNames:
         if isinstance(chunk, list):
             return chunk[i - start]
         prefix, first = chunk
+        if isinstance(first, np.ndarray):
+            return f"{prefix}{first[i - start]}"
         return f"{prefix}{first + i - start}"
 
     def __iter__(self) -> Iterator[str]:
@@ -137,7 +160,8 @@ class DocNames:
 
 def iter_documents(paths: list[str], mode: str = "lines", names: DocNames | None = None,
                    field: str = "text", id_field: str | None = None, errors: str = "strict",
-                   batch_chars: int | None = None, fields: str = "T,W") -> Iterator[tuple[int, str]]:
+                   batch_chars: int | None = None, fields: str = "T,W",
+                   prefix: str | None = None) -> Iterator[tuple[int, str]]:
     """Yield ``(n_docs, text)`` batches: `text` holds n_docs documents, each ended by a break.
 
     Modes: ``files`` (a file is a document, named by its path), ``lines`` (a line
@@ -146,15 +170,18 @@ def iter_documents(paths: list[str], mode: str = "lines", names: DocNames | None
     ``jsonl`` (one JSON object per line; the text is `field`, the name `id_field`
     or the line number; a line without the field is an error naming file and line),
     ``tsv`` and ``smart`` (named by their ids, as `iter_records` reads them).
-    Document names are appended to `names` as batches are produced.
+    Document names are appended to `names` as batches are produced; `prefix` overrides the
+    ``path:`` name prefix (a shard of a file), and ``names.units`` ends as the count of
+    lines (lines, jsonl) or paragraphs read from the last path, for numbering shards.
     """
     if mode not in DOC_MODES:
         raise NlpkitError(f"unknown document mode {mode!r} (choose from {', '.join(DOC_MODES)})")
     names = names if names is not None else DocNames()
     multi = len(paths) > 1
     para_no = 0
+    fixed_prefix = prefix
     for path in paths:
-        prefix = f"{display_name(path)}:" if multi else ""
+        prefix = fixed_prefix if fixed_prefix is not None else (f"{display_name(path)}:" if multi else "")
         if mode == "files":
             names.add_list([display_name(path)])
             yield 1, join_docs(["".join(iter_blocks(path, errors))])
@@ -184,20 +211,28 @@ def iter_documents(paths: list[str], mode: str = "lines", names: DocNames | None
                 para_no += len(docs)
                 yield len(docs), join_docs(docs)
             else:
-                batch_names, docs = [], []
+                batch_names, docs, numbers = [], [], []
                 for line in block.split("\n"):
                     line_no += 1
                     if line.strip():
-                        name, text = _json_doc(line, path, line_no, field, id_field)
-                        batch_names.append(prefix + name)
+                        rid, text = json_record(line, f"{display_name(path)}, line {line_no}", field, id_field)
+                        if rid is None:
+                            numbers.append(line_no)
+                        else:
+                            batch_names.append(prefix + rid)
                         docs.append(text)
                 line_no -= 1 if block.endswith("\n") else 0   # the piece after the last newline
+                if numbers and batch_names:
+                    raise NlpkitError(f"{display_name(path)}: some records have the id field "
+                                      f"{id_field!r} and some do not")
                 names.add_list(batch_names)
+                names.add_numbers(prefix, numbers)
                 yield len(docs), join_docs(docs)
         if mode == "paragraphs" and carry.strip():
             para_no += 1
             names.add_range(prefix, para_no, 1)
             yield 1, join_docs([_paragraph(carry)])
+        names.units = para_no if mode == "paragraphs" else line_no
 
 
 def _record_batches(records: Iterable[tuple[str, str]], names: DocNames, prefix: str,

@@ -141,7 +141,7 @@ def normalize_rows(data: np.ndarray, row: np.ndarray, n_rows: int, norm: str) ->
     if norm == "none":
         return data
     total = np.zeros(n_rows)
-    for sl in _slices(len(data)):
+    for sl in _row_slices(row):
         part = data[sl] * data[sl] if norm == "l2" else np.abs(data[sl])
         total += np.bincount(row[sl], weights=part, minlength=n_rows)
     length = np.sqrt(total) if norm == "l2" else total
@@ -357,12 +357,30 @@ def _slices(n: int, step: int = 1 << 20) -> Iterable[slice]:
     return (slice(s, min(n, s + step)) for s in range(0, n, step))
 
 
-def weigh(counts: CountMatrix, weighting: Weighting) -> TfidfMatrix:
-    """Apply tf, idf and normalization to a count matrix (exact zeros are dropped)."""
+def _row_slices(row: np.ndarray, step: int = 1 << 20) -> list[slice]:
+    """Chunks of about `step` entries that never split a document (`row` is sorted), so a
+    document's norm is one sum in entry order whatever the chunking or sharding."""
+    cuts = [0]
+    while cuts[-1] + step < len(row):
+        cuts.append(int(np.searchsorted(row, row[cuts[-1] + step], side="left")))
+        if cuts[-1] == cuts[-2]:                          # one document longer than a chunk
+            cuts[-1] = int(np.searchsorted(row, row[cuts[-2]], side="right"))
+    cuts.append(len(row))
+    return [slice(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def weigh(counts: CountMatrix, weighting: Weighting, df: np.ndarray | None = None,
+          idf: np.ndarray | None = None) -> TfidfMatrix:
+    """Apply tf, idf and normalization to a count matrix (exact zeros are dropped).
+
+    `df` and `idf` default to this matrix's own; a shard of a corpus passes the corpus's.
+    """
     w = weighting
     row = counts.rows()
-    df = counts.document_frequency()
-    idf = idf_weights(df, counts.n_docs, w.idf, w.log_base, w.idf_offset)
+    if df is None:
+        df = counts.document_frequency()
+    if idf is None:
+        idf = idf_weights(df, counts.n_docs, w.idf, w.log_base, w.idf_offset)
     data = tf_weights(counts.counts, row, counts.n_docs, w.tf, w.log_base)
     for sl in _slices(len(data)):
         data[sl] *= idf[counts.indices[sl]]
@@ -397,6 +415,77 @@ def tfidf(docs: Iterable[str] | None = None, tokenizer: WordTokenizer | None = N
         raise NlpkitError("empty vocabulary: the documents have no words"
                           + (" other than stopwords" if tokenizer and tokenizer.stopwords else ""))
     return weigh(prune(counts, min_df, max_df), weighting or Weighting())
+
+
+# ------------------------------------------------------------------- shards (nlpkit.distributed)
+
+@dataclass
+class ShardCounts:
+    """One shard's count matrix (kept on its worker) and the numbers the driver needs."""
+
+    counts: CountMatrix
+    units: int          # lines or paragraphs read: numbering of the next shard of the file
+
+
+def count_shard(shard, mode: str, tokenizer: WordTokenizer, ngram_range: tuple[int, int] = (1, 1),
+                field: str = "text", id_field: str | None = None, errors: str = "strict",
+                fields: str = "T,W", prefix: str = "") -> ShardCounts:
+    """`count_matrix` of one shard's documents (read by `iter_documents`, named from 1)."""
+    from nlpkit.stats.documents import doc_break, iter_documents
+
+    names = DocNames()
+    batches = iter_documents([shard], mode, names, field, id_field, errors, fields=fields, prefix=prefix)
+    counts = count_matrix(batches, tokenizer, ngram_range, doc_break(mode), names)
+    return ShardCounts(counts, names.units)
+
+
+def shard_summary(part: ShardCounts) -> tuple[list[str], np.ndarray, int, int]:
+    """(terms, df, n_docs, units) of a shard: what the driver reduces."""
+    c = part.counts
+    return c.terms, c.document_frequency(), c.n_docs, part.units
+
+
+def merge_df(parts: list[tuple[list[str], np.ndarray, int, int]]) -> tuple[list[str], np.ndarray, int, int]:
+    """Sum document frequencies over sorted term lists (the union stays sorted)."""
+    terms = sorted(set().union(*(p[0] for p in parts)))
+    index = {t: i for i, t in enumerate(terms)}
+    df = np.zeros(len(terms), dtype=np.int64)
+    for p in parts:
+        df[np.fromiter(map(index.__getitem__, p[0]), dtype=np.int64, count=len(p[0]))] += p[1]
+    return terms, df, sum(p[2] for p in parts), sum(p[3] for p in parts)
+
+
+def weigh_shard(part: ShardCounts, terms: list[str], df: np.ndarray, idf: np.ndarray,
+                weighting: Weighting, name_offset: int) -> TfidfMatrix:
+    """A shard's rows weighted with the corpus's kept `terms` (sorted), df and idf."""
+    c = part.counts
+    index = {t: i for i, t in enumerate(terms)}
+    col = np.fromiter((index.get(t, -1) for t in c.terms), dtype=np.int64, count=len(c.terms))
+    new = col[c.indices]
+    entry = new >= 0
+    row = c.rows()[entry]
+    indptr = np.zeros(c.n_docs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=c.n_docs), out=indptr[1:])
+    names = c.names.shifted(name_offset) if name_offset else c.names
+    pruned = CountMatrix(indptr, new[entry].astype(np.int32), c.counts[entry], terms, names)
+    return weigh(pruned, weighting, df, idf)
+
+
+def shard_info(part: ShardCounts) -> tuple[int, int]:
+    """(documents, units) of a shard."""
+    return part.counts.n_docs, part.units
+
+
+def top_terms_task(item: tuple[ShardCounts, int], terms: list[str], df: np.ndarray, idf: np.ndarray,
+                   weighting: Weighting, k: int) -> list[tuple[str, int, str, float]]:
+    """A shard's part of the top-terms output: ``item`` = (its counts, its name offset)."""
+    return top_term_records(weigh_shard(item[0], terms, df, idf, weighting, item[1]), k)
+
+
+def top_term_records(m: TfidfMatrix, k: int) -> list[tuple[str, int, str, float]]:
+    """(doc name, rank, term, weight) rows of `top_terms`, for a shard's part of the output."""
+    return [(m.names[i], r, term, weight) for i, terms in top_terms(m, k)
+            for r, (term, weight) in enumerate(terms, 1)]
 
 
 # --------------------------------------------------------------------- using the matrix
