@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import (encoding_option, format_option, input_paths, open_writer, progress,
-                               quiet_option, signature_option, warn)
+from nlpkit.cli.common import (dask_options, encoding_option, format_option, input_paths, open_writer,
+                               progress, quiet_option, signature_option, warn)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -81,17 +81,34 @@ def command() -> None:
               help="Index directory to write.")
 @corpus_options
 @model_options
+@dask_options
 @format_option
 @signature_option
 @quiet_option
 @encoding_option
 def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
-              token_pattern, fmt, no_signature, quiet, encoding_errors):
+              token_pattern, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
     """Index CORPUS (a file, or '-' / stdin) into the directory INDEX."""
     from nlpkit.retrieval.search import signature
     from nlpkit.retrieval.store import index_size, save_index
 
     path = input_paths([corpus] if corpus else [], "corpus")[0]
+    if dask:
+        from nlpkit.distributed.cluster import connect
+        from nlpkit.distributed.shards import parse_size
+        from nlpkit.distributed.stages import bm25_index
+        from nlpkit.retrieval.search import tokenizer_settings
+
+        size = parse_size(shard_size)
+        settings = tokenizer_settings(token_pattern, True, stopwords)
+        with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:
+            summary = bm25_index(client, path, index_path, corpus_format, variant, k1, b, delta, settings,
+                                 id_field, field or "text", field or "T,W", encoding_errors, size, tick)
+        sig = signature({"variant": variant, "k1": k1, "b": b, "delta": delta, "tokenizer": settings})
+        with open_writer(["index", "documents", "terms", "postings", "avgdl", "bytes"], fmt, sig,
+                         no_signature) as out:
+            out.write({"index": index_path, **summary})
+        return
     idx = _build(path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
                  token_pattern, encoding_errors, quiet)
     save_index(idx, index_path)

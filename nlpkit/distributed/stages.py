@@ -100,3 +100,103 @@ def tfidf_top_terms(client, paths: list[str], mode: str, tokenizer, weighting, n
             yield from part
 
     return len(terms), rows()
+
+
+def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: float, b: float, delta: float,
+               tokenizer_settings: dict, id_field: str | None = "id", field: str = "text",
+               fields: str = "T,W", errors: str = "strict", shard_bytes: int = SHARD_BYTES,
+               progress: Callable[..., None] | None = None) -> dict:
+    """`nlpkit bm25 index` over a cluster; writes the same index directory as the local path.
+
+    Map: tokenize and count each shard's postings (they stay on the workers). Reduce:
+    vocabulary in first-occurrence order, df, N, total length. Driver: idf, avgdl, the
+    postings pointers. Map again: each shard's scores with global term ids and document
+    numbers; the driver fetches them shard by shard and scatters them into memory-mapped
+    arrays (no more than one shard's postings in memory). Returns the summary record.
+    """
+    import os
+    import shutil
+    import tempfile
+
+    import numpy as np
+
+    from nlpkit.distributed.cluster import Ticker, map_ordered
+    from nlpkit.errors import NlpkitError
+    from nlpkit.retrieval import bm25, store
+    from nlpkit.stats.documents import check_unique_ids, detect_format
+
+    bm25.check_params(variant, k1, b, delta)
+    if fmt == "auto":                       # as iter_records: the first non-blank line decides
+        from nlpkit.io import iter_lines
+
+        fmt = detect_format(iter_lines(path, errors="replace"), default="lines")
+    shards = plan_shards([path], shard_bytes, SPLIT[fmt])
+    tick = Ticker(progress, 0)
+    n = len(shards)
+    parts = client.map(bm25.count_shard, shards, [fmt] * n, [tokenizer_settings] * n, [id_field] * n,
+                       [field] * n, [fields] * n, [errors] * n, pure=False)
+    vocab, df, n_docs, total_len, max_tf = map_reduce(client, bm25.shard_summary, parts,
+                                                      bm25.merge_summaries, ticker=tick)
+    if n_docs == 0:
+        raise NlpkitError("empty corpus: there are no documents to index")
+    doc_ids: list[str] = []
+    firsts = []
+    for count, ids in map_ordered(client, bm25.shard_ids, parts, ticker=tick):
+        firsts.append(len(doc_ids))
+        doc_ids.extend(ids if ids is not None else map(str, range(len(doc_ids) + 1, len(doc_ids) + count + 1)))
+    check_unique_ids(doc_ids, path)
+    avgdl = total_len / n_docs if total_len > 0 else 1.0
+    term_idf = bm25.idf(variant, np.maximum(df, 1), n_docs)
+    nonocc64 = None
+    if variant in bm25.NONOCC_VARIANTS:
+        tfc0 = float(bm25.tf_component(variant, np.zeros(1), np.ones(1), 1.0, k1, b, delta)[0])
+        nonocc64 = term_idf * tfc0
+    indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    n_post = int(indptr[-1])
+    doc_bits = max(1, (n_docs - 1).bit_length())
+    packed = doc_bits < 32 and max_tf < (1 << (32 - doc_bits))
+    if not packed:
+        doc_bits = 32
+    parent = os.path.dirname(os.path.abspath(out_dir)) or "."
+    os.makedirs(parent, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".nlpkit-bm25-", dir=parent)
+    try:
+        fmt_ = np.lib.format
+        postings = fmt_.open_memmap(os.path.join(work, "postings.npy"), "w+", np.uint32, (n_post,))
+        scores = fmt_.open_memmap(os.path.join(work, "scores.npy"), "w+", np.float32, (n_post,))
+        tf_extra = (None if packed else
+                    fmt_.open_memmap(os.path.join(work, "tf_extra.npy"), "w+", np.uint32, (n_post,)))
+        cursor = indptr[:-1].copy()
+        term_id = {t: i for i, t in enumerate(vocab)}
+        args = client.scatter([term_id, term_idf, nonocc64], broadcast=True)
+        for term, doc, tf, sc in map_ordered(client, bm25.score_shard, list(zip(parts, firsts)), ticker=tick,
+                                             args=(*args, avgdl, variant, k1, b, delta)):
+            if not len(term):
+                continue
+            starts = np.flatnonzero(np.concatenate(([True], term[1:] != term[:-1])))
+            counts = np.diff(np.append(starts, len(term)))
+            first = np.repeat(cursor[term[starts]] - starts, counts)
+            pos = first + np.arange(len(term))
+            if packed:
+                postings[pos] = (doc | (tf << doc_bits)).astype(np.uint32)
+            else:
+                postings[pos] = doc.astype(np.uint32)
+                tf_extra[pos] = tf.astype(np.uint32)
+            scores[pos] = sc
+            cursor[term[starts]] += counts
+        del parts
+        for arr in (postings, scores, tf_extra):
+            if arr is not None:
+                arr.flush()
+        index = bm25.BM25Index(variant=variant, k1=k1, b=b, delta=delta, vocab=vocab, doc_ids=doc_ids,
+                               indptr=indptr, postings=postings, scores=scores,
+                               nonocc=(nonocc64.astype(np.float32) if nonocc64 is not None
+                                       else np.zeros(0, dtype=np.float32)),
+                               doc_bits=doc_bits, tf_extra=tf_extra, tokenizer=dict(tokenizer_settings))
+        store.save_index(index, out_dir)
+        del index, postings, scores, tf_extra
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"documents": n_docs, "terms": len(vocab), "postings": n_post,
+            "avgdl": total_len / n_docs, "bytes": store.index_size(out_dir)}

@@ -310,3 +310,75 @@ def add_documents(index: BM25Index, docs_tokens: Sequence[Sequence[str]],
     order = np.argsort(term, kind="stable")  # old postings of a term precede the new (higher) docs
     return _assemble(index.variant, index.k1, index.b, index.delta, list(vocab), all_ids,
                      term[order], doc[order], tf[order], index.tokenizer)
+
+
+# ------------------------------------------------------------------- shards (nlpkit.distributed)
+
+@dataclass
+class ShardPostings:
+    """One shard's postings with shard-local term ids (first occurrence) and doc numbers from 0."""
+
+    vocab: list[str]
+    term: np.ndarray        # [P] int64, term-major
+    doc: np.ndarray         # [P] int64
+    tf: np.ndarray          # [P] int64
+    doclen: np.ndarray      # [n] float64
+    ids: list[str] | None   # explicit document ids; None when documents are numbered
+    n_docs: int
+
+
+def count_shard(shard, fmt: str, tokenizer_settings: dict, id_field: str | None = "id",
+                field: str = "text", fields: str = "T,W", errors: str = "strict") -> ShardPostings:
+    """Tokenize one shard's records (`iter_records`) and count its postings as `build_index` does."""
+    from nlpkit.retrieval.search import make_tokenizer
+    from nlpkit.stats.documents import iter_records
+
+    tok = make_tokenizer(tokenizer_settings)
+    ids, tokens = [], []
+    for rid, text in iter_records(shard, fmt, id_field, field, errors, "corpus", fields):
+        ids.append(rid)
+        tokens.append(tok.tokenize(text))
+    vocab: dict[str, int] = {}
+    term, doc, tf = _count_postings(tokens, vocab, 0)
+    doclen = np.bincount(doc, weights=tf, minlength=len(tokens))
+    numbered = fmt in ("lines", "paragraphs") or (fmt == "jsonl" and id_field is None)
+    return ShardPostings(list(vocab), term, doc, tf, doclen, None if numbered else ids, len(tokens))
+
+
+def shard_summary(p: ShardPostings) -> tuple[list[str], np.ndarray, int, float, int]:
+    """(vocabulary, df, documents, total length, largest tf) of a shard."""
+    return (p.vocab, np.bincount(p.term, minlength=len(p.vocab)), p.n_docs, float(p.doclen.sum()),
+            int(p.tf.max()) if len(p.tf) else 0)
+
+
+def merge_summaries(parts: list[tuple]) -> tuple[list[str], np.ndarray, int, float, int]:
+    """Vocabulary in first-occurrence order over the parts in order; df, sizes summed."""
+    vocab: dict[str, int] = {}
+    luts = [np.fromiter((vocab.setdefault(w, len(vocab)) for w in p[0]), dtype=np.int64, count=len(p[0]))
+            for p in parts]
+    df = np.zeros(len(vocab), dtype=np.int64)
+    for p, lut in zip(parts, luts):
+        df[lut] += p[1]
+    return (list(vocab), df, sum(p[2] for p in parts), sum(p[3] for p in parts),
+            max(p[4] for p in parts))
+
+
+def shard_ids(p: ShardPostings) -> tuple[int, list[str] | None]:
+    return p.n_docs, p.ids
+
+
+def score_shard(item: tuple[ShardPostings, int], term_id: dict[str, int], term_idf: np.ndarray,
+                nonocc64: np.ndarray | None, avgdl: float, variant: str, k1: float, b: float,
+                delta: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A shard's postings with corpus term ids and doc numbers (``item`` = (postings, first doc)),
+    sorted by term (docs ascending within), and their scores as `_assemble` computes them."""
+    p, first_doc = item
+    lut = np.fromiter(map(term_id.__getitem__, p.vocab), dtype=np.int64, count=len(p.vocab))
+    term = lut[p.term]
+    order = np.argsort(term, kind="stable")
+    term, doc, tf = term[order], p.doc[order], p.tf[order]
+    tfc = tf_component(variant, tf, p.doclen[doc], avgdl, k1, b, delta)
+    scores = term_idf[term] * tfc
+    if nonocc64 is not None:
+        scores -= nonocc64[term]
+    return term, doc + first_doc, tf, scores.astype(np.float32)
