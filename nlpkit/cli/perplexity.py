@@ -6,8 +6,8 @@ import os
 
 import click
 
-from nlpkit.cli.common import (common_options, input_paths, model_name, model_options, open_writer,
-                               progress, rope_label)
+from nlpkit.cli.common import (common_options, dask_options, input_paths, model_name, model_options,
+                               open_writer, progress, rope_label)
 
 SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words", "bytes"]
 PER_LINE = ["file", "line", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte"]
@@ -28,9 +28,10 @@ PER_TOKEN = ["file", "line", "position", "id", "token", "logprob"]
 @click.option("--per-token", is_flag=True, help="Print every scored token: position, id, text, log-probability.")
 @click.option("--add-bos/--no-add-bos", default=None,
               help="Prepend the BOS token [as the model's tokenizer does].")
+@dask_options
 @common_options
 def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
-            fmt, no_signature, quiet, encoding_errors):
+            dask, shard_size, fmt, no_signature, quiet, encoding_errors):
     """Perplexity of text under a language model.
 
     Prints scored tokens, mean negative log-likelihood (nats/token), token, word and byte
@@ -81,6 +82,23 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
                  "token": tok.decode_bytes([i]).decode("utf-8", errors="replace"), "logprob": lp}
                 for pos, i, lp in zip(scored.positions, scored.ids, scored.logprobs)]
 
+    if dask:
+        if not per_line or per_token:
+            raise click.UsageError("--dask scores --per-line records (without --per-token); whole texts "
+                                   "are scored locally")
+        from nlpkit.distributed.cluster import connect
+        from nlpkit.distributed.shards import parse_size
+        from nlpkit.distributed.stages import perplexity_lines
+
+        size = parse_size(shard_size)
+        key = (str(model.source), rope_scaling, rope_factor)
+        with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick, \
+                open_writer(columns, fmt, sig, no_signature) as out:
+            for name, lineno, p in perplexity_lines(client, paths, key, mode, ctx, strd, bos, encoding_errors,
+                                                    size, tick):
+                out.write({"file": name, "line": lineno, **stats(p)} if p is not None
+                          else {"file": name, "line": lineno, "tokens": 0})
+        return
     with open_writer(columns, fmt, sig, no_signature) as out, progress("scoring", quiet=quiet) as tick:
         for path in paths:
             name = "-" if path == "-" else path

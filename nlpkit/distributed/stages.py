@@ -200,3 +200,24 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
         shutil.rmtree(work, ignore_errors=True)
     return {"documents": n_docs, "terms": len(vocab), "postings": n_post,
             "avgdl": total_len / n_docs, "bytes": store.index_size(out_dir)}
+
+
+def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, context: int,
+                     stride: int | None, add_bos: bool, errors: str = "strict",
+                     shard_bytes: int = SHARD_BYTES, progress: Callable[..., None] | None = None):
+    """``perplexity --per-line`` over a cluster: yields (file, line number, Perplexity or None)
+    in input order. Each worker loads the model once (`scoring.cached_model`); the driver holds
+    only the shards finished ahead of the one it is writing."""
+    from nlpkit.distributed.cluster import map_ordered
+    from nlpkit.lm import scoring, threads
+
+    shards = plan_shards(paths, shard_bytes, "line")
+    line, current = 0, None
+    results = map_ordered(client, scoring.score_lines_shard, shards, progress,
+                          args=(model_key, mode, context, stride, add_bos, errors, threads.blas_threads()))
+    for shard, (_, scored) in zip(shards, results):
+        if shard.file_index != current:
+            current, line = shard.file_index, 0
+        for p in scored:
+            line += 1
+            yield shard.path, line, p

@@ -260,3 +260,48 @@ def default_context(model) -> int:
 def default_stride(context: int) -> int:
     """Half the context: every token after the first window sees at least context/2 tokens of history."""
     return max(context // 2, 1)
+
+
+# ------------------------------------------------------------------- shards (nlpkit.distributed)
+
+_MODEL_CACHE: dict[tuple, object] = {}
+
+
+def cached_model(path: str, rope_scaling: str | None = None, rope_factor: float | None = None):
+    """The model at `path`, loaded once per process (a Dask worker scores many shards)."""
+    key = (str(path), rope_scaling, rope_factor)
+    model = _MODEL_CACHE.get(key)
+    if model is None:
+        from nlpkit.lm.loaders import load_model
+
+        _MODEL_CACHE.clear()
+        model = _MODEL_CACHE[key] = load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor)
+    return model
+
+
+def score_lines_shard(shard, model_key: tuple, mode: str, context: int, stride: int | None,
+                      add_bos: bool, errors: str = "strict",
+                      blas_threads: int | None = None) -> tuple[int, list[Perplexity | None]]:
+    """Score each line of a shard on its own, as ``perplexity --per-line`` does: (lines, one
+    `Perplexity` per line, None where the line is too short to score).
+
+    OpenBLAS's float32 sums depend on its thread count, so a Dask worker (which Dask starts
+    with one BLAS thread) uses `blas_threads`, the driver's count: the numbers then equal the
+    driver's own, whatever the workers' thread settings.
+    """
+    from nlpkit.io import iter_lines
+    from nlpkit.lm import threads
+
+    handle = threads._openblas()
+    if blas_threads and handle is not None and int(handle[0]()) != blas_threads:
+        handle[1](blas_threads)
+
+    model = cached_model(*model_key)
+    out: list[Perplexity | None] = []
+    for line in iter_lines(shard, errors=errors, strip_bom=getattr(shard, "first", True)):
+        try:
+            p, _ = perplexity(model, line, mode=mode, context=context, stride=stride, add_bos=add_bos)
+        except TooShort:
+            p = None
+        out.append(p)
+    return len(out), out
