@@ -1,0 +1,244 @@
+"""The Dask path gives byte-identical output to the local path (issue 18).
+
+One LocalCluster(n_workers=2, processes=True) serves the whole session. The corpus is cut
+into many shards (a tiny --shard-size puts boundaries inside the plain files) and has
+several gzip files, which are one shard each.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, run_cli
+
+distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (nlpkit[dask])")
+
+WORDS = ("the cat sat on a mat dog ran big red house tree river stone light dark old new "
+         "small world time year day night water fire over under with from into after").split()
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    import logging
+
+    c = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                 dashboard_address=":0", silence_logs=logging.ERROR)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="session")
+def client(cluster):
+    with distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory):
+    """Three plain files (cut into many shards) and three gzip files, plus JSONL."""
+    d = tmp_path_factory.mktemp("dask_corpus")
+    rng = random.Random(18)
+
+    def line() -> str:
+        words = [rng.choice(WORDS) + rng.choice(["", "", "", "s", "ed", "."]) for _ in range(rng.randint(0, 16))]
+        return " ".join(words).capitalize() + rng.choice(["", ".", "!", "?", ""])
+
+    plain = []
+    for i in range(3):
+        p = d / f"plain{i}.txt"
+        p.write_text("\n".join(line() for _ in range(300)) + "\n", encoding="utf-8")
+        plain.append(str(p))
+    gz = []
+    for i in range(3):
+        p = d / f"part{i}.txt.gz"
+        with gzip.open(p, "wt", encoding="utf-8") as f:
+            f.write("\n".join(line() for _ in range(150)) + "\n")
+        gz.append(str(p))
+    jl = d / "docs.jsonl"
+    with open(jl, "w", encoding="utf-8") as f:
+        for i in range(250):
+            f.write(json.dumps({"id": f"d{i}", "text": line()}) + "\n")
+    short = d / "short.txt"
+    short.write_text("\n".join(line()[:60] for _ in range(8)) + "\n", encoding="utf-8")
+    short_gz = d / "short.txt.gz"
+    with gzip.open(short_gz, "wt", encoding="utf-8") as f:
+        f.write("\n".join(line()[:60] for _ in range(5)) + "\n")
+    return {"dir": d, "plain": plain, "gz": gz, "files": plain + gz, "jsonl": str(jl),
+            "short": [str(short), str(short_gz)]}
+
+
+def _both(cluster, *args: str, shard: str = "2k"):
+    local = run_cli(*args)
+    assert local.returncode == 0, local.stderr.decode()
+    dask = run_cli(*args, "--dask", cluster.scheduler_address, "--shard-size", shard, "--quiet")
+    assert dask.returncode == 0, dask.stderr.decode()
+    return local.stdout, dask.stdout
+
+
+@pytest.mark.parametrize("opts", [[], ["--cross-lines", "-w", "4"], ["--cross-lines", "--cross-sentences", "-w", "3"],
+                                  ["--ngram", "3", "-w", "5", "--cross-lines"]])
+def test_pmi_identical(cluster, corpus, opts):
+    local, dask = _both(cluster, "pmi", *corpus["files"], "--top", "0", "--format", "tsv", *opts, shard="1k")
+    assert local == dask
+    assert local.count(b"\n") > 100
+
+
+def test_tfidf_identical(cluster, corpus):
+    local, dask = _both(cluster, "tfidf", "--docs", "lines", *corpus["files"], "--top", "3", "--format", "tsv")
+    assert local == dask
+    local, dask = _both(cluster, "tfidf", "--docs", "jsonl", "--id-field", "id", corpus["jsonl"],
+                        "--smart", "ltc", "--min-df", "2", "--format", "jsonl")
+    assert local == dask
+
+
+def _tree(path) -> dict:
+    return {f: open(os.path.join(path, f), "rb").read() for f in sorted(os.listdir(path))}
+
+
+def test_bm25_index_identical(cluster, corpus, tmp_path):
+    big = tmp_path / "corpus.txt"
+    big.write_bytes(b"".join(open(p, "rb").read() for p in corpus["plain"]))
+    for variant in ("lucene", "bm25+"):
+        a, b = tmp_path / f"local-{variant}", tmp_path / f"dask-{variant}"
+        local = run_cli("bm25", "index", str(big), "-o", str(a), "--variant", variant, "--format", "tsv",
+                        "--no-signature")
+        dask = run_cli("bm25", "index", str(big), "-o", str(b), "--variant", variant, "--format", "tsv",
+                       "--no-signature", "--dask", cluster.scheduler_address, "--shard-size", "3k")
+        assert local.returncode == 0 and dask.returncode == 0, dask.stderr.decode()
+        assert _tree(a) == _tree(b)
+        assert local.stdout.replace(str(a).encode(), b"X") == dask.stdout.replace(str(b).encode(), b"X")
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".nlpkit")]
+
+
+def test_bpe_train_identical(cluster, corpus, tmp_path):
+    a, b = tmp_path / "local", tmp_path / "dask"
+    local = run_cli("bpe-train", *corpus["files"], "-o", str(a), "--vocab-size", "400", "--quiet")
+    dask = run_cli("bpe-train", *corpus["files"], "-o", str(b), "--vocab-size", "400", "--quiet",
+                   "--dask", cluster.scheduler_address, "--shard-size", "2k")
+    assert local.returncode == 0 and dask.returncode == 0, dask.stderr.decode()
+    assert _tree(a) == _tree(b)
+
+
+def test_perplexity_per_line_identical(cluster, corpus):
+    local, dask = _both(cluster, "perplexity", "--per-line", *corpus["short"], "--context", "64",
+                        "--format", "tsv", shard="100")
+    assert local == dask
+    assert local.count(b"\n") == 14
+
+
+def _ranked(co):
+    from nlpkit.stats import pmi
+
+    ids, counts, scores = pmi.ranked(co, top=0)
+    return [(tuple(co.words[i] for i in row), c, s) for row, c, s in zip(ids.tolist(), counts.tolist(),
+                                                                       scores.tolist())]
+
+
+def _write_memory(files: dict) -> None:
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for name, data in files.items():
+        with fs.open(name, "wb") as f:
+            f.write(data)
+
+
+def test_fsspec_memory_paths(client, corpus):
+    """Workers open memory:// paths themselves (each worker process gets the same files)."""
+    from nlpkit.distributed.stages import pmi_counts
+    from nlpkit.stats.pmi import count_cooccurrences
+    from nlpkit.text import WordTokenizer
+
+    files = {f"/nlpkit-test/{os.path.basename(p)}": open(p, "rb").read() for p in corpus["files"]}
+    _write_memory(files)
+    client.run(_write_memory, files)
+    urls = [f"memory://{name}" for name in files]
+    tok = WordTokenizer()
+    co = pmi_counts(client, urls, tok, window=3, cross_lines=True, shard_bytes=1500)
+    assert _ranked(co) == _ranked(count_cooccurrences(corpus["files"], tok, window=3, cross_lines=True))
+
+
+def test_worker_killed_mid_run_same_result(client, corpus):
+    from nlpkit.distributed.stages import pmi_counts
+    from nlpkit.stats.pmi import count_cooccurrences
+    from nlpkit.text import WordTokenizer
+
+    pids = client.run(os.getpid)
+    victim = sorted(pids.values())[0]
+    killed = []
+
+    def progress(done, total):
+        if not killed and done >= 1 and done < total:
+            os.kill(victim, signal.SIGKILL)
+            killed.append(done)
+
+    tok = WordTokenizer()
+    co = pmi_counts(client, corpus["files"], tok, window=4, cross_lines=True, shard_bytes=400,
+                    progress=progress)
+    assert killed, "the worker was not killed during the run"
+    assert _ranked(co) == _ranked(count_cooccurrences(corpus["files"], tok, window=4, cross_lines=True))
+    client.wait_for_workers(2, timeout=60)          # the nanny restarts it for the next tests
+
+
+def test_unreadable_input_names_the_file_and_leaves_no_output(cluster, corpus, tmp_path):
+    bad = tmp_path / "broken.txt.gz"
+    bad.write_bytes(b"this is not gzip data\n" * 50)
+    out = tmp_path / "tok"
+    r = run_cli("bpe-train", corpus["plain"][0], str(bad), "-o", str(out), "--vocab-size", "300",
+                "--dask", cluster.scheduler_address, "--quiet")
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert err.startswith("nlpkit: error:") and "broken.txt.gz" in err and "Traceback" not in err
+    assert not out.exists()
+    r = run_cli("bm25", "index", str(bad), "-o", str(tmp_path / "idx"), "--dask", cluster.scheduler_address)
+    assert r.returncode == 1 and "broken.txt.gz" in r.stderr.decode()
+    assert not (tmp_path / "idx").exists()
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".nlpkit")]
+
+
+def test_workers_must_run_the_same_version(client, monkeypatch):
+    import nlpkit
+    from nlpkit.distributed.cluster import check_versions
+    from nlpkit.errors import NlpkitError
+
+    monkeypatch.setattr(nlpkit, "__version__", "0.0.0-other")
+    with pytest.raises(NlpkitError, match="runs nlpkit 0.1|same version"):
+        check_versions(client)
+
+
+def test_local_cluster_address_and_env_var(corpus):
+    r = run_cli("pmi", corpus["plain"][0], "--top", "5", "--format", "tsv", env={"NLPKIT_DASK": "local:1"})
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"dashboard" in r.stderr
+    assert r.stdout == run_cli("pmi", corpus["plain"][0], "--top", "5", "--format", "tsv").stdout
+
+
+def test_missing_dask_is_a_clear_error():
+    code = ("import sys; sys.modules['distributed'] = None\n"
+            "from nlpkit.distributed.cluster import connect\n"
+            "from nlpkit.errors import NlpkitError\n"
+            "try:\n    connect('local:1').__enter__()\nexcept NlpkitError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=str(REPO))
+    assert b"nlpkit[dask]" in r.stdout
+
+
+def test_bad_address_is_a_usage_error():
+    r = run_cli("pmi", "--dask", "nowhere", "README.md")
+    assert r.returncode == 2 and b"nlpkit: error:" in r.stderr
+
+
+def test_pmi_without_dask_never_imports_it(corpus):
+    code = ("import sys\nfrom nlpkit.cli.main import main\n"
+            f"sys.argv = ['nlpkit', 'pmi', {corpus['plain'][0]!r}, '--top', '1']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write('DASK=' + str(any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules)))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=str(REPO))
+    assert r.stderr.decode().endswith("DASK=False")
