@@ -133,7 +133,10 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
     shards = plan_shards([path], shard_bytes, SPLIT[fmt])
     tick = Ticker(progress, 0)
     n = len(shards)
-    parts = client.map(bm25.count_shard, shards, [fmt] * n, [tokenizer_settings] * n, [id_field] * n,
+    from nlpkit.retrieval.search import make_tokenizer
+
+    tok = make_tokenizer(tokenizer_settings)
+    parts = client.map(bm25.count_shard, shards, [fmt] * n, [tok] * n, [id_field] * n,
                        [field] * n, [fields] * n, [errors] * n, pure=False)
     vocab, df, n_docs, total_len, max_tf = map_reduce(client, bm25.shard_summary, parts,
                                                       bm25.merge_summaries, ticker=tick)

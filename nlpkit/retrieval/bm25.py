@@ -327,13 +327,12 @@ class ShardPostings:
     n_docs: int
 
 
-def count_shard(shard, fmt: str, tokenizer_settings: dict, id_field: str | None = "id",
+def count_shard(shard, fmt: str, tok, id_field: str | None = "id",
                 field: str = "text", fields: str = "T,W", errors: str = "strict") -> ShardPostings:
-    """Tokenize one shard's records (`iter_records`) and count its postings as `build_index` does."""
-    from nlpkit.retrieval.search import make_tokenizer
+    """Tokenize one shard's records (`iter_records`) with the index's tokenizer `tok`
+    (`search.make_tokenizer`) and count its postings as `build_index` does."""
     from nlpkit.stats.documents import iter_records
 
-    tok = make_tokenizer(tokenizer_settings)
     ids, tokens = [], []
     for rid, text in iter_records(shard, fmt, id_field, field, errors, "corpus", fields):
         ids.append(rid)
