@@ -242,6 +242,7 @@ class _FastTokenizer(_RegexTokenizer):
 
 
 _WORKER_STATE: dict[str, _RegexTokenizer] = {}
+_SHARED_STATE: dict[str, _RegexTokenizer] = {}     # BlockEncoder(shared=True): per-process tokenizers
 
 
 def _make_tokenizer(spec: tuple) -> _RegexTokenizer:
@@ -268,8 +269,10 @@ class BlockEncoder:
     work over worker processes and merges their vocabularies in order.
     """
 
-    def __init__(self, tokenizer: WordTokenizer, break_pattern: str | None = None) -> None:
+    def __init__(self, tokenizer: WordTokenizer, break_pattern: str | None = None,
+                 shared: bool = False) -> None:
         self.tokenizer = tokenizer
+        self.shared = shared    # reuse this process's tokenizer state (a Dask worker's shards)
         self.break_pattern = break_pattern
         tok_re = tokenizer.regex
         self._break_re = re.compile(break_pattern) if break_pattern else None
@@ -333,9 +336,38 @@ class BlockEncoder:
     # -- encoding -------------------------------------------------------------------
     def encode(self, text: str) -> tuple[np.ndarray, np.ndarray, int]:
         """Token ids and segment indices of one block (see the class docstring)."""
+        if self.shared:
+            return self._encode_shared(text)
         if self._local is None:
             self._local = _make_tokenizer(self._spec)
         return self._merge(0, *self._local.tokenize(text))
+
+    def _encode_shared(self, text: str) -> tuple[np.ndarray, np.ndarray, int]:
+        """`encode` with the process-wide tokenizer for these settings: its piece cache, built
+        by earlier shards, is reused; its ids are mapped to ours lazily (only ids that occur),
+        so our vocabulary holds this encoder's words only."""
+        key = repr(self._spec)
+        tok = _SHARED_STATE.get(key)
+        if tok is None:
+            if len(_SHARED_STATE) >= 4:
+                _SHARED_STATE.clear()
+            tok = _SHARED_STATE[key] = _make_tokenizer(self._spec)
+            tok.id_words = []
+        new_words, local = tok.tokenize(text)
+        tok.id_words.extend(new_words)
+        lut = self._luts.get(-1, np.zeros(0, dtype=np.int32))
+        if len(lut) < len(tok.id_words):
+            lut = np.concatenate([lut, np.full(len(tok.id_words) - len(lut), -1, dtype=np.int32)])
+        ids = lut[local]
+        missing = ids < 0
+        if missing.any():
+            need = np.unique(local[missing])
+            words = tok.id_words
+            lut[need] = np.fromiter((self._vocab[words[i]] for i in need.tolist()), dtype=np.int32,
+                                    count=len(need))
+            ids = lut[local]
+        self._luts[-1] = lut
+        return self._segment(ids)
 
     def _segment(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         self._classify()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from itertools import chain
 from typing import Callable, Iterable
 
 import numpy as np
@@ -268,7 +269,7 @@ def count_shard(shard, tokenizer: WordTokenizer, window: int = 2, ngram: int = 2
                 errors: str = "strict") -> PartialCooccurrence:
     """Count one shard (any path or `nlpkit.distributed.shards.Shard`) as `count_cooccurrences`
     counts a file, keeping its edges so n-grams across shard boundaries can be added once."""
-    enc = BlockEncoder(tokenizer, break_pattern(cross_lines, cross_sentences))
+    enc = BlockEncoder(tokenizer, break_pattern(cross_lines, cross_sentences), shared=True)
     counter = CooccurrenceCounter(window, ngram)
     stream = getattr(shard, "file_index", 0)
     edge = _count_items(enc.encode_many((stream, b) for b in iter_blocks(shard, errors)), enc, counter)
@@ -279,12 +280,10 @@ def count_shard(shard, tokenizer: WordTokenizer, window: int = 2, ngram: int = 2
 def merge_cooccurrences(parts: list[PartialCooccurrence]) -> PartialCooccurrence:
     """Sum partial counts (any order of vocabularies); edges stay in the given order."""
     first = parts[0].co
-    vocab: dict[str, int] = {}
-    luts = []
-    for p in parts:
-        get = vocab.setdefault
-        luts.append(np.fromiter((get(w, len(vocab)) for w in p.co.words), dtype=np.int64,
-                                count=len(p.co.words)))
+    words = list(dict.fromkeys(chain.from_iterable(p.co.words for p in parts)))   # the union
+    vocab = {w: i for i, w in enumerate(words)}
+    luts = [np.fromiter(map(vocab.__getitem__, p.co.words), dtype=np.int64, count=len(p.co.words))
+            for p in parts]
     if first.ngram == 3 and len(vocab) >= 1 << _TRI_BITS:
         raise NlpkitError(f"--ngram 3 supports at most {1 << _TRI_BITS:,} distinct words")
     unigram = np.zeros(len(vocab), dtype=np.int64)
@@ -296,7 +295,7 @@ def merge_cooccurrences(parts: list[PartialCooccurrence]) -> PartialCooccurrence
     keys = np.concatenate(codes)
     counts = np.concatenate([p.co.counts for p in parts])
     keys, counts = _sum_by_key(keys, counts)
-    co = Cooccurrence(list(vocab), unigram, keys, counts, sum(p.co.n_tokens for p in parts),
+    co = Cooccurrence(words, unigram, keys, counts, sum(p.co.n_tokens for p in parts),
                       first.window, first.ngram)
     return PartialCooccurrence(co, [e for p in parts for e in p.edges])
 
@@ -309,7 +308,7 @@ def _pack(ids: np.ndarray, ngram: int) -> np.ndarray:  # [P, n] -> [P] int64
 
 
 def _sum_by_key(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)                  # equal keys are summed: no need for a stable sort
     keys, counts = keys[order], counts[order]
     if not len(keys):
         return keys, counts.astype(np.int64)
