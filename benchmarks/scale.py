@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+BM25_SHARD = 8 << 20     # the 33 MB corpus file in 5 shards (at the default 64M it is one task)
 
 
 def _maxrss_mb() -> float:
@@ -90,7 +91,8 @@ def one(task: str, config: str, paths: list[str], out_dir: str) -> dict:
         else:
             from nlpkit.distributed.stages import bm25_index
 
-            s = bm25_index(client, paths[0], out_dir, "lines", "lucene", 1.5, 0.75, 0.5, tokenizer_settings())
+            s = bm25_index(client, paths[0], out_dir, "lines", "lucene", 1.5, 0.75, 0.5, tokenizer_settings(),
+                           shard_bytes=BM25_SHARD)
             result = [s["documents"], s["terms"], s["postings"]]
     t2 = time.perf_counter()
     workers = []
