@@ -137,9 +137,15 @@ class CooccurrenceCounter:
         """Merge pending codes into the sorted (keys, counts) table."""
         if not self._pending:
             return
-        codes = np.concatenate(self._pending)
+        codes = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0].copy()
         self._pending, self._pending_n = [], 0
-        keys, counts = np.unique(codes, return_counts=True)
+        codes.sort()                                  # in place: np.unique would copy first
+        if len(codes):
+            starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+            keys, counts = codes[starts], np.diff(np.append(starts, len(codes)))
+        else:
+            keys, counts = codes, np.zeros(0, np.int64)
+        del codes
         if len(self._keys):
             allk = np.concatenate([self._keys, keys])
             allc = np.concatenate([self._counts, counts])
