@@ -350,23 +350,84 @@ class RecordWriter:
                 pass
 
 
+PATH_COLUMNS = ("file", "system", "index")   # shown by basename in tables (machine formats keep the path)
+
+
+def _short_paths(values: list[str]) -> dict[str, str]:
+    """Path -> basename for a table, unless two different paths share a basename (then keep them)."""
+    base = {v: os.path.basename(v.rstrip("/")) or v for v in values}
+    if len(set(base.values())) != len(set(base)):
+        return {v: v for v in values}
+    return base
+
+
 def render_table(columns: Sequence[str], rows: list[dict], signature: str | None,
                  stream: IO[str], title: str | None = None, digits: int = 4) -> None:
-    """Render rows with rich (imported lazily); the signature is the footer line."""
+    """Render rows with rich (imported lazily); the signature is the footer line.
+
+    The table fits the terminal width (``$COLUMNS``, 80 when unknown): numbers never wrap, text
+    columns fold, and paths (``file``, ``system``, ``index``) show as basenames.
+    """
     from rich.console import Console
     from rich.table import Table
 
+    short = {c: _short_paths([r[c] for r in rows if isinstance(r.get(c), str)])
+             for c in columns if c in PATH_COLUMNS}
     table = Table(title=title, show_edge=False, header_style="bold")
+    numeric_cols = set()
     for c in columns:
         numeric = any(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
                       for r in rows[:50])
-        table.add_column(c, justify="right" if numeric else "left", overflow="fold")
+        if numeric:
+            numeric_cols.add(c)
+            table.add_column(c, justify="right", overflow="fold")
+        else:
+            table.add_column(c, justify="left", overflow="fold")
     for r in rows:
-        table.add_row(*[_table_cell(r.get(c), digits) for c in columns])
+        cells = []
+        for c in columns:
+            v = r.get(c)
+            if c in short and isinstance(v, str):
+                v = short[c].get(v, v)
+            cells.append(_table_cell(v, digits))
+        table.add_row(*cells)
     console = Console(file=stream, highlight=False, soft_wrap=False)
-    console.print(table)
+    needed = _fit_numbers(table, columns, rows, numeric_cols, digits)
+    if needed > console.width and len(columns) > 2:
+        _render_records(table, columns, console)      # too many columns: one block per record
+    else:
+        console.print(table)
     if signature:  # the footer: one unwrapped line, so it can be copied whole
         console.print(signature, style="dim", soft_wrap=True, markup=False)
+
+
+def _fit_numbers(table, columns, rows, numeric_cols, digits) -> int:
+    """Number columns get the width of their widest number (a header may fold); text columns
+    share what is left, folding but never narrower than 8 characters."""
+    for col, c in zip(table.columns, columns):
+        if c in numeric_cols:
+            col.min_width = max([len(_table_cell(r.get(c), digits)) for r in rows] + [1])
+        else:
+            col.min_width = min(8, max([len(_table_cell(r.get(c), digits)) for r in rows] + [len(c)]))
+    return sum(col.min_width for col in table.columns) + 3 * len(columns) - 1
+
+
+def _render_records(table, columns, console) -> None:
+    """Each row as a block of ``column  value`` lines (a table too wide for the terminal)."""
+    from rich.table import Table
+
+    cells = [list(col.cells) for col in table.columns]
+    if table.title:
+        console.print(table.title, style="italic")
+    for i in range(len(cells[0]) if cells else 0):
+        block = Table(show_header=False, show_edge=False, box=None, padding=(0, 2, 0, 0))
+        block.add_column(style="bold", no_wrap=True)
+        block.add_column(overflow="fold")
+        for c, col_cells in zip(columns, cells):
+            block.add_row(c, col_cells[i])
+        if i:
+            console.print()
+        console.print(block)
 
 
 def write_text(text: str, stream: IO[str] | None = None) -> None:

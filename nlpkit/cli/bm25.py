@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import (dask_options, encoding_option, format_option, input_paths, open_writer,
-                               progress, quiet_option, signature_option, warn)
+from nlpkit.cli.common import (FiniteFloat, dask_options, encoding_option, format_option, input_paths,
+                               open_writer, progress, quiet_option, signature_option, warn)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -31,13 +31,14 @@ def model_options(f):
     for deco in reversed([
         click.option("--variant", type=click.Choice(VARIANTS), default="lucene", show_default=True,
                      help="BM25 variant (formulas as bm25s)."),
-        click.option("--k1", type=click.FloatRange(min=0), default=1.5, show_default=True,
+        click.option("--k1", type=FiniteFloat(min=0), default=1.5, show_default=True,
                      help="Term-frequency saturation."),
-        click.option("--b", type=click.FloatRange(0, 1), default=0.75, show_default=True,
+        click.option("--b", type=FiniteFloat(0, 1), default=0.75, show_default=True,
                      help="Length normalisation."),
-        click.option("--delta", type=click.FloatRange(min=0), default=0.5, show_default=True,
+        click.option("--delta", type=FiniteFloat(min=0), default=0.5, show_default=True,
                      help="bm25l / bm25+ lower bound (ignored by the others)."),
-        click.option("--stopwords", default=None, help="english, lucene, none, or a file (one word a line)."),
+        click.option("--stopwords", default=None, metavar="english|lucene|none|FILE",
+                     help="Drop these words: a built-in list, or a file (one word a line) [none]."),
         click.option("--token-pattern", default=None,
                      help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn and bm25s]."),
     ]):
@@ -154,10 +155,13 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signatur
 @command.command("search")
 @click.argument("index_path", metavar="[INDEX]", required=False, type=click.Path(file_okay=False))
 @click.option("--query", "query_texts", multiple=True, help="A query (repeatable; ids 1, 2, ...).")
-@click.option("--queries", "queries_path", type=click.Path(dir_okay=False), default=None,
-              help="Query file: TSV qid<TAB>text, JSONL, lines or SMART (see --queries-format).")
+@click.option("--queries", "queries_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              metavar="FILE",
+              help="Query file ('-' = stdin; also read when stdin is piped and no query is given): "
+                   "TSV qid<TAB>text, JSONL, lines or SMART (see --queries-format).")
 @click.option("--queries-format", type=click.Choice(CORPUS_FORMATS), default="auto", show_default=True,
-              help="auto: smart or jsonl when they look so, else tsv.")
+              help="auto: smart, jsonl or tsv (qid<TAB>text) when the file looks so, else lines "
+                   "(numbered 1, 2, ...).")
 @click.option("--query-field", default="text", show_default=True, help="JSONL queries: the text field.")
 @click.option("--query-ids", type=click.Choice(("file", "position")), default="file", show_default=True,
               help="position: number queries 1..n in file order (Cranfield's qrels do).")
@@ -165,8 +169,8 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signatur
               help="Build an in-memory index from this corpus instead of loading INDEX.")
 @corpus_options
 @model_options
-@click.option("-k", "--top", type=click.IntRange(min=1), default=None,
-              help="Results per query [default: 10; 1000 with --qrels].")
+@click.option("-k", "--top", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Results per query, 0 = all [default: 10; 1000 with --qrels].")
 @qrels_options
 @run_format_option
 @signature_option
@@ -192,7 +196,11 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
             raise click.UsageError(f"{', '.join(given)} apply to --corpus; a saved index keeps the "
                                    "settings it was built with")
     if not query_texts and not queries_path:
-        raise click.UsageError("give --query TEXT or --queries FILE")
+        import sys
+
+        if sys.stdin is None or sys.stdin.isatty():
+            raise click.UsageError("give --query TEXT or --queries FILE, or pipe queries on stdin")
+        queries_path = "-"
     if qrels:
         from nlpkit.retrieval.metrics import parse_metrics
         parse_metrics(metrics)  # a bad --metrics is a usage error before any work
@@ -207,7 +215,7 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
     else:
         idx = _build(corpus_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
                      token_pattern, encoding_errors, quiet)
-    k = top or (1000 if qrels else 10)
+    k = (1000 if qrels else 10) if top is None else (top or idx.n_docs)
     with progress("searching", total=len(queries), quiet=quiet) as tick:
         run = search_texts(idx, queries, k, progress=tick)
     sig = signature(idx)

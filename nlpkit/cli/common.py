@@ -75,6 +75,25 @@ def open_writer(columns: Sequence[str], fmt: str | None, signature: str | None,
                         signature=None if no_signature else signature, title=title, digits=digits)
 
 
+def top_option(default: int | None, help: str, short: bool = True):
+    """``-k/--top N``: the same name and meaning in every subcommand (0 = all)."""
+    names = ("-k", "--top") if short else ("--top",)
+    return click.option(*names, "top", type=click.IntRange(min=0), default=default,
+                        show_default=default is not None, metavar="N", help=help)
+
+
+class FiniteFloat(click.FloatRange):
+    """A float in [min, max] that is a real number: ``inf`` and ``nan`` are usage errors."""
+
+    def convert(self, value, param, ctx):
+        import math
+
+        rv = super().convert(value, param, ctx)
+        if isinstance(rv, float) and not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
 def input_paths(files: Sequence[str], what: str = "input") -> list[str]:
     """Files as given; none given -> stdin ('-') when it is piped, else a usage error."""
     if files:

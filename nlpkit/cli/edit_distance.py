@@ -124,8 +124,8 @@ def _queries(args: tuple[str, ...], errors: str) -> Iterator[str]:
 @click.option("--dict", "dict_file", metavar="FILE",
               help="Dictionary (word or word<TAB>count per line): find the nearest entries of each "
                    "query (ARGS, or lines on stdin). Ties: higher count first.")
-@click.option("--top", type=click.IntRange(min=1), default=1, show_default=True,
-              help="With --dict: entries per query.")
+@click.option("-k", "--top", type=click.IntRange(min=0), default=1, show_default=True, metavar="N",
+              help="With --dict: entries per query (0 = all).")
 @click.option("--max-distance", type=click.IntRange(min=0), default=None,
               help="With --dict: only entries at most this far.")
 @click.option("--rank", type=click.Choice(["distance", "channel"]), default="distance", show_default=True,
@@ -216,7 +216,7 @@ def _dictionary(path, args, metric, w, level, normalize, top, max_distance, rank
     columns = ["query", "rank", "match", "distance"] + (["normalized"] if normalize else []) + ["count"]
     with open_writer(columns, fmt, sig, no_signature) as out, \
             progress("queries", quiet=quiet) as tick:
-        for q, matches in nearest_many(d, _queries(args, errors), top, max_distance, metric, rank,
+        for q, matches in nearest_many(d, _queries(args, errors), top or len(d.words), max_distance, metric, rank,
                                        edit_odds, progress=tick):
             if not matches:
                 out.write({"query": q, "rank": None, "match": None, "distance": None, "count": None})

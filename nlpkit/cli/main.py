@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bm25": ("nlpkit.cli.bm25", "BM25 index, search and add (five variants); TREC runs, IR metrics."),
     "rrf": ("nlpkit.cli.rrf", "Reciprocal rank fusion of TREC runs or ranked lists."),
     "bleu": ("nlpkit.cli.bleu", "BLEU / chrF / TER with sacrebleu: many systems, signed, significance."),
+    "completion": ("nlpkit.cli.completion", "Print the shell completion script (bash, zsh or fish)."),
 }
 
 
@@ -62,7 +63,8 @@ def cli() -> None:
 
     Every subcommand reads files or stdin, writes results to stdout
     (table on a terminal, TSV otherwise; --format tsv|jsonl|json|table)
-    and messages to stderr. Exit status: 0 ok, 1 bad data, 2 usage error.
+    and messages to stderr. Exit status: 0 ok, 1 bad data, 2 usage error,
+    130 interrupted (Ctrl-C). Shell completion: nlpkit completion bash|zsh|fish.
     """
 
 
@@ -75,11 +77,29 @@ def _silence_stdout() -> None:
         pass
 
 
+def check_arguments(argv: list[str]) -> None:
+    """Command-line text must be UTF-8: bytes Python could not decode (kept as surrogates) are a
+    usage error naming the argument, unless the argument names an existing file."""
+    for i, arg in enumerate(argv, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as e:
+            if os.path.exists(arg):
+                continue
+            bad = arg[e.start].encode("utf-8", "surrogateescape")
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise UsageError(f"argument {i} ('{shown}') is not valid UTF-8 (byte 0x{bad.hex()} "
+                             f"at character {e.start + 1}); nlpkit reads command-line text as UTF-8") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI and turn every failure into a message and an exit status."""
     debug = os.environ.get("NLPKIT_DEBUG", "") not in ("", "0")
     code = 0
+    if argv is None:
+        argv = sys.argv[1:]
     try:
+        check_arguments(argv)
         rv = cli.main(args=argv, prog_name="nlpkit", standalone_mode=False)
         if isinstance(rv, int):
             code = rv
@@ -96,8 +116,11 @@ def main(argv: list[str] | None = None) -> None:
             code = 0
         else:
             raise
-    except click.ClickException as e:
+    except click.UsageError as e:
         e.show()
+        code = e.exit_code
+    except click.ClickException as e:  # e.g. click.FileError: the same prefix as every other error
+        sys.stderr.write(f"nlpkit: error: {e.format_message()}\n")
         code = e.exit_code
     except click.exceptions.Abort:
         code = 130

@@ -18,7 +18,7 @@ from nlpkit.cli.common import common_options, dask_options, input_paths, open_wr
               show_default=True, help="pmi; npmi = pmi / -log p(x,y) in [-1,1]; ppmi = max(pmi, 0).")
 @click.option("--min-count", type=int, default=1, show_default=True,
               help="Keep n-grams seen at least this often (NLTK's apply_freq_filter).")
-@click.option("-k", "--top", type=int, default=20, show_default=True,
+@click.option("-k", "--top", type=click.IntRange(min=0), metavar="N", default=20, show_default=True,
               help="Print the K best n-grams (0 = all); with --matrix, the K most frequent words.")
 @click.option("--log-base", type=click.Choice(["2", "e", "10"]), default="2", show_default=True,
               help="Logarithm base of pmi/ppmi (npmi does not depend on it).")

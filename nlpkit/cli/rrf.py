@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import encoding_option, parse_number_list, quiet_option, signature_option, warn
+from nlpkit.cli.common import (encoding_option, input_paths, parse_number_list, quiet_option,
+                               signature_option, top_option, warn, FiniteFloat)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
 
 
+def _refuse_short_k(ctx, param, value):
+    if value is not None:
+        raise click.UsageError("rrf has no -k: use --rrf-k K for the fusion constant of 1/(k + rank), "
+                               "or --top N for the number of results per query", ctx=ctx)
+    return value
+
+
 @click.command("rrf")
-@click.argument("runs", nargs=-1, required=True)
-@click.option("-k", "k", type=click.FloatRange(min=0), default=60, show_default=True,
+@click.argument("runs", nargs=-1, metavar="[RUN]...")
+@click.option("--rrf-k", "k", type=FiniteFloat(min=0), default=60, show_default=True,
               help="The k of 1/(k + rank).")
-@click.option("--weights", default=None, help="One weight per run, comma-separated [all 1].")
-@click.option("--top", type=click.IntRange(min=1), default=None, help="Keep this many per query [all].")
+@click.option("-k", "short_k", default=None, hidden=True, expose_value=False, callback=_refuse_short_k,
+              help="Refused: say --rrf-k or --top.")
+@click.option("--weights", default=None, metavar="W,W,...",
+              help="One weight per run (>= 0), comma-separated [all 1].")
+@top_option(None, "Keep this many per query (0 = all) [all].", short=False)
 @click.option("--depth", type=click.IntRange(min=1), default=None,
               help="Use only the first N documents of each input run [all].")
 @click.option("--tie-break", type=click.Choice(("docid-desc", "docid-asc", "input")),
@@ -29,11 +40,12 @@ def command(runs, k, weights, top, depth, tie_break, qrels, qrels_format, metric
     """Fuse RUN files: score(d) = sum over runs of w / (k + rank), rank 1-based by score.
 
     A RUN is a TREC run (qid Q0 docid rank score tag) or a plain ranked list (one id per
-    line, best first, one implicit query "1"); '-' reads stdin. Queries missing from some
-    runs are fused over the union of queries (with a warning).
+    line, best first, one implicit query "1"); '-' reads stdin, as does no RUN at all when
+    stdin is piped. Queries missing from some runs are fused over the union of queries (with
+    a warning). (-k is refused: it means --top elsewhere; the constant is --rrf-k.)
 
     \b
-      nlpkit rrf bm25.run dense.run -k 60 --top 100 > fused.run
+      nlpkit rrf bm25.run dense.run --rrf-k 60 --top 100 > fused.run
       nlpkit rrf a.run b.run --weights 1,0.5 --qrels qrels.txt
     """
     from nlpkit.retrieval.fusion import query_set_difference, rrf
@@ -41,7 +53,10 @@ def command(runs, k, weights, top, depth, tie_break, qrels, qrels_format, metric
     from nlpkit.retrieval.runs import read_run
     from nlpkit.signature import make_signature
 
+    runs = input_paths(runs, "run")
     w = parse_number_list(weights, "--weights", n=len(runs)) if weights else None
+    if w and any(not (x >= 0 and x < float("inf")) for x in w):
+        raise click.BadParameter(f"weights must be finite and >= 0, got {weights}", param_hint="--weights")
     if qrels:
         parse_metrics(metrics)
     if list(runs).count("-") > 1:
@@ -50,7 +65,7 @@ def command(runs, k, weights, top, depth, tie_break, qrels, qrels_format, metric
     for i, missing in query_set_difference(loaded):
         warn(f"{runs[i]}: has no results for {len(missing)} of the fused queries "
              f"(e.g. {missing[0]!r}); fusing over the union of queries", quiet)
-    fused = rrf(loaded, k=k, weights=w, depth=depth, top=top, tie_break=tie_break)
+    fused = rrf(loaded, k=k, weights=w, depth=depth, top=top or None, tie_break=tie_break)
     kk = int(k) if float(k).is_integer() else k
     sig = make_signature("rrf", k=kk, weights=w or "1", depth=depth or "all", tie=tie_break)
     emit(fused, sig, fmt, no_signature, tag or "nlpkit-rrf", qrels, qrels_format, metrics, per_query,

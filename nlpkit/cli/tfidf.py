@@ -54,7 +54,7 @@ def _df_value(value: str, name: str) -> float:
 @click.option("--token-pattern", default=None, metavar="REGEX",
               help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn].")
 @click.option("--lowercase/--no-lowercase", default=True, show_default=True, help="Lowercase the text first.")
-@click.option("-k", "--top", type=int, default=10, show_default=True,
+@click.option("-k", "--top", type=click.IntRange(min=0), metavar="N", default=10, show_default=True,
               help="Top terms per document; with --query, top documents (0 = all).")
 @click.option("--query", default=None, metavar="TEXT", help="Rank the documents by cosine similarity to TEXT.")
 @click.option("--matrix", is_flag=True, help="Print the whole matrix in MatrixMarket coordinate format.")

@@ -54,7 +54,9 @@ def emit(run: dict, signature: str, fmt: str | None, no_signature: bool, tag: st
             with open(run_path, "w", encoding="utf-8") as f:
                 f.writelines(format_run(run, tag, sort=False))
         except OSError as e:
-            raise click.FileError(run_path, hint=e.strerror or str(e)) from None
+            from nlpkit.errors import NlpkitError
+
+            raise NlpkitError(f"{run_path}: cannot write the run ({e.strerror or e})") from None
     if qrels:
         if fmt == "trec":
             raise click.UsageError("--format trec prints a run; with --qrels choose table, tsv, "

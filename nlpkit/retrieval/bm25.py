@@ -52,12 +52,12 @@ def check_params(variant: str, k1: float, b: float, delta: float) -> None:
     """Refuse values the formulas are not defined for (a UsageError: exit status 2 in the CLI)."""
     if variant not in VARIANTS:
         raise UsageError(f"unknown BM25 variant {variant!r} (choose from {', '.join(VARIANTS)})")
-    if not k1 >= 0:
-        raise UsageError(f"--k1 must be >= 0, got {k1}")
+    if not 0 <= k1 < float("inf"):
+        raise UsageError(f"--k1 must be a finite number >= 0, got {k1}")
     if not 0 <= b <= 1:
         raise UsageError(f"--b must be between 0 and 1, got {b}")
-    if not delta >= 0:
-        raise UsageError(f"--delta must be >= 0, got {delta}")
+    if not 0 <= delta < float("inf"):
+        raise UsageError(f"--delta must be a finite number >= 0, got {delta}")
 
 
 def idf(variant: str, df: np.ndarray, n_docs: int) -> np.ndarray:  # [V] -> [V] float64
@@ -189,6 +189,10 @@ class BM25Index:
         or one of unknown words only, gives an empty result.
         """
         docs, scores = self.score_query(tokens)
+        if np.isnan(scores).any():
+            raise NlpkitError(f"BM25 scores are NaN for {int(np.isnan(scores).sum())} documents "
+                              f"(k1 {self.k1}, b {self.b}, delta {self.delta}): the index is corrupt or "
+                              "was built with bad parameters; rebuild it")
         if k <= 0 or len(docs) == 0:
             return docs[:0], scores[:0]
         if len(docs) > k:

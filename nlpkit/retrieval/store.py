@@ -18,6 +18,7 @@ foreign directory is refused with a message naming the file, never half-loaded.
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -122,7 +123,8 @@ def read_header(path: str) -> dict:
     if not bad:
         ints = ("n_docs", "n_terms", "n_postings", "doc_bits")
         bad = [k for k in ints if not isinstance(header[k], int) or header[k] < 0]
-        bad += [k for k in ("k1", "b", "delta") if not isinstance(header[k], (int, float))]
+        bad += [k for k in ("k1", "b", "delta") if not isinstance(header[k], (int, float))
+                or not math.isfinite(header[k])]
         bad += ["variant"] if header["variant"] not in VARIANTS else []
         bad += ["arrays"] if not isinstance(header["arrays"], dict) else []
     if bad:

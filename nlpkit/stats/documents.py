@@ -11,7 +11,9 @@ Formats (tfidf ``--docs``, bm25 ``--corpus-format`` / ``--queries-format``):
 - ``smart``: the SMART ``.I``/``.T``/``.W`` blocks of the classic collections (Cranfield, CISI,
   CACM); the text is the fields named by ``fields`` (default ``T,W``: title and abstract).
 - ``auto`` (bm25): ``smart`` when the first line starts with ``.I``, ``jsonl`` when it starts
-  with ``{``, else ``tsv`` for queries and ``lines`` for documents.
+  with ``{``, ``tsv`` when the first lines look like ``id<TAB>text`` (an id without spaces, then
+  a tab), else ``lines`` -- for corpora and queries alike. When the first line looks like
+  ``id<TAB>text`` but a later one of the first 20 does not, auto refuses and names both formats.
 
 Two shapes over the same parsing rules: `iter_records` streams ``(id, text)`` pairs (bm25),
 and `iter_documents` yields ``(n_docs, text)`` batches for the counting core (tfidf): the
@@ -46,6 +48,8 @@ PARAGRAPH_BREAK = re.compile(r"\n(?:[^\S\n]*\n)+")   # one or more blank lines
 _LEADING_BLANK = re.compile(r"^(?:[^\S\n]*\n)+")      # blank lines before a file's first paragraph
 _SMART_ID = re.compile(r"^\.I\s+(\S+)\s*$")
 _SMART_TAG = re.compile(r"^\.([A-Z])\s*$")
+_ID_TAB = re.compile(r"^[^\s]+\t")               # `id<TAB>text`: an id without spaces, then a tab
+DETECT_LINES = 20                                   # non-blank lines `auto` looks at
 
 
 def split_paragraphs(text: str) -> list[str]:
@@ -187,7 +191,7 @@ def iter_documents(paths: list[str], mode: str = "lines", names: DocNames | None
             yield 1, join_docs(["".join(iter_blocks(path, errors))])
             continue
         if mode in ("tsv", "smart"):
-            yield from _record_batches(iter_records(path, mode, errors=errors, fields=fields),
+            yield from _record_batches(iter_records(path, mode, errors=errors, fields=fields, option="--docs"),
                                        names, prefix, batch_chars or BLOCK_BYTES)
             continue
         line_no = 0
@@ -258,17 +262,38 @@ def _json_doc(line: str, path: str, line_no: int, field: str, id_field: str | No
     return (str(line_no) if rid is None else rid), text
 
 
-def detect_format(lines: Iterable[str], default: str = "lines") -> str:
-    """Guess a file's format from its first non-blank line (see module docstring)."""
+def detect_format(lines: Iterable[str], default: str = "lines", name: str = "input",
+                  option: str = "--corpus-format") -> str:
+    """Guess a file's format from its first non-blank lines (see module docstring).
+
+    >>> detect_format(["d1\tsome text", "d2\tmore"])
+    'tsv'
+    >>> detect_format(["just words", "more words"])
+    'lines'
+    """
+    seen: list[str] = []
     for line in lines:
-        s = line.strip()
-        if not s:
+        if not line.strip():
             continue
-        if _SMART_ID.match(s):
-            return "smart"
-        if s.startswith("{"):
-            return "jsonl"
+        s = line.strip()
+        if not seen:
+            if _SMART_ID.match(s):
+                return "smart"
+            if s.startswith("{"):
+                return "jsonl"
+        seen.append(line)
+        if len(seen) >= DETECT_LINES:
+            break
+    if not seen:
         return default
+    tabbed = [bool(_ID_TAB.match(line)) for line in seen]
+    if all(tabbed):
+        return "tsv"
+    if tabbed[0]:
+        k = tabbed.index(False) + 1
+        raise NlpkitError(f"{name}: the first line looks like 'id<TAB>text' but non-blank line {k} does not: "
+                          f"choose {option} tsv (ids in the first column) or {option} lines "
+                          "(one record per line, numbered from 1)")
     return default
 
 
@@ -330,36 +355,41 @@ def _jsonl_records(lines: Iterable[str], name: str, id_field: str | None, field:
             yield (str(n) if rid is None else rid), text
 
 
-def _tsv_records(lines: Iterable[str], name: str) -> Iterator[tuple[str, str]]:
+def _tsv_records(lines: Iterable[str], name: str, option: str = "--corpus-format") -> Iterator[tuple[str, str]]:
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         rid, tab, text = line.partition("\t")
         if not tab:
-            raise NlpkitError(f"{name}, line {lineno}: expected 'id<TAB>text', found no tab")
+            raise NlpkitError(f"{name}, line {lineno}: expected 'id<TAB>text', found no tab "
+                              f"(for plain text lines use {option} lines)")
         yield rid.strip(), text
 
 
 def iter_records(path: str, fmt: str = "auto", id_field: str | None = "id", field: str = "text",
                  errors: str = "strict", kind: str = "corpus", fields: str = "T,W",
-                 first_id: int = 1) -> Iterator[tuple[str, str]]:
+                 first_id: int = 1, option: str | None = None) -> Iterator[tuple[str, str]]:
     """Stream the (id, text) records of a corpus or query file (see the module docstring).
 
-    ``kind`` is ``corpus`` or ``queries`` (queries default to tsv for ``auto``, skip blank
-    lines, and skip bodiless SMART records). Formats without ids (lines, paragraphs, jsonl
-    without ``id_field``) number records from ``first_id``.
+    ``kind`` is ``corpus`` or ``queries`` (queries skip blank lines and bodiless SMART
+    records). Formats without ids (lines, paragraphs, jsonl without ``id_field``) number
+    records from ``first_id``. ``option`` names the format option in messages
+    [``--queries-format`` for queries, else ``--corpus-format``].
     """
+    option = option or ("--queries-format" if kind == "queries" else "--corpus-format")
     if fmt not in CORPUS_FORMATS:
         raise NlpkitError(f"unknown format {fmt!r} (choose from {', '.join(CORPUS_FORMATS)})")
     name = display_name(path)
     lines: Iterable[str] = iter_lines(path, errors=errors)
     if fmt == "auto":
         head: list[str] = []                 # peek: stdin cannot be rewound
+        filled = 0
         for line in lines:
             head.append(line)
-            if line.strip():
+            filled += bool(line.strip())
+            if filled >= DETECT_LINES:
                 break
-        fmt = detect_format(head, default="tsv" if kind == "queries" else "lines")
+        fmt = detect_format(head, default="lines", name=name, option=option)
         lines = chain(head, lines)
     if fmt == "lines":
         records = ((str(i), t) for i, t in enumerate(lines, first_id))
@@ -367,7 +397,7 @@ def iter_records(path: str, fmt: str = "auto", id_field: str | None = "id", fiel
             records = (r for r in records if r[1].strip())
         return records
     if fmt == "tsv":
-        return _tsv_records(lines, name)
+        return _tsv_records(lines, name, option)
     if fmt == "jsonl":
         return _jsonl_records(lines, name, id_field, field, first_id)
     if fmt == "paragraphs":

@@ -109,7 +109,7 @@ def test_search_with_qrels_prints_metrics(index, tmp_path, cli):
 def test_rrf_of_runs_and_plain_lists(tmp_path, cli):
     (tmp_path / "a.run").write_text("1 Q0 x 1 3.0 a\n1 Q0 y 2 2.0 a\n")
     (tmp_path / "b.txt").write_text("y\nz\n")
-    r = cli("rrf", str(tmp_path / "a.run"), str(tmp_path / "b.txt"), "-k", "1", "--tag", "fused")
+    r = cli("rrf", str(tmp_path / "a.run"), str(tmp_path / "b.txt"), "--rrf-k", "1", "--tag", "fused")
     assert r.returncode == 0, r.stderr.decode()
     assert r.stdout.decode().splitlines() == [
         f"1 Q0 y 1 {1 / 3 + 1 / 2!r} fused", "1 Q0 x 2 0.5 fused", f"1 Q0 z 3 {1 / 3!r} fused"]
