@@ -76,7 +76,7 @@ def read_segments(path: str, errors: str = "strict", role: str = "") -> list[str
     try:
         lines = [line.rstrip() for line in iter_lines(path, errors=errors, strip_bom=False)]
     except NlpkitError as e:
-        raise NlpkitError(f"{prefix}{e}") from None
+        raise type(e)(f"{prefix}{e}") from None
     if not lines:
         raise NlpkitError(f"{prefix}{display_name(path)}: empty file (expected one segment per line)")
     return lines

@@ -119,8 +119,10 @@ def open_binary(path) -> IO[bytes]:
         raw = _fsspec_open(path)
     else:
         try:
-            if os.path.isdir(path):
-                raise NlpkitError(f"{path}: is a directory, expected a file")
+            if os.path.isdir(path):   # a usage error (exit 2), as click.Path(dir_okay=False) makes it
+                from nlpkit.errors import UsageError
+
+                raise UsageError(f"{path}: is a directory, expected a file")
             raw = open(path, "rb")
         except FileNotFoundError:
             raise NlpkitError(f"{path}: no such file") from None

@@ -58,7 +58,7 @@ def _install_warning_handler(quiet: bool) -> None:
 @click.option("-r", "--reference", "refs", multiple=True, metavar="FILE",
               help="Reference file, one segment per line (repeat for several references).")
 @click.option("--refs-tsv", metavar="FILE", help="References as a TSV, one column per reference.")
-@click.option("-m", "--metrics", default="bleu", show_default=True, callback=_parse_metrics,
+@click.option("-m", "--metrics", default="bleu", show_default=True, metavar="LIST", callback=_parse_metrics,
               help="Comma-separated metrics: bleu, chrf, ter.")
 @click.option("--tokenize", default=None, metavar="NAME",
               help=f"BLEU tokenizer [default: 13a]: {TOKENIZERS_HELP} (some need extra packages).")

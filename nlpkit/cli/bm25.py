@@ -19,8 +19,8 @@ def corpus_options(f):
                      help="lines (id = line number), tsv (id<TAB>text), jsonl, paragraphs "
                           "(blank-line separated), smart (.I/.T/.W: Cranfield, CISI, CACM); "
                           "auto detects smart and jsonl, else lines."),
-        click.option("--id-field", default="id", show_default=True, help="JSONL: the id field."),
-        click.option("--field", default=None,
+        click.option("--id-field", default="id", show_default=True, metavar="NAME", help="JSONL: the id field."),
+        click.option("--field", default=None, metavar="NAME|TAGS",
                      help="JSONL: the text field [text]; smart: comma-separated tags [T,W]."),
     ]):
         f = deco(f)
@@ -39,7 +39,7 @@ def model_options(f):
                      help="bm25l / bm25+ lower bound (ignored by the others)."),
         click.option("--stopwords", default=None, metavar="english|lucene|none|FILE",
                      help="Drop these words: a built-in list, or a file (one word a line) [none]."),
-        click.option("--token-pattern", default=None,
+        click.option("--token-pattern", default=None, metavar="REGEX",
                      help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn and bm25s]."),
     ]):
         f = deco(f)
@@ -63,7 +63,7 @@ def _build(path, corpus_format, id_field, field, variant, k1, b, delta, stopword
                            stopwords=stopwords, progress=tick)
 
 
-@click.group("bm25")
+@click.group("bm25", context_settings={"max_content_width": 100})
 def command() -> None:
     """BM25 search: build an index (index), query it (search), append documents (add).
 
@@ -76,9 +76,9 @@ def command() -> None:
     """
 
 
-@command.command("index")
+@command.command("index", short_help="Build an index of CORPUS in the directory -o/--output.")
 @click.argument("corpus", required=False)
-@click.option("-o", "--output", "index_path", required=True, type=click.Path(file_okay=False),
+@click.option("-o", "--output", "index_path", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Index directory to write.")
 @corpus_options
 @model_options
@@ -89,7 +89,8 @@ def command() -> None:
 @encoding_option
 def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
               token_pattern, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
-    """Index CORPUS (a file, or '-' / stdin) into the directory INDEX."""
+    """Index CORPUS (a file, '-', or piped stdin when no CORPUS is given) into the directory
+    given by -o/--output (created if needed)."""
     from nlpkit.retrieval.search import signature
     from nlpkit.retrieval.store import index_size, save_index
 
@@ -123,7 +124,7 @@ def _summary(idx, index_path, size, sig, fmt, no_signature):
                    "postings": int(len(idx.postings)), "avgdl": idx.avgdl, "bytes": size})
 
 
-@command.command("add")
+@command.command("add", short_help="Append the documents of CORPUS to INDEX (scores recomputed).")
 @click.argument("index_path", metavar="INDEX", type=click.Path(file_okay=False))
 @click.argument("corpus", required=False)
 @corpus_options
@@ -152,7 +153,7 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signatur
     _summary(idx, index_path, index_size(index_path), signature(idx), fmt, no_signature)
 
 
-@command.command("search")
+@command.command("search", short_help="Search INDEX (or an in-memory --corpus): --query, --queries or stdin.")
 @click.argument("index_path", metavar="[INDEX]", required=False, type=click.Path(file_okay=False))
 @click.option("--query", "query_texts", multiple=True, help="A query (repeatable; ids 1, 2, ...).")
 @click.option("--queries", "queries_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
@@ -162,10 +163,10 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signatur
 @click.option("--queries-format", type=click.Choice(CORPUS_FORMATS), default="auto", show_default=True,
               help="auto: smart, jsonl or tsv (qid<TAB>text) when the file looks so, else lines "
                    "(numbered 1, 2, ...).")
-@click.option("--query-field", default="text", show_default=True, help="JSONL queries: the text field.")
+@click.option("--query-field", default="text", show_default=True, metavar="NAME", help="JSONL queries: the text field.")
 @click.option("--query-ids", type=click.Choice(("file", "position")), default="file", show_default=True,
               help="position: number queries 1..n in file order (Cranfield's qrels do).")
-@click.option("--corpus", "corpus_path", default=None,
+@click.option("--corpus", "corpus_path", default=None, metavar="FILE",
               help="Build an in-memory index from this corpus instead of loading INDEX.")
 @corpus_options
 @model_options
@@ -180,7 +181,8 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
                corpus_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
                token_pattern, top, qrels, qrels_format, metrics, per_query, run_path, tag, fmt,
                no_signature, quiet, encoding_errors):
-    """Search INDEX (or an in-memory --corpus) with --query TEXT or --queries FILE."""
+    """Search INDEX (or an in-memory --corpus) with --query TEXT, --queries FILE, or the
+    queries piped on stdin (one per line, or qid<TAB>text)."""
     from nlpkit.stats.documents import read_records
     from nlpkit.retrieval.search import search_texts, signature
     from nlpkit.retrieval.store import load_index

@@ -53,7 +53,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         raise click.UsageError("stdin ('-') can be given only once")
 
     from nlpkit.errors import NlpkitError
-    from nlpkit.io import iter_lines, read_text
+    from nlpkit.io import display_name, iter_lines, read_text
     from nlpkit.lm.loaders import load_model
     from nlpkit.lm.scoring import TooShort, default_context, default_stride, perplexity
     from nlpkit.signature import make_signature
@@ -101,7 +101,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         return
     with open_writer(columns, fmt, sig, no_signature) as out, progress("scoring", quiet=quiet) as tick:
         for path in paths:
-            name = "-" if path == "-" else path
+            name = display_name(path)
             if per_line:
                 for lineno, line in enumerate(iter_lines(path, errors=encoding_errors), 1):
                     try:

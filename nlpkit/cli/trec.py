@@ -32,12 +32,12 @@ def qrels_options(f):
                      default="auto", show_default=True,
                      help="trec 'qid 0 docid rel'; pairs 'qid docid ...' (CISI, CACM); "
                           "cranfield 'qid docid code' (gain 5-code, -1 not relevant)."),
-        click.option("--metrics", default="ndcg@10,map@100,recall@100", show_default=True,
+        click.option("--metrics", default="ndcg@10,map@100,recall@100", show_default=True, metavar="LIST",
                      help="Comma-separated: ndcg, map, recall, p, mrr, each optionally @k."),
         click.option("--per-query", is_flag=True, help="With --qrels: one row per query and metric too."),
-        click.option("--run", "run_path", type=click.Path(dir_okay=False, writable=True), default=None,
+        click.option("--run", "run_path", type=click.Path(dir_okay=False), default=None,
                      help="Also write the run (TREC format) to this file."),
-        click.option("--tag", default=None, help="Run tag, the 6th TREC column."),
+        click.option("--tag", default=None, metavar="NAME", help="Run tag, the 6th TREC column."),
     ]):
         f = deco(f)
     return f
