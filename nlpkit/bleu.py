@@ -234,6 +234,13 @@ def _validate(systems: Sequence[System], references: Sequence[Sequence[str]],
 _WORK: dict[str, Any] = {}
 
 
+def _ignore_sigint() -> None:
+    """Pool workers leave Ctrl-C to the parent, which stops them: no worker tracebacks."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _map_systems(fn: Callable[[int], Any], n: int, jobs: int,
                  progress: Progress | None) -> list[Any]:
     """[fn(0), ..., fn(n-1)] in order, over `jobs` forked processes when the platform can fork.
@@ -248,7 +255,7 @@ def _map_systems(fn: Callable[[int], Any], n: int, jobs: int,
         if "fork" not in mp.get_all_start_methods():
             jobs = 1
     if jobs > 1 and n > 1:
-        with mp.get_context("fork").Pool(min(jobs, n)) as pool:
+        with mp.get_context("fork").Pool(min(jobs, n), initializer=_ignore_sigint) as pool:
             for r in pool.imap(fn, range(n)):
                 results.append(r)
                 if progress:

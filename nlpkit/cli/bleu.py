@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from nlpkit.cli.common import (common_options, input_paths, open_writer, progress, resolve_format,
+from nlpkit.cli.common import (FiniteFloat, common_options, input_paths, open_writer, progress, resolve_format,
                                warn)
 
 METRICS = ("bleu", "chrf", "ter")
@@ -65,13 +65,13 @@ def _install_warning_handler(quiet: bool) -> None:
 @click.option("--lowercase", is_flag=True, help="Case-insensitive BLEU (sacrebleu -lc).")
 @click.option("--smooth-method", type=click.Choice(SMOOTH_METHODS), default="exp", show_default=True,
               help="BLEU smoothing.")
-@click.option("--smooth-value", type=float, default=None,
+@click.option("--smooth-value", type=FiniteFloat(min=0), default=None,
               help="Smoothing value for floor (default 0.1) and add-k (default 1).")
 @click.option("--max-ngram-order", type=click.IntRange(min=1), default=4, show_default=True,
               help="BLEU n-gram order (not recorded in sacrebleu's signature).")
 @click.option("--effective-order", is_flag=True, help="BLEU: skip orders with no n-grams.")
-@click.option("--chrf-char-order", type=click.IntRange(min=0), default=6, show_default=True,
-              help="chrF character n-gram order.")
+@click.option("--chrf-char-order", type=click.IntRange(min=1), default=6, show_default=True,
+              help="chrF character n-gram order (at least 1).")
 @click.option("--chrf-word-order", type=click.IntRange(min=0), default=0, show_default=True,
               help="Word n-gram order; 2 gives chrF++.")
 @click.option("--chrf-beta", type=click.IntRange(min=0), default=2, show_default=True,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, dask_options, input_paths, open_writer, progress
+from nlpkit.cli.common import common_options, dask_options, input_paths, open_writer, progress, warn
 
 
 def _split_specials(values: tuple[str, ...]) -> list[str]:
@@ -91,6 +91,9 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
                         limit_alphabet=limit_alphabet, progress=merge_tick, workers=workers,
                         encoding_errors=encoding_errors, count_progress=count_tick, pieces=pieces)
     seconds = time.perf_counter() - start
+    if tok.vocab_size < vocab_size:
+        warn(f"the vocabulary has {tok.vocab_size} entries, fewer than --vocab-size {vocab_size}: "
+             "no pair was left to merge (a larger corpus, or a lower --min-frequency, gives more)", quiet)
     tok.save(output)
     sig = make_signature("bpe-train", vocab=vocab_size, min_freq=min_frequency,
                          specials=len(specials), pattern=pre.name, prefix_space=add_prefix_space,

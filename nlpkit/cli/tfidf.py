@@ -82,7 +82,7 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
     from nlpkit.stats import tfidf as core
     from nlpkit.stats.counting import auto_jobs
     from nlpkit.stats.documents import DocNames, doc_break, iter_documents
-    from nlpkit.errors import UsageError
+    from nlpkit.errors import NlpkitError, UsageError
     from nlpkit.io import write_text
     from nlpkit.signature import make_signature
     from nlpkit.text import WordTokenizer
@@ -91,6 +91,12 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
         raise UsageError(f"--top must be >= 0 (0 = all), got {top}")
     if vocab_out and not matrix:
         raise UsageError("--vocab-out needs --matrix")
+    if vocab_out:
+        import os
+
+        parent = os.path.dirname(os.path.abspath(vocab_out))
+        if not os.path.isdir(parent):     # before the work, not after it
+            raise NlpkitError(f"--vocab-out {vocab_out}: cannot write (no directory {parent})")
     if matrix and query:
         raise UsageError("choose --matrix or --query, not both")
     mode = docs or ("jsonl" if field or id_field else "files")
@@ -134,8 +140,11 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
         import sys
 
         if vocab_out:
-            with open(vocab_out, "w", encoding="utf-8") as f:
-                f.write("".join(core._escape(t) + "\n" for t in m.terms))
+            try:
+                with open(vocab_out, "w", encoding="utf-8") as f:
+                    f.write("".join(core._escape(t) + "\n" for t in m.terms))
+            except OSError as e:
+                raise NlpkitError(f"--vocab-out {vocab_out}: cannot write ({e.strerror or e})") from None
         core.write_matrix_market(m, sys.stdout, None if no_signature else sig, vocab_in_header=not vocab_out)
         write_text("")
         return
