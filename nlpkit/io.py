@@ -284,10 +284,11 @@ class RecordWriter:
 
     def __init__(self, columns: Sequence[str], fmt: str = "tsv", signature: str | None = None,
                  stream: IO[str] | None = None, title: str | None = None, digits: int = 4,
-                 header: bool = True) -> None:
+                 header: bool = True, labels: Sequence[str] | None = None) -> None:
         if fmt not in FORMATS:
             raise NlpkitError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
         self.columns = list(columns)
+        self.labels = list(labels) if labels is not None else self.columns   # tsv/table header names
         self.fmt = fmt
         self.signature = signature
         self.stream = stream if stream is not None else sys.stdout
@@ -303,7 +304,7 @@ class RecordWriter:
             return
         self._started = True
         if self.fmt == "tsv" and self.header:
-            cols = self.columns + (["signature"] if self.signature else [])
+            cols = self.labels + (["signature"] if self.signature else [])
             self.stream.write("\t".join(cols) + "\n")
 
     def write(self, record: dict) -> None:
@@ -336,7 +337,8 @@ class RecordWriter:
                 doc = {"signature": self.signature, **doc}
             self.stream.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
         elif self.fmt == "table":
-            render_table(self.columns, self.rows, self.signature, self.stream, self.title, self.digits)
+            render_table(self.columns, self.rows, self.signature, self.stream, self.title, self.digits,
+                         self.labels)
         self.stream.flush()
 
     def __enter__(self) -> "RecordWriter":
@@ -364,7 +366,8 @@ def _short_paths(values: list[str]) -> dict[str, str]:
 
 
 def render_table(columns: Sequence[str], rows: list[dict], signature: str | None,
-                 stream: IO[str], title: str | None = None, digits: int = 4) -> None:
+                 stream: IO[str], title: str | None = None, digits: int = 4,
+                 labels: Sequence[str] | None = None) -> None:
     """Render rows with rich (imported lazily); the signature is the footer line.
 
     The table fits the terminal width (``$COLUMNS``, 80 when unknown): numbers never wrap, text
@@ -377,14 +380,14 @@ def render_table(columns: Sequence[str], rows: list[dict], signature: str | None
              for c in columns if c in PATH_COLUMNS}
     table = Table(title=title, show_edge=False, header_style="bold")
     numeric_cols = set()
-    for c in columns:
+    for c, label in zip(columns, labels or columns):
         numeric = any(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
                       for r in rows[:50])
         if numeric:
             numeric_cols.add(c)
-            table.add_column(c, justify="right", overflow="fold")
+            table.add_column(label, justify="right", overflow="fold")
         else:
-            table.add_column(c, justify="left", overflow="fold")
+            table.add_column(label, justify="left", overflow="fold")
     for r in rows:
         cells = []
         for c in columns:
@@ -396,7 +399,7 @@ def render_table(columns: Sequence[str], rows: list[dict], signature: str | None
     console = Console(file=stream, highlight=False, soft_wrap=False)
     needed = _fit_numbers(table, columns, rows, numeric_cols, digits)
     if needed > console.width and len(columns) > 2:
-        _render_records(table, columns, console)      # too many columns: one block per record
+        _render_records(table, labels or columns, console)   # too many columns: one block per record
     else:
         console.print(table)
     if signature:  # the footer: one unwrapped line, so it can be copied whole

@@ -69,10 +69,11 @@ def resolve_format(fmt: str | None) -> str:
 
 def open_writer(columns: Sequence[str], fmt: str | None, signature: str | None,
                 no_signature: bool = False, title: str | None = None,
-                digits: int = 4) -> RecordWriter:
+                digits: int = 4, labels: Sequence[str] | None = None) -> RecordWriter:
     """A `RecordWriter` on stdout honouring --format and --no-signature."""
     return RecordWriter(columns, fmt=resolve_format(fmt),
-                        signature=None if no_signature else signature, title=title, digits=digits)
+                        signature=None if no_signature else signature, title=title, digits=digits,
+                        labels=labels)
 
 
 def top_option(default: int | None, help: str, short: bool = True):

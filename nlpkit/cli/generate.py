@@ -14,31 +14,43 @@ from nlpkit.cli.common import (common_options, model_name, model_options, open_w
                                warn)
 
 
+def _seed(ctx, param, value):
+    """--seed: None or -1 = a random seed (as llama.cpp); other negatives are a usage error."""
+    if value is not None and value < -1:
+        raise click.BadParameter(f"must be >= 0, or -1 for a random seed; got {value}", ctx=ctx, param=param)
+    return None if value == -1 else value
+
+
 def decoding_options(f):
     """--max-new-tokens, the sampling knobs, --seed, --stop, --no-kv-cache, --sliding, --stats,
     --truncate-prompt, --ignore-eos (in that order of parameters)."""
+    dflt = "[default: the model's generation_config.json, else llama.cpp's %s]"
     opts = [
         click.option("--max-new-tokens", type=click.IntRange(min=0), default=128, show_default=True,
                      help="Stop after this many new tokens."),
-        click.option("--temperature", type=float, default=1.0, show_default=True,
-                     help="Divide the logits by T; 0 = greedy (always the most likely token)."),
-        click.option("--top-k", type=int, default=0, show_default=True,
-                     help="Keep the K most likely tokens (ties at the boundary kept); 0 = disabled."),
-        click.option("--top-p", type=float, default=1.0, show_default=True,
-                     help="Nucleus: keep the most likely tokens whose probabilities reach P; in (0, 1], 1 = disabled."),
-        click.option("--min-p", type=float, default=0.0, show_default=True,
-                     help="Drop tokens below P x the top token's probability; 0 = disabled."),
-        click.option("--repetition-penalty", type=float, default=1.0, show_default=True,
-                     help="Divide (positive) or multiply (negative) the logits of tokens already seen; 1 = off."),
-        click.option("--seed", type=int, default=0, show_default=True,
-                     help="Random seed: the same seed gives the same text."),
+        click.option("--temperature", type=float, default=None,
+                     help="Divide the logits by T; 0 = greedy (always the most likely token). " + dflt % "0.8"),
+        click.option("--top-k", type=int, default=None,
+                     help="Keep the K most likely tokens (ties at the boundary kept); 0 = disabled. " + dflt % "40"),
+        click.option("--top-p", type=float, default=None,
+                     help="Nucleus: keep the most likely tokens whose probabilities reach P; in (0, 1], "
+                          "1 = disabled. " + dflt % "0.95"),
+        click.option("--min-p", type=float, default=None,
+                     help="Drop tokens below P x the top token's probability; 0 = disabled. " + dflt % "0.05"),
+        click.option("--repetition-penalty", type=float, default=None,
+                     help="Divide (positive) or multiply (negative) the logits of tokens already seen; 1 = off. "
+                          + dflt % "1"),
+        click.option("--seed", type=int, default=None, callback=_seed, metavar="N",
+                     help="Random seed: the same seed gives the same text [default: a random seed, "
+                          "shown by --stats and in the signature; -1 = random]."),
         click.option("--stop", "stops", multiple=True, metavar="STR",
                      help="Stop when the text contains STR (not printed). Repeatable."),
         click.option("--no-kv-cache", is_flag=True,
                      help="Recompute the whole sequence every step (slow; for comparison)."),
         click.option("--sliding", is_flag=True,
                      help="When the context is full, forget the oldest quarter and continue (default: stop)."),
-        click.option("--stats", is_flag=True, help="Print prefill and decode tokens/s on stderr."),
+        click.option("--stats", is_flag=True,
+                     help="Print warm-up, prefill and decode tokens/s, and the seed, on stderr."),
         click.option("--truncate-prompt", is_flag=True,
                      help="Drop the start of a too-long prompt (leaving room for --max-new-tokens) instead of failing."),
         click.option("--ignore-eos", is_flag=True, help="Keep generating after the end-of-sequence token."),
@@ -48,11 +60,41 @@ def decoding_options(f):
     return f
 
 
-def sampling_config(temperature: float, top_k: int, top_p: float, min_p: float, repetition_penalty: float):
-    from nlpkit.lm.sampling import SamplingConfig
+def generation_config(model) -> dict:
+    """The model's generation_config.json ({} when it has none, e.g. a GGUF file)."""
+    import json
+    from pathlib import Path
 
-    return SamplingConfig(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                          repetition_penalty=repetition_penalty).validate()
+    from nlpkit.errors import NlpkitError
+
+    path = Path(model.source) / "generation_config.json" if model.source else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise NlpkitError(f"{path}: not readable JSON ({e})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty):
+    """The sampling knobs: the options given, the rest from the model's defaults (`sampling_defaults`)."""
+    from nlpkit.lm.sampling import SamplingConfig, sampling_defaults
+
+    base, _ = sampling_defaults(generation_config(model))
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
+             "repetition_penalty": repetition_penalty}
+    values = {k: (base[k] if v is None else v) for k, v in given.items()}
+    return SamplingConfig(**values).validate()
+
+
+def resolve_seed(seed: int | None) -> int:
+    """The --seed, or a fresh random one (shown by --stats and in the signature, so a run can be repeated)."""
+    if seed is not None:
+        return seed
+    import secrets
+
+    return secrets.randbelow(2**31)
 
 
 def load_for_decoding(model_path: str | None, rope_scaling: str | None = None,
@@ -94,23 +136,44 @@ def read_prompt(prompt: str | None, errors: str = "strict") -> str:
     return text[:-1] if text.endswith("\n") else text
 
 
-def prompt_ids(model, text: str, max_new_tokens: int, truncate: bool) -> list[int]:
+def prompt_ids(model, text: str, max_new_tokens: int, truncate: bool, quiet: bool = False) -> list[int]:
     from nlpkit.lm.generation import encode_prompt, prepare_prompt
 
-    return prepare_prompt(model, encode_prompt(model, text), max_new_tokens=max_new_tokens, truncate=truncate)
+    full = encode_prompt(model, text)
+    ids = prepare_prompt(model, full, max_new_tokens=max_new_tokens, truncate=truncate)
+    if truncate and len(ids) < len(full):
+        warn(f"--truncate-prompt: the prompt was cut from {len(full)} to its last {len(ids)} tokens "
+             f"(context {model.config.max_seq_len}, --max-new-tokens {max_new_tokens})", quiet)
+    return ids
 
 
-def print_stats(stats, quiet: bool = False, show: bool = False) -> None:
+def warm_up(model) -> float:
+    """One throwaway 1-token forward pass (touches every weight: page-ins, thread pools), timed, so
+    --stats does not count start-up work as prefill."""
+    import time
+
+    import numpy as np
+
+    t0 = time.perf_counter()
+    start = model.config.bos_id if model.config.bos_id is not None else 0
+    model.forward(np.array([[start]], dtype=np.int64), model.new_cache(1, 8), last_only=True)
+    return time.perf_counter() - t0
+
+
+def print_stats(stats, quiet: bool = False, show: bool = False, seed: int | None = None,
+                warm_seconds: float | None = None) -> None:
     """--stats line on stderr; the context-full notice unless --quiet."""
     if stats.finish == "context":
         warn(f"the context is full ({stats.prompt_tokens} prompt + {stats.new_tokens} new tokens): stopped "
              "(use --sliding to keep going, or a shorter prompt)", quiet)
     if show:
         rows = f" x {stats.batch} rows" if stats.batch > 1 else ""
+        warm = f"warm-up: {warm_seconds:.3f} s; " if warm_seconds is not None else ""
         sys.stderr.write(
-            f"prefill: {stats.prompt_tokens} tokens in {stats.prefill_seconds:.3f} s ({stats.prefill_tps:.1f} tok/s); "
+            f"{warm}prefill: {stats.prompt_tokens} tokens in {stats.prefill_seconds:.3f} s "
+            f"({stats.prefill_tps:.1f} tok/s); "
             f"decode: {stats.new_tokens}{rows} tokens in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} tok/s); "
-            f"finish: {stats.finish}\n")
+            f"finish: {stats.finish}" + (f"; seed: {seed}" if seed is not None else "") + "\n")
 
 
 def _silence_stdout() -> None:
@@ -126,67 +189,86 @@ def _silence_stdout() -> None:
 @click.command("generate")
 @click.argument("prompt", required=False)
 @click.option("--prompts", "prompts_file", metavar="FILE", default=None,
-              help="One prompt per line ('-' = stdin): one JSONL record per prompt instead of streaming.")
-@click.option("--echo", is_flag=True, help="Print the prompt before the continuation.")
+              help="One prompt per line ('-' = stdin): one record per prompt instead of streaming.")
+@click.option("--echo/--no-echo", default=None,
+              help="Print the prompt before the continuation [default: on a terminal].")
 @model_options
 @decoding_options
 @common_options
 def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, max_new_tokens, temperature, top_k, top_p, min_p,
             repetition_penalty, seed, stops, no_kv_cache, sliding, stats, truncate_prompt, ignore_eos,
             fmt, no_signature, quiet, encoding_errors):
-    """Stream one continuation of PROMPT (argument, or stdin) to stdout as it is generated.
+    """Stream one continuation of PROMPT (argument, or piped stdin) to stdout as it is generated.
 
-    With no prompt at all, generation starts from the model's BOS token. The text goes to stdout
-    as plain text; --format/--no-signature apply to the records of --prompts. --temperature 0 is greedy;
-    --top-k 0, --top-p 1, --min-p 0 and --repetition-penalty 1 disable those filters (the defaults),
-    applied in transformers' order: repetition penalty, temperature, top-k, top-p, min-p.
+    The text goes to stdout as plain text, ended by a newline; on a terminal the prompt is printed
+    first (--echo/--no-echo). --format asks for records instead (prompt, text, tokens, finish,
+    signature); --prompts FILE gives one record per line of FILE (table on a terminal, TSV
+    otherwise, like every command). With no prompt at all, generation starts from the BOS token.
+
+    Sampling defaults come from the model's generation_config.json when it sets them, else
+    llama.cpp's: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05. --temperature 0 is greedy;
+    --top-k 0, --top-p 1, --min-p 0 and --repetition-penalty 1 disable those filters, applied in
+    transformers' order: repetition penalty, temperature, top-k, top-p, min-p. The seed is random
+    unless --seed N is given; --stats and the signature show it.
 
     \b
     Examples:
       nlpkit generate "Once upon a time" --max-new-tokens 50 --temperature 0.7 --top-p 0.9
       nlpkit generate --prompts prompts.txt --temperature 0 --format jsonl
     """
+    from nlpkit.io import stdout_is_terminal
     from nlpkit.lm.generation import GenerationStats, generate
 
     if prompt is not None and prompts_file is not None:
         raise click.UsageError("give a PROMPT or --prompts FILE, not both")
-    cfg = sampling_config(temperature, top_k, top_p, min_p, repetition_penalty)
     model = load_for_decoding(model_path, rope_scaling, rope_factor)
+    cfg = sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty)
+    seed = resolve_seed(seed)
+    warm = warm_up(model) if stats else None
     kwargs = dict(max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops, use_cache=not no_kv_cache,
                   sliding=sliding, ignore_eos=ignore_eos)
+    sig = decoding_signature("generate", model, cfg, seed=seed, max_new_tokens=max_new_tokens, stops=stops,
+                             sliding=sliding)
 
-    if prompts_file is not None:
-        from nlpkit.io import iter_lines
+    if prompts_file is not None or fmt is not None:
+        if prompts_file is not None:
+            from nlpkit.io import iter_lines
 
-        sig = decoding_signature("generate", model, cfg, seed=seed, max_new_tokens=max_new_tokens, stops=stops,
-                                 sliding=sliding)
-        with open_writer(["index", "prompt", "text", "tokens", "finish"], fmt or "jsonl", sig, no_signature) as out:
-            for i, line in enumerate(iter_lines(prompts_file, errors=encoding_errors)):
+            prompts = iter_lines(prompts_file, errors=encoding_errors)
+        else:
+            prompts = [read_prompt(prompt, encoding_errors)]
+        with open_writer(["index", "prompt", "text", "tokens", "finish"], fmt, sig, no_signature) as out:
+            for i, line in enumerate(prompts):
                 st = GenerationStats()
-                ids = prompt_ids(model, line, max_new_tokens, truncate_prompt)
+                ids = prompt_ids(model, line, max_new_tokens, truncate_prompt, quiet)
                 text = "".join(generate(model, ids, stats=st, **kwargs))
                 out.write({"index": i, "prompt": line, "text": text, "tokens": st.new_tokens - (st.finish == "eos"),
                            "finish": st.finish})
-                print_stats(st, quiet, stats)
+                print_stats(st, quiet, stats, seed, warm)
+                warm = None
         return
 
     text = read_prompt(prompt, encoding_errors)
-    ids = prompt_ids(model, text, max_new_tokens, truncate_prompt)
+    ids = prompt_ids(model, text, max_new_tokens, truncate_prompt, quiet)
+    if echo is None:
+        echo = stdout_is_terminal()
     st = GenerationStats()
     out = sys.stdout
     try:
+        last = ""
         if echo and text:
             out.write(text)
             out.flush()
-        last = ""
+            last = text
         for piece in generate(model, ids, stats=st, **kwargs):
-            out.write(piece)
-            out.flush()
-            last = piece
-        if out.isatty() and not last.endswith("\n"):
+            if piece:
+                out.write(piece)
+                out.flush()
+                last = piece
+        if not last.endswith("\n"):   # a terminal and a pipe alike: the output is a whole line
             out.write("\n")
         out.flush()
     except BrokenPipeError:  # `| head`: the reader has gone; stop quietly with status 0
         _silence_stdout()
         return
-    print_stats(st, quiet, stats)
+    print_stats(st, quiet, stats, seed, warm)

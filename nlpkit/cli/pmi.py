@@ -114,18 +114,27 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
 
 
 def _write_matrix(co, top, fmt, sig, no_signature) -> None:
+    """Rows of counts. JSON/JSONL: ``{"word": w, "counts": {column word: count}}`` (vocabulary
+    words never meet field names); TSV/table: the words label the columns (positions, not keys)."""
+    from nlpkit.cli.common import resolve_format
     from nlpkit.stats import pmi as core
 
     ids = core.top_words(co, top)
     m = core.count_matrix(co, ids)
     names = [co.words[i] for i in ids.tolist()]
-    cols = ["word"] + names
-    if len(set(cols)) != len(cols):  # a vocabulary word spelled "word"
-        cols = ["word\\"] + names
-    with open_writer(cols, fmt, sig, no_signature, title="forward co-occurrence counts (row -> column)") as out:
+    title = "forward co-occurrence counts (row -> column)"
+    fmt = resolve_format(fmt)
+    if fmt in ("json", "jsonl"):
+        with open_writer(["word", "counts"], fmt, sig, no_signature, title=title) as out:
+            for name, row in zip(names, m.tolist()):
+                out.write({"word": name, "counts": dict(zip(names, row))})
+        return
+    keys = ["word"] + [f"c{j}" for j in range(len(names))]    # positional keys, whatever the words
+    labels = ["word" if "word" not in names else "word\\"] + names
+    with open_writer(keys, fmt, sig, no_signature, title=title, labels=labels) as out:
         for name, row in zip(names, m.tolist()):
-            rec = {cols[0]: name}
-            rec.update(zip(names, row))
+            rec = {"word": name}
+            rec.update(zip(keys[1:], row))
             out.write(rec)
 
 

@@ -7,7 +7,7 @@ import click
 
 from nlpkit.cli.common import common_options, model_options, open_writer
 from nlpkit.cli.generate import (decoding_options, decoding_signature, load_for_decoding, print_stats,
-                                 prompt_ids, read_prompt, sampling_config)
+                                 prompt_ids, read_prompt, resolve_seed, sampling_config, warm_up)
 
 
 def token_text(tokenizer, token_id: int) -> str:
@@ -31,6 +31,8 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_toke
     its KV cache shared by the N rows. Each record has the text, its token count, and its total
     log-probability under the model (logprob) and under the filtered distribution it was drawn from
     (logprob_filtered); JSON/JSONL records also carry the token ids. No prompt: start from BOS.
+    Sampling defaults and the seed work as in `nlpkit generate` (generation_config.json, else
+    llama.cpp's; a random seed unless --seed, shown by --stats and in the signature).
 
     \b
     Examples:
@@ -39,10 +41,11 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_toke
     """
     from nlpkit.lm.generation import GenerationStats, next_token_distribution, sample_batch
 
-    cfg = sampling_config(temperature, top_k, top_p, min_p, repetition_penalty)
     model = load_for_decoding(model_path, rope_scaling, rope_factor)
+    cfg = sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty)
+    seed = resolve_seed(seed)
     text = read_prompt(prompt, encoding_errors)
-    ids = prompt_ids(model, text, max_new_tokens, truncate_prompt)
+    ids = prompt_ids(model, text, max_new_tokens, truncate_prompt, quiet)
 
     if dist:
         sig = decoding_signature("sample-dist", model, cfg, seed=seed, max_new_tokens=0, stops=(), sliding=False)
@@ -54,6 +57,7 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_toke
                            "cumulative": cum})
         return
 
+    warm = warm_up(model) if stats else None
     st = GenerationStats()
     samples = sample_batch(model, ids, n, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
                            use_cache=not no_kv_cache, sliding=sliding, ignore_eos=ignore_eos, stats=st)
@@ -67,4 +71,4 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_toke
                        "ids": s.ids})  # json/jsonl only: lets anyone recompute the log-probabilities
     if any(s.finish == "context" for s in samples):
         st.finish = "context"
-    print_stats(st, quiet, stats)
+    print_stats(st, quiet, stats, seed, warm)

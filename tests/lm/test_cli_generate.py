@@ -30,9 +30,14 @@ def api_greedy_text(prompt: str, n: int, **kw) -> str:
                             sampling=SamplingConfig(temperature=0), **kw))
 
 
+def line(text: str) -> str:
+    """What the plain output of generate is: the text, ended by a newline (piped or not)."""
+    return text if text.endswith("\n") else text + "\n"
+
+
 def test_generate_greedy_streams_the_same_text_as_the_api(cli):
     text = out(run(cli, "generate", "Once upon a time", "--temperature", "0", "--max-new-tokens", "30"))
-    assert text == api_greedy_text("Once upon a time", 30)
+    assert text == line(api_greedy_text("Once upon a time", 30))
 
 
 def test_generate_no_kv_cache_gives_the_same_greedy_text(cli):
@@ -43,7 +48,7 @@ def test_generate_no_kv_cache_gives_the_same_greedy_text(cli):
 
 def test_generate_reads_the_prompt_from_stdin(cli):
     a = out(run(cli, "generate", "--temperature", "0", "--max-new-tokens", "12", input=b"Once upon\n"))
-    assert a == api_greedy_text("Once upon", 12)
+    assert a == line(api_greedy_text("Once upon", 12))
 
 
 def test_generate_seed_reproducible(cli):
@@ -58,7 +63,7 @@ def test_generate_stop_string_ends_output_before_it(cli):
     stop = full[10:13]
     assert stop and stop in full
     r = out(run(cli, "generate", "Once upon", "--temperature", "0", "--max-new-tokens", "40", "--stop", stop))
-    assert r == full[:full.index(stop)]
+    assert r == line(full[:full.index(stop)])
 
 
 def test_generate_stats_on_stderr(cli):
@@ -70,7 +75,8 @@ def test_generate_stats_on_stderr(cli):
 def test_generate_prompts_file_gives_one_jsonl_record_per_line(cli, tmp_path):
     f = tmp_path / "prompts.txt"
     f.write_text("Once upon\nhello there\n")
-    lines = out(run(cli, "generate", "--prompts", str(f), "--temperature", "0", "--max-new-tokens", "8")).split("\n")[:-1]
+    lines = out(run(cli, "generate", "--prompts", str(f), "--temperature", "0", "--max-new-tokens", "8",
+                    "--format", "jsonl")).split("\n")[:-1]
     recs = [json.loads(x) for x in lines]
     assert [r["prompt"] for r in recs] == ["Once upon", "hello there"]
     assert recs[0]["text"] == api_greedy_text("Once upon", 8)
@@ -109,7 +115,7 @@ def test_bad_options_are_usage_errors(cli, args, message):
 
 
 def test_top_k_zero_means_disabled(cli):
-    a = out(run(cli, "sample", "hi", "--dist", "--top-k", "0", "--format", "jsonl"))
+    a = out(run(cli, "sample", "hi", "--dist", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--format", "jsonl"))
     assert len(a.split("\n")[:-1]) == 300  # the whole vocabulary
 
 
