@@ -371,7 +371,8 @@ def render_table(columns: Sequence[str], rows: list[dict], signature: str | None
     """Render rows with rich (imported lazily); the signature is the footer line.
 
     The table fits the terminal width (``$COLUMNS``, 80 when unknown): numbers never wrap, text
-    columns fold, and paths (``file``, ``system``, ``index``) show as basenames.
+    columns fold, and paths (``file``, ``system``, ``index``) show as basenames. When even that
+    is too wide, each row prints as a block of ``column  value`` lines.
     """
     from rich.console import Console
     from rich.table import Table
@@ -407,13 +408,12 @@ def render_table(columns: Sequence[str], rows: list[dict], signature: str | None
 
 
 def _fit_numbers(table, columns, rows, numeric_cols, digits) -> int:
-    """Number columns get the width of their widest number (a header may fold); text columns
-    share what is left, folding but never narrower than 8 characters."""
-    for col, c in zip(table.columns, columns):
-        if c in numeric_cols:
-            col.min_width = max([len(_table_cell(r.get(c), digits)) for r in rows] + [1])
-        else:
-            col.min_width = min(8, max([len(_table_cell(r.get(c), digits)) for r in rows] + [len(c)]))
+    """Set each column's minimum width and return the width the table needs: number columns as wide
+    as their widest number and their header; text columns as their header, and up to 16 characters
+    of their content (longer text folds)."""
+    for col, c, label in zip(table.columns, columns, [str(col.header) for col in table.columns]):
+        widest = max([len(_table_cell(r.get(c), digits)) for r in rows] + [0])
+        col.min_width = max(widest, len(label)) if c in numeric_cols else max(len(label), min(widest, 16))
     return sum(col.min_width for col in table.columns) + 3 * len(columns) - 1
 
 
