@@ -46,8 +46,10 @@ def _df_value(value: str, name: str) -> float:
               help="gensim SMART letters, e.g. ntc, ltc, apc (tf: b n a l d L; idf: n f t p; norm: n c; log base 2).")
 @click.option("--log-base", type=click.Choice(["2", "e", "10"]), default="e", show_default=True,
               help="Logarithm base for log tf and idf.")
-@click.option("--min-df", default="1", show_default=True, metavar="N|P", help="Drop terms in fewer documents (count, or proportion 0-1).")
-@click.option("--max-df", default="1.0", show_default=True, metavar="N|P", help="Drop terms in more documents (count, or proportion 0-1).")
+@click.option("--min-df", default="1", show_default=True, metavar="N|P",
+              help="Drop terms in fewer documents (count, or proportion 0-1).")
+@click.option("--max-df", default="1.0", show_default=True, metavar="N|P",
+              help="Drop terms in more documents (count, or proportion 0-1).")
 @click.option("--ngram-range", default="1,1", show_default=True, metavar="MIN,MAX", help="Word n-grams, up to 3.")
 @click.option("--stopwords", default="none", show_default=True, metavar="english|lucene|none|FILE",
               help="Drop these words (english = NLTK's list).")
