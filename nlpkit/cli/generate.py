@@ -99,12 +99,10 @@ def resolve_seed(seed: int | None) -> int:
 
 def load_for_decoding(model_path: str | None, rope_scaling: str | None = None,
                       rope_factor: float | None = None):
-    from nlpkit.errors import NlpkitError
     from nlpkit.lm.loaders import load_model
 
     model = load_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor)
-    if model.tokenizer is None:
-        raise NlpkitError(f"model {model.source}: no tokenizer found (tokenizer.json, or vocab.json + merges.txt)")
+    model.require_tokenizer()
     return model
 
 

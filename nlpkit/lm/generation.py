@@ -87,9 +87,7 @@ def prepare_prompt(model, prompt_ids: Sequence[int], *, max_new_tokens: int, tru
 
 def encode_prompt(model, text: str) -> list[int]:
     """Tokenize a prompt the way the model's own tokenizer does (BOS first when the model adds one)."""
-    tok = model.tokenizer
-    if tok is None:
-        raise NlpkitError(f"model {model.source or ''} has no tokenizer (tokenizer.json or vocab.json + merges.txt)")
+    tok = model.require_tokenizer()
     ids = list(tok.encode(text)) if text else []
     bos = model.config.bos_id
     if ids and model.config.add_bos and bos is not None and ids[0] != bos:

@@ -1,4 +1,9 @@
-"""The transformer forward pass in numpy float32: llama (RMSNorm, RoPE, SwiGLU, GQA) and gpt2.
+"""The transformer forward pass in numpy float32: one RoPE decoder block with per-family options, and gpt2.
+
+The "llama" block (RMSNorm, RoPE, SwiGLU, GQA) also runs mistral, qwen2/3, gemma 1/2/3, phi3, olmo2 and
+gpt_neox: where their math differs it takes an option from `ModelConfig` (norm form and placement,
+activation, biases, q/k norms, attention/final soft-capping, sliding windows, partial rotary), decided
+once per layer when the closures are built, so the plain Llama path runs the same operations as before.
 
 picoGPT-style: a handful of small functions, each with its shape contract, composed by `Model.forward`.
 Weights are plain arrays in one dataclass per layer; the loaders fill them, so nothing here knows about
@@ -18,20 +23,29 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.cache import KVCache
 from nlpkit.lm.config import ModelConfig
-from nlpkit.lm.rope import RoPE, apply_rope
+from nlpkit.lm.rope import RoPE, apply_rope, apply_rope_partial
 from nlpkit.lm.threads import SERIAL, RowPool, single_threaded_blas, workers
 
 
 @dataclass
 class LlamaLayer:
-    attn_norm: np.ndarray  # [d]
+    """One decoder layer of any RoPE family; optional parts are None when the family has none."""
+    attn_norm: np.ndarray | None  # [d]  pre-attention norm (None: olmo2)
     wqkv: np.ndarray  # [d, (nh + 2 nkv) hd]  columns: q heads, k heads, v heads
     wo: np.ndarray  # [nh hd, d]
-    mlp_norm: np.ndarray  # [d]
-    w_gate_up: np.ndarray  # [d, 2 h]  columns: gate, up
+    mlp_norm: np.ndarray | None  # [d]  pre-MLP norm (None: olmo2)
+    w_gate_up: np.ndarray  # [d, 2 h]  columns: gate, up  ([d, h] "up" only when not gated)
     w_down: np.ndarray  # [h, d]
     bqkv: np.ndarray | None = None  # [(nh + 2 nkv) hd]  (attention_bias models)
     bo: np.ndarray | None = None  # [d]
+    attn_norm_b: np.ndarray | None = None  # [d]  LayerNorm biases (gpt_neox)
+    mlp_norm_b: np.ndarray | None = None  # [d]
+    q_norm: np.ndarray | None = None  # [hd] per head (qwen3, gemma3) or [nh hd] over the projection (olmo2)
+    k_norm: np.ndarray | None = None  # [hd] or [nkv hd]
+    attn_post_norm: np.ndarray | None = None  # [d]  norm of the attention output (gemma2/3, olmo2)
+    mlp_post_norm: np.ndarray | None = None  # [d]  norm of the MLP output
+    b_up: np.ndarray | None = None  # [h]  MLP biases (gpt_neox)
+    b_down: np.ndarray | None = None  # [d]
 
 
 @dataclass
@@ -98,6 +112,29 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
     return 0.5 * x * (1.0 + np.tanh(np.float32(np.sqrt(2.0 / np.pi)) * (x + np.float32(0.044715) * x * x * x)))
 
 
+def gelu_erf(x: np.ndarray) -> np.ndarray:  # [...] -> [...]  exact GELU, x * Phi(x)
+    return 0.5 * x * (1.0 + erf(x * np.float32(1 / np.sqrt(2.0))))
+
+
+def erf(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
+    """erf in float64 by Abramowitz & Stegun 7.1.26 refined by one Newton step (|error| < 1e-9), cast back."""
+    z = np.abs(x.astype(np.float64))
+    t = 1.0 / (1.0 + 0.3275911 * z)
+    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t \
+        * np.exp(-z * z)
+    return (np.sign(x) * y).astype(x.dtype)
+
+
+ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh, "gelu": gelu_erf}
+
+
+def softcap_(x: np.ndarray, cap: float) -> np.ndarray:  # [...] -> [...], in place: cap * tanh(x / cap)
+    x /= np.float32(cap)
+    np.tanh(x, out=x)
+    x *= np.float32(cap)
+    return x
+
+
 def softmax_(x: np.ndarray) -> np.ndarray:  # [..., n] -> [..., n], in place
     x -= x.max(axis=-1, keepdims=True)
     np.exp(x, out=x)
@@ -105,20 +142,24 @@ def softmax_(x: np.ndarray) -> np.ndarray:  # [..., n] -> [..., n], in place
     return x
 
 
-def causal_mask(t: int, past: int) -> np.ndarray:  # -> [t, past + t], 0 where visible, -inf above the diagonal
+def causal_mask(t: int, past: int, window: int | None = None) -> np.ndarray:  # -> [t, past + t]
+    """0 where visible, -inf above the diagonal (and, with a window W, at keys W or more positions back)."""
     j = np.arange(past + t)[None, :]
     i = np.arange(t)[:, None] + past
-    return np.where(j > i, np.float32(-np.inf), np.float32(0.0)).astype(np.float32)
+    hidden = j > i if window is None else (j > i) | (j <= i - window)
+    return np.where(hidden, np.float32(-np.inf), np.float32(0.0)).astype(np.float32)
 
 
 ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys they cannot see
 PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits its rows over threads (threads.py)
 
 
-def _attend(q, k, v, mask):  # [b, kv, g, t, hd], [b, kv, L, hd], [b, kv, L, hd], [t, L] | None -> [b, kv, g, t, hd]
+def _attend(q, k, v, mask, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L] | None -> [b, kv, g, t, hd]
     b, kv, g, t, hd = q.shape
     L = k.shape[2]
     scores = q.reshape(b, kv, g * t, hd) @ k.transpose(0, 1, 3, 2)  # [b, kv, g t, L]
+    if softcap is not None:
+        softcap_(scores, softcap)
     if mask is not None:
         scores = scores.reshape(b, kv, g, t, L)
         scores += mask  # [t, L] broadcasts over batch, kv heads and group
@@ -128,15 +169,19 @@ def _attend(q, k, v, mask):  # [b, kv, g, t, hd], [b, kv, L, hd], [b, kv, L, hd]
 
 # ---------------------------------------------------------------- llama
 
-def swiglu(x: np.ndarray, w: LlamaLayer) -> np.ndarray:  # [b, t, d] -> [b, t, d]
+def swiglu(x: np.ndarray, w: LlamaLayer, act=silu) -> np.ndarray:  # [b, t, d] -> [b, t, d]
     gu = linear(x, w.w_gate_up)  # [b, t, 2h]
     h = gu.shape[-1] // 2
-    act = silu(gu[..., :h])
-    act *= gu[..., h:]
-    return linear(act, w.w_down)
+    a = act(gu[..., :h])
+    a *= gu[..., h:]
+    return linear(a, w.w_down)
 
 
-def block(x, cfg, project, finish, cache, li, mask, pool: RowPool):  # [b, t, d] -> [b, t, d]
+def plain_mlp(x: np.ndarray, w: LlamaLayer, act) -> np.ndarray:  # [b, t, d] -> [b, t, d]  (gpt_neox)
+    return linear(act(linear(x, w.w_gate_up, w.b_up)), w.w_down, w.b_down)
+
+
+def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None):  # [b, t, d] -> [b, t, d]
     """One transformer block, split at attention so long inputs can use `pool`'s threads (one thread:
     SERIAL): `project(x_rows, s, e, q, k, v)` fills rows s:e of q (scaled), k and v; attention runs on
     query blocks; then `finish(x_rows, heads_rows) -> out_rows` (output projection, residuals, MLP)."""
@@ -156,7 +201,7 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool):  # [b, t, d]
     pool.map(run_project, parts)
     if cache is not None:
         k, v = cache.write(li, k, v)  # [b, kv, L, hd]
-    o = attention(q, k, v, mask, pool)  # [b, kv, g, t, hd]
+    o = attention(q, k, v, mask, pool, softcap)  # [b, kv, g, t, hd]
     out = np.empty_like(x)
 
     def run_finish(part):
@@ -170,34 +215,68 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool):  # [b, t, d]
 
 
 def llama_rows(w: LlamaLayer, cfg, cos, sin):
-    """(project, finish) for `block`: pre-norm attention with RoPE and GQA, then a SwiGLU MLP."""
+    """(project, finish) for `block`: pre-norm attention with RoPE and GQA, then a SwiGLU MLP — and each
+    family's variations of it, chosen here once per layer."""
     nh, nkv, hd, eps = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.norm_eps
-    scale = np.float32(1.0 / np.sqrt(hd))
+    scale = np.float32(cfg.query_scale if cfg.query_scale is not None else 1.0 / np.sqrt(hd))
+    if cfg.norm == "layer":
+        def norm(x, g, b):
+            return layer_norm(x, g, b, eps)
+    else:
+        def norm(x, g, b):
+            return rms_norm(x, g, eps)
+    rot = cfg.rotary_dim or hd
+    rope = apply_rope if rot == hd else lambda x, c, s_: apply_rope_partial(x, c, s_, rot)
+    qk_norm = cfg.qk_norm
+    act = ACTIVATIONS[cfg.act]
+    if cfg.gated_mlp:
+        def mlp(x):
+            return swiglu(x, w, act)
+    else:
+        def mlp(x):
+            return plain_mlp(x, w, act)
 
     def project(xr, s, e, q, k, v):  # xr [b, n, d]
         b, n, _ = xr.shape
-        qkv = linear(rms_norm(xr, w.attn_norm, eps), w.wqkv, w.bqkv).reshape(b, n, nh + 2 * nkv, hd)
-        qk = apply_rope(qkv[:, :, :nh + nkv], cos[s:e], sin[s:e])  # [b, n, nh + nkv, hd]
+        h = norm(xr, w.attn_norm, w.attn_norm_b) if w.attn_norm is not None else xr
+        qkv = linear(h, w.wqkv, w.bqkv)  # [b, n, (nh + 2 nkv) hd]
+        if qk_norm == "full":  # olmo2: RMSNorm over all of q and all of k
+            qkv[..., :nh * hd] = rms_norm(qkv[..., :nh * hd], w.q_norm, eps)
+            qkv[..., nh * hd:(nh + nkv) * hd] = rms_norm(qkv[..., nh * hd:(nh + nkv) * hd], w.k_norm, eps)
+        qkv = qkv.reshape(b, n, nh + 2 * nkv, hd)
+        if qk_norm == "head":  # qwen3, gemma3: RMSNorm of each head
+            qkv[:, :, :nh] = rms_norm(qkv[:, :, :nh], w.q_norm, eps)
+            qkv[:, :, nh:nh + nkv] = rms_norm(qkv[:, :, nh:nh + nkv], w.k_norm, eps)
+        qk = rope(qkv[:, :, :nh + nkv], cos[s:e], sin[s:e])  # [b, n, nh + nkv, hd]
         np.multiply(qk[:, :, :nh].reshape(b, n, nkv, nh // nkv, hd).transpose(0, 2, 3, 1, 4), scale,
                     out=q[:, :, :, s:e])
         k[:, :, s:e] = qk[:, :, nh:].transpose(0, 2, 1, 3)
         v[:, :, s:e] = qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)
 
-    def finish(xr, heads):  # [b, n, d], [b, n, nh hd] -> [b, n, d]
-        y = xr + linear(heads, w.wo, w.bo)
-        return y + swiglu(rms_norm(y, w.mlp_norm, eps), w)
+    if cfg.parallel_residual:
+        def finish(xr, heads):  # [b, n, d], [b, n, nh hd] -> [b, n, d]
+            return mlp(norm(xr, w.mlp_norm, w.mlp_norm_b)) + linear(heads, w.wo, w.bo) + xr
+    elif w.attn_post_norm is None and w.mlp_post_norm is None:
+        def finish(xr, heads):
+            y = xr + linear(heads, w.wo, w.bo)
+            return y + mlp(norm(y, w.mlp_norm, w.mlp_norm_b))
+    else:  # gemma2/3 (pre and post norms), olmo2 (post norms only)
+        def finish(xr, heads):
+            y = xr + rms_norm(linear(heads, w.wo, w.bo), w.attn_post_norm, eps)
+            m = mlp(norm(y, w.mlp_norm, w.mlp_norm_b) if w.mlp_norm is not None else y)
+            return y + rms_norm(m, w.mlp_post_norm, eps)
 
     return project, finish
 
 
-def attention(q, k, v, mask, pool: RowPool):  # [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L] -> [b, kv, g, t, hd]
+def attention(q, k, v, mask, pool: RowPool, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L]
     """Scaled dot-product attention (q already scaled), query heads grouped under their kv head (GQA
     without copying k/v). With a causal mask, queries go in blocks of ATTN_BLOCK rows and each block
     scores only the keys up to its last row, which halves the work of a long prefill; the blocks are
     spread over pool's threads, longest first, each to the least-loaded thread."""
     t, L = q.shape[3], k.shape[2]
     if mask is None or t <= ATTN_BLOCK:
-        return _attend(q, k, v, mask)
+        return _attend(q, k, v, mask, softcap)
     blocks = [(s, min(s + ATTN_BLOCK, t)) for s in range(0, t, ATTN_BLOCK)]
     load = [0] * pool.n
     shares: list[list[tuple[int, int]]] = [[] for _ in range(pool.n)]
@@ -210,7 +289,8 @@ def attention(q, k, v, mask, pool: RowPool):  # [b, kv, g, t, hd], [b, kv, L, hd
     def run(share):
         for s, e in share:
             visible = L - t + e  # keys seen by the block's last query
-            out[:, :, :, s:e] = _attend(q[:, :, :, s:e], k[:, :, :visible], v[:, :, :visible], mask[s:e, :visible])
+            out[:, :, :, s:e] = _attend(q[:, :, :, s:e], k[:, :, :visible], v[:, :, :visible], mask[s:e, :visible],
+                                            softcap)
 
     pool.map(run, [sh for sh in shares if sh])
     return out
@@ -244,14 +324,37 @@ class Model:
 
     def __init__(self, config: ModelConfig, weights: Weights, tokenizer=None, source: str = ""):
         self.config, self.weights, self.tokenizer, self.source = config, weights, tokenizer, source
-        self.rope = RoPE(config.head_dim, config.rope_theta, config.rope_scaling, config.max_seq_len) \
-            if config.arch == "llama" else None
+        self.tokenizer_error: str | None = None  # why the tokenizer files could not be read (model still runs on ids)
+        self._make_rope()
+
+    def require_tokenizer(self):
+        """The tokenizer, or an NlpkitError saying why there is none (text must be encoded, ids would do)."""
+        if self.tokenizer is None:
+            why = self.tokenizer_error or "no tokenizer.json, or vocab.json + merges.txt"
+            raise NlpkitError(f"model {self.source}: cannot encode text: {why}")
+        return self.tokenizer
+
+    def _make_rope(self) -> None:
+        """RoPE tables: one for full-attention layers, and one for sliding layers when their base differs (gemma3)."""
+        c = self.config
+        self.rope = self.local_rope = None
+        if c.arch != "llama":
+            return
+        rot = c.rotary_dim or c.head_dim
+        self.rope = RoPE(rot, c.rope_theta, c.rope_scaling, c.max_seq_len)
+        self.local_rope = RoPE(rot, c.rope_local_theta, None, c.max_seq_len) if c.rope_local_theta else self.rope
+
+    def layer_kinds(self) -> list[str]:
+        """"sliding" or "full" per layer."""
+        c = self.config
+        if c.layer_types is not None:
+            return list(c.layer_types)
+        return ["sliding" if c.sliding_window else "full"] * c.n_layers
 
     def set_rope(self, kind: str | None, factor: float | None) -> None:
         """Override RoPE scaling (`--rope-scaling`, `--rope-factor`)."""
         self.config = self.config.with_rope(kind, factor).validate()
-        c = self.config
-        self.rope = RoPE(c.head_dim, c.rope_theta, c.rope_scaling, c.max_seq_len)
+        self._make_rope()
 
     def new_cache(self, batch: int = 1, max_len: int | None = None) -> KVCache:
         """An empty KV cache; max_len defaults to the model's context (memory is touched only as it fills)."""
@@ -278,11 +381,17 @@ class Model:
         if cache is not None and cache.batch != b:
             raise NlpkitError(f"tokens have batch {b} but the KV cache has batch {cache.batch}")
         mask = causal_mask(t, past) if t > 1 else None
+        window = c.sliding_window
+        local_mask = causal_mask(t, past, window) if window and past + t > window else mask
         x = w.embed_tokens(tokens)  # [b, t, d]
+        if c.embed_scale is not None:
+            x = x * np.float32(c.embed_scale)
         n_threads = workers() if t >= PARALLEL_MIN_TOKENS else 1
         with np.errstate(over="ignore"):
             if c.arch == "llama":
                 cos, sin = self.rope.cos_sin(start, t)  # [t, hd/2]
+                local_cs = self.local_rope.cos_sin(start, t) if self.local_rope is not self.rope else (cos, sin)
+                kinds = self.layer_kinds()
             else:
                 if start + t > c.max_seq_len:
                     raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions; {start + t} tokens do not fit "
@@ -291,13 +400,21 @@ class Model:
             pool = RowPool(n_threads) if n_threads > 1 else SERIAL
             with single_threaded_blas() if n_threads > 1 else nullcontext():
                 for li, layer in enumerate(w.layers):
-                    rows = llama_rows(layer, c, cos, sin) if c.arch == "llama" else gpt2_rows(layer, c)
-                    x = block(x, c, *rows, cache, li, mask, pool)
+                    if c.arch == "gpt2":
+                        x = block(x, c, *gpt2_rows(layer, c), cache, li, mask, pool)
+                    elif kinds[li] == "sliding":
+                        x = block(x, c, *llama_rows(layer, c, *local_cs), cache, li, local_mask, pool, c.attn_softcap)
+                    else:
+                        x = block(x, c, *llama_rows(layer, c, cos, sin), cache, li, mask, pool, c.attn_softcap)
         if cache is not None:
             cache.advance(t)
         if last_only:
             x = x[:, -1:]
         elif logits_from:
             x = x[:, logits_from:]
-        x = rms_norm(x, w.norm_g, c.norm_eps) if c.arch == "llama" else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
-        return linear(x, w.lm_head)  # [b, t, V]
+        x = rms_norm(x, w.norm_g, c.norm_eps) if c.arch == "llama" and c.norm == "rms" \
+            else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
+        logits = linear(x, w.lm_head)  # [b, t, V]
+        if c.final_softcap is not None:
+            softcap_(logits, c.final_softcap)
+        return logits

@@ -9,6 +9,9 @@ The formulas follow the literature and equal transformers' rope initialization f
 - dynamic:  transformers' dynamic NTK, theta' = theta * (s*L/L0 - (s-1))^(d/(d-2)) once L > L0
 - yarn:     per-dimension ramp between interpolation and extrapolation, attention factor 0.1 ln s + 1
 - llama3:   Llama 3.1 wavelength bands
+- longrope: Phi-3 per-dimension short/long factors; like transformers, the long factors are used for a whole
+            forward call whose last position is past original_max_position_embeddings, the short ones otherwise
+            (so a KV cache filled with short-factor keys is not recomputed when decoding crosses that length)
 
 Rotation uses the Hugging Face "rotate_half" layout (first half / second half of each head);
 the GGUF loader permutes Q/K weights into it, so there is one layout here.
@@ -69,13 +72,25 @@ def llama3_inv_freq(theta: float, dim: int, s: dict) -> np.ndarray:  # -> [dim/2
     return np.where(medium, smoothed, scaled).astype(np.float32)
 
 
+def longrope_inv_freq(theta: float, dim: int, s: dict, long: bool) -> tuple[np.ndarray, float]:
+    """Phi-3 LongRoPE: 1 / (ext_factor_i * theta^(2i/d)); attention factor sqrt(1 + ln f / ln L0)."""
+    orig = s["original_max_position_embeddings"]
+    factor = s.get("factor") or 1.0
+    attn = s.get("attention_factor")
+    if attn is None:
+        attn = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(orig))
+    ext = np.asarray(s["long_factor"] if long else s["short_factor"], dtype=np.float32)
+    shape = (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)).astype(np.float32)
+    return (1.0 / (ext * np.float32(theta) ** shape)).astype(np.float32), float(attn)
+
+
 def inv_freq_for(theta: float, dim: int, scaling: dict | None, max_seq_len: int,
                  seq_len: int | None = None) -> tuple[np.ndarray, float]:  # -> [dim/2], attention factor
     """Inverse frequencies and the cos/sin multiplier for a scaling config (None = plain RoPE)."""
     kind = (scaling or {}).get("rope_type", "default")
     if kind == "default":
         return default_inv_freq(theta, dim), 1.0
-    factor = float(scaling["factor"])
+    factor = float(scaling.get("factor") or 1.0)
     if kind == "linear":
         return default_inv_freq(theta, dim) / np.float32(factor), 1.0
     if kind == "ntk":
@@ -88,6 +103,9 @@ def inv_freq_for(theta: float, dim: int, scaling: dict | None, max_seq_len: int,
         return yarn_inv_freq(theta, dim, scaling)
     if kind == "llama3":
         return llama3_inv_freq(theta, dim, scaling), 1.0
+    if kind == "longrope":
+        return longrope_inv_freq(theta, dim, scaling, long=bool(seq_len and seq_len >
+                                                                 scaling["original_max_position_embeddings"]))
     raise ValueError(f"unknown rope type {kind!r}")
 
 
@@ -99,6 +117,12 @@ class RoPE:
         self.dynamic = (scaling or {}).get("rope_type") == "dynamic"
         self.inv_freq, self.attention_factor = inv_freq_for(theta, head_dim, scaling, max_seq_len)
         self._cos = self._sin = np.zeros((0, head_dim // 2), np.float32)
+        self.long = None
+        if (scaling or {}).get("rope_type") == "longrope":  # the long-factor tables, used past this length
+            self.long_after = int(scaling["original_max_position_embeddings"])
+            inv, _ = longrope_inv_freq(theta, head_dim, scaling, long=True)
+            self.long = RoPE(head_dim, theta, None, max_seq_len)
+            self.long.inv_freq, self.long.attention_factor = inv, self.attention_factor
 
     def _table(self, inv_freq: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         angles = positions.astype(np.float32)[:, None] * inv_freq[None, :]  # [t, hd/2], float32 like transformers
@@ -107,6 +131,8 @@ class RoPE:
 
     def cos_sin(self, start: int, t: int) -> tuple[np.ndarray, np.ndarray]:  # -> [t, hd/2], [t, hd/2]
         """Tables for positions start .. start+t-1."""
+        if self.long is not None and start + t > self.long_after:
+            return self.long.cos_sin(start, t)
         if self.dynamic and start + t > self.max_seq_len:
             inv, _ = inv_freq_for(self.theta, self.head_dim, self.scaling, self.max_seq_len, seq_len=start + t)
             return self._table(inv, np.arange(start, start + t))
@@ -124,4 +150,12 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     out = np.empty_like(x)
     np.subtract(x1 * c, x2 * s, out=out[..., :half])
     np.add(x2 * c, x1 * s, out=out[..., half:])
+    return out
+
+
+def apply_rope_partial(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, rot: int) -> np.ndarray:
+    """Rotate the first `rot` dims of each head, pass the rest through (gpt_neox rotary_pct, partial_rotary_factor).
+    # [b, t, h, hd], [t, rot/2] -> [b, t, h, hd]"""
+    out = x.copy()
+    out[..., :rot] = apply_rope(x[..., :rot], cos, sin)
     return out

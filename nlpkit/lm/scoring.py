@@ -234,8 +234,7 @@ def perplexity(model, text: str, *, mode: str = "sliding", context: int | None =
 
     >>> perplexity(load_model(), "The cat sat.", context=512)[0].token_perplexity   # doctest: +SKIP
     """
-    if model.tokenizer is None:
-        raise NlpkitError(f"{model.source}: the model has no tokenizer (tokenizer.json / vocab.json + merges.txt)")
+    model.require_tokenizer()
     if not text:
         raise TooShort("empty text: nothing to score")
     context = context or default_context(model)

@@ -35,26 +35,55 @@ def _prefix(ts: TensorSet, candidates: tuple[str, ...], probe: str) -> str:
     raise NlpkitError(f"model weights: tensor {candidates[0]}{probe} is missing")
 
 
+GEMMA_FAMILIES = ("gemma", "gemma2", "gemma3_text")
+
+
 def load_llama_weights(ts: TensorSet, c: ModelConfig) -> Weights:
+    """Weights of any RoPE family (see `ModelConfig.family`) into `LlamaLayer`s."""
+    if c.family == "gpt_neox":
+        return load_neox_weights(ts, c)
     d, nh, nkv, hd, h = c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim
-    p = _prefix(ts, ("model.", ""), "embed_tokens.weight")
+    p = _prefix(ts, c.extra.get("weight_prefixes", ()) + ("model.", ""), "embed_tokens.weight")
+    shift = np.float32(1.0) if c.family in GEMMA_FAMILIES else None  # Gemma RMSNorm scales by (1 + w)
+
+    def norm(name: str, size: int = d) -> np.ndarray:
+        g = ts.read(name, (size,))
+        return g + shift if shift is not None else g
+
     layers = []
     for i in range(c.n_layers):
         a = f"{p}layers.{i}."
-        qkv = [a + f"self_attn.{n}_proj.weight" for n in "qkv"]
+        if c.family == "phi3":  # fused q/k/v and gate/up projections
+            wqkv = ts.read_t([a + "self_attn.qkv_proj.weight"], [((nh + 2 * nkv) * hd, d)])
+            w_gate_up = ts.read_t([a + "mlp.gate_up_proj.weight"], [(2 * h, d)])
+        else:
+            wqkv = ts.read_t([a + f"self_attn.{n}_proj.weight" for n in "qkv"],
+                             [(nh * hd, d), (nkv * hd, d), (nkv * hd, d)])
+            w_gate_up = ts.read_t([a + "mlp.gate_proj.weight", a + "mlp.up_proj.weight"], [(h, d), (h, d)])
         bias = None
         if c.attention_bias:
             bias = np.concatenate([ts.read(a + f"self_attn.{n}_proj.bias", (m * hd,))
                                    for n, m in zip("qkv", (nh, nkv, nkv))])
-        layers.append(LlamaLayer(
-            attn_norm=ts.read(a + "input_layernorm.weight", (d,)),
-            wqkv=ts.read_t(qkv, [(nh * hd, d), (nkv * hd, d), (nkv * hd, d)]),
-            bqkv=bias,
+        layer = LlamaLayer(
+            attn_norm=norm(a + "input_layernorm.weight") if c.pre_norm else None,
+            wqkv=wqkv, bqkv=bias,
             wo=ts.read_t([a + "self_attn.o_proj.weight"], [(d, nh * hd)]),
-            bo=ts.read(a + "self_attn.o_proj.bias", (d,)) if c.attention_bias else None,
-            mlp_norm=ts.read(a + "post_attention_layernorm.weight", (d,)),
-            w_gate_up=ts.read_t([a + "mlp.gate_proj.weight", a + "mlp.up_proj.weight"], [(h, d), (h, d)]),
-            w_down=ts.read_t([a + "mlp.down_proj.weight"], [(d, h)])))
+            bo=ts.read(a + "self_attn.o_proj.bias", (d,)) if (c.o_bias if c.o_bias is not None else c.attention_bias)
+            else None,
+            mlp_norm=None, w_gate_up=w_gate_up, w_down=ts.read_t([a + "mlp.down_proj.weight"], [(d, h)]))
+        if c.post_norm:  # gemma2/3: pre- and post-norms; olmo2: post-norms only
+            layer.attn_post_norm = norm(a + "post_attention_layernorm.weight")
+            layer.mlp_post_norm = norm(a + "post_feedforward_layernorm.weight")
+            if c.pre_norm:
+                layer.mlp_norm = norm(a + "pre_feedforward_layernorm.weight")
+        else:
+            layer.mlp_norm = norm(a + "post_attention_layernorm.weight")
+        if c.qk_norm == "head":
+            layer.q_norm, layer.k_norm = norm(a + "self_attn.q_norm.weight", hd), norm(a + "self_attn.k_norm.weight", hd)
+        elif c.qk_norm == "full":
+            layer.q_norm = norm(a + "self_attn.q_norm.weight", nh * hd)
+            layer.k_norm = norm(a + "self_attn.k_norm.weight", nkv * hd)
+        layers.append(layer)
     if not c.tie_embeddings and "lm_head.weight" not in ts:
         c.tie_embeddings = True  # some exports drop lm_head when it equals the embedding
     if c.tie_embeddings:
@@ -62,7 +91,38 @@ def load_llama_weights(ts: TensorSet, c: ModelConfig) -> Weights:
     else:
         embed = ts.read(p + "embed_tokens.weight", (c.vocab_size, d))
         lm_head = ts.read_t(["lm_head.weight"], [(c.vocab_size, d)])
-    return Weights(lm_head=lm_head, embed=embed, layers=layers, norm_g=ts.read(p + "norm.weight", (d,)))
+    return Weights(lm_head=lm_head, embed=embed, layers=layers, norm_g=norm(p + "norm.weight"))
+
+
+def load_neox_weights(ts: TensorSet, c: ModelConfig) -> Weights:
+    """GPT-NeoX (Pythia): per-head interleaved fused q/k/v rows `[nh, 3, hd]` regrouped as q heads, k heads, v heads."""
+    d, nh, hd, h = c.dim, c.n_heads, c.head_dim, c.hidden_dim
+    p = _prefix(ts, ("gpt_neox.", ""), "embed_in.weight")
+
+    def regroup(w: np.ndarray) -> np.ndarray:  # [nh 3 hd, ...] -> [3 nh hd, ...]
+        return w.reshape(nh, 3, hd, *w.shape[1:]).swapaxes(0, 1).reshape(w.shape)
+
+    layers = []
+    for i in range(c.n_layers):
+        a = f"{p}layers.{i}."
+        layers.append(LlamaLayer(
+            attn_norm=ts.read(a + "input_layernorm.weight", (d,)), attn_norm_b=ts.read(a + "input_layernorm.bias", (d,)),
+            wqkv=np.ascontiguousarray(regroup(ts.read(a + "attention.query_key_value.weight", (3 * d, d))).T),
+            bqkv=regroup(ts.read(a + "attention.query_key_value.bias", (3 * d,))) if c.attention_bias else None,
+            wo=ts.read_t([a + "attention.dense.weight"], [(d, d)]),
+            bo=ts.read(a + "attention.dense.bias", (d,)) if c.o_bias else None,
+            mlp_norm=ts.read(a + "post_attention_layernorm.weight", (d,)),
+            mlp_norm_b=ts.read(a + "post_attention_layernorm.bias", (d,)),
+            w_gate_up=ts.read_t([a + "mlp.dense_h_to_4h.weight"], [(h, d)]), b_up=ts.read(a + "mlp.dense_h_to_4h.bias", (h,)),
+            w_down=ts.read_t([a + "mlp.dense_4h_to_h.weight"], [(d, h)]), b_down=ts.read(a + "mlp.dense_4h_to_h.bias", (d,))))
+    if c.tie_embeddings or "embed_out.weight" not in ts:
+        c.tie_embeddings = True
+        embed, lm_head = None, ts.read_t([p + "embed_in.weight"], [(c.vocab_size, d)])
+    else:
+        embed = ts.read(p + "embed_in.weight", (c.vocab_size, d))
+        lm_head = ts.read_t(["embed_out.weight"], [(c.vocab_size, d)])
+    return Weights(lm_head=lm_head, embed=embed, layers=layers, norm_g=ts.read(p + "final_layer_norm.weight", (d,)),
+                   norm_b=ts.read(p + "final_layer_norm.bias", (d,)))
 
 
 def load_gpt2_weights(ts: TensorSet, c: ModelConfig) -> Weights:
@@ -135,7 +195,10 @@ def load_hf_dir(directory: str | Path) -> Model:
     config = config_from_hf(_read_json(cfg_path))
     ts = TensorSet(directory)
     weights = load_llama_weights(ts, config) if config.arch == "llama" else load_gpt2_weights(ts, config)
-    tok = load_tokenizer(directory)
+    try:
+        tok, tok_error = load_tokenizer(directory), None
+    except NlpkitError as e:  # e.g. a tokenizer kind nlpkit cannot read yet: the model still runs on token ids
+        tok, tok_error = None, f"its tokenizer is not supported ({e})"
     tok_cfg = _read_json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
     gen_cfg = _read_json(directory / "generation_config.json") \
         if (directory / "generation_config.json").is_file() else {}
@@ -148,4 +211,6 @@ def load_hf_dir(directory: str | Path) -> Model:
     config.add_bos = _add_bos_default(directory, tok_cfg) and config.bos_id is not None
     if tok is not None:
         tok.bos_id, tok.eos_id = config.bos_id, config.eos_id
-    return Model(config, weights, tok, source=str(directory))
+    model = Model(config, weights, tok, source=str(directory))
+    model.tokenizer_error = tok_error
+    return model
