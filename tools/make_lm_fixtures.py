@@ -4,6 +4,14 @@ Needs torch==2.13.0, transformers, tokenizers (and gguf + accelerate + llm-smoll
 none of them is an nlpkit runtime dependency. Run once, single-threaded for reproducible timing:
 
     OMP_NUM_THREADS=1 python tools/make_lm_fixtures.py [--skip-gguf]
+    OMP_NUM_THREADS=1 python tools/make_lm_fixtures.py --families [--llama-cpp DIR]   # tests/fixtures/lm/families/
+
+The families fixtures (qwen2, qwen3, mistral, gemma, gemma2, gemma3_text, phi3, olmo2, gpt_neox) are each a
+tiny random model whose config exercises the family's options, its transformers logits, a greedy
+`generate` continuation, and `model.gguf` written by llama.cpp's own convert_hf_to_gguf.py (from the
+llama-cpp-python source distribution; --llama-cpp points at its vendor/llama.cpp, default: the path in
+/work/build/LLAMA_READY). Gemma and Phi-3 get a tiny sentencepiece BPE tokenizer.model (the converter
+reads it) plus the tokenizer.json transformers converts from it.
 
 Each model directory is a real Hugging Face checkpoint (config.json, model.safetensors, tokenizer.json)
 that transformers itself saved. `reference.json` holds fixed token sequences, and `logits.npy` the
@@ -252,12 +260,197 @@ def make_gguf_fixture() -> None:
     print(f"smollm2-gguf: {len(ids)} tokens, rows {rows}")
 
 
+# ------------------------------------------------------------------ model families (issue 16)
+
+FAM_OUT = OUT / "families"
+FAM_BASE = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, bos_token_id=1,
+                eos_token_id=2, tie_word_embeddings=True)
+WINDOW = 8  # sliding windows shorter than the 20-token test sequences
+SP_VOCAB = 320
+# name: (transformers config class, model class, config overrides, tokenizer kind "bpe" | "sp")
+FAMILIES = {
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(rope_theta=100.0), "bpe"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=16, rope_theta=100.0, tie_word_embeddings=False),
+              "bpe"),
+    "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=WINDOW, rope_theta=100.0,
+                                                            tie_word_embeddings=False), "bpe"),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(head_dim=16, rope_theta=100.0, num_key_value_heads=1,
+                                                      hidden_activation="gelu_pytorch_tanh"), "sp"),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(head_dim=16, rope_theta=100.0, sliding_window=WINDOW,
+                                                         query_pre_attn_scalar=16, attn_logit_softcapping=2.0,
+                                                         final_logit_softcapping=5.0,
+                                                         hidden_activation="gelu_pytorch_tanh"), "sp"),
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM",
+                    dict(head_dim=16, num_hidden_layers=6, sliding_window=WINDOW, query_pre_attn_scalar=16,
+                         final_logit_softcapping=5.0, hidden_activation="gelu_pytorch_tanh",
+                         rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10.0},
+                                          "full_attention": {"rope_type": "default", "rope_theta": 100.0}}), "sp"),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM",
+             dict(sliding_window=WINDOW, tie_word_embeddings=False, pad_token_id=0, original_max_position_embeddings=16,
+                  rope_parameters={"rope_type": "longrope", "rope_theta": 100.0, "partial_rotary_factor": 0.5,
+                                   "original_max_position_embeddings": 16,
+                                   "short_factor": [1.0, 1.5], "long_factor": [2.0, 6.0]}), "sp"),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", dict(rope_theta=100.0, tie_word_embeddings=False), "bpe"),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM",
+                 dict(num_key_value_heads=None, rms_norm_eps=None, layer_norm_eps=1e-5, hidden_act="gelu",
+                      rotary_pct=0.5, rope_theta=100.0, use_parallel_residual=True, tie_word_embeddings=False),
+                 "bpe"),
+    "gpt_neox-serial": ("GPTNeoXConfig", "GPTNeoXForCausalLM",
+                        dict(num_key_value_heads=None, rms_norm_eps=None, layer_norm_eps=1e-5, hidden_act="gelu",
+                             rotary_pct=0.25, rope_theta=100.0, use_parallel_residual=False,
+                             tie_word_embeddings=False), "bpe"),
+}
+SP_TEXT = (TEXT * 4 + GGUF_TEXT * 2 + PPL_TEXT)
+
+
+def train_sentencepiece(d: Path, dummy_prefix: bool) -> None:
+    """A tiny sentencepiece BPE model (byte fallback) -> d/tokenizer.model, + transformers' tokenizer.json."""
+    import sentencepiece as spm
+    corpus = d / "_corpus.txt"
+    corpus.write_text(SP_TEXT)
+    spm.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(d / "tokenizer"), model_type="bpe", vocab_size=SP_VOCAB,
+        byte_fallback=True, character_coverage=1.0, pad_id=0, unk_id=3, bos_id=1, eos_id=2,
+        hard_vocab_limit=True, num_threads=1, minloglevel=2, add_dummy_prefix=dummy_prefix)
+    corpus.unlink()
+    (d / "tokenizer.vocab").unlink()
+
+
+def family_tokenizer(name: str, kind: str, d: Path):
+    """Write the fixture's tokenizer files; return a transformers tokenizer for it."""
+    from transformers import AutoTokenizer
+    if kind == "bpe":
+        tok = train_tokenizer(["<unk>", "<s>", "</s>"])
+        tok.save(str(d / "tokenizer.json"))
+        (d / "tokenizer_config.json").write_text(json.dumps(
+            {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": False,
+             "tokenizer_class": "PreTrainedTokenizerFast"}, indent=1) + "\n")
+        return AutoTokenizer.from_pretrained(d)
+    gemma = name.startswith("gemma")
+    train_sentencepiece(d, dummy_prefix=not gemma)  # Gemma's tokenizer adds no leading space
+    (d / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "GemmaTokenizer" if gemma else "LlamaTokenizer", "bos_token": "<s>", "eos_token": "</s>",
+         "unk_token": "<unk>", "pad_token": "<pad>"}, indent=1) + "\n")
+    tok = AutoTokenizer.from_pretrained(d)  # transformers converts tokenizer.model (needs protobuf)
+    tok.save_pretrained(d)  # writes its tokenizer.json beside tokenizer.model
+    return AutoTokenizer.from_pretrained(d)
+
+
+def build_family(name: str, seed: int):
+    import transformers
+    cfg_cls, model_cls, overrides, kind = FAMILIES[name]
+    base = {**FAM_BASE, "vocab_size": SP_VOCAB if kind == "sp" else VOCAB}
+    cfg = {k: v for k, v in {**base, **overrides}.items() if v is not None}
+    config = getattr(transformers, cfg_cls)(**cfg)
+    model = getattr(transformers, model_cls)(config)
+    model.eval()
+    randomize(model, seed)
+    return model
+
+
+def make_family_fixtures(names: list[str], llama_cpp: Path | None) -> None:
+    from transformers import AutoModelForCausalLM
+    FAM_OUT.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        seed = 1000 + list(FAMILIES).index(name)
+        kind = FAMILIES[name][3]
+        d = FAM_OUT / name
+        if d.exists():
+            shutil.rmtree(d)
+        model = build_family(name, seed)
+        model.save_pretrained(d, safe_serialization=True)
+        (d / "generation_config.json").unlink(missing_ok=True)
+        tok = family_tokenizer(name, kind, d)
+        model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
+        vocab = model.config.vocab_size
+        seqs = np.random.default_rng(seed).integers(3, vocab, size=(2, 20)).tolist()
+        with torch.no_grad():
+            logits = model(torch.tensor(seqs)).logits.float().numpy()
+        np.save(d / "logits.npy", logits.astype(np.float32))
+        prompt = seqs[0][:5]
+        with torch.no_grad():
+            out = model.generate(torch.tensor([prompt]), max_new_tokens=15, do_sample=False, min_new_tokens=15,
+                                 eos_token_id=None, pad_token_id=0)
+        ids = tok(PPL_TEXT, add_special_tokens=False)["input_ids"]
+        ref = {"family": name, "sequences": seqs, "prompt": prompt, "generated": out[0, len(prompt):].tolist(),
+               "ppl_text": PPL_TEXT, "ppl_ids": ids, "window": getattr(model.config, "sliding_window", None)}
+        if ref["window"]:  # perplexity windows longer than the sliding window, transformers' guide loop
+            ref["ppl"] = {"sliding_c16_s8": ppl_sliding(model, ids, 16, 8),
+                          "sliding_c24_s8": ppl_sliding(model, ids, 24, 8)}
+        (d / "reference.json").write_text(json.dumps(ref) + "\n")
+        if llama_cpp is not None:
+            convert_to_gguf(d, llama_cpp, tok)
+        size = sum(f.stat().st_size for f in d.iterdir())
+        print(f"{name}: {size / 1024:.0f} KB, logits std {logits.std():.2f}")
+
+
+def llama_cpp_chktxt(llama_cpp: Path) -> str:
+    """The test string llama.cpp's converter encodes to identify a BPE pre-tokenizer (read from its source)."""
+    import ast
+    src = (llama_cpp / "conversion" / "base.py").read_text("utf-8")
+    return ast.literal_eval(re.search(r"^\s*chktxt = (.*)$", src, re.M).group(1))
+
+
+def bpe_hash(tok, llama_cpp: Path) -> str:
+    """The hash llama.cpp's converter computes of a BPE tokenizer: sha256 of str(token ids of its test string)."""
+    import hashlib
+    return hashlib.sha256(str(tok.encode(llama_cpp_chktxt(llama_cpp))).encode()).hexdigest()
+
+
+# Run inside a child process: llama.cpp's converter, with the fixture tokenizer's hash registered as the
+# GPT-2 pre-tokenizer (the fixture's byte-level BPE splits with GPT-2's regex), then its own main().
+_CONVERT = """
+import sys, runpy
+llama_cpp, registered = sys.argv[1], sys.argv[2]
+sys.path.insert(0, llama_cpp + "/gguf-py")
+sys.path.insert(0, llama_cpp)
+from conversion import base
+original = base.TextModel.get_vocab_base_pre
+def get_vocab_base_pre(self, tokenizer):
+    try:
+        return original(self, tokenizer)
+    except NotImplementedError:  # unknown hash: accept only the fixture tokenizer registered by the caller
+        import ast, hashlib, inspect, re
+        chktxt = ast.literal_eval(re.search(r"chktxt = (.*)", inspect.getsource(original)).group(1))
+        if hashlib.sha256(str(tokenizer.encode(chktxt)).encode()).hexdigest() == registered:
+            return "gpt-2"
+        raise
+base.TextModel.get_vocab_base_pre = get_vocab_base_pre
+sys.argv = ["convert_hf_to_gguf.py"] + sys.argv[3:]
+runpy.run_path(llama_cpp + "/convert_hf_to_gguf.py", run_name="__main__")
+"""
+
+
+def convert_to_gguf(d: Path, llama_cpp: Path, tok) -> None:
+    import subprocess
+    import sys
+    registered = bpe_hash(tok, llama_cpp) if not (d / "tokenizer.model").is_file() else "-"
+    subprocess.run([sys.executable, "-c", _CONVERT, str(llama_cpp), registered, str(d), "--outtype", "f32",
+                    "--outfile", str(d / "model.gguf")], check=True, stdout=subprocess.DEVNULL)
+
+
+def default_llama_cpp() -> Path | None:
+    ready = Path("/work/build/LLAMA_READY")
+    if ready.is_file():
+        return Path(ready.read_text().strip())
+    guess = sorted(Path("/work/build").glob("llama_cpp_python-*/vendor/llama.cpp"))
+    return guess[-1] if guess else None
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-gguf", action="store_true")
     ap.add_argument("--only-gguf", action="store_true")
+    ap.add_argument("--families", nargs="*", metavar="NAME", help="build the model-family fixtures (all, or NAMEs)")
+    ap.add_argument("--llama-cpp", type=Path, default=None, help="llama.cpp source tree (convert_hf_to_gguf.py)")
+    ap.add_argument("--no-gguf", action="store_true", help="families: skip the GGUF conversion")
     args = ap.parse_args()
     torch.manual_seed(0)
+    if args.families is not None:
+        make_family_fixtures(args.families or list(FAMILIES),
+                             None if args.no_gguf else (args.llama_cpp or default_llama_cpp()))
+        raise SystemExit(0)
     if not args.only_gguf:
         make_model_fixtures()
     if not args.skip_gguf:

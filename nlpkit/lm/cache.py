@@ -25,6 +25,7 @@ class KVCache:
         shape = (batch, n_kv_heads, max_len, head_dim)
         self.k = [np.zeros(shape, np.float32) for _ in range(n_layers)]  # n_layers x [b, n_kv, max_len, hd]
         self.v = [np.zeros(shape, np.float32) for _ in range(n_layers)]
+        self.tokens = np.zeros((batch, max_len), np.int64)  # the ids the cache holds (to recompute it: longrope)
         self.batch, self.max_len, self.length, self.offset = batch, max_len, 0, 0
 
     @property
@@ -58,6 +59,7 @@ class KVCache:
         out = KVCache(len(self.k), n, n_kv, self.max_len, hd)  # zeros: untouched pages cost no memory
         for dst, src in zip(out.k + out.v, self.k + self.v):
             dst[:, :, :self.length] = src[:, :, :self.length]  # [1, kv, L, hd] broadcast to [n, kv, L, hd]
+        out.tokens[:, :self.length] = self.tokens[:, :self.length]
         out.length, out.offset = self.length, self.offset
         return out
 
@@ -69,6 +71,7 @@ class KVCache:
         keep = self.length - n
         for arr in self.k + self.v:
             arr[:, :, :keep] = arr[:, :, n:self.length].copy()
+        self.tokens[:, :keep] = self.tokens[:, n:self.length].copy()
         self.length, self.offset = keep, self.offset + n
 
     def reset(self) -> None:

@@ -164,6 +164,7 @@ def rope_scaling_from_hf(cfg: dict) -> tuple[float, dict | None]:
     params = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
     theta = params.pop("rope_theta", None) or cfg.get("rope_theta") or 10000.0
     kind = params.pop("rope_type", None) or params.pop("type", None) or "default"
+    kind = {"su": "longrope"}.get(kind, kind)
     if kind == "default":
         return float(theta), None
     params["rope_type"] = kind
@@ -255,10 +256,12 @@ def _rope_family_config(cfg: dict, family: str) -> ModelConfig:
         local_params = params.get("sliding_attention") or {}
         cfg = {**cfg, "rope_parameters": params["full_attention"]}
     theta, scaling = rope_scaling_from_hf(cfg)
-    if scaling is not None and scaling["rope_type"] == "longrope":
-        scaling.setdefault("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
-        if cfg.get("original_max_position_embeddings") and "factor" not in (cfg.get("rope_parameters") or {}):
-            scaling["factor"] = cfg["max_position_embeddings"] / cfg["original_max_position_embeddings"]
+    if scaling is not None and scaling["rope_type"] == "longrope":  # transformers' _compute_longrope_parameters
+        if cfg.get("original_max_position_embeddings"):  # the top-level field wins, as in transformers
+            scaling["original_max_position_embeddings"] = cfg["original_max_position_embeddings"]
+        orig = scaling.get("original_max_position_embeddings")
+        if scaling.get("factor") is None and isinstance(orig, int) and orig > 0:
+            scaling["factor"] = _int(cfg, "max_position_embeddings", default=orig) / orig
     act_name = cfg.get("hidden_activation") or cfg.get("hidden_act") or "silu"
     if family in ("gemma", "gemma2", "gemma3_text") and cfg.get("hidden_activation") is None:
         act_name = "gelu_pytorch_tanh"  # transformers' Gemma ignores the legacy hidden_act "gelu"

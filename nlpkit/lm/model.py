@@ -377,9 +377,18 @@ class Model:
         b, t = tokens.shape
         if tokens.size and (tokens.min() < 0 or tokens.max() >= c.vocab_size):
             raise NlpkitError(f"token id out of range 0..{c.vocab_size - 1}: {int(tokens.min())}..{int(tokens.max())}")
-        past, start = (cache.length, cache.position) if cache is not None else (0, 0)
         if cache is not None and cache.batch != b:
             raise NlpkitError(f"tokens have batch {b} but the KV cache has batch {cache.batch}")
+        if cache is not None and cache.length and self.rope is not None and self.rope.long is not None \
+                and cache.position <= self.rope.long_after < cache.position + t:
+            # longrope, like transformers' Phi-3 generate: when the sequence first passes the original context,
+            # the cached short-factor keys are dropped and everything is recomputed with the long factors
+            kept = cache.length
+            tokens = np.concatenate([cache.tokens[:, :kept], tokens], axis=1)
+            cache.length = 0
+            logits_from += kept
+            t = tokens.shape[1]
+        past, start = (cache.length, cache.position) if cache is not None else (0, 0)
         mask = causal_mask(t, past) if t > 1 else None
         window = c.sliding_window
         local_mask = causal_mask(t, past, window) if window and past + t > window else mask
@@ -407,6 +416,7 @@ class Model:
                     else:
                         x = block(x, c, *llama_rows(layer, c, cos, sin), cache, li, mask, pool, c.attn_softcap)
         if cache is not None:
+            cache.tokens[:, past:past + t] = tokens
             cache.advance(t)
         if last_only:
             x = x[:, -1:]

@@ -11,7 +11,8 @@ The formulas follow the literature and equal transformers' rope initialization f
 - llama3:   Llama 3.1 wavelength bands
 - longrope: Phi-3 per-dimension short/long factors; like transformers, the long factors are used for a whole
             forward call whose last position is past original_max_position_embeddings, the short ones otherwise
-            (so a KV cache filled with short-factor keys is not recomputed when decoding crosses that length)
+            (`Model.forward` recomputes a cache of short-factor keys when decoding crosses that length, as
+            transformers' Phi-3 generate does, so cached decoding equals full recomputation)
 
 Rotation uses the Hugging Face "rotate_half" layout (first half / second half of each head);
 the GGUF loader permutes Q/K weights into it, so there is one layout here.

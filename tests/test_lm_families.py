@@ -1,0 +1,215 @@
+"""The model families (qwen2, qwen3, mistral, gemma 1/2/3, phi3, olmo2, gpt_neox) against transformers:
+stored logits, greedy continuations and sliding-window perplexities of tiny random models built by
+`tools/make_lm_fixtures.py --families`, read from their Hugging Face directories and from the GGUF files
+llama.cpp's convert_hf_to_gguf.py wrote for them; the KV cache against full recomputation; bad input."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nlpkit.errors import NlpkitError
+from nlpkit.lm.config import config_from_hf
+from nlpkit.lm.generation import generate_ids
+from nlpkit.lm.loaders import load_model
+from nlpkit.lm.sampling import SamplingConfig
+from nlpkit.lm.scoring import score_ids
+
+FAM = Path(__file__).resolve().parent / "fixtures" / "lm" / "families"
+FAMILIES = ["qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2", "gpt_neox",
+            "gpt_neox-serial"]
+GGUF = [f for f in FAMILIES if (FAM / f / "model.gguf").is_file()]
+_cache: dict = {}
+
+
+def model(name: str, gguf: bool = False):
+    key = (name, gguf)
+    if key not in _cache:
+        _cache[key] = load_model(FAM / name / "model.gguf" if gguf else FAM / name)
+    return _cache[key]
+
+
+def reference(name: str) -> dict:
+    return json.loads((FAM / name / "reference.json").read_text())
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_logits_match_transformers_to_1e4(name):
+    seqs = np.array(reference(name)["sequences"])
+    expected = np.load(FAM / name / "logits.npy")
+    got = model(name).forward(seqs)
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)
+    assert model(name).config.family == name.split("-")[0]
+
+
+@pytest.mark.parametrize("name", GGUF)
+def test_gguf_logits_match_transformers_to_1e4(name):
+    """The GGUF llama.cpp's converter wrote, read with llama.cpp's metadata and tensor layout. llama.cpp has no
+    sliding window for Mistral (its converter writes none): the Mistral GGUF is checked within the window."""
+    seqs = np.array(reference(name)["sequences"])
+    expected = np.load(FAM / name / "logits.npy")
+    if name == "mistral":
+        w = reference(name)["window"]
+        seqs, expected = seqs[:, :w], expected[:, :w]
+    got = model(name, gguf=True).forward(seqs)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)
+
+
+def test_options_are_read_as_configured():
+    c = {n: model(n).config for n in FAMILIES}
+    assert c["qwen2"].attention_bias and not c["qwen2"].o_bias
+    assert c["qwen3"].qk_norm == "head" and c["qwen3"].head_dim == 16
+    assert c["mistral"].sliding_window == 8 and c["mistral"].layer_types is None
+    assert c["gemma"].act == "gelu_tanh" and c["gemma"].embed_scale == pytest.approx(32 ** 0.5)
+    assert (c["gemma2"].attn_softcap, c["gemma2"].final_softcap, c["gemma2"].layer_types) == (2.0, 5.0,
+                                                                                            ("sliding", "full"))
+    assert c["gemma3_text"].rope_local_theta == 10.0 and c["gemma3_text"].layer_types[5] == "full"
+    assert c["phi3"].rope_scaling["rope_type"] == "longrope" and c["phi3"].rotary_dim == 4
+    assert c["olmo2"].qk_norm == "full" and not c["olmo2"].pre_norm
+    assert c["gpt_neox"].parallel_residual and not c["gpt_neox-serial"].parallel_residual
+    assert (c["gpt_neox"].rotary_dim, c["gpt_neox-serial"].rotary_dim) == (4, 2)
+
+
+# ----------------------------------------------------------------- KV cache == full recomputation
+
+@pytest.mark.parametrize("name", FAMILIES)
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_kv_cache_decode_equals_full_recompute(name, data):
+    """Prefill then one-token steps (and two-token chunks) past the sliding window equal one full pass. Phi-3's
+    longrope switches to its long factors past original_max_position_embeddings (16 here) for a whole forward
+    call; crossing it while decoding recomputes the cache, as transformers' generate does."""
+    seqs = np.array(reference(name)["sequences"])
+    total = data.draw(st.integers(10, seqs.shape[1]), label="total")
+    prefill = data.draw(st.integers(1, total - 1), label="prefill")
+    m = model(name)
+    cache = m.new_cache(len(seqs), 32)
+    i, step = 0, prefill
+    while i < total:
+        got = m.forward(seqs[:, i:i + step], cache)
+        # full recomputation of the prefix seqs[:, :i + step]: for causal models, the same as the whole sequence;
+        # for longrope it is also what decides short or long factors
+        np.testing.assert_allclose(got, m.forward(seqs[:, :i + step])[:, i:], atol=2e-5, rtol=0)
+        i += step
+        step = 1 if (i - prefill) % 3 else min(2, total - i)  # mostly one token, sometimes a chunk
+
+
+@pytest.mark.parametrize("name", ["mistral", "gemma2", "gemma3_text"])
+def test_sliding_window_hides_keys_older_than_the_window(name):
+    """Changing a token more than W positions back changes nothing on the all-sliding model's first layer
+    ... and full-attention layers still see it: checked by the logits test. Here: Mistral, every layer sliding."""
+    m = model(name)
+    w = m.config.sliding_window
+    seq = np.array(reference(name)["sequences"][0])
+    other = seq.copy()
+    other[0] = (other[0] + 1) % m.config.vocab_size
+    a, b = m.forward(seq[None]), m.forward(other[None])
+    assert not np.allclose(a[0, 0], b[0, 0])
+    if name == "mistral":  # 2 sliding layers: a token reaches at most 2 (W - 1) positions further
+        far = 2 * (w - 1) + 1
+        np.testing.assert_allclose(a[0, far:], b[0, far:], atol=1e-6, rtol=0)
+
+
+# ----------------------------------------------------------------- generate and perplexity
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_greedy_generate_equals_transformers_generate(name):
+    ref = reference(name)
+    ids = list(generate_ids(model(name), ref["prompt"], max_new_tokens=len(ref["generated"]),
+                            sampling=SamplingConfig(temperature=0), ignore_eos=True, context=64))
+    assert ids == ref["generated"]
+
+
+@pytest.mark.parametrize("name", ["mistral", "gemma2"])
+@pytest.mark.parametrize("case", ["sliding_c16_s8", "sliding_c24_s8"])
+def test_sliding_perplexity_past_the_window_equals_transformers(name, case):
+    ref = reference(name)
+    assert ref["window"] < int(case.split("_c")[1].split("_")[0]) < len(ref["ppl_ids"])
+    context, stride = (int(x[1:]) for x in case.split("_")[1:])
+    got = score_ids(model(name), ref["ppl_ids"], mode="sliding", context=context, stride=stride, add_bos=False)
+    assert got.mean_nll == pytest.approx(ref["ppl"][case], rel=1e-6)
+
+
+def test_cli_perplexity_on_mistral_past_its_window(cli, tmp_path):
+    ref = reference("mistral")
+    text = tmp_path / "t.txt"
+    text.write_text(ref["ppl_text"], encoding="utf-8")
+    r = cli("perplexity", str(text), "--model", str(FAM / "mistral"), "--context", "16", "--stride", "8",
+            "--no-add-bos", "--format", "jsonl")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout.decode().splitlines()[0])
+    assert rec["mean_nll"] == pytest.approx(ref["ppl"]["sliding_c16_s8"], rel=1e-6)
+
+
+def test_unsupported_tokenizer_does_not_stop_the_model_but_encoding_says_why():
+    m = model("gemma2")  # its sentencepiece-style tokenizer.json: ids work, text needs the tokenizer
+    if m.tokenizer is not None:
+        pytest.skip("nlpkit reads this tokenizer now")
+    with pytest.raises(NlpkitError, match="cannot encode text: its tokenizer is not supported"):
+        m.require_tokenizer()
+
+
+# ----------------------------------------------------------------- bad input
+
+def _cfg(name: str, **changes) -> dict:
+    cfg = json.loads((FAM / name / "config.json").read_text())
+    cfg.update(changes)
+    return cfg
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(model_type="mixtral"), "unsupported architecture 'mixtral'"),
+    (dict(model_type=None, architectures=["FooForCausalLM"]), "unsupported architecture 'FooForCausalLM'"),
+    (dict(num_local_experts=8), "num_local_experts = 8 \\(mixture-of-experts\\)"),
+    (dict(num_experts=4), "num_experts = 4"),
+    (dict(mlp_bias=True), "mlp_bias = True"),
+    (dict(hidden_act="relu2"), "hidden_act 'relu2' is not supported"),
+    (dict(rope_parameters={"rope_type": "mrope", "rope_theta": 100.0}), "rope scaling type 'mrope'"),
+])
+def test_unknown_families_and_unsupported_options_are_refused_by_name(changes, message):
+    with pytest.raises(NlpkitError, match=message):
+        config_from_hf(_cfg("mistral", **changes))
+
+
+def test_bad_family_specific_options():
+    with pytest.raises(NlpkitError, match="use_bidirectional_attention"):
+        config_from_hf(_cfg("gemma3_text", use_bidirectional_attention=True))
+    with pytest.raises(NlpkitError, match="longrope short_factor must list 2 numbers"):
+        cfg = _cfg("phi3")
+        cfg["rope_parameters"] = {**cfg["rope_parameters"], "short_factor": [1.0]}
+        config_from_hf(cfg)
+    with pytest.raises(NlpkitError, match="layer_types"):
+        config_from_hf(_cfg("gemma2", layer_types=["sliding_attention"]))
+    with pytest.raises(NlpkitError, match="text_config"):
+        config_from_hf({"model_type": "gemma3"})
+
+
+def test_multimodal_gemma3_reads_its_text_config():
+    text = _cfg("gemma3_text")
+    c = config_from_hf({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+                        "text_config": {k: v for k, v in text.items() if k != "model_type"}})
+    assert c.family == "gemma3_text" and c.extra["weight_prefixes"][0] == "model.language_model."
+    assert c.n_layers == 6 and c.qk_norm == "head"
+
+
+def _gguf_with_arch(path: Path, arch: str) -> None:
+    def s(x: str) -> bytes:
+        b = x.encode()
+        return struct.pack("<Q", len(b)) + b
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + s("general.architecture") + struct.pack("<I", 8)
+                     + s(arch))
+
+
+def test_gguf_of_an_unsupported_architecture_is_refused(tmp_path):
+    p = tmp_path / "m.gguf"
+    _gguf_with_arch(p, "mamba")
+    with pytest.raises(NlpkitError, match="unsupported GGUF architecture 'mamba'"):
+        load_model(p)
