@@ -270,14 +270,16 @@ WINDOW = 8  # sliding windows shorter than the 20-token test sequences
 SP_VOCAB = 320
 # name: (transformers config class, model class, config overrides, tokenizer kind "bpe" | "sp")
 FAMILIES = {
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(rope_theta=100.0), "bpe"),
+    # transformers' Qwen2Tokenizer appends <|endoftext|>: the embedding has room for it, as Qwen's do
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(rope_theta=100.0, vocab_size=320), "bpe"),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=16, rope_theta=100.0, tie_word_embeddings=False),
               "bpe"),
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=WINDOW, rope_theta=100.0,
                                                             tie_word_embeddings=False), "bpe"),
-    "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(head_dim=16, rope_theta=100.0, num_key_value_heads=1,
+    # llama.cpp's gemma/gemma2 converters write no rope.freq_base (llama.cpp assumes 10000, as the real models use)
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(head_dim=16, rope_theta=10000.0, num_key_value_heads=1,
                                                       hidden_activation="gelu_pytorch_tanh"), "sp"),
-    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(head_dim=16, rope_theta=100.0, sliding_window=WINDOW,
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(head_dim=16, rope_theta=10000.0, sliding_window=WINDOW,
                                                          query_pre_attn_scalar=16, attn_logit_softcapping=2.0,
                                                          final_logit_softcapping=5.0,
                                                          hidden_activation="gelu_pytorch_tanh"), "sp"),
@@ -361,6 +363,10 @@ def make_family_fixtures(names: list[str], llama_cpp: Path | None) -> None:
         model = build_family(name, seed)
         model.save_pretrained(d, safe_serialization=True)
         (d / "generation_config.json").unlink(missing_ok=True)
+        if name.startswith("gpt_neox"):  # the key Pythia's configs (and llama.cpp's converter) use
+            cfg = json.loads((d / "config.json").read_text())
+            cfg["rotary_pct"] = FAMILIES[name][2]["rotary_pct"]
+            (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
         tok = family_tokenizer(name, kind, d)
         model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()
         vocab = model.config.vocab_size
@@ -417,6 +423,11 @@ def get_vocab_base_pre(self, tokenizer):
             return "gpt-2"
         raise
 base.TextModel.get_vocab_base_pre = get_vocab_base_pre
+load_hparams = base.ModelBase.load_hparams
+def load_hparams_raw(dir_model, *args):  # keys transformers 5 no longer round-trips (gpt_neox rotary_pct)
+    import json
+    return {**json.loads((dir_model / "config.json").read_text()), **load_hparams(dir_model, *args)}
+base.ModelBase.load_hparams = staticmethod(load_hparams_raw)
 sys.argv = ["convert_hf_to_gguf.py"] + sys.argv[3:]
 runpy.run_path(llama_cpp + "/convert_hf_to_gguf.py", run_name="__main__")
 """

@@ -21,7 +21,7 @@ from nlpkit.lm.loaders import load_model
 from nlpkit.lm.sampling import SamplingConfig
 from nlpkit.lm.scoring import score_ids
 
-FAM = Path(__file__).resolve().parent / "fixtures" / "lm" / "families"
+FAM = Path(__file__).resolve().parents[1] / "fixtures" / "lm" / "families"
 FAMILIES = ["qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2", "gpt_neox",
             "gpt_neox-serial"]
 GGUF = [f for f in FAMILIES if (FAM / f / "model.gguf").is_file()]
@@ -211,5 +211,5 @@ def _gguf_with_arch(path: Path, arch: str) -> None:
 def test_gguf_of_an_unsupported_architecture_is_refused(tmp_path):
     p = tmp_path / "m.gguf"
     _gguf_with_arch(p, "mamba")
-    with pytest.raises(NlpkitError, match="unsupported GGUF architecture 'mamba'"):
+    with pytest.raises(NlpkitError, match="unsupported GGUF architecture 'mamba'.*qwen2"):
         load_model(p)
