@@ -212,6 +212,10 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
         queries += read_records(queries_path, queries_format, id_field=id_field, field=qfield,
                                 fields="W", errors=encoding_errors, kind="queries",
                                 query_ids=query_ids)
+        if not queries and not query_texts:
+            from nlpkit.io import display_name
+
+            warn(f"{display_name(queries_path)}: no queries; the run is empty", quiet)
     if index_path:
         idx = load_index(index_path)
     else:
