@@ -138,6 +138,14 @@ def dask_options(f):
                              "pip install 'nlpkit[dask]'.")(f)
 
 
+def dask_from_env() -> bool:
+    """True when --dask came from $NLPKIT_DASK (a mode --dask does not cover then runs locally)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return False
+    return ctx.get_parameter_source("dask") == click.core.ParameterSource.ENVIRONMENT
+
+
 class _Progress:
     """Callback `(done, total=None)` that starts a rich bar on stderr after `delay` seconds."""
 

@@ -6,8 +6,8 @@ import os
 
 import click
 
-from nlpkit.cli.common import (common_options, dask_options, input_paths, model_name, model_options,
-                               open_writer, progress, rope_label)
+from nlpkit.cli.common import (common_options, dask_from_env, dask_options, input_paths, model_name,
+                               model_options, open_writer, progress, rope_label)
 
 SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words", "bytes"]
 PER_LINE = ["file", "line", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte"]
@@ -82,6 +82,8 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
                  "token": tok.decode_bytes([i]).decode("utf-8", errors="replace"), "logprob": lp}
                 for pos, i, lp in zip(scored.positions, scored.ids, scored.logprobs)]
 
+    if dask and (not per_line or per_token) and dask_from_env():
+        dask = None                       # $NLPKIT_DASK: whole texts and --per-token run locally
     if dask:
         if not per_line or per_token:
             raise click.UsageError("--dask scores --per-line records (without --per-token); whole texts "

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, dask_options, input_paths, open_writer, progress, warn
+from nlpkit.cli.common import (common_options, dask_from_env, dask_options, input_paths, open_writer, progress,
+                               warn)
 
 
 def _df_value(value: str, name: str) -> float:
@@ -121,6 +122,8 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
                                    norm=norm or "l2", log_base=log_base, idf_offset=idf_offset)
     tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
     paths = input_paths(files)
+    if dask and (matrix or query is not None) and dask_from_env():
+        dask = None                       # $NLPKIT_DASK: --matrix and --query run locally
     if dask:
         _dask_top_terms(dask, shard_size, paths, mode, tok, weighting, (lo, hi), min_df, max_df, top,
                         field, id_field, matrix, query, encoding_errors, fmt, no_signature, quiet)
