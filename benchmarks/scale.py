@@ -45,13 +45,11 @@ def one(task: str, config: str, paths: list[str], out_dir: str) -> dict:
     t0 = time.perf_counter()
     client = cluster = None
     if config != "local":
-        import logging
-
         import distributed
 
-        n = int(config.split(":")[1])
-        cluster = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                           dashboard_address=":0", silence_logs=logging.ERROR)
+        from nlpkit.distributed.cluster import local_cluster
+
+        cluster = local_cluster(int(config.split(":")[1]))      # as `--dask local:N` starts it
         client = distributed.Client(cluster)
     t1 = time.perf_counter()
     from nlpkit.text import WordTokenizer

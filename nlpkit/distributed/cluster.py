@@ -64,8 +64,7 @@ def connect(address: str, quiet: bool = False) -> Iterator[Any]:
         import logging
 
         logging.getLogger("distributed").setLevel(logging.ERROR)
-        cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                           dashboard_address=":0", silence_logs=logging.ERROR)
+        cluster = local_cluster(n_workers)
         client = distributed.Client(cluster)
         if not quiet:
             sys.stderr.write(f"nlpkit: dask LocalCluster with {n_workers} worker(s); "
@@ -90,6 +89,20 @@ def connect(address: str, quiet: bool = False) -> Iterator[Any]:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def local_cluster(n_workers: int):
+    """A LocalCluster of `n_workers` one-thread worker processes, without Dask's default
+    ``MALLOC_TRIM_THRESHOLD_=65536`` for workers: it turns every numpy temporary over 128 kB into
+    an mmap and its page faults (the counting stages ran 1.6x slower with it)."""
+    import logging
+
+    import dask
+    import distributed
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=":0", silence_logs=logging.ERROR)
 
 
 def check_versions(client) -> None:

@@ -242,3 +242,13 @@ def test_pmi_without_dask_never_imports_it(corpus):
             "sys.stderr.write('DASK=' + str(any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules)))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=str(REPO))
     assert r.stderr.decode().endswith("DASK=False")
+
+
+def test_env_address_leaves_uncovered_modes_local(corpus):
+    """$NLPKIT_DASK set for a session: tfidf --query and whole-text perplexity still run (locally)."""
+    args = ("tfidf", "--docs", "lines", "--query", "cat sat", corpus["plain"][0], "--format", "tsv")
+    r = run_cli(*args, env={"NLPKIT_DASK": "tcp://127.0.0.1:1"})
+    assert r.returncode == 0, r.stderr.decode()
+    assert r.stdout == run_cli(*args).stdout
+    r = run_cli(*args, "--dask", "tcp://127.0.0.1:1")
+    assert r.returncode == 2 and b"--dask" in r.stderr
