@@ -66,7 +66,7 @@ class Shard:
         except (OSError, ValueError) as e:
             raw.close()
             raise NlpkitError(f"{self}: cannot seek ({e})") from None
-        return _Range(raw, self.end - self.start)
+        return io.BufferedReader(_Range(raw, self.end - self.start), 1 << 20)   # readline: buffered
 
 
 class _Range(io.RawIOBase):
