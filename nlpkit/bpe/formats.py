@@ -1,4 +1,4 @@
-"""Tokenizer files: HF tokenizer.json, vocab.json + merges.txt, and GGUF tokenizer metadata.
+"""Tokenizer files: HF tokenizer.json, vocab.json + merges.txt (GGUF metadata: `nlpkit.bpe.gguf_vocab`).
 
 Readers return a plain `TokenizerSpec` (nlpkit.bpe.spec) and writers take one; this module
 never builds a `Tokenizer` (``Tokenizer.from_spec`` does), so the two do not import each other.
@@ -16,12 +16,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import regex
 
-from nlpkit.bpe.pretokenize import PreTokenizer, SplitStep
+from nlpkit.bpe.pretokenize import Metaspace, PreTokenizer, SplitStep
 from nlpkit.bpe.spec import AddedToken, TokenizerSpec
 from nlpkit.errors import NlpkitError
 
 MERGES_HEADER = "#version: 0.2"
-_BEHAVIORS = {"Isolated": "isolated", "Removed": "removed"}
+_BEHAVIORS = {"Isolated": "isolated", "Removed": "removed", "MergedWithPrevious": "merged_with_previous",
+              "MergedWithNext": "merged_with_next"}
 
 
 def _bad(where: str, field: str, what: str) -> NlpkitError:
@@ -29,10 +30,13 @@ def _bad(where: str, field: str, what: str) -> NlpkitError:
 
 
 # ---------------------------------------------------------------------------- reading
-def _pretokenizer_from_json(spec: Any, where: str) -> PreTokenizer:
-    """HF pre_tokenizer JSON -> PreTokenizer: Split/Digits steps, then one ByteLevel."""
+def _pretokenizer_from_json(spec: Any, where: str, byte_level_decoder: bool) -> PreTokenizer:
+    """HF pre_tokenizer JSON -> PreTokenizer: Split/Digits steps, then one ByteLevel (byte-level BPE)
+    or one Metaspace or nothing (SentencePiece-style BPE)."""
     if spec is None:
-        raise _bad(where, "pre_tokenizer", "missing; nlpkit reads byte-level BPE, which needs a ByteLevel pre-tokenizer")
+        if byte_level_decoder:
+            raise _bad(where, "pre_tokenizer", "missing; byte-level BPE needs a ByteLevel pre-tokenizer")
+        return PreTokenizer(byte_level=False)
     items = spec.get("pretokenizers") if isinstance(spec, dict) and spec.get("type") == "Sequence" else [spec]
     if not isinstance(items, list) or not items:
         raise _bad(where, "pre_tokenizer.pretokenizers", "expected a non-empty list")
@@ -40,11 +44,19 @@ def _pretokenizer_from_json(spec: Any, where: str) -> PreTokenizer:
     for k, item in enumerate(items):
         field = f"pre_tokenizer.pretokenizers[{k}]" if len(items) > 1 or spec is not item else "pre_tokenizer"
         kind = item.get("type") if isinstance(item, dict) else None
+        if kind in ("ByteLevel", "Metaspace") and k != len(items) - 1:
+            raise _bad(where, field, f"{kind} must be the last pre-tokenizer")
         if kind == "ByteLevel":
-            if k != len(items) - 1:
-                raise _bad(where, field, "ByteLevel must be the last pre-tokenizer")
             return PreTokenizer(steps, add_prefix_space=bool(item.get("add_prefix_space", False)),
                                 use_regex=bool(item.get("use_regex", True)))
+        if kind == "Metaspace":
+            scheme = item.get("prepend_scheme")
+            if scheme is None:
+                scheme = "always" if item.get("add_prefix_space", True) else "never"
+            if scheme not in ("always", "first", "never") or not isinstance(item.get("replacement", "\u2581"), str):
+                raise _bad(where, field, f"Metaspace prepend_scheme {scheme!r} is not supported")
+            return PreTokenizer(steps, byte_level=False, metaspace=Metaspace(
+                item.get("replacement", "\u2581"), scheme, bool(item.get("split", True))))
         if kind == "Digits":
             steps.append(SplitStep(r"\p{N}" if item.get("individual_digits") else r"\p{N}+"))
         elif kind == "Split":
@@ -57,11 +69,88 @@ def _pretokenizer_from_json(spec: Any, where: str) -> PreTokenizer:
                 raise _bad(where, f"{field}.pattern", "expected {\"Regex\": ...} or {\"String\": ...}")
             behavior = _BEHAVIORS.get(item.get("behavior"))
             if behavior is None or item.get("invert"):
-                raise _bad(where, f"{field}.behavior", f"{item.get('behavior')!r} (invert={item.get('invert')}) is not supported")
+                raise _bad(where, f"{field}.behavior",
+                           f"{item.get('behavior')!r} (invert={item.get('invert')}) is not supported")
             steps.append(SplitStep(source, behavior))
         else:
-            raise _bad(where, field, f"pre-tokenizer type {kind!r} is not supported (Split, Digits, ByteLevel)")
-    raise _bad(where, "pre_tokenizer", "no ByteLevel step; nlpkit reads byte-level BPE only")
+            raise _bad(where, field, f"pre-tokenizer type {kind!r} is not supported (Split, Digits, ByteLevel, Metaspace)")
+    if byte_level_decoder:
+        raise _bad(where, "pre_tokenizer", "no ByteLevel step, but a ByteLevel decoder")
+    return PreTokenizer(steps, byte_level=False)
+
+
+def _replace_args(item: dict, where: str, field: str) -> tuple[str, bool]:
+    pat = item.get("pattern")
+    if isinstance(pat, dict) and isinstance(pat.get("String"), str):
+        return pat["String"], False
+    if isinstance(pat, dict) and isinstance(pat.get("Regex"), str):
+        return pat["Regex"], True
+    raise _bad(where, f"{field}.pattern", "expected {\"String\": ...} or {\"Regex\": ...}")
+
+
+_SIMPLE_NORMALIZERS = {"NFC": "nfc", "NFD": "nfd", "NFKC": "nfkc", "NFKD": "nfkd", "Lowercase": "lowercase",
+                       "StripAccents": "strip_accents"}
+
+
+def _normalizer_from_json(spec: Any, where: str) -> list[tuple]:
+    """HF normalizer JSON -> plain steps (see nlpkit.bpe.normalize)."""
+    if spec is None:
+        return []
+    items = spec.get("normalizers") if isinstance(spec, dict) and spec.get("type") == "Sequence" else [spec]
+    if not isinstance(items, list):
+        raise _bad(where, "normalizer.normalizers", "expected a list")
+    steps: list[tuple] = []
+    for k, item in enumerate(items):
+        field = f"normalizer.normalizers[{k}]" if spec is not item else "normalizer"
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind in _SIMPLE_NORMALIZERS:
+            steps.append((_SIMPLE_NORMALIZERS[kind],))
+        elif kind == "Prepend" and isinstance(item.get("prepend"), str):
+            steps.append(("prepend", item["prepend"]))
+        elif kind == "Replace" and isinstance(item.get("content"), str):
+            pattern, is_regex = _replace_args(item, where, field)
+            steps.append(("replace", pattern, item["content"], is_regex))
+        elif kind == "Strip":
+            steps.append(("strip", bool(item.get("strip_left", True)), bool(item.get("strip_right", True))))
+        elif kind == "Precompiled" and not item.get("precompiled_charsmap"):
+            continue  # an empty charsmap changes nothing
+        else:
+            raise _bad(where, field, f"normalizer {kind!r} is not supported "
+                                     f"({', '.join([*_SIMPLE_NORMALIZERS, 'Prepend', 'Replace', 'Strip'])})")
+    return steps
+
+
+def _decoder_from_json(spec: Any, where: str) -> list[tuple]:
+    """HF decoder JSON -> plain steps (see nlpkit.bpe.decode)."""
+    if spec is None:
+        return []
+    items = spec.get("decoders") if isinstance(spec, dict) and spec.get("type") == "Sequence" else [spec]
+    if not isinstance(items, list):
+        raise _bad(where, "decoder.decoders", "expected a list")
+    steps: list[tuple] = []
+    for k, item in enumerate(items):
+        field = f"decoder.decoders[{k}]" if spec is not item else "decoder"
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "ByteLevel":
+            steps.append(("byte_level",))
+        elif kind == "ByteFallback":
+            steps.append(("byte_fallback",))
+        elif kind == "Fuse":
+            steps.append(("fuse",))
+        elif kind == "Replace" and isinstance(item.get("content"), str):
+            pattern, is_regex = _replace_args(item, where, field)
+            if is_regex:
+                raise _bad(where, field, "a Replace decoder with a regex is not supported")
+            steps.append(("replace", pattern, item["content"]))
+        elif kind == "Strip":
+            steps.append(("strip", item.get("content", " "), int(item.get("start", 0)), int(item.get("stop", 0))))
+        elif kind == "Metaspace":
+            scheme = item.get("prepend_scheme") or ("always" if item.get("add_prefix_space", True) else "never")
+            steps.append(("metaspace", item.get("replacement", "\u2581"), scheme))
+        else:
+            raise _bad(where, field, f"decoder {kind!r} is not supported "
+                                     "(ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace)")
+    return steps
 
 
 def _merges_from(value: Any, where: str, field: str) -> list[tuple[str, str]]:
@@ -100,25 +189,34 @@ def _added_from(value: Any, where: str) -> list[AddedToken]:
     for k, t in enumerate(value):
         if not isinstance(t, dict) or not isinstance(t.get("content"), str) or not isinstance(t.get("id"), int):
             raise _bad(where, f"added_tokens[{k}]", "expected {\"id\": int, \"content\": str, ...}")
-        out.append(AddedToken(t["content"], t["id"], bool(t.get("special", False))))
+        out.append(AddedToken(t["content"], t["id"], bool(t.get("special", False)),
+                              bool(t.get("lstrip", False)), bool(t.get("rstrip", False))))
     return out
 
 
-def _bos_from_post_processor(spec: Any, added: dict[str, int]) -> int | None:
-    """The id a TemplateProcessing post-processor puts before a single sequence, if any."""
+def _specials_from_post_processor(spec: Any, added: dict[str, int]) -> tuple[int | None, int | None]:
+    """The ids a TemplateProcessing post-processor puts before and after a single sequence, if any."""
     if not isinstance(spec, dict):
-        return None
+        return None, None
     procs = spec.get("processors", [spec]) if spec.get("type") == "Sequence" else [spec]
     for p in procs:
         if isinstance(p, dict) and p.get("type") == "TemplateProcessing":
-            single = p.get("single") or []
-            if single and isinstance(single[0], dict) and "SpecialToken" in single[0]:
-                return added.get(single[0]["SpecialToken"].get("id"))
-    return None
+            single = [x for x in p.get("single") or [] if isinstance(x, dict)]
+            ends = []
+            for item in (single[:1], single[-1:]):
+                sp = item[0].get("SpecialToken") if item else None
+                ends.append(added.get(sp.get("id")) if isinstance(sp, dict) else None)
+            return ends[0], ends[1] if len(single) > 1 else None
+    return None, None
+
+
+#: Model types HF tokenizers has that nlpkit does not read, and what they are.
+_OTHER_MODELS = {"Unigram": "SentencePiece Unigram (T5, ALBERT, XLNet...)", "WordPiece": "WordPiece (BERT...)",
+                 "WordLevel": "WordLevel"}
 
 
 def load_tokenizer_json(path: str | Path) -> TokenizerSpec:
-    """An HF tokenizer.json with a byte-level BPE model -> TokenizerSpec."""
+    """An HF tokenizer.json with a BPE model (byte-level or SentencePiece-style) -> TokenizerSpec."""
     path = Path(path)
     where = str(path)
     try:
@@ -132,20 +230,30 @@ def load_tokenizer_json(path: str | Path) -> TokenizerSpec:
     model = data.get("model")
     if not isinstance(model, dict):
         raise _bad(where, "model", "missing or not an object")
-    if model.get("type", "BPE") != "BPE":
-        raise _bad(where, "model.type", f"{model.get('type')!r} is not supported (BPE only)")
+    kind = model.get("type", "BPE")
+    if kind != "BPE":
+        what = _OTHER_MODELS.get(kind, repr(kind))
+        raise _bad(where, "model.type", f"{kind!r}: {what} tokenizers are not supported; nlpkit reads BPE models "
+                                        "(byte-level, or SentencePiece-style with byte fallback)")
     for key in ("continuing_subword_prefix", "end_of_word_suffix"):
         if model.get(key):
-            raise _bad(where, f"model.{key}", "is not supported for byte-level BPE")
-    if data.get("normalizer") is not None:
-        raise _bad(where, "normalizer", f"{data['normalizer'].get('type') if isinstance(data['normalizer'], dict) else data['normalizer']!r} is not supported (byte-level BPE has none)")
+            raise _bad(where, f"model.{key}", "is not supported")
+    if model.get("dropout"):
+        raise _bad(where, "model.dropout", "BPE dropout is not supported (it makes encoding random)")
     vocab = _vocab_from(model.get("vocab"), where, "model.vocab")
     merges = _merges_from(model.get("merges"), where, "model.merges")
     added = _added_from(data.get("added_tokens"), where)
-    pre = _pretokenizer_from_json(data.get("pre_tokenizer"), where)
-    bos = _bos_from_post_processor(data.get("post_processor"), {t.content: t.id for t in added})
+    normalizer = _normalizer_from_json(data.get("normalizer"), where)
+    decoder = _decoder_from_json(data.get("decoder"), where)
+    pre = _pretokenizer_from_json(data.get("pre_tokenizer"), where, ("byte_level",) in decoder)
+    bos, eos = _specials_from_post_processor(data.get("post_processor"), {t.content: t.id for t in added})
+    unk = model.get("unk_token")
     return TokenizerSpec(vocab, merges, added_tokens=added, pretokenizer=pre,
-                         ignore_merges=bool(model.get("ignore_merges", False)), bos_id=bos, source=where)
+                         ignore_merges=bool(model.get("ignore_merges", False)), bos_id=bos, eos_id=eos,
+                         source=where, normalizer=normalizer, decoder=decoder,
+                         byte_fallback=bool(model.get("byte_fallback", False)),
+                         unk_token=unk if isinstance(unk, str) else None, fuse_unk=bool(model.get("fuse_unk", False)),
+                         add_bos=bos is not None, add_eos=eos is not None)
 
 
 def load_vocab_merges(vocab_path: str | Path, merges_path: str | Path, **kw) -> TokenizerSpec:
@@ -168,8 +276,25 @@ def load_vocab_merges(vocab_path: str | Path, merges_path: str | Path, **kw) -> 
     return from_vocab_merges(vocab, merges, source=str(merges_path), **kw)
 
 
+def _chat_template(value: Any, where: str) -> str | dict[str, str] | None:
+    """tokenizer_config.json chat_template: a string, or a list of {"name", "template"}."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                       and isinstance(t.get("template"), str) for t in value):
+        return {t["name"]: t["template"] for t in value}
+    raise _bad(where, "chat_template", "expected a string or a list of {\"name\": ..., \"template\": ...}")
+
+
 def _tokenizer_config_ids(directory: Path, spec: TokenizerSpec) -> None:
-    """bos/eos from tokenizer_config.json (a string or {"content": ...}), when present."""
+    """bos/eos and the chat template from tokenizer_config.json (a string or {"content": ...}) and
+    chat_template.jinja (which transformers 5 writes beside it, and which wins), when present."""
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        try:
+            spec.chat_template = jinja.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise NlpkitError(f"cannot read {jinja}: {e}") from None
     cfg_path = directory / "tokenizer_config.json"
     if not cfg_path.is_file():
         return
@@ -177,6 +302,10 @@ def _tokenizer_config_ids(directory: Path, spec: TokenizerSpec) -> None:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return
+    if not isinstance(cfg, dict):
+        return
+    if spec.chat_template is None:
+        spec.chat_template = _chat_template(cfg.get("chat_template"), str(cfg_path))
     for key, attr in (("bos_token", "bos_id"), ("eos_token", "eos_id")):
         value = cfg.get(key)
         if isinstance(value, dict):
@@ -219,112 +348,6 @@ def from_vocab_merges(vocab: Mapping[str, int] | Sequence[str], merges: Sequence
     if pretokenizer is None:
         pretokenizer = PreTokenizer.from_pattern(pattern, add_prefix_space)
     return TokenizerSpec(vocab, pairs, added_tokens=added, pretokenizer=pretokenizer, **kw)
-
-
-#: llama.cpp `tokenizer.ggml.pre` names -> the pre-tokenizer its vocabulary was trained with.
-_DIGITS_GPT2 = ("digits", False)
-#: llama.cpp `tokenizer.ggml.pre` names -> (pre-tokenizer, ignore_merges), after llama.cpp's
-#: llama-vocab.cpp: "digits" = each \p{N} alone then the GPT-2 regex; "gpt4" = the Llama 3 split.
-GGUF_PRE: dict[str, tuple[str, bool]] = {
-    **{name: ("gpt2", False) for name in ("default", "gpt-2", "mpt", "olmo", "jais")},
-    **{name: _DIGITS_GPT2 for name in ("smollm", "starcoder", "refact", "command-r", "codeshell",
-                                       "exaone", "minerva-7b")},
-    **{name: ("gpt4", True) for name in ("llama3", "llama-v3", "llama-bpe")},
-}
-
-
-def from_gguf_metadata(tokens: Sequence[str], merges: Sequence[str], *, pre: str | None = None,
-                       token_types: Sequence[int] | None = None, bos_id: int | None = None,
-                       eos_id: int | None = None) -> TokenizerSpec:
-    """TokenizerSpec from GGUF metadata (tokenizer.ggml.tokens / merges / token_type / pre);
-    tokens of type 3 (control) become special tokens, as llama.cpp and transformers treat them."""
-    pre_name = pre or "default"
-    if pre_name not in GGUF_PRE:
-        raise NlpkitError(f"GGUF tokenizer.ggml.pre {pre_name!r} is not supported ({', '.join(sorted(GGUF_PRE))})")
-    kind, ignore_merges = GGUF_PRE[pre_name]
-    pretok = PreTokenizer.from_pattern("smollm" if kind == "digits" else kind)
-    specials = {t: i for i, (t, ty) in enumerate(zip(tokens, token_types or ())) if ty == 3}
-    vocab = {t: i for i, t in enumerate(tokens)}
-    return from_vocab_merges(vocab, list(merges), special_tokens=specials, pretokenizer=pretok,
-                             ignore_merges=ignore_merges, bos_id=bos_id, eos_id=eos_id, source="GGUF")
-
-
-_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-
-
-def read_gguf_metadata(path: str | Path, prefix: str = "") -> dict[str, Any]:
-    """The key/value metadata of a GGUF file (keys starting with `prefix`), read straight from
-    the header without touching tensors: a fraction of a second, where ``GGUFReader`` takes seconds."""
-    import mmap
-    import struct
-
-    unpack = struct.unpack_from
-    try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            pos = 0
-
-            def string() -> str:
-                nonlocal pos
-                (n,) = unpack("<Q", mm, pos)
-                pos += 8 + n
-                return mm[pos - n:pos].decode("utf-8", errors="replace")
-
-            def value(vtype: int) -> Any:
-                nonlocal pos
-                if vtype == 8:
-                    return string()
-                if vtype == 9:
-                    itype, count = unpack("<IQ", mm, pos)
-                    pos += 12
-                    if itype == 8:
-                        return [string() for _ in range(count)]
-                    if itype in _GGUF_SCALARS:
-                        code = _GGUF_SCALARS[itype][1]
-                        out = list(unpack(f"<{count}{code}", mm, pos))
-                        pos += struct.calcsize(f"<{count}{code}")
-                        return out
-                    return [value(itype) for _ in range(count)]
-                if vtype in _GGUF_SCALARS:
-                    fmt = _GGUF_SCALARS[vtype]
-                    (v,) = unpack(fmt, mm, pos)
-                    pos += struct.calcsize(fmt)
-                    return v
-                raise NlpkitError(f"{path}: unknown GGUF metadata type {vtype}")
-
-            if mm[:4] != b"GGUF":
-                raise NlpkitError(f"{path}: not a GGUF file (bad magic)")
-            version, _n_tensors, n_kv = unpack("<IQQ", mm, 4)
-            if version < 2:
-                raise NlpkitError(f"{path}: GGUF version {version} is not supported")
-            pos = 24
-            meta: dict[str, Any] = {}
-            for _ in range(n_kv):
-                key = string()
-                (vtype,) = unpack("<I", mm, pos)
-                pos += 4
-                v = value(vtype)
-                if key.startswith(prefix):
-                    meta[key] = v
-            return meta
-    except (struct.error, ValueError) as e:
-        raise NlpkitError(f"{path}: truncated or corrupt GGUF header ({e})") from None
-    except OSError as e:
-        raise NlpkitError(f"cannot read {path}: {e.strerror or e}") from None
-
-
-def load_gguf_tokenizer(path: str | Path) -> TokenizerSpec:
-    """The tokenizer stored in a GGUF file's metadata (byte-level 'gpt2' model only)."""
-    meta = read_gguf_metadata(path, "tokenizer.")
-    model = meta.get("tokenizer.ggml.model")
-    if model != "gpt2":
-        raise NlpkitError(f"{path}: tokenizer.ggml.model {model!r} is not byte-level BPE ('gpt2')")
-    for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges"):
-        if not isinstance(meta.get(key), list):
-            raise NlpkitError(f"{path}: {key} is missing")
-    return from_gguf_metadata(meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.merges"],
-                              pre=meta.get("tokenizer.ggml.pre"), token_types=meta.get("tokenizer.ggml.token_type"),
-                              bos_id=meta.get("tokenizer.ggml.bos_token_id"),
-                              eos_id=meta.get("tokenizer.ggml.eos_token_id"))
 
 
 # ---------------------------------------------------------------------------- writing

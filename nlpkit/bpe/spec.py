@@ -20,6 +20,8 @@ class AddedToken:
     content: str
     id: int
     special: bool = True
+    lstrip: bool = False  # the match takes the whitespace before it
+    rstrip: bool = False  # ... and after it
 
 
 @dataclass
@@ -27,6 +29,9 @@ class TokenizerSpec:
     """Everything needed to build a BPE tokenizer, as read from (or written to) a file.
 
     `source` names the file for error messages; `pretokenizer` None means the GPT-2 byte-level default.
+    `normalizer` and `decoder` are lists of plain steps (see `nlpkit.bpe.normalize` and
+    `nlpkit.bpe.decode`); an empty decoder means the byte-level one. `scores` (one per id) switch
+    the model from merge ranks (HF) to llama.cpp's SentencePiece merging by token score.
     """
 
     vocab: dict[str, int]
@@ -37,6 +42,15 @@ class TokenizerSpec:
     bos_id: int | None = None
     eos_id: int | None = None
     source: str = ""
+    normalizer: list[tuple] = field(default_factory=list)
+    decoder: list[tuple] = field(default_factory=list)
+    byte_fallback: bool = False
+    unk_token: str | None = None
+    fuse_unk: bool = False
+    scores: list[float] | None = None
+    add_bos: bool = False  # what encode(add_special=True) adds
+    add_eos: bool = False
+    chat_template: str | dict[str, str] | None = None  # a jinja template, or named templates
 
     def token_id(self, token: str) -> int | None:
         """The id of an added token's content or a vocabulary token, else None."""

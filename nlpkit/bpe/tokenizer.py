@@ -1,8 +1,13 @@
-"""Byte-level BPE tokenizer: encode text to ids and decode ids back, exactly as HF tokenizers.
+"""BPE tokenizer: encode text to ids and decode ids back, exactly as HF tokenizers (or llama.cpp).
 
-Encoding is: split out added/special tokens -> pre-tokenize (regex) -> re-spell each piece
-in the byte alphabet -> apply merges, lowest rank first (leftmost on ties), as HF's
-``Word::merge_all`` does -> ids. Each distinct piece is encoded once and cached.
+One mechanism with options, for byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM) and
+SentencePiece-style BPE (Llama 2, Mistral, Phi-3: '▁' word marks, ``<0x..>`` byte fallback):
+
+split out added/special tokens -> normalize each segment (NFC, Prepend/Replace '▁', ...) ->
+pre-tokenize (regexes; ByteLevel or Metaspace) -> the model on each piece: its symbols (bytes
+re-spelled in the byte alphabet, or characters with byte fallback / unk) merged lowest rank
+first (leftmost on ties), as HF's ``Word::merge_all`` -- or, for a GGUF ``llama`` vocabulary,
+highest token score first, as llama.cpp -> ids. Each distinct piece is encoded once and cached.
 
     >>> tok = Tokenizer.from_file("tokenizer.json")
     >>> tok.decode(tok.encode("héllo wörld")) == "héllo wörld"
@@ -18,37 +23,58 @@ from typing import Iterable, Mapping, Sequence
 
 import regex
 
-from nlpkit.bpe.formats import from_vocab_merges, load_dir, load_gguf_tokenizer, load_tokenizer_json, save_dir
-from nlpkit.bpe.pretokenize import BYTE_DECODER, PreTokenizer, byte_level
+from nlpkit.bpe.decode import Decoder, byte_fallback_value, byte_level_bytes
+from nlpkit.bpe.formats import from_vocab_merges, load_dir, load_tokenizer_json, save_dir
+from nlpkit.bpe.gguf_vocab import load_gguf_tokenizer
+from nlpkit.bpe.normalize import Normalizer
+from nlpkit.bpe.pretokenize import PreTokenizer, byte_level
 from nlpkit.bpe.spec import AddedToken, TokenizerSpec
 from nlpkit.errors import NlpkitError
 
 _SHIFT = 32  # pair (a, b) -> a << 32 | b: one int key, ordered like the tuple
 _CACHE_MAX = 200_000
 
-
-_TO_LATIN1 = {ord(c): b for c, b in BYTE_DECODER.items()}
-_DROP_ALPHABET = {ord(c): None for c in BYTE_DECODER}
+token_to_bytes = byte_level_bytes  # the byte-level spelling's bytes ('Ġhi' -> b' hi'); kept for callers
 
 
-def token_to_bytes(token: str) -> bytes:
-    """Raw bytes a token stands for: byte-level spelling decoded ('Ġhi' -> b' hi'), or the
-    UTF-8 of the token itself when it uses characters outside the byte alphabet (as HF's decoder)."""
-    if token.translate(_DROP_ALPHABET):
-        return token.encode("utf-8")
-    return token.translate(_TO_LATIN1).encode("latin-1")
+class _ScorePairs:
+    """llama.cpp SentencePiece merging as a pair table: (a, b) -> (-score, id of text(a)+text(b)),
+    computed on first use. Ids past the vocabulary stand for characters it lacks."""
+
+    def __init__(self, texts: list[str], vocab: Mapping[str, int], scores: Sequence[float]) -> None:
+        self.texts, self.vocab, self.scores = texts, vocab, scores
+        self.n_vocab = len(texts)
+        self.memo: dict[int, tuple[float, int] | None] = {}
+
+    def get(self, key: int) -> tuple[float, int] | None:
+        try:
+            return self.memo[key]
+        except KeyError:
+            texts = self.texts
+            a, b = key >> _SHIFT, key & 0xFFFFFFFF
+            ta, tb = texts[a], texts[b]
+            new = self.vocab.get(ta + tb) if ta is not None and tb is not None else None
+            m = None if new is None or new >= len(self.scores) else (-self.scores[new], new)
+            if a < self.n_vocab and b < self.n_vocab:  # pseudo-ids are per word: not memoized
+                self.memo[key] = m
+            return m
 
 
 class Tokenizer:
-    """Byte-level BPE: a vocabulary (byte-level token strings -> ids), ranked merges, added tokens.
+    """BPE: a vocabulary (token strings -> ids), ranked merges (or token scores), added tokens,
+    and the normalizer / pre-tokenizer / decoder settings of the file it came from.
 
-    Build one with ``Tokenizer.from_file`` (tokenizer.json), ``from_dir``, ``from_vocab_merges``
-    or ``nlpkit.bpe.trainer.train_bpe``.
+    Build one with ``Tokenizer.from_file`` (tokenizer.json), ``from_dir``, ``from_gguf``,
+    ``from_vocab_merges``, ``from_spec`` or ``nlpkit.bpe.trainer.train_bpe``.
     """
 
     def __init__(self, vocab: Mapping[str, int], merges: Sequence[tuple[str, str]], *,
                  added_tokens: Iterable[AddedToken] = (), pretokenizer: PreTokenizer | None = None,
-                 ignore_merges: bool = False, bos_id: int | None = None, eos_id: int | None = None) -> None:
+                 ignore_merges: bool = False, bos_id: int | None = None, eos_id: int | None = None,
+                 normalizer: Sequence[Sequence] = (), decoder: Sequence[Sequence] = (),
+                 byte_fallback: bool = False, unk_token: str | None = None, fuse_unk: bool = False,
+                 scores: Sequence[float] | None = None, add_bos: bool = False, add_eos: bool = False,
+                 chat_template: str | dict[str, str] | None = None) -> None:
         self.vocab: dict[str, int] = dict(vocab)
         self.merges: list[tuple[str, str]] = [tuple(m) for m in merges]
         self.added_tokens: list[AddedToken] = list(added_tokens)
@@ -56,6 +82,15 @@ class Tokenizer:
         self.ignore_merges = ignore_merges
         self.bos_id = bos_id
         self.eos_id = eos_id
+        self.normalizer = Normalizer(normalizer)
+        self.decoder = Decoder(decoder if decoder or self.pretokenizer.byte_level else [("fuse",)])
+        self.byte_fallback = byte_fallback
+        self.unk_token = unk_token
+        self.fuse_unk = fuse_unk
+        self.scores = list(scores) if scores is not None else None
+        self.add_bos = add_bos
+        self.add_eos = add_eos
+        self.chat_template = chat_template
         self._build()
 
     def _build(self) -> None:
@@ -66,32 +101,55 @@ class Tokenizer:
             self._id_to_token[i] = tok
         for t in self.added_tokens:
             self._id_to_token[t.id] = t.content
-        self._bytes = [token_to_bytes(t) if t is not None else None for t in self._id_to_token]
-        self._ranks: dict[int, tuple[int, int]] = {}
+        dec = self.decoder
+        added_contents = {t.content for t in self.added_tokens}
+        self._bytes = [None if t is None else t.encode("utf-8") if t in added_contents and not dec.byte_level
+                       else dec.token_bytes(t) for t in self._id_to_token]
+        self._is_byte = [False] * size
+        self._byte_ids: dict[int, int] = {}  # byte value -> id of its <0x..> token
+        if not self.pretokenizer.byte_level:
+            for tok, i in self.vocab.items():
+                b = byte_fallback_value(tok)
+                if b is not None:
+                    self._byte_ids.setdefault(b, i)
+                    self._is_byte[i] = dec.byte_fallback
         vocab = self.vocab
-        for rank, (a, b) in enumerate(self.merges):
-            try:
-                ia, ib, new = vocab[a], vocab[b], vocab[a + b]
-            except KeyError as e:
-                raise NlpkitError(f"merges[{rank}] ({a!r} {b!r}): token {e.args[0]!r} is not in the vocabulary") from None
-            self._ranks[ia << _SHIFT | ib] = (rank, new)  # a later duplicate wins, as in HF
+        if self.scores is not None:
+            self._ranks = _ScorePairs(list(self._id_to_token), vocab, self.scores)
+        else:
+            self._ranks = {}
+            for rank, (a, b) in enumerate(self.merges):
+                try:
+                    ia, ib, new = vocab[a], vocab[b], vocab[a + b]
+                except KeyError as e:
+                    raise NlpkitError(f"merges[{rank}] ({a!r} {b!r}): token {e.args[0]!r} is not in the vocabulary") \
+                        from None
+                self._ranks[ia << _SHIFT | ib] = (rank, new)  # a later duplicate wins, as in HF
         self.special_tokens: dict[str, int] = {t.content: t.id for t in self.added_tokens if t.special}
         self._added_re = self._splitter(self.added_tokens)
         self._plain_re = self._splitter([t for t in self.added_tokens if not t.special])
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._char_ids = {c: i for c, i in vocab.items() if len(c) == 1}
+        self._unk_id = vocab.get(self.unk_token) if self.unk_token is not None else None
+        if self._unk_id is None and self.unk_token is not None:
+            self._unk_id = self._added_ids.get(self.unk_token)
         self._cache: dict[str, list[int]] = {}
         pre = self.pretokenizer
-        plain = not pre.steps and pre.use_regex and not pre.add_prefix_space
+        plain = not pre.steps and pre.use_regex and not pre.add_prefix_space and pre.metaspace is None
         self._split = pre._gpt2.compiled.findall if plain else pre.split  # skip the wrapper when we can
+        self._piece_ids = self._bpe if pre.byte_level and self.scores is None else self._bpe_chars
 
-    @staticmethod
-    def _splitter(tokens: list[AddedToken]) -> regex.Pattern | None:
-        """Regex matching any of `tokens`, longest first (HF matches leftmost-longest)."""
+    def _splitter(self, tokens: list[AddedToken]) -> regex.Pattern | None:
+        """Regex matching any of `tokens`, longest first (HF matches leftmost-longest); group 1 is
+        the token itself when lstrip/rstrip let the match take surrounding whitespace."""
         if not tokens:
             return None
-        alts = sorted({t.content for t in tokens}, key=lambda s: (-len(s), s))
-        return regex.compile("|".join(regex.escape(a) for a in alts))
+        by_content = {t.content: t for t in tokens}
+        alts = []
+        for c in sorted(by_content, key=lambda s: (-len(s), s)):
+            t = by_content[c]
+            alts.append(("\\s*" if t.lstrip else "") + "(" + regex.escape(c) + ")" + ("\\s*" if t.rstrip else ""))
+        return regex.compile("(?|" + "|".join(alts) + ")")
 
     # ------------------------------------------------------------------ properties
     @property
@@ -99,26 +157,32 @@ class Tokenizer:
         """Number of ids (largest id + 1, added tokens included), the model's embedding rows."""
         return len(self._id_to_token)
 
+    @property
+    def byte_level(self) -> bool:
+        """Whether tokens are spelled in the byte-level alphabet (GPT-2 family) rather than SentencePiece-style."""
+        return self.pretokenizer.byte_level
+
     def id_to_token(self, i: int) -> str | None:
-        """The token string (byte-level spelling) of id `i`, or None for an unused id."""
+        """The token string (byte-level or '▁' spelling) of id `i`, or None for an unused id."""
         return self._id_to_token[i] if 0 <= i < len(self._id_to_token) else None
 
     def token_to_id(self, token: str) -> int | None:
-        """The id of a token string (byte-level spelling, or an added token's content)."""
+        """The id of a token string (vocabulary spelling, or an added token's content)."""
         return self._added_ids.get(token, self.vocab.get(token))
 
     def token_bytes(self, i: int) -> bytes:
-        """The raw bytes token `i` stands for (b' the' for 'Ġthe')."""
+        """The raw bytes token `i` stands for (b' the' for 'Ġthe' or '▁the', b'\\n' for '<0x0A>')."""
         b = self._bytes[i] if 0 <= i < len(self._bytes) else None
         if b is None:
             raise NlpkitError(f"token id {i} is not in the vocabulary (size {self.vocab_size})")
         return b
 
     # ------------------------------------------------------------------ encode
-    def encode(self, text: str, allowed_special: str | Iterable[str] = "all") -> list[int]:
+    def encode(self, text: str, allowed_special: str | Iterable[str] = "all", add_special: bool = False) -> list[int]:
         """Token ids of `text`. Special tokens in `allowed_special` ("all", "none" or a set of
         strings) are matched whole; others are encoded as plain text. Non-special added
-        tokens are always matched whole, as in HF."""
+        tokens are always matched whole, as in HF. `add_special` adds the BOS/EOS the
+        tokenizer's post-processor adds (``add_bos``/``add_eos``)."""
         if allowed_special == "all":
             splitter = self._added_re
         elif allowed_special == "none" or not allowed_special:
@@ -127,21 +191,30 @@ class Tokenizer:
             allowed = set(allowed_special)
             splitter = self._splitter([t for t in self.added_tokens if not t.special or t.content in allowed])
         if splitter is None:
-            return self._encode_ordinary(text)
-        ids: list[int] = []
-        last = 0
-        for m in splitter.finditer(text):
-            if m.start() > last:
-                ids.extend(self._encode_ordinary(text[last:m.start()]))
-            ids.append(self._added_ids[m.group()])
-            last = m.end()
-        if last < len(text):
-            ids.extend(self._encode_ordinary(text[last:]))
+            ids = self._encode_ordinary(text, True)
+        else:
+            ids = []
+            last = 0
+            for m in splitter.finditer(text):
+                if m.start() > last:
+                    ids.extend(self._encode_ordinary(text[last:m.start()], last == 0))
+                ids.append(self._added_ids[m.group(1)])
+                last = m.end()
+            if last < len(text):
+                ids.extend(self._encode_ordinary(text[last:], last == 0))
+        if add_special:
+            if self.add_bos and self.bos_id is not None:
+                ids.insert(0, self.bos_id)
+            if self.add_eos and self.eos_id is not None:
+                ids.append(self.eos_id)
         return ids
 
-    def _encode_ordinary(self, text: str) -> list[int]:
-        """Ids of text without added tokens: pre-tokenize, then BPE each piece (cached)."""
-        pieces = self._split(text)
+    def _encode_ordinary(self, text: str, first: bool = True) -> list[int]:
+        """Ids of text without added tokens: normalize, pre-tokenize, then BPE each piece (cached).
+        `first`: the text starts the input (for Metaspace's prepend_scheme "first")."""
+        if self.normalizer:
+            text = self.normalizer(text)
+        pieces = self._split(text, first) if self.pretokenizer.metaspace is not None else self._split(text)
         try:  # all pieces seen before: no Python-level loop at all
             return list(chain.from_iterable(map(self._cache.__getitem__, pieces)))
         except KeyError:
@@ -150,23 +223,89 @@ class Tokenizer:
                 cache.clear()
             for piece in pieces:
                 if piece not in cache:
-                    cache[piece] = self._bpe(byte_level(piece))
+                    cache[piece] = self._piece_ids(piece)
             return list(chain.from_iterable(map(cache.__getitem__, pieces)))
 
-    def _bpe(self, word: str) -> list[int]:
-        """Merge the symbols of one byte-level word, lowest merge rank first, leftmost first on
-        equal ranks (HF ``Word::merge_all``): 'Ġthe' -> [id('Ġthe')]."""
+    def _bpe(self, piece: str) -> list[int]:
+        """Byte-level BPE of one raw piece: 'Ġthe' -> [id('Ġthe')] (a byte missing from the vocab is dropped, as HF)."""
+        word = byte_level(piece)
         if self.ignore_merges and word in self.vocab:
             return [self.vocab[word]]
         chars = self._char_ids
-        ids = [chars[c] for c in word if c in chars]  # a byte missing from the vocab is dropped, as HF
+        return self._merge([chars[c] for c in word if c in chars])
+
+    def _bpe_chars(self, word: str) -> list[int]:
+        """SentencePiece-style BPE of one piece: characters in the vocabulary, else their UTF-8 bytes
+        as <0x..> tokens (byte fallback), else unk (runs fused with fuse_unk) -- HF ``BPE::merge_word``;
+        with scores, llama.cpp's ``llm_tokenizer_spm`` (any character becomes a symbol, and one that is
+        not a token in the end becomes its bytes)."""
+        vocab = self.vocab
+        if self.ignore_merges and word in vocab:
+            return [vocab[word]]
+        chars = self._char_ids
+        if self.scores is not None:
+            ranks = self._ranks
+            ids = []
+            for c in word:
+                i = chars.get(c)
+                if i is None:  # a pseudo-id past the vocabulary, so merges can still find it
+                    ranks.texts.append(c)
+                    i = len(ranks.texts) - 1
+                ids.append(i)
+            n_vocab = len(self._id_to_token)
+            out = []
+            for i in self._merge(ids):
+                if i < n_vocab:
+                    out.append(i)
+                else:
+                    out.extend(self._byte_id(b) for b in ranks.texts[i].encode("utf-8"))
+            del ranks.texts[n_vocab:]
+            return out
+        ids: list[int] = []
+        unk, fuse, pending = self._unk_id, self.fuse_unk, False
+        byte_ids = self._byte_ids if self.byte_fallback else None
+        for c in word:
+            i = chars.get(c)
+            if i is not None:
+                if pending:
+                    ids.append(unk)
+                    pending = False
+                ids.append(i)
+                continue
+            if byte_ids is not None:
+                bs = [byte_ids.get(b) for b in c.encode("utf-8")]
+                if None not in bs:
+                    ids.extend(bs)  # a pending unk is not flushed first (as HF)
+                    continue
+            if unk is not None:
+                if pending and not fuse:
+                    ids.append(unk)
+                pending = True
+        if pending:
+            ids.append(unk)
+        return self._merge(ids)
+
+    def _byte_id(self, b: int) -> int:
+        """llama.cpp ``byte_to_token``: the <0x..> token, else the byte as a one-character token, else unk."""
+        i = self._byte_ids.get(b)
+        if i is None:
+            i = self.vocab.get(chr(b)) if b < 128 else None
+        if i is None:
+            i = self._unk_id
+        if i is None:
+            raise NlpkitError(f"byte 0x{b:02X} has no token (no <0x{b:02X}> in the vocabulary and no unk token)")
+        return i
+
+    def _merge(self, ids: list[int]) -> list[int]:
+        """Merge a word's symbols, best pair first (lowest rank, or highest score), leftmost first on
+        ties (HF ``Word::merge_all``; llama.cpp's SentencePiece bigram queue orders the same way)."""
         n = len(ids)
         if n < 2:
             return ids
-        ranks = self._ranks
+        get = self._ranks.get
         heap = []
         for i in range(n - 1):
-            m = ranks.get(ids[i] << _SHIFT | ids[i + 1])
+            m = get(ids[i] << _SHIFT | ids[i + 1])
             if m is not None:
                 heap.append((m[0], i, m[1]))
         if not heap:
@@ -183,7 +322,7 @@ class Tokenizer:
             j = nxt[pos]
             if j >= n:
                 continue
-            m = ranks.get(ids[pos] << _SHIFT | ids[j])
+            m = get(ids[pos] << _SHIFT | ids[j])
             if m is None or m[1] != new:  # stale entry
                 continue
             ids[pos] = new
@@ -192,12 +331,12 @@ class Tokenizer:
             nxt[pos] = k
             if k < n:
                 prv[k] = pos
-                m = ranks.get(new << _SHIFT | ids[k])
+                m = get(new << _SHIFT | ids[k])
                 if m is not None:
                     push(heap, (m[0], pos, m[1]))
             p = prv[pos]
             if p >= 0:
-                m = ranks.get(ids[p] << _SHIFT | new)
+                m = get(ids[p] << _SHIFT | new)
                 if m is not None:
                     push(heap, (m[0], p, m[1]))
         return [ids[i] for i in range(n) if alive[i]]
@@ -217,11 +356,18 @@ class Tokenizer:
             raise
 
     def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
-        """Text of `ids`; invalid UTF-8 (a partial character) becomes U+FFFD, as HF."""
+        """Text of `ids` through the tokenizer's decoder; invalid UTF-8 (a partial character) becomes
+        U+FFFD, as HF. Raises NlpkitError naming an id outside the vocabulary."""
+        ids = ids if isinstance(ids, list) else list(ids)
         if skip_special:
             specials = set(self.special_tokens.values())
             ids = [i for i in ids if i not in specials]
-        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+        dec = self.decoder
+        if dec.byte_level or not dec.byte_fallback:
+            return dec.text([self.decode_bytes(ids)], [False])
+        self.decode_bytes(ids)  # validates the ids
+        table, is_byte = self._bytes, self._is_byte
+        return dec.text([table[i] for i in ids], [is_byte[i] for i in ids])
 
     # ------------------------------------------------------------------ files
     @classmethod
@@ -229,7 +375,10 @@ class Tokenizer:
         """Build from a file's plain description (what `nlpkit.bpe.formats` readers return)."""
         try:
             return cls(spec.vocab, spec.merges, added_tokens=spec.added_tokens, pretokenizer=spec.pretokenizer,
-                       ignore_merges=spec.ignore_merges, bos_id=spec.bos_id, eos_id=spec.eos_id)
+                       ignore_merges=spec.ignore_merges, bos_id=spec.bos_id, eos_id=spec.eos_id,
+                       normalizer=spec.normalizer, decoder=spec.decoder, byte_fallback=spec.byte_fallback,
+                       unk_token=spec.unk_token, fuse_unk=spec.fuse_unk, scores=spec.scores,
+                       add_bos=spec.add_bos, add_eos=spec.add_eos, chat_template=spec.chat_template)
         except NlpkitError as e:
             if not spec.source:
                 raise
@@ -238,11 +387,15 @@ class Tokenizer:
     def to_spec(self) -> TokenizerSpec:
         """The plain description of this tokenizer (for writing it)."""
         return TokenizerSpec(self.vocab, self.merges, added_tokens=self.added_tokens, pretokenizer=self.pretokenizer,
-                             ignore_merges=self.ignore_merges, bos_id=self.bos_id, eos_id=self.eos_id)
+                             ignore_merges=self.ignore_merges, bos_id=self.bos_id, eos_id=self.eos_id,
+                             normalizer=self.normalizer.steps, decoder=self.decoder.steps,
+                             byte_fallback=self.byte_fallback, unk_token=self.unk_token, fuse_unk=self.fuse_unk,
+                             scores=self.scores, add_bos=self.add_bos, add_eos=self.add_eos,
+                             chat_template=self.chat_template)
 
     @classmethod
     def from_file(cls, path: str | Path) -> "Tokenizer":
-        """Load an HF tokenizer.json (byte-level BPE)."""
+        """Load an HF tokenizer.json (byte-level or SentencePiece-style BPE)."""
         return cls.from_spec(load_tokenizer_json(path))
 
     @classmethod
@@ -269,4 +422,4 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return (f"Tokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
-                f"pre={self.pretokenizer.name}, specials={list(self.special_tokens)})")
+                f"norm={self.normalizer.name}, pre={self.pretokenizer.name}, specials={list(self.special_tokens)})")

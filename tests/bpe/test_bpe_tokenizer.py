@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from nlpkit.bpe.formats import read_gguf_metadata
+from nlpkit.bpe.gguf_vocab import read_gguf_metadata
 from nlpkit.bpe.pretokenize import PreTokenizer, byte_level, bytes_to_unicode
 from nlpkit.bpe.tokenizer import Tokenizer
 from nlpkit.bpe.trainer import train_bpe

@@ -199,7 +199,8 @@ def config_from_gguf(meta: dict, n_vocab_tokens: int | None, tensor_names: set |
     bos, eos = meta.get("tokenizer.ggml.bos_token_id"), meta.get("tokenizer.ggml.eos_token_id")
     config.bos_id = int(bos) if bos is not None else None
     config.eos_id = int(eos) if eos is not None else None
-    config.add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", False)) and config.bos_id is not None
+    config.add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", meta.get("tokenizer.ggml.model") == "llama")) \
+        and config.bos_id is not None
     return config
 
 
@@ -256,15 +257,14 @@ class _Tensors:
         return out
 
 
-def _tokenizer(meta: dict, c: ModelConfig):
-    """nlpkit's byte-level BPE tokenizer from GGUF metadata (GPT-2-style models), or None."""
-    if meta.get("tokenizer.ggml.model") != "gpt2" or "tokenizer.ggml.tokens" not in meta:
+def _tokenizer(meta: dict, c: ModelConfig, where: str):
+    """nlpkit's tokenizer from GGUF metadata ('gpt2' byte-level or 'llama' SentencePiece BPE), or None."""
+    if "tokenizer.ggml.tokens" not in meta:
         return None
-    from nlpkit.bpe.formats import from_gguf_metadata
+    from nlpkit.bpe.gguf_vocab import spec_from_gguf_metadata
     from nlpkit.bpe.tokenizer import Tokenizer
-    spec = from_gguf_metadata(meta["tokenizer.ggml.tokens"], meta.get("tokenizer.ggml.merges", []),
-                              pre=meta.get("tokenizer.ggml.pre"), token_types=meta.get("tokenizer.ggml.token_type"),
-                              bos_id=c.bos_id, eos_id=c.eos_id)
+    spec = spec_from_gguf_metadata(meta, where)
+    spec.bos_id, spec.eos_id = c.bos_id, c.eos_id
     return Tokenizer.from_spec(spec)
 
 
@@ -338,7 +338,7 @@ def load_gguf(path: str | Path) -> Model:
                       norm_b=ts.read("output_norm.bias", (d,)) if "output_norm.bias" in ts else None)
     model = Model(c, weights, None, source=str(path))
     try:
-        model.tokenizer = _tokenizer(meta, c)
+        model.tokenizer = _tokenizer(meta, c, str(path))
         if model.tokenizer is None:
             model.tokenizer_error = f"its GGUF tokenizer model {meta.get('tokenizer.ggml.model')!r} is not supported"
     except NlpkitError as e:

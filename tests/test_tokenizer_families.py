@@ -1,0 +1,125 @@
+"""SentencePiece-style and byte-level BPE families against their references (HF tokenizers for
+tokenizer.json, llama.cpp for GGUF), through fixtures built by tools/make_tokenizer_fixtures.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nlpkit.bpe import Tokenizer
+from nlpkit.errors import NlpkitError
+
+FIX = Path(__file__).parent / "fixtures" / "tokenizers"
+EXPECTED = json.loads((FIX / "expected.json").read_text(encoding="utf-8"))
+JSON_NAMES = ["hf-spm-legacy", "hf-spm-metaspace", "spm-converted", "bl-llama3", "bl-qwen2", "bl-neox"]
+ALL_NAMES = JSON_NAMES + ["llama-spm.gguf"]
+
+
+def load(name: str) -> Tokenizer:
+    return Tokenizer.from_gguf(FIX / name) if name.endswith(".gguf") else Tokenizer.from_dir(FIX / name)
+
+
+def expected(name: str) -> dict:
+    if name not in EXPECTED:
+        pytest.skip(f"no reference ids stored for {name} (tools/make_tokenizer_fixtures.py needs llama_cpp)")
+    return EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_ids_equal_the_reference_on_every_multilingual_line(name, shared_data):
+    tok, exp = load(name), expected(name)
+    for fname, want in exp["files"].items():
+        lines = (shared_data / "multilingual" / fname).read_text(encoding="utf-8").split("\n")
+        ids = [tok.encode(line) for line in lines]
+        assert ids[:3] == want["first"], fname
+        assert sum(map(len, ids)) == want["tokens"], fname
+        got = hashlib.sha256(json.dumps(ids, separators=(",", ":")).encode()).hexdigest()
+        assert got == want["sha256"], fname
+
+
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_ids_and_round_trip_equal_the_reference_on_random_unicode(name):
+    tok, exp = load(name), expected(name)
+    for row in exp["strings"]:
+        ids = tok.encode(row["text"])
+        assert ids == row["ids"], row["text"]
+        if row["roundtrip"]:
+            assert tok.decode(ids) == row["text"]
+
+
+@pytest.fixture(scope="module")
+def hf_tokenizers():
+    tokenizers = pytest.importorskip("tokenizers")
+    return {name: (tokenizers.Tokenizer.from_file(str(FIX / name / "tokenizer.json")), load(name))
+            for name in JSON_NAMES}
+
+
+@pytest.mark.parametrize("name", JSON_NAMES)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=40))
+def test_any_unicode_encodes_and_decodes_as_hf(hf_tokenizers, name, text):
+    hf, tok = hf_tokenizers[name]
+    want = hf.encode(text, add_special_tokens=False).ids
+    assert tok.encode(text) == want
+    assert tok.decode(want) == hf.decode(want, skip_special_tokens=False)
+
+
+def test_out_of_vocabulary_characters_hit_byte_fallback():
+    tok = load("hf-spm-legacy")
+    ids = tok.encode("\U0001F99C")  # a parrot: not in the fixture's vocabulary
+    assert [tok.id_to_token(i) for i in ids] == ["▁", "<0xF0>", "<0x9F>", "<0xA6>", "<0x9C>"]
+    assert tok.decode(ids) == "\U0001F99C"
+
+
+def test_add_special_adds_what_the_post_processor_adds():
+    tok = load("hf-spm-legacy")
+    assert tok.encode("hi", add_special=True)[0] == tok.token_to_id("<s>")
+    assert tok.encode("hi", add_special=False)[0] != tok.token_to_id("<s>")
+
+
+@pytest.mark.parametrize("model_type, named", [("Unigram", "Unigram"), ("WordPiece", "WordPiece"),
+                                               ("WordLevel", "WordLevel")])
+def test_unsupported_model_types_are_named(tmp_path, model_type, named):
+    data = json.loads((FIX / "spm-converted" / "tokenizer.json").read_text(encoding="utf-8"))
+    data["model"]["type"] = model_type
+    (tmp_path / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(NlpkitError, match=f"model.type: '{named}'.*not supported"):
+        Tokenizer.from_file(tmp_path / "tokenizer.json")
+
+
+def test_unsupported_gguf_tokenizer_model_is_named():
+    from nlpkit.bpe.gguf_vocab import spec_from_gguf_metadata
+    with pytest.raises(NlpkitError, match="'t5' \\(SentencePiece Unigram\\) is not supported"):
+        spec_from_gguf_metadata({"tokenizer.ggml.model": "t5", "tokenizer.ggml.tokens": ["a"]}, "x.gguf")
+
+
+@pytest.mark.parametrize("name", ALL_NAMES)
+def test_specs_round_trip_through_the_spec(name):
+    tok = load(name)
+    again = Tokenizer.from_spec(tok.to_spec())
+    text = "Hello wörld 123 \U0001F99C  <s>x"
+    assert again.encode(text) == tok.encode(text)
+
+
+LLAMA_CPP_VOCABS = ["llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2", "starcoder", "command-r", "refact", "mpt"]
+
+
+@pytest.mark.parametrize("name", LLAMA_CPP_VOCABS)
+def test_llama_cpp_vocab_tests_pass(name):
+    """llama.cpp's own tokenizer tests (models/ggml-vocab-*.gguf + .inp/.out of its source tree),
+    when $LLAMA_CPP_DIR points at one."""
+    import os
+    root = os.environ.get("LLAMA_CPP_DIR")
+    if not root or not (Path(root) / "models" / f"ggml-vocab-{name}.gguf.out").is_file():
+        pytest.skip("set LLAMA_CPP_DIR to a llama.cpp source tree to run its vocabulary tests")
+    models = Path(root) / "models"
+    tok = Tokenizer.from_gguf(models / f"ggml-vocab-{name}.gguf")
+    inputs = (models / f"ggml-vocab-{name}.gguf.inp").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")
+    outputs = (models / f"ggml-vocab-{name}.gguf.out").read_text(encoding="utf-8").split("\n")
+    for text, want in zip(inputs, outputs):
+        assert tok.encode(text, allowed_special="none") == [int(x) for x in want.split()], text
