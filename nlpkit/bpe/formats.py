@@ -306,6 +306,9 @@ def _tokenizer_config_ids(directory: Path, spec: TokenizerSpec) -> None:
         return
     if spec.chat_template is None:
         spec.chat_template = _chat_template(cfg.get("chat_template"), str(cfg_path))
+    for key in ("add_bos", "add_eos"):
+        if isinstance(cfg.get(key + "_token"), bool):
+            setattr(spec, key, cfg[key + "_token"])
     for key, attr in (("bos_token", "bos_id"), ("eos_token", "eos_id")):
         value = cfg.get(key)
         if isinstance(value, dict):

@@ -394,6 +394,26 @@ class Tokenizer:
                              chat_template=self.chat_template)
 
     @classmethod
+    def load(cls, path: str | Path) -> "Tokenizer":
+        """Any tokenizer nlpkit reads: a tokenizer.json (with the tokenizer_config.json beside it),
+        a directory (bpe-train output or model directory) or a GGUF file."""
+        p = Path(path)
+        if p.is_dir():
+            return cls.from_dir(p)
+        if not p.is_file():
+            raise NlpkitError(f"{p}: no such tokenizer file or directory")
+        try:
+            with open(p, "rb") as f:
+                magic = f.read(4)
+        except OSError as e:
+            raise NlpkitError(f"cannot read {p}: {e.strerror or e}") from None
+        if magic == b"GGUF":
+            return cls.from_gguf(p)
+        if p.name == "tokenizer.json":
+            return cls.from_dir(p.parent)
+        return cls.from_file(p)
+
+    @classmethod
     def from_file(cls, path: str | Path) -> "Tokenizer":
         """Load an HF tokenizer.json (byte-level or SentencePiece-style BPE)."""
         return cls.from_spec(load_tokenizer_json(path))

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("nlpkit.cli.generate", "Stream one continuation of a prompt (greedy, top-k/top-p/min-p sampling)."),
     "sample": ("nlpkit.cli.sample", "N sampled continuations in one batch with log-probs; next-token distribution."),
     "bpe-train": ("nlpkit.cli.bpe_train", "Train a byte-level BPE tokenizer (same merges as HF tokenizers)."),
+    "tokenize": ("nlpkit.cli.tokenize", "Token ids, pieces or counts of text (any BPE tokenizer, GGUF); ids to text."),
     "bm25": ("nlpkit.cli.bm25", "BM25 index, search and add (five variants); TREC runs, IR metrics."),
     "rrf": ("nlpkit.cli.rrf", "Reciprocal rank fusion of TREC runs or ranked lists."),
     "bleu": ("nlpkit.cli.bleu", "BLEU / chrF / TER with sacrebleu: many systems, signed, significance."),

