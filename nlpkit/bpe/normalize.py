@@ -23,11 +23,32 @@ from nlpkit.errors import NlpkitError
 STEP_KINDS = ("nfc", "nfd", "nfkc", "nfkd", "prepend", "replace", "lowercase", "strip", "strip_accents")
 
 
+#: Characters whose decompositions Unicode added after the tables HF tokenizers normalizes with
+#: (unicode-normalization-alignments, before Unicode 12); HF leaves them unchanged, and so do we.
+_COMPAT_NEWER = "\u32ff\ua7f2-\ua7f4\uab69\U00010781-\U00010785\U00010787-\U000107b0\U000107b2-\U000107ba" \
+                "\U0001f16c\U0001fbf0-\U0001fbf9"
+_CANON_NEWER = "\U00011938"
+_KEEP = {"nfc": None, "nfd": _CANON_NEWER, "nfkc": _COMPAT_NEWER, "nfkd": _COMPAT_NEWER + _CANON_NEWER}
+
+
+def _unicode_form(kind: str) -> Callable[[str], str]:
+    """unicodedata.normalize, leaving alone the characters HF's older tables do not decompose."""
+    form = kind.upper()
+    if _KEEP[kind] is None:
+        return lambda s: unicodedata.normalize(form, s)
+    keep = regex.compile(f"([{_KEEP[kind]}])")
+
+    def normalize(s: str) -> str:
+        if s.isascii() or not keep.search(s):
+            return unicodedata.normalize(form, s)
+        return "".join(p if k % 2 else unicodedata.normalize(form, p) for k, p in enumerate(keep.split(s)))
+    return normalize
+
+
 def _step(step: Sequence) -> Callable[[str], str]:
     kind = step[0]
     if kind in ("nfc", "nfd", "nfkc", "nfkd"):
-        form = kind.upper()
-        return lambda s: unicodedata.normalize(form, s)
+        return _unicode_form(kind)
     if kind == "prepend":
         prefix = step[1]
         return lambda s: prefix + s if s else s

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from test_bpe_tokenizer import smollm2_gguf
 
-FIX = Path(__file__).parent / "fixtures" / "tokenizers"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tokenizers"
 
 
 def jsonl(proc) -> list[dict]:

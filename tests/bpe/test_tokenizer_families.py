@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from nlpkit.bpe import Tokenizer
 from nlpkit.errors import NlpkitError
 
-FIX = Path(__file__).parent / "fixtures" / "tokenizers"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tokenizers"
 EXPECTED = json.loads((FIX / "expected.json").read_text(encoding="utf-8"))
 JSON_NAMES = ["hf-spm-legacy", "hf-spm-metaspace", "spm-converted", "bl-llama3", "bl-qwen2", "bl-neox"]
 ALL_NAMES = JSON_NAMES + ["llama-spm.gguf"]
