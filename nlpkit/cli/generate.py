@@ -77,6 +77,54 @@ def generation_config(model) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def chat_options(f):
+    """--chat, --system, --messages: render the model's chat template around the prompt."""
+    opts = [
+        click.option("--chat", is_flag=True,
+                     help="Treat PROMPT as a user message: render the model's chat template (with the generation "
+                          "prompt) and stop at its end-of-turn token."),
+        click.option("--system", default=None, metavar="TEXT", help="System message for --chat."),
+        click.option("--messages", "messages_file", default=None, metavar="FILE",
+                     help="--chat conversation: a JSON list of {\"role\": ..., \"content\": ...} ('-' = stdin); "
+                          "a PROMPT is added as the last user message."),
+    ]
+    for deco in reversed(opts):
+        f = deco(f)
+    return f
+
+
+def chat_prompt(model, text: str | None, chat: bool, system: str | None, messages_file: str | None):
+    """(prompt text, extra end ids): the rendered chat prompt and its end-of-turn ids with --chat, else
+    (text, ()). The rendered text already holds the template's special tokens (BOS included, if any)."""
+    if not chat:
+        if system is not None or messages_file is not None:
+            raise click.UsageError("--system and --messages need --chat")
+        return text, ()
+    from nlpkit.lm.chat import ChatTemplate, conversation, end_of_turn_ids, special_token_variables
+
+    template = ChatTemplate.for_tokenizer(model.tokenizer, model.source or "model")
+    if messages_file is not None:
+        messages = conversation(None, system, messages_file)
+        if text:
+            messages.append({"role": "user", "content": text})
+    else:
+        messages = conversation(text, system, None)
+    rendered = template.render(messages, special_token_variables(model.tokenizer))
+    return rendered, end_of_turn_ids(model.tokenizer, getattr(model.config, "eos_ids", ()))
+
+
+def chat_ids(model, rendered: str, max_new_tokens: int, truncate: bool, quiet: bool = False) -> list[int]:
+    """Ids of a rendered chat prompt: its special tokens recognised, no BOS added again."""
+    from nlpkit.lm.generation import prepare_prompt
+
+    full = model.tokenizer.encode(rendered, allowed_special="all", add_special=False)
+    ids = prepare_prompt(model, full, max_new_tokens=max_new_tokens, truncate=truncate)
+    if truncate and len(ids) < len(full):
+        warn(f"--truncate-prompt: the chat prompt was cut from {len(full)} to its last {len(ids)} tokens "
+             f"(context {model.config.max_seq_len}, --max-new-tokens {max_new_tokens})", quiet)
+    return ids
+
+
 def sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty):
     """The sampling knobs: the options given, the rest from the model's defaults (`sampling_defaults`)."""
     from nlpkit.lm.sampling import SamplingConfig, sampling_defaults
@@ -192,10 +240,11 @@ def _silence_stdout() -> None:
               help="Print the prompt before the continuation [default: on a terminal].")
 @model_options
 @decoding_options
+@chat_options
 @common_options
 def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, max_new_tokens, temperature, top_k, top_p, min_p,
             repetition_penalty, seed, stops, no_kv_cache, sliding, stats, truncate_prompt, ignore_eos,
-            fmt, no_signature, quiet, encoding_errors):
+            fmt, no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Stream one continuation of PROMPT (argument, or piped stdin) to stdout as it is generated.
 
     The text goes to stdout as plain text, ended by a newline; on a terminal the prompt is printed
@@ -209,16 +258,23 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, m
     transformers' order: repetition penalty, temperature, top-k, top-p, min-p. The seed is random
     unless --seed N is given; --stats and the signature show it.
 
+    With --chat, PROMPT is a user message (after --system, or after the --messages conversation):
+    the model's own chat template renders it, with the generation prompt, and generation stops at
+    the template's end-of-turn token.
+
     \b
     Examples:
       nlpkit generate "Once upon a time" --max-new-tokens 50 --temperature 0.7 --top-p 0.9
       nlpkit generate --prompts prompts.txt --temperature 0 --format jsonl
+      nlpkit generate -m SmolLM2-135M-Instruct.Q4_1.gguf --chat "What is the capital of France?" --temperature 0
     """
     from nlpkit.io import stdout_is_terminal
     from nlpkit.lm.generation import GenerationStats, generate
 
     if prompt is not None and prompts_file is not None:
         raise click.UsageError("give a PROMPT or --prompts FILE, not both")
+    if not chat and (system is not None or messages_file is not None):
+        raise click.UsageError("--system and --messages need --chat")
     model = load_for_decoding(model_path, rope_scaling, rope_factor)
     cfg = sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty)
     seed = resolve_seed(seed)
@@ -226,7 +282,14 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, m
     kwargs = dict(max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops, use_cache=not no_kv_cache,
                   sliding=sliding, ignore_eos=ignore_eos)
     sig = decoding_signature("generate", model, cfg, seed=seed, max_new_tokens=max_new_tokens, stops=stops,
-                             sliding=sliding)
+                             sliding=sliding, **({"chat": True} if chat else {}))
+
+    def encode(text: str) -> list[int]:
+        """The prompt's ids; with --chat, the rendered conversation's (and its end-of-turn ids set)."""
+        if not chat:
+            return prompt_ids(model, text, max_new_tokens, truncate_prompt, quiet)
+        rendered, kwargs["eos_ids"] = chat_prompt(model, text, chat, system, messages_file)
+        return chat_ids(model, rendered, max_new_tokens, truncate_prompt, quiet)
 
     if prompts_file is not None or fmt is not None:
         if prompts_file is not None:
@@ -234,11 +297,11 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, m
 
             prompts = iter_lines(prompts_file, errors=encoding_errors)
         else:
-            prompts = [read_prompt(prompt, encoding_errors)]
+            prompts = [prompt if messages_file == "-" else read_prompt(prompt, encoding_errors)]
         with open_writer(["index", "prompt", "text", "tokens", "finish"], fmt, sig, no_signature) as out:
             for i, line in enumerate(prompts):
                 st = GenerationStats()
-                ids = prompt_ids(model, line, max_new_tokens, truncate_prompt, quiet)
+                ids = encode(line)
                 text = "".join(generate(model, ids, stats=st, **kwargs))
                 out.write({"index": i, "prompt": line, "text": text, "tokens": st.new_tokens - (st.finish == "eos"),
                            "finish": st.finish})
@@ -246,10 +309,12 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, m
                 warm = None
         return
 
-    text = read_prompt(prompt, encoding_errors)
-    ids = prompt_ids(model, text, max_new_tokens, truncate_prompt, quiet)
+    text = prompt if messages_file == "-" else read_prompt(prompt, encoding_errors)
+    ids = encode(text)
     if echo is None:
         echo = stdout_is_terminal()
+    if chat and echo:
+        text = model.tokenizer.decode(ids)  # echo what the model sees: the rendered conversation
     st = GenerationStats()
     out = sys.stdout
     try:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import click
 
 from nlpkit.cli.common import common_options, model_options, open_writer
-from nlpkit.cli.generate import (decoding_options, decoding_signature, load_for_decoding, print_stats,
-                                 prompt_ids, read_prompt, resolve_seed, sampling_config, warm_up)
+from nlpkit.cli.generate import (chat_ids, chat_options, chat_prompt, decoding_options, decoding_signature,
+                                 load_for_decoding, print_stats, prompt_ids, read_prompt, resolve_seed,
+                                 sampling_config, warm_up)
 
 
 def token_text(tokenizer, token_id: int) -> str:
@@ -23,10 +24,11 @@ def token_text(tokenizer, token_id: int) -> str:
               help="Print the next-token distribution after the filters (token, id, probability, cumulative).")
 @model_options
 @decoding_options
+@chat_options
 @common_options
 def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
             seed, stops, no_kv_cache, sliding, stats, truncate_prompt, ignore_eos,
-            fmt, no_signature, quiet, encoding_errors):
+            fmt, no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
     its KV cache shared by the N rows. Each record has the text, its token count, and its total
     log-probability under the model (logprob) and under the filtered distribution it was drawn from
@@ -38,17 +40,22 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_toke
     Examples:
       nlpkit sample "The weather today" -n 8 --temperature 0.8 --top-k 40 --seed 1
       nlpkit sample "The weather today" --dist --top-p 0.9
+      nlpkit sample -m SmolLM2-135M-Instruct.Q4_1.gguf --chat "Name a fruit." --system "Answer in one word." -n 4
     """
     from nlpkit.lm.generation import GenerationStats, next_token_distribution, sample_batch
 
     model = load_for_decoding(model_path, rope_scaling, rope_factor)
     cfg = sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty)
     seed = resolve_seed(seed)
-    text = read_prompt(prompt, encoding_errors)
-    ids = prompt_ids(model, text, max_new_tokens, truncate_prompt, quiet)
+    text = prompt if messages_file == "-" else read_prompt(prompt, encoding_errors)
+    text, end_ids = chat_prompt(model, text, chat, system, messages_file)
+    ids = chat_ids(model, text, max_new_tokens, truncate_prompt, quiet) if chat else \
+        prompt_ids(model, text, max_new_tokens, truncate_prompt, quiet)
+    chat_sig = {"chat": True} if chat else {}
 
     if dist:
-        sig = decoding_signature("sample-dist", model, cfg, seed=seed, max_new_tokens=0, stops=(), sliding=False)
+        sig = decoding_signature("sample-dist", model, cfg, seed=seed, max_new_tokens=0, stops=(), sliding=False,
+                                 **chat_sig)
         with open_writer(["token", "id", "probability", "cumulative"], fmt, sig, no_signature, digits=6) as out:
             cum = 0.0
             for tid, p in next_token_distribution(model, ids, cfg):
@@ -60,9 +67,10 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_toke
     warm = warm_up(model) if stats else None
     st = GenerationStats()
     samples = sample_batch(model, ids, n, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
-                           use_cache=not no_kv_cache, sliding=sliding, ignore_eos=ignore_eos, stats=st)
+                           use_cache=not no_kv_cache, sliding=sliding, ignore_eos=ignore_eos, stats=st,
+                           eos_ids=end_ids)
     sig = decoding_signature("sample", model, cfg, seed=seed, max_new_tokens=max_new_tokens, stops=stops,
-                             sliding=sliding, n=n)
+                             sliding=sliding, n=n, **chat_sig)
     with open_writer(["index", "text", "tokens", "logprob", "logprob_filtered", "finish"], fmt, sig,
                      no_signature) as out:
         for s in samples:

@@ -43,6 +43,7 @@ class ModelConfig:
     tie_embeddings: bool = False
     bos_id: int | None = None
     eos_id: int | None = None
+    eos_ids: list[int] = field(default_factory=list)  # every id that ends a sequence (eos_token_id may be a list)
     add_bos: bool = False
     attention_bias: bool = False  # q/k/v projection biases
     extra: dict = field(default_factory=dict)
@@ -220,6 +221,7 @@ def config_from_hf(cfg: dict) -> ModelConfig:
     config.bos_id = cfg.get("bos_token_id") if isinstance(cfg.get("bos_token_id"), int) else None
     eos = cfg.get("eos_token_id")
     config.eos_id = eos[0] if isinstance(eos, list) and eos else eos if isinstance(eos, int) else None
+    config.eos_ids = [i for i in eos if isinstance(i, int)] if isinstance(eos, list) else []
     return config.validate()
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import codecs
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -223,31 +223,37 @@ class TextStream:
 
 # ------------------------------------------------------------------------- the two front ends
 
-def _eos(model, ignore_eos: bool) -> int | None:
+def _eos(model, ignore_eos: bool, eos_ids: Iterable[int] = ()) -> frozenset[int]:
+    """The ids that end a continuation: the model's EOS (every id of a list), plus `eos_ids`
+    (a chat template's end-of-turn tokens); none with `ignore_eos`."""
     if ignore_eos:
-        return None
+        return frozenset()
     eos = model.config.eos_id
     if eos is None and model.tokenizer is not None:
         eos = getattr(model.tokenizer, "eos_id", None)
-    return eos
+    ids = {*getattr(model.config, "eos_ids", ()), *eos_ids}
+    if eos is not None:
+        ids.add(eos)
+    return frozenset(ids)
 
 
 def generate_ids(model, prompt_ids: Sequence[int], *, max_new_tokens: int = 128,
                  sampling: SamplingConfig | None = None, seed: int | None = None, use_cache: bool = True,
                  sliding: bool = False, ignore_eos: bool = False, context: int | None = None,
-                 stats: GenerationStats | None = None) -> Iterator[int]:
-    """New token ids of one continuation (EOS and length stop it; EOS itself is not yielded)."""
+                 stats: GenerationStats | None = None, eos_ids: Iterable[int] = ()) -> Iterator[int]:
+    """New token ids of one continuation (EOS -- or any of `eos_ids` -- and length stop it; EOS itself
+    is not yielded)."""
     stats = stats if stats is not None else GenerationStats()
     if max_new_tokens < 0:
         raise UsageError(f"--max-new-tokens must be >= 0, got {max_new_tokens}")
     if max_new_tokens == 0:
         stats.finish = "length"
         return
-    eos = _eos(model, ignore_eos)
+    eos = _eos(model, ignore_eos, eos_ids)
     for step in decode_steps(model, prompt_ids, n=1, sampling=sampling, seed=seed, use_cache=use_cache,
                              sliding=sliding, context=context, stats=stats):
         tid = int(step.ids[0])
-        if eos is not None and tid == eos:
+        if tid in eos:
             stats.finish = "eos"
             return
         yield tid
@@ -289,7 +295,8 @@ class Sample:
 def sample_batch(model, prompt_ids: Sequence[int], n: int, *, max_new_tokens: int = 128,
                  sampling: SamplingConfig | None = None, seed: int | None = None, stop: Sequence[str] = (),
                  use_cache: bool = True, sliding: bool = False, ignore_eos: bool = False,
-                 context: int | None = None, stats: GenerationStats | None = None) -> list[Sample]:
+                 context: int | None = None, stats: GenerationStats | None = None,
+                 eos_ids: Iterable[int] = ()) -> list[Sample]:
     """N continuations decoded together in one batch (prompt prefilled once, cache broadcast).
 
     Each row stops on its own (EOS, stop string, length); a stopped row's later tokens are ignored.
@@ -301,7 +308,7 @@ def sample_batch(model, prompt_ids: Sequence[int], n: int, *, max_new_tokens: in
     if max_new_tokens < 1:
         raise UsageError(f"--max-new-tokens must be at least 1 for sampling, got {max_new_tokens}")
     stats = stats if stats is not None else GenerationStats()
-    eos = _eos(model, ignore_eos)
+    eos = _eos(model, ignore_eos, eos_ids)
     samples = [Sample(i) for i in range(n)]
     streams = [TextStream(model.tokenizer, stop) if model.tokenizer is not None else None for _ in range(n)]
     pieces: list[list[str]] = [[] for _ in range(n)]
@@ -313,7 +320,7 @@ def sample_batch(model, prompt_ids: Sequence[int], n: int, *, max_new_tokens: in
             s.logprob += float(step.logprob[i])
             s.logprob_filtered += float(step.logprob_filtered[i])
             s.ids.append(tid)
-            if eos is not None and tid == eos:
+            if tid in eos:
                 s.finish, active[i] = "eos", False
                 continue
             if streams[i] is not None:

@@ -206,6 +206,8 @@ def load_hf_dir(directory: str | Path) -> Model:
     eos = _special_id(tok, tok_cfg.get("eos_token"))
     config.bos_id = bos if bos is not None else config.bos_id if config.bos_id is not None else gen_cfg.get("bos_token_id")
     gen_eos = gen_cfg.get("eos_token_id")
+    if isinstance(gen_eos, list):  # generation stops at any of them
+        config.eos_ids = [*config.eos_ids, *(i for i in gen_eos if isinstance(i, int) and i not in config.eos_ids)]
     gen_eos = gen_eos[0] if isinstance(gen_eos, list) and gen_eos else gen_eos
     config.eos_id = eos if eos is not None else config.eos_id if config.eos_id is not None else gen_eos
     config.add_bos = _add_bos_default(directory, tok_cfg) and config.bos_id is not None
