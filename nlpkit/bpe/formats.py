@@ -354,32 +354,93 @@ def from_vocab_merges(vocab: Mapping[str, int] | Sequence[str], merges: Sequence
 
 
 # ---------------------------------------------------------------------------- writing
-def _pretokenizer_to_json(pre: PreTokenizer) -> dict:
+_BEHAVIOR_NAMES = {v: k for k, v in _BEHAVIORS.items()}
+_NORMALIZER_NAMES = {v: k for k, v in _SIMPLE_NORMALIZERS.items()}
+
+
+def _pretokenizer_to_json(pre: PreTokenizer) -> dict | None:
     items: list[dict] = []
     for s in pre.steps:
         if s.pattern in (r"\p{N}", r"\p{N}+") and s.behavior == "isolated":
             items.append({"type": "Digits", "individual_digits": s.pattern == r"\p{N}"})
         else:
             items.append({"type": "Split", "pattern": {"Regex": s.pattern},
-                          "behavior": s.behavior.capitalize(), "invert": False})
-    items.append({"type": "ByteLevel", "add_prefix_space": pre.add_prefix_space, "trim_offsets": True,
-                  "use_regex": pre.use_regex})
+                          "behavior": _BEHAVIOR_NAMES[s.behavior], "invert": False})
+    if pre.byte_level:
+        items.append({"type": "ByteLevel", "add_prefix_space": pre.add_prefix_space, "trim_offsets": True,
+                      "use_regex": pre.use_regex})
+    elif pre.metaspace is not None:
+        ms = pre.metaspace
+        items.append({"type": "Metaspace", "replacement": ms.replacement, "prepend_scheme": ms.prepend_scheme,
+                      "split": ms.split})
+    if not items:
+        return None
     return items[0] if len(items) == 1 else {"type": "Sequence", "pretokenizers": items}
 
 
+def _normalizer_to_json(steps: list[tuple]) -> dict | None:
+    items = []
+    for st in steps:
+        if st[0] in _NORMALIZER_NAMES:
+            items.append({"type": _NORMALIZER_NAMES[st[0]]})
+        elif st[0] == "prepend":
+            items.append({"type": "Prepend", "prepend": st[1]})
+        elif st[0] == "replace":
+            items.append({"type": "Replace", "pattern": {"Regex" if len(st) > 3 and st[3] else "String": st[1]},
+                          "content": st[2]})
+        elif st[0] == "strip":
+            items.append({"type": "Strip", "strip_left": st[1], "strip_right": st[2]})
+    if not items:
+        return None
+    return items[0] if len(items) == 1 else {"type": "Sequence", "normalizers": items}
+
+
+def _decoder_to_json(steps: list[tuple]) -> dict:
+    if not steps or ("byte_level",) in steps:
+        return {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    names = {"byte_fallback": "ByteFallback", "fuse": "Fuse"}
+    items = []
+    for st in steps:
+        if st[0] in names:
+            items.append({"type": names[st[0]]})
+        elif st[0] == "replace":
+            items.append({"type": "Replace", "pattern": {"String": st[1]}, "content": st[2]})
+        elif st[0] == "strip":
+            items.append({"type": "Strip", "content": st[1], "start": st[2], "stop": st[3]})
+        elif st[0] == "metaspace":
+            items.append({"type": "Metaspace", "replacement": st[1], "prepend_scheme": st[2], "split": True})
+    return items[0] if len(items) == 1 else {"type": "Sequence", "decoders": items}
+
+
+def _post_processor_to_json(tok: TokenizerSpec) -> dict | None:
+    id_to_text = {t.id: t.content for t in tok.added_tokens}
+    bos = id_to_text.get(tok.bos_id) if tok.add_bos else None
+    eos = id_to_text.get(tok.eos_id) if tok.add_eos else None
+    if bos is None and eos is None:
+        return None
+    single = ([{"SpecialToken": {"id": bos, "type_id": 0}}] if bos else []) + \
+        [{"Sequence": {"id": "A", "type_id": 0}}] + ([{"SpecialToken": {"id": eos, "type_id": 0}}] if eos else [])
+    specials = {t: {"id": t, "ids": [i], "tokens": [t]} for t, i in ((bos, tok.bos_id), (eos, tok.eos_id)) if t}
+    return {"type": "TemplateProcessing", "single": single, "pair": single, "special_tokens": specials}
+
+
 def tokenizer_json(tok: TokenizerSpec) -> dict:
-    """The HF tokenizer.json object for `tok`."""
+    """The HF tokenizer.json object for `tok` (a BPE with merges: not a GGUF 'llama' vocabulary,
+    which merges by token score)."""
+    if tok.scores is not None:
+        raise NlpkitError("a GGUF 'llama' vocabulary merges by token score and has no merge list: it cannot be "
+                          "written as tokenizer.json")
     return {
         "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [{"id": t.id, "content": t.content, "single_word": False, "lstrip": False,
-                          "rstrip": False, "normalized": not t.special, "special": t.special}
+        "added_tokens": [{"id": t.id, "content": t.content, "single_word": False, "lstrip": t.lstrip,
+                          "rstrip": t.rstrip, "normalized": not t.special, "special": t.special}
                          for t in sorted(tok.added_tokens, key=lambda t: t.id)],
-        "normalizer": None,
+        "normalizer": _normalizer_to_json(tok.normalizer),
         "pre_tokenizer": _pretokenizer_to_json(tok.pretokenizer or PreTokenizer.from_pattern("gpt2")),
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+        "post_processor": _post_processor_to_json(tok),
+        "decoder": _decoder_to_json(tok.decoder),
+        "model": {"type": "BPE", "dropout": None, "unk_token": tok.unk_token, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": tok.fuse_unk, "byte_fallback": tok.byte_fallback,
                   "ignore_merges": tok.ignore_merges,
                   "vocab": dict(sorted(tok.vocab.items(), key=lambda kv: kv[1])),
                   "merges": [list(m) for m in tok.merges]},

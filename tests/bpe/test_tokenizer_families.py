@@ -123,3 +123,13 @@ def test_llama_cpp_vocab_tests_pass(name):
     outputs = (models / f"ggml-vocab-{name}.gguf.out").read_text(encoding="utf-8").split("\n")
     for text, want in zip(inputs, outputs):
         assert tok.encode(text, allowed_special="none") == [int(x) for x in want.split()], text
+
+
+@pytest.mark.parametrize("name", JSON_NAMES)
+def test_saved_tokenizer_json_encodes_like_the_original_in_hf(name, tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    load(name).save(tmp_path)
+    ours, orig = (tokenizers.Tokenizer.from_file(str(p / "tokenizer.json")) for p in (tmp_path, FIX / name))
+    for text in ("Hello wörld 123 \U0001F99C  <s>x", "  two  spaces", "", "e\u0301 ½ ﬁ"):
+        assert ours.encode(text).ids == orig.encode(text).ids
+        assert ours.decode(orig.encode(text).ids) == orig.decode(orig.encode(text).ids)
