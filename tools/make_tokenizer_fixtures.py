@@ -20,7 +20,7 @@ add_special_tokens=False, decode with skip_special_tokens=False); llama.cpp for 
 (llama_cpp.Llama(vocab_only=True).tokenize(add_bos=False, special=True)). Without llama_cpp the GGUF
 entry is left as it was.
 
-Run: python tools/make_tokenizer_fixtures.py   (needs tokenizers, sentencepiece, transformers, protobuf,
+Run: python tools/make_tokenizer_fixtures.py [--llama-only]   (needs tokenizers, sentencepiece, transformers, protobuf,
 gguf, and llama_cpp for the GGUF references; reads ../shared/data).
 """
 
@@ -237,6 +237,11 @@ def llama_cpp_reference(path: Path):
 
 
 def main() -> None:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--llama-only", action="store_true",
+                    help="only (re)compute the llama.cpp references of the existing llama-spm.gguf")
+    args = ap.parse_args()
     data = nlpkit_data_dir()
     if data is None:
         sys.exit("shared data folder not found")
@@ -251,12 +256,14 @@ def main() -> None:
                                lambda ids: tok.decode(ids, skip_special_tokens=False), lines, strings,
                                "HF tokenizers " + __import__("tokenizers").__version__)
 
-    hf = {"hf-spm-legacy": hf_spm(train, "legacy"), "hf-spm-metaspace": hf_spm(train, "metaspace"),
-          **{f"bl-{f}": byte_level_family(train, f) for f in ("llama3", "qwen2", "neox")}}
-    with tempfile.TemporaryDirectory() as tmp:
-        model = sentencepiece_model(train, Path(tmp))
-        hf["spm-converted"] = converted(model, Path(tmp))
-        write_gguf(model, OUT / "llama-spm.gguf")
+    hf = {} if args.llama_only else {
+        "hf-spm-legacy": hf_spm(train, "legacy"), "hf-spm-metaspace": hf_spm(train, "metaspace"),
+        **{f"bl-{f}": byte_level_family(train, f) for f in ("llama3", "qwen2", "neox")}}
+    if not args.llama_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            model = sentencepiece_model(train, Path(tmp))
+            hf["spm-converted"] = converted(model, Path(tmp))
+            write_gguf(model, OUT / "llama-spm.gguf")
     for name, tok in hf.items():
         (OUT / name).mkdir(exist_ok=True)
         tok.save(str(OUT / name / "tokenizer.json"))
