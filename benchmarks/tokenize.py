@@ -2,7 +2,7 @@
 
 Each contender runs in its own subprocess on the same 10 MB of shared/data/gutenberg, line by line,
 using every core this process may run on; the table gives MB/s (wall time, loading excluded)
-and the subprocess's peak RSS (nlpkit: the parent plus its workers).
+and the subprocess's peak RSS (nlpkit: the largest of the parent and its workers).
 
 - nlpkit: `Tokenizer.load` + `encode_stream` (what `nlpkit tokenize` runs), ids consumed as they come
   (a second run keeps them, to compare).
@@ -41,15 +41,15 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def text_file(data: Path, out: Path) -> Path:
+def text_file(data: Path, out: Path, mb: float) -> Path:
     n = 0
     with open(out, "w", encoding="utf-8", newline="\n") as w:
-        while n < MB * 1_000_000:
+        while n < mb * 1_000_000:
             for book in sorted((data / "gutenberg").glob("*.txt")):
                 for line in open(book, encoding="utf-8", newline="\n"):
                     w.write(line)
                     n += len(line.encode("utf-8"))
-                    if n >= MB * 1_000_000:
+                    if n >= mb * 1_000_000:
                         return out
     return out
 
@@ -136,6 +136,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--child", nargs=4, metavar=("KIND", "TOK", "TEXT", "IDS"), help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, default=None, help="shared data folder [../shared/data]")
+    ap.add_argument("--mb", type=float, default=MB, help=f"megabytes of text [{MB}]")
     args = ap.parse_args()
     if args.child:
         kind, tok, text, ids = args.child
@@ -153,7 +154,7 @@ def main() -> None:
     spm = str(REPO / "tests" / "fixtures" / "tokenizers" / "spm-converted" / "tokenizer.json")
     with tempfile.TemporaryDirectory(prefix="nlpkit-tok-bench-") as tmp:
         tmp = Path(tmp)
-        text = text_file(data, tmp / "text.txt")
+        text = text_file(data, tmp / "text.txt", args.mb)
         print(f"{'task':<58} {'nlpkit':>16} {'peer':>16} {'ratio':>6}")
         for label, tok, peers in (("SmolLM2 (byte-level 49k)", smollm2, ("hf", "tiktoken")),
                                   ("SentencePiece-style BPE (spm-converted)", spm, ("hf",))):
@@ -169,7 +170,7 @@ def main() -> None:
                 print(f"{label + ', ' + name + f' ({same})':<58} {speed:>10.2f} MB/s {p_speed:>10.2f} MB/s "
                       f"{speed / p_speed:>6.2f}")
                 print(f"{'  peak RSS':<58} {rss:>13.0f} MB {p_rss:>13.0f} MB {rss / p_rss:>6.2f}")
-        print(f"({MB} MB of shared/data/gutenberg, line by line, {cores()} cores)")
+        print(f"({args.mb:g} MB of shared/data/gutenberg, line by line, {cores()} cores)")
 
 
 if __name__ == "__main__":
