@@ -133,3 +133,18 @@ def test_saved_tokenizer_json_encodes_like_the_original_in_hf(name, tmp_path):
     for text in ("Hello wörld 123 \U0001F99C  <s>x", "  two  spaces", "", "e\u0301 ½ ﬁ"):
         assert ours.encode(text).ids == orig.encode(text).ids
         assert ours.decode(orig.encode(text).ids) == orig.decode(orig.encode(text).ids)
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_vocab():
+    llama_cpp = pytest.importorskip("llama_cpp")
+    return llama_cpp.Llama(model_path=str(FIX / "llama-spm.gguf"), vocab_only=True, verbose=False)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=40))
+def test_gguf_llama_vocabulary_encodes_as_llama_cpp(llama_cpp_vocab, text):
+    """Live against llama.cpp when llama_cpp is installed (it is not a CI dependency)."""
+    tok = load("llama-spm.gguf")
+    want = llama_cpp_vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    assert tok.encode(text) == want
