@@ -92,7 +92,7 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
     if not (show_ids or show_pieces or count_only):
         show_ids = True
     sig = make_signature("tokenize", tokenizer=name, special=add_special and not chat,
-                         unit="file" if per_file else "line", chat=chat or None)
+                         unit="file" if per_file else "line", **({"chat": True} if chat else {}))
 
     if decode:
         with open_writer(["file", "line", "text"], fmt, sig, no_signature, title="tokenize") as out:
