@@ -38,17 +38,19 @@ BIGINT_MIN_GROUP = 8   # multi-word LCS groups from this many pairs run `bigint_
 
 def encode(seqs: Sequence[Sequence[Hashable]], pad: int, vocab: dict | None = None,
            lens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Sequences (all str, or all token lists) -> (codes [N, L] int32 padded with `pad`, lengths [N]).
+    """Sequences -> (codes [N, L] int32 padded with `pad`, lengths [N]).
 
-    Strings become code points (one vectorized UTF-32 decode); token lists become
-    ids from `vocab` (shared between both sides so equal tokens get equal ids).
+    Without `vocab`, strings become code points (one vectorized UTF-32 decode). With a `vocab`
+    (shared between both sides so equal elements get equal ids) every sequence, str or token
+    list, becomes ids from it: a str's elements are its characters, equal to one-character
+    tokens, as `nlpkit.edit.distance` (and rapidfuzz) compare them.
     `lens` may be passed when the caller already has the lengths.
     """
     if lens is None:
         lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
     width = int(lens.max()) if len(seqs) else 0
     codes = np.full((len(seqs), max(width, 1)), pad, dtype=np.int32)
-    if not seqs or isinstance(seqs[0], str):
+    if not seqs or (vocab is None and isinstance(seqs[0], str)):
         flat = np.frombuffer("".join(seqs).encode("utf-32-le", "surrogatepass"), dtype="<u4")
     else:
         vocab = {} if vocab is None else vocab
@@ -122,7 +124,7 @@ def _chunks(n: int, cost: np.ndarray, budget: int):
         start = stop
 
 
-def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict, budget: int) -> np.ndarray:
+def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict | None, budget: int) -> np.ndarray:
     """levenshtein/osa distances or lcs lengths of (pattern, text) pairs, pattern the shorter side.
 
     Pairs are grouped by pattern width (8, 16, 32, 64, 128, ... bits). Big groups run the numpy
@@ -178,7 +180,7 @@ def _banded(P, T, rows, lp, lt, width, out, metric):
     return rows[~good], P[~good], T[~good]
 
 
-def _dp_metric(a, b, la, lb, metric: str, weights, vocab: dict, budget: int) -> np.ndarray:
+def _dp_metric(a, b, la, lb, metric: str, weights, vocab: dict | None, budget: int) -> np.ndarray:
     """hamming, damerau and weighted levenshtein, in chunks of pairs of similar length."""
     longest = np.maximum(la, lb)
     order = np.argsort(longest, kind="stable")
@@ -223,7 +225,10 @@ def pairwise_distances(a: Sequence[Sequence[Hashable]], b: Sequence[Sequence[Has
     N = len(a)
     la = np.fromiter(map(len, a), np.int64, N)
     lb = np.fromiter(map(len, b), np.int64, N)
-    vocab: dict = {}
+    # one id space for both sides: code points when every sequence is a str, else a shared vocabulary
+    # (a str against a token list compares characters with tokens, at every batch size)
+    chars = all(isinstance(s, str) for s in a) and all(isinstance(s, str) for s in b)
+    vocab: dict | None = None if chars else {}
     ins, dele, sub = w
     unit = w == scalar.UNIT or (ins == dele == sub)
     if metric in ("hamming", "damerau") or (metric == "levenshtein" and not unit

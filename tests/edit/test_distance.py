@@ -336,3 +336,19 @@ def test_bigint_lcs_with_patterns_filling_whole_words_matches_rapidfuzz():
     b = [_edited(rng, x, rng.randint(0, 80), "abcde") + "a" * (i % 3) for i, x in enumerate(a)]
     for metric in ("indel", "lcs"):
         assert bd.pairwise_distances(a, b, metric).tolist() == [expected(x, y, metric) for x, y in zip(a, b)]
+
+
+@pytest.mark.parametrize("metric", ["levenshtein", "osa", "indel", "lcs", "hamming", "damerau"])
+@pytest.mark.parametrize("n", [1, 8, 300])
+def test_pairwise_str_against_token_list_is_the_same_at_every_batch_size(metric, n):
+    """A str's characters equal one-character tokens (rapidfuzz compares them so), small batch or numpy path."""
+    ref = {"levenshtein": Levenshtein, "osa": OSA, "indel": Indel, "lcs": LCSseq, "hamming": Hamming,
+           "damerau": DamerauLevenshtein}[metric]
+    pairs = [("kitten", list("sitting")), (list("flaw"), "lawn"), ("", list("ab")), ("abc", [])]
+    if metric == "hamming":
+        pairs = [("kitten", list("sittin")), (list("flaw"), "lawn"), ("", []), ("abc", list("abd"))]
+    a = [x for x, _ in pairs] * n
+    b = [y for _, y in pairs] * n
+    want = [ref.distance(x, y) for x, y in pairs] * n
+    assert bd.pairwise_distances(a, b, metric).tolist() == want
+    assert bd.pairwise_distances(b, a, metric).tolist() == want
