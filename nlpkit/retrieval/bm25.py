@@ -25,8 +25,10 @@ frequency, dl document length and avgdl the mean length, norm = 1 - b + b·dl/av
 
 For bm25l and bm25+ a document without the term still scores idf·tfc(0); as in
 bm25s the postings store idf·(tfc(tf) - tfc(0)) and a query adds Σ idf·tfc(0)
-(the `nonocc` array) to every matching document. Query terms count with their
-multiplicity (a repeated word adds its postings twice), also as bm25s does.
+(the `nonocc` array) to every document, matching or not, so a query with a known
+term ranks every document (bm25s fills all k places the same way). Query terms
+count with their multiplicity (a repeated word adds its postings twice), also as
+bm25s does. Tied scores are ordered by document id descending, trec_eval's rule.
 
 >>> idx = build_index([["cat", "sat"], ["dog", "sat"], ["cat", "cat"]], ["a", "b", "c"])
 >>> [(doc, round(score, 4)) for doc, score in idx.search_ids(["cat"], 2)]
@@ -58,6 +60,10 @@ def check_params(variant: str, k1: float, b: float, delta: float) -> None:
         raise UsageError(f"--b must be between 0 and 1, got {b}")
     if not 0 <= delta < float("inf"):
         raise UsageError(f"--delta must be a finite number >= 0, got {delta}")
+    if variant == "bm25+" and k1 == 0:  # tfc(0) = (k1+1)·0 / (k1·norm + 0): 0/0
+        raise UsageError("--k1 0 is undefined for bm25+ (its non-occurrence term is 0/0): use --k1 > 0")
+    if variant == "bm25l" and k1 == 0 and delta == 0:  # tfc(0) = (k1+1)·δ / (k1+δ): 0/0
+        raise UsageError("--k1 0 with --delta 0 is undefined for bm25l (0/0): make one of them > 0")
 
 
 def idf(variant: str, df: np.ndarray, n_docs: int) -> np.ndarray:  # [V] -> [V] float64
@@ -149,7 +155,8 @@ class BM25Index:
         return self._id_rank
 
     def score_query(self, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Candidate documents (those holding a query term) and their scores, unsorted.
+        """Candidate documents and their scores, unsorted: those holding a query term, or for bm25l and
+        bm25+ every document (each scores the non-occurrence term).
 
         Returns ([M] int64 doc numbers, [M] float64 scores); empty for an empty or unknown query.
         """
@@ -159,6 +166,15 @@ class BM25Index:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         indptr, post = self.indptr, self.postings
         mask = np.uint32((1 << self.doc_bits) - 1) if self.doc_bits < 32 else None
+        if self.variant in NONOCC_VARIANTS:
+            spans = [(indptr[t], indptr[t + 1]) for t in terms]
+            all_docs = np.concatenate([post[s:e] for s, e in spans])           # [P_q] uint32
+            if mask is not None:
+                all_docs = all_docs & mask
+            all_scores = np.concatenate([self.scores[s:e] for s, e in spans])  # [P_q]
+            dense = np.bincount(all_docs, weights=all_scores, minlength=self.n_docs)  # [N]
+            dense += float(self.nonocc[terms].astype(np.float64).sum())
+            return np.arange(self.n_docs, dtype=np.int64), dense
         if len(terms) == 1:
             s, e = indptr[terms[0]], indptr[terms[0] + 1]
             docs = post[s:e] if mask is None else post[s:e] & mask
@@ -178,15 +194,14 @@ class BM25Index:
                 hit[all_docs] = True
                 docs = np.flatnonzero(hit)
             scores = dense[docs]
-        if self.variant in NONOCC_VARIANTS:
-            scores = scores + float(self.nonocc[terms].astype(np.float64).sum())
         return docs, scores
 
     def search(self, tokens: Sequence[str], k: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (doc numbers, scores), best first; ties by document id descending (trec_eval order).
 
-        Only documents holding at least one query term are returned, so an empty query,
-        or one of unknown words only, gives an empty result.
+        Only documents holding at least one query term are returned (for bm25l and bm25+, every
+        document: each scores the non-occurrence term), so an empty query, or one of unknown
+        words only, gives an empty result.
         """
         docs, scores = self.score_query(tokens)
         if np.isnan(scores).any():

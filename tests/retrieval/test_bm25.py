@@ -55,11 +55,37 @@ def test_bm25_all_documents_scores_match_bm25s_bm25plus_nonoccurrence(cranfield)
     ref = bm25s.BM25(method="bm25+", k1=1.5, b=0.75, delta=1.0)
     ref.index(doc_tokens, show_progress=False)
     q = query_tokens[0]
-    docs, scores = idx.score_query(q)   # matching documents only
-    full = ref.get_scores(q)
-    np.testing.assert_allclose(scores, full[docs], rtol=1e-5)
-    others = np.setdiff1d(np.arange(len(doc_ids)), docs)
-    assert np.all(full[others] < scores.min())    # non-matching docs score only the constant
+    docs, scores = idx.score_query(q)   # every document: each scores the non-occurrence term
+    assert docs.tolist() == list(range(len(doc_ids)))
+    np.testing.assert_allclose(scores, ref.get_scores(q), rtol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["bm25l", "bm25+"])
+def test_bm25l_and_bm25plus_fill_k_places_like_bm25s(variant):
+    bm25s = pytest.importorskip("bm25s")
+    corpus = [["foo"], ["dog"], ["baz"], ["quick", "god"], ["quick", "fox"]]
+    ids = ["d0", "d1", "d2", "d3", "d4"]
+    idx = build_index(corpus, ids, variant=variant)
+    ref = bm25s.BM25(method=variant)
+    ref.index(corpus, show_progress=False)
+    ref_docs, ref_scores = ref.retrieve([["quick"]], k=5, show_progress=False)
+    got = idx.search_ids(["quick"], 5)
+    assert len(got) == 5  # bm25s returns five documents; the three without "quick" tie
+    assert sorted((ids[d], round(float(s), 5)) for d, s in zip(ref_docs[0], ref_scores[0])) == \
+        sorted((d, round(s, 5)) for d, s in got)
+    # ties by document id descending (trec_eval): d3/d4 tie too (same length, same tf)
+    assert [d for d, _ in got] == ["d4", "d3", "d2", "d1", "d0"]
+    assert got[2][1] == got[3][1] == got[4][1] > 0
+    assert idx.search_ids(["unknown"], 5) == []
+
+
+def test_bm25_parameters_with_undefined_scores_are_refused():
+    with pytest.raises(UsageError, match="--k1 0 is undefined for bm25\\+"):
+        build_index([["a"]], variant="bm25+", k1=0)
+    with pytest.raises(UsageError, match="bm25l"):
+        build_index([["a"]], variant="bm25l", k1=0, delta=0)
+    build_index([["a"]], variant="bm25l", k1=0, delta=0.5)
+    build_index([["a"]], variant="lucene", k1=0)
 
 
 def test_idf_and_scores_by_hand_lucene():
