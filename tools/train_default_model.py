@@ -389,7 +389,8 @@ def held_out_slice(data: str, nbytes: int) -> str:
 
 def cmd_eval(args) -> None:
     """Held-out bits per byte with nlpkit's own perplexity core (the `nlpkit perplexity` defaults: sliding
-    windows of 512 tokens, stride 256), and the add-one bigram reference over the same tokens -> eval.json."""
+    windows of 512 tokens, stride 256, the first token predicted from <|endoftext|>), and the add-one bigram
+    reference over the same tokens -> eval.json."""
     from nlpkit.lm.loaders import load_model
     from nlpkit.lm.scoring import perplexity
     model = load_model(args.out)
@@ -401,8 +402,8 @@ def cmd_eval(args) -> None:
         text = held_out_slice(args.data, nbytes)
         t0 = time.time()
         res, scored = perplexity(model, text)
-        ids = np.array(model.tokenizer.encode(text), dtype=np.int64)
-        big = add_one_bigram_bits(train, ids, np.array(scored.positions, dtype=np.int64), MODEL["vocab_size"])
+        ids = np.array([0] + model.tokenizer.encode(text), dtype=np.int64)  # the prefix token <|endoftext|>
+        big = add_one_bigram_bits(train, ids, np.array(scored.positions, dtype=np.int64) + 1, MODEL["vocab_size"])
         results[name] = {"bytes": res.bytes, "tokens": res.tokens, "mean_nll": res.mean_nll,
                          "token_ppl": res.token_perplexity, "word_ppl": res.word_perplexity,
                          "bits_per_byte": res.bits_per_byte, "bigram_bits_per_byte": big / res.bytes,
@@ -526,9 +527,10 @@ cores ({st['tokens_seen'] / st['elapsed']:.0f} training tokens/s).
 
 ## Held-out evaluation
 
-`nlpkit perplexity` with its defaults (sliding windows of 512 tokens, stride 256, no BOS) on the held-out
-novel. The reference is an add-one-smoothed token bigram model, p(w | v) = (c(v, w) + 1) / (c(v) + 4096),
-counted on all the training tokens and scoring the same tokens. tests/test_default_model.py pins the first row.
+`nlpkit perplexity` with its defaults (sliding windows of 512 tokens, stride 256, the first token predicted
+from `<|endoftext|>`, so every token is scored) on the held-out novel. The reference is an add-one-smoothed token bigram model, p(w | v) = (c(v, w) + 1) / (c(v) + 4096),
+counted on all the training tokens (`<|endoftext|>` before each novel) and scoring the same tokens, the first
+after `<|endoftext|>`. tests/lm/test_default_model.py pins the first row.
 
 | held-out text | bytes | scored tokens | bits per byte | token perplexity | add-one bigram bits per byte | reduction |
 |---|---|---|---|---|---|---|

@@ -10,7 +10,9 @@ from nlpkit.cli.common import (common_options, dask_from_env, dask_options, inpu
                                model_options, open_writer, progress, rope_label)
 
 SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words", "bytes"]
-PER_LINE = ["file", "line", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte"]
+PER_LINE = ["file", "line", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words",
+            "bytes"]
+TOTAL = "(total)"  # the file cell of the corpus total row (JSON records also carry "total": true)
 PER_TOKEN = ["file", "line", "position", "id", "token", "logprob"]
 
 
@@ -21,13 +23,16 @@ PER_TOKEN = ["file", "line", "position", "id", "token", "logprob"]
               show_default=True, help="Windowing: transformers guide sliding window, lm-evaluation-harness "
                                       "disjoint rolling windows, or llama.cpp second-half chunks.")
 @click.option("--context", type=click.IntRange(min=2), default=None,
-              help="Window length in tokens [the model's context, at most 1024].")
+              help="Window length in tokens [the model's context, at most 1024]; at most the model's "
+                   "trained positions unless RoPE scaling is in force.")
 @click.option("--stride", type=click.IntRange(min=1), default=None,
               help="Sliding-window step in tokens [context/2]; at most --context.")
 @click.option("--per-line", is_flag=True, help="Score each line on its own (one record per line).")
 @click.option("--per-token", is_flag=True, help="Print every scored token: position, id, text, log-probability.")
 @click.option("--add-bos/--no-add-bos", default=None,
-              help="Prepend the BOS token [as the model's tokenizer does].")
+              help="Predict the first token from the model's prefix token (BOS, else EOS), as "
+                   "lm-evaluation-harness does [on when the model has one]; --no-add-bos leaves the first "
+                   "token unscored and out of the byte and word counts.")
 @dask_options
 @common_options
 def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
@@ -35,9 +40,11 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     """Perplexity of text under a language model.
 
     Prints scored tokens, mean negative log-likelihood (nats/token), token, word and byte
-    perplexity and bits per byte (lm-evaluation-harness normalizations). Long texts are scored
-    in windows: --mode sliding (--context/--stride, as the transformers perplexity guide),
-    disjoint (lm-evaluation-harness rolling windows) or second-half (llama.cpp llama-perplexity).
+    perplexity and bits per byte (lm-evaluation-harness normalizations), all over the scored
+    tokens and the bytes and words they cover. Long texts are scored in windows: --mode sliding
+    (--context/--stride, as the transformers perplexity guide), disjoint (lm-evaluation-harness
+    rolling windows) or second-half (llama.cpp llama-perplexity). Several files: a corpus total
+    row follows (file "(total)"; "total": true in JSON).
 
     \b
       nlpkit perplexity book.txt --model SmolLM2-135M/ --context 512 --stride 256
@@ -55,15 +62,17 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     from nlpkit.errors import NlpkitError
     from nlpkit.io import display_name, iter_lines, read_text
     from nlpkit.lm.loaders import load_model
-    from nlpkit.lm.scoring import TooShort, default_context, default_stride, perplexity
+    from nlpkit.lm.scoring import (Perplexity, TooShort, check_context, default_context, default_stride, perplexity,
+                                   prefix_token)
     from nlpkit.signature import make_signature
 
     model = load_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor)
     ctx = context or default_context(model)
+    check_context(model, ctx)
     if stride is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
     strd = (stride or default_stride(ctx)) if mode == "sliding" else None
-    bos = model.config.add_bos if add_bos is None else add_bos
+    bos = prefix_token(model.config) is not None if add_bos is None else add_bos
     sig = make_signature("perplexity", model=model_name(model), mode=mode, ctx=ctx, stride=strd, bos=bos,
                          rope=rope_label(model))
     columns = PER_LINE if per_line else SUMMARY
@@ -99,8 +108,10 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
             for name, lineno, p in perplexity_lines(client, paths, key, mode, ctx, strd, bos, encoding_errors,
                                                     size, tick):
                 out.write({"file": name, "line": lineno, **stats(p)} if p is not None
-                          else {"file": name, "line": lineno, "tokens": 0})
+                          else {"file": name, "line": lineno, "tokens": 0, "words": 0, "bytes": 0})
         return
+    several = len(paths) > 1 and not per_line and not per_token
+    totals: list = []
     with open_writer(columns, fmt, sig, no_signature) as out, progress("scoring", quiet=quiet) as tick:
         for path in paths:
             name = display_name(path)
@@ -110,7 +121,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
                         p, scored = perplexity(model, line, mode=mode, context=ctx, stride=strd, add_bos=bos)
                     except TooShort:
                         if not per_token:
-                            out.write({"file": name, "line": lineno, "tokens": 0})
+                            out.write({"file": name, "line": lineno, "tokens": 0, "words": 0, "bytes": 0})
                         continue
                     if per_token:
                         out.write_many(token_rows(name, lineno, scored))
@@ -125,4 +136,11 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
                 if per_token:
                     out.write_many(token_rows(name, None, scored))
                 else:
-                    out.write({"file": name, **stats(p)})
+                    out.write({"file": name, **stats(p), **({"total": False} if several else {})})
+                    totals.append(p)
+        if several and totals:
+            nll = sum(p.nll for p in totals)
+            n = sum(p.tokens for p in totals)
+            p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
+                           bytes=sum(p.bytes for p in totals))
+            out.write({"file": TOTAL, **stats(p), "total": True})

@@ -1,17 +1,26 @@
 """Perplexity: token log-probabilities under a model, over windows chosen the way three references do.
 
+The prefix token. As lm-evaluation-harness does, the text's first token is predicted from the model's
+prefix token (BOS when the model defines one, else EOS/EOT), so that every token can be scored
+(`add_bos=True`, the default whenever the model has such a token). `add_bos=False` (`--no-add-bos`)
+leaves the prefix out: the first token is then context only, never scored.
+
 - `sliding` — the transformers perplexity guide: windows of `context` tokens starting every `stride`
   tokens; each window scores only its last `trg_len` tokens (the labels -100 trick), so every token
-  after the first is scored once, with up to `context - stride` tokens of left context. The mean NLL
-  is the guide's: each window's mean loss weighted by `trg_len - 1` (its `num_loss_tokens`).
+  (after the prefix) is scored once, with up to `context - stride` tokens of left context.
 - `disjoint` — lm-evaluation-harness `loglikelihood_rolling`: disjoint windows of `context` tokens,
-  each conditioned on just the previous token (the first on the prefix token: BOS, else EOS); every
-  token is scored.
-- `second-half` — llama.cpp `llama-perplexity`: chunks of `context` tokens (BOS swapped in first when
-  the model adds BOS), scoring only the second half of each chunk; needs 2 x context tokens.
+  each conditioned on just the previous token (the first on the prefix token); every token is scored.
+- `second-half` — llama.cpp `llama-perplexity`: chunks of `context` tokens (the prefix token swapped in
+  first, as llama.cpp swaps BOS), scoring only the second half of each chunk; needs 2 x context tokens.
 
-Normalizations follow lm-evaluation-harness: word perplexity exp(NLL / words) with words =
-len(re.split(r"\\s+", text)), byte perplexity exp(NLL / UTF-8 bytes), bits per byte NLL / bytes / ln 2.
+Every figure is over the scored tokens: the mean NLL is the plain mean of their log-probabilities in
+every mode (for sliding the guide's own figure, each window's mean weighted by `trg_len - 1`, is kept
+as `Scored.guide_mean_nll`), and the byte and word normalizations use the bytes and words those tokens
+cover (`covered`): a token covers its own UTF-8 bytes; words are lm-evaluation-harness's pieces of
+re.split(r"\\s+", text), and a word belongs to the span in which its first byte lies (the empty piece
+after trailing whitespace to the span of the text's last byte). When every token is scored this is
+exactly lm-evaluation-harness: words = len(re.split(r"\\s+", text)), bytes = the text's UTF-8 bytes.
+Word perplexity exp(NLL / words), byte perplexity exp(NLL / bytes), bits per byte NLL / bytes / ln 2.
 """
 
 from __future__ import annotations
@@ -41,7 +50,8 @@ class Scored:
     positions: list[int] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    mean_nll: float = float("nan")  # the mode's own definition (guide weighting for sliding)
+    mean_nll: float = float("nan")  # mean over the scored tokens, -mean(logprobs)
+    guide_mean_nll: float = float("nan")  # sliding only: the transformers guide's trg_len - 1 weighting
 
 
 @dataclass
@@ -134,7 +144,8 @@ def score_sliding(model, ids: list[int], context: int, stride: int, progress=Non
             progress(w + 1, len(starts))
         if end == n:
             break
-    res.mean_nll = weighted / weights if weights else float("nan")
+    res.guide_mean_nll = weighted / weights if weights else float("nan")
+    res.mean_nll = -float(np.mean(res.logprobs)) if res.logprobs else float("nan")
     return res
 
 
@@ -166,7 +177,8 @@ def score_disjoint(model, ids: list[int], context: int, prefix_id: int | None, p
 
 
 def score_second_half(model, ids: list[int], context: int, bos_id: int | None, progress=None) -> Scored:
-    """llama.cpp perplexity: n_chunk = len // context chunks, each scoring tokens context/2+1 .. context-1."""
+    """llama.cpp perplexity: n_chunk = len // context chunks, each scoring tokens context/2+1 .. context-1
+    (`bos_id`, when given, replaces each chunk's first token)."""
     if len(ids) < 2 * context:
         raise NlpkitError(f"--mode second-half needs at least 2 x context = {2 * context} tokens, the text has "
                           f"{len(ids)} (lower --context or use --mode sliding)")
@@ -200,37 +212,81 @@ def check_window(mode: str, context: int, stride: int | None) -> None:
         raise UsageError(f"--stride {stride} must be between 1 and --context {context}")
 
 
+def prefix_token(config) -> int | None:
+    """The token a text's first token is predicted from: BOS when the model defines one, else EOS/EOT
+    (lm-evaluation-harness `prefix_token_id`); None when the model has neither."""
+    return config.bos_id if config.bos_id is not None else config.eos_id
+
+
 def score_ids(model, ids: list[int], *, mode: str = "sliding", context: int, stride: int | None = None,
               add_bos: bool = False, progress: Callable | None = None) -> Scored:
-    """Score a token-id list (without BOS; `add_bos` prepends it where the mode's reference does)."""
+    """Score a token-id list (without prefix token; `add_bos` puts the model's prefix token before it:
+    prepended in sliding and disjoint, swapped into each chunk's first place in second-half).
+    `positions` index `ids`."""
     check_window(mode, context, stride)
-    c = model.config
-    bos = c.bos_id if add_bos else None
-    if add_bos and c.bos_id is None:
-        raise NlpkitError("--add-bos: this model defines no BOS token")
-    if mode == "sliding":
-        seq = ([bos] if bos is not None else []) + list(ids)
-        if len(seq) < 2:
-            raise TooShort("text too short: at least 2 tokens (or 1 with BOS) are needed to score one")
-        res = score_sliding(model, seq, context, stride or context, progress)
-        if bos is not None:
-            res.positions = [p - 1 for p in res.positions]
-        return res
+    prefix = prefix_token(model.config) if add_bos else None
+    if add_bos and prefix is None:
+        raise NlpkitError("--add-bos: this model defines no BOS or EOS token to predict the first token from")
     if mode == "disjoint":
-        if not ids:
-            raise TooShort("text too short: nothing to score")
-        prefix = c.bos_id if c.bos_id is not None else c.eos_id
+        if len(ids) < (1 if prefix is not None else 2):
+            raise TooShort("text too short: at least 2 tokens (or 1 after the prefix token) are needed to score one")
         return score_disjoint(model, list(ids), context, prefix, progress)
-    seq = ([bos] if bos is not None else []) + list(ids)
-    res = score_second_half(model, seq, context, bos, progress)
-    if bos is not None:
+    seq = ([prefix] if prefix is not None else []) + list(ids)
+    if mode == "sliding":
+        if len(seq) < 2:
+            raise TooShort("text too short: at least 2 tokens (or 1 after the prefix token) are needed to score one")
+        res = score_sliding(model, seq, context, stride or context, progress)
+    else:
+        res = score_second_half(model, seq, context, prefix, progress)
+    if prefix is not None:
         res.positions = [p - 1 for p in res.positions]
     return res
 
 
+def covered(text: str, token_bytes: list[int], scored: list[int]) -> tuple[int, int]:
+    """(bytes, words) of `text` that the tokens at positions `scored` cover (see the module docstring).
+
+    token_bytes[i] is token i's UTF-8 length; if they do not add up to the text's (a tokenizer that adds
+    a prefix space or normalizes), the first token absorbs the difference.
+    """
+    raw_len = len(text.encode("utf-8"))
+    lens = np.asarray(token_bytes, dtype=np.int64)
+    if len(lens) and lens.sum() != raw_len:
+        lens = lens.copy()
+        lens[0] = max(lens[0] + raw_len - lens.sum(), 0)
+    mask = np.zeros(len(lens), dtype=bool)
+    mask[np.asarray(scored, dtype=np.int64)] = True
+    nbytes = int(lens[mask].sum())
+    if mask.all():
+        return raw_len, count_words(text)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])  # token i covers bytes starts[i] .. starts[i]+lens[i]-1
+    word_chars = np.array([0] + [m.end() for m in re.finditer(r"\s+", text)], dtype=np.int64)
+    if raw_len == len(text):  # ASCII: characters are bytes
+        word_bytes = word_chars
+    else:
+        cps = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        clen = 1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)
+        word_bytes = np.concatenate([[0], np.cumsum(clen)])[word_chars]
+    word_bytes = np.minimum(word_bytes, max(raw_len - 1, 0))  # the empty piece after trailing whitespace
+    tok = np.searchsorted(starts, word_bytes, side="right") - 1
+    words = int(mask[np.clip(tok, 0, len(mask) - 1)].sum()) if len(mask) else 0
+    return nbytes, words
+
+
+def check_context(model, context: int) -> None:
+    """A usage error when `context` exceeds the positions the model was trained on, unless RoPE scaling
+    (the model's own or --rope-scaling) is in force."""
+    c = model.config
+    if context > c.max_seq_len and not c.rope_scaling:
+        hint = " or set a RoPE scaling (--rope-scaling)" if c.arch == "llama" else ""
+        raise UsageError(f"--context {context} exceeds the {c.max_seq_len} positions this model was trained on: "
+                         f"use --context {c.max_seq_len} or less{hint}")
+
+
 def perplexity(model, text: str, *, mode: str = "sliding", context: int | None = None, stride: int | None = None,
                add_bos: bool | None = None, progress: Callable | None = None) -> tuple[Perplexity, Scored]:
-    """Tokenize `text` with the model's tokenizer and score it.
+    """Tokenize `text` with the model's tokenizer and score it; `add_bos` None: the prefix token whenever
+    the model has one. Raises TooShort when no token can be scored.
 
     >>> perplexity(load_model(), "The cat sat.", context=512)[0].token_perplexity   # doctest: +SKIP
     """
@@ -238,17 +294,18 @@ def perplexity(model, text: str, *, mode: str = "sliding", context: int | None =
     if not text:
         raise TooShort("empty text: nothing to score")
     context = context or default_context(model)
-    if model.config.arch == "gpt2" and context > model.config.max_seq_len:
-        raise UsageError(f"--context {context} exceeds this GPT-2 model's {model.config.max_seq_len} positions")
-    add_bos = model.config.add_bos if add_bos is None else add_bos
+    check_context(model, context)
+    if add_bos is None:
+        add_bos = prefix_token(model.config) is not None
     if mode == "sliding" and stride is None:
         stride = default_stride(context)
     check_window(mode, context, stride)
-    ids = model.tokenizer.encode(text)
+    tok = model.tokenizer
+    ids = tok.encode(text)
     res = score_ids(model, ids, mode=mode, context=context, stride=stride, add_bos=add_bos, progress=progress)
+    nbytes, words = covered(text, [len(tok.decode_bytes([i])) for i in ids], res.positions)
     nll = -float(np.sum(res.logprobs))
-    return Perplexity(tokens=len(res.logprobs), nll=nll, mean_nll=res.mean_nll, words=count_words(text),
-                      bytes=len(text.encode("utf-8"))), res
+    return Perplexity(tokens=len(res.logprobs), nll=nll, mean_nll=res.mean_nll, words=words, bytes=nbytes), res
 
 
 def default_context(model) -> int:

@@ -35,8 +35,13 @@ def fixture(name: str):
 def test_perplexity_modes_equal_transformers_procedures(name, case):
     model, ref = fixture(name)
     mode, context, stride = CASES[case]
-    got = score_ids(model, ref["ppl_ids"], mode=mode, context=context, stride=stride, add_bos=ref["add_bos"])
-    assert got.mean_nll == pytest.approx(ref["ppl"][case], rel=1e-6)
+    # the reference procedures: the guide and llama.cpp with BOS as the tokenizer adds it, the harness
+    # always with its prefix token
+    add_bos = True if mode == "disjoint" else ref["add_bos"]
+    got = score_ids(model, ref["ppl_ids"], mode=mode, context=context, stride=stride, add_bos=add_bos)
+    # sliding: the guide's own figure weights each window's mean by trg_len - 1; nlpkit prints the exact mean
+    assert (got.guide_mean_nll if mode == "sliding" else got.mean_nll) == pytest.approx(ref["ppl"][case], rel=1e-6)
+    assert got.mean_nll == pytest.approx(-np.mean(got.logprobs), rel=1e-12)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama-gqa"])
@@ -100,9 +105,12 @@ def test_cli_prints_summary_tsv(cli, tmp_path):
             "--format", "jsonl")
     assert r.returncode == 0, r.stderr
     rec = json.loads(r.stdout.decode().splitlines()[0])
-    assert rec["mean_nll"] == pytest.approx(ref["ppl"]["sliding_c24_s8"], rel=1e-6)
-    assert rec["token_ppl"] == pytest.approx(math.exp(ref["ppl"]["sliding_c24_s8"]), rel=1e-6)
-    assert rec["words"] == ref["words"] and rec["bytes"] == ref["bytes"]
+    model, _ = fixture("llama-gqa")
+    core = score_ids(model, ref["ppl_ids"], mode="sliding", context=24, stride=8, add_bos=True)
+    assert core.guide_mean_nll == pytest.approx(ref["ppl"]["sliding_c24_s8"], rel=1e-6)
+    assert rec["mean_nll"] == pytest.approx(-np.mean(core.logprobs), rel=1e-9)
+    assert rec["token_ppl"] == pytest.approx(math.exp(rec["mean_nll"]), rel=1e-9)
+    assert rec["words"] == ref["words"] and rec["bytes"] == ref["bytes"]  # BOS: every token scored
     assert rec["signature"].startswith("perplexity|model:llama-gqa|mode:sliding|ctx:24|stride:8|bos:yes")
 
 
@@ -115,6 +123,9 @@ def test_cli_per_line_and_per_token_from_stdin(cli):
     assert [ln.split("\t")[1] for ln in lines[1:]] == ["1", "2", "3"]
     assert lines[2].split("\t")[2] == "0"  # the empty line has nothing to score
     r = cli(*args, "--per-token", "--format", "jsonl", "--no-signature", input="It is a truth.")
+    recs = [json.loads(x) for x in r.stdout.decode().splitlines()]
+    assert [x["position"] for x in recs] == list(range(len(recs)))  # the first token from the prefix (EOS) token
+    r = cli(*args, "--per-token", "--format", "jsonl", "--no-signature", "--no-add-bos", input="It is a truth.")
     recs = [json.loads(x) for x in r.stdout.decode().splitlines()]
     assert [x["position"] for x in recs] == list(range(1, len(recs) + 1))
     assert all(x["logprob"] < 0 for x in recs) and "signature" not in recs[0]
@@ -143,3 +154,131 @@ def test_cli_bad_input(cli, tmp_path):
     assert r.returncode == 1 and b"no config.json" in r.stderr
     r = cli("perplexity", "--model", model, "--rope-scaling", "yarn", "--rope-factor", "2", input="hello there")
     assert r.returncode == 2 and b"RoPE" in r.stderr
+
+
+# ------------------------------------------- every figure over the scored tokens (issue 14)
+
+SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "text" / "held_out_sample.txt"
+DEFAULT = Path(__file__).resolve().parents[2] / "nlpkit" / "lm" / "default"
+
+
+@pytest.fixture(scope="module")
+def default_model():
+    if not (DEFAULT / "model.safetensors").is_file():
+        pytest.skip("nlpkit/lm/default/ is not built")
+    return load_model(str(DEFAULT))
+
+
+def assert_second_half_close_to_disjoint(model, text: str, context: int) -> None:
+    """second-half scores only half of each chunk: its bits/byte must still be a per-byte figure."""
+    dj, _ = perplexity(model, text, mode="disjoint", context=context)
+    sh, _ = perplexity(model, text, mode="second-half", context=context)
+    assert sh.bytes < 0.6 * dj.bytes and sh.words < 0.6 * dj.words  # the bytes and words it scored
+    assert sh.bits_per_byte == pytest.approx(dj.bits_per_byte, rel=0.05)
+    assert sh.word_perplexity == pytest.approx(dj.word_perplexity, rel=0.25)
+
+
+def test_second_half_bits_per_byte_near_disjoint_on_committed_text(default_model):
+    assert_second_half_close_to_disjoint(default_model, SAMPLE.read_text(encoding="utf-8"), 128)
+
+
+def test_second_half_bits_per_byte_near_disjoint_on_held_out_persuasion(default_model, shared_data):
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    import gutenberg
+    raw = gutenberg.held_out_text(shared_data).encode("utf-8")[:20_000]
+    assert_second_half_close_to_disjoint(default_model, raw[: raw.rindex(b"\n")].decode("utf-8"), 512)
+
+
+def test_covered_bytes_and_words_follow_the_first_byte_rule():
+    from nlpkit.lm.scoring import covered
+    text = "It was  a café\n"  # pieces of re.split: It / was / a / café / '' (the empty tail)
+    lens = [2, 4, 3, 6, 1]  # "It", " was", "  a", " café", "\n"
+    assert covered(text, lens, range(5)) == (16, 5)
+    assert covered(text, lens, [1, 2, 3, 4]) == (14, 4)  # "It" left out
+    assert covered(text, lens, [0]) == (2, 1)
+    assert covered(text, lens, [2]) == (3, 1)  # "  a": the word a starts in it
+    assert covered(text, lens, [3]) == (6, 1)
+    assert covered(text, lens, [4]) == (1, 1)  # the empty tail belongs to the last byte's token
+    assert covered("ab", [1, 1], [1]) == (1, 0)  # a word split across tokens belongs to its first byte's
+
+
+def test_first_token_is_predicted_from_the_prefix_token(default_model):
+    p, scored = perplexity(default_model, "It was")
+    assert scored.positions == [0, 1] and (p.tokens, p.bytes, p.words) == (2, 6, 2)
+    p, scored = perplexity(default_model, "It was", add_bos=False)
+    assert scored.positions == [1] and (p.tokens, p.bytes, p.words) == (1, 4, 1)  # " was"
+    p, _ = perplexity(default_model, "It")  # one token: scored
+    assert p.tokens == 1 and p.bits_per_byte > 0
+
+
+@pytest.mark.parametrize("mode, bos", [("sliding", "--add-bos"), ("sliding", "--no-add-bos"),
+                                       ("disjoint", "--add-bos")])
+def test_cli_per_line_records_are_consistent(cli, mode, bos):
+    text = "".join(SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)[:6]) + "It\n"
+    r = cli("perplexity", "-", "--model", str(DEFAULT), "--per-line", "--mode", mode, "--context", "64",
+            bos, "--format", "jsonl", "--no-signature", input=text)
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(x) for x in r.stdout.decode().splitlines()]
+    assert len(recs) == len(text.splitlines())
+    for rec in recs:
+        if rec["tokens"] == 0:
+            assert rec["bytes"] == 0 and rec["words"] == 0
+            continue
+        lhs, rhs = rec["bits_per_byte"] * rec["bytes"] * math.log(2), rec["tokens"] * rec["mean_nll"]
+        assert lhs == pytest.approx(rhs, rel=1e-9)
+        assert rec["word_ppl"] == pytest.approx(math.exp(rhs / rec["words"]), rel=1e-9)
+    last = recs[-1]  # the one-token line "It"
+    if bos == "--add-bos":
+        assert last["tokens"] == 1 and last["bytes"] == 2 and last["words"] == 1 and last["bits_per_byte"] > 0
+    else:
+        assert last["tokens"] == 0
+
+
+@pytest.mark.parametrize("mode", ["sliding", "disjoint", "second-half"])
+def test_cli_tokens_mean_nll_bits_per_byte_and_per_token_agree(cli, mode):
+    args = ("perplexity", str(SAMPLE), "--model", str(DEFAULT), "--mode", mode, "--context", "128",
+            "--format", "jsonl", "--no-signature")
+    if mode == "sliding":
+        args += ("--stride", "48")  # uneven windows: the guide's trg_len - 1 weighting would differ
+    summary = json.loads(cli(*args).stdout)
+    tokens = [json.loads(x) for x in cli(*args, "--per-token").stdout.decode().splitlines()]
+    logprobs = [t["logprob"] for t in tokens]
+    assert summary["tokens"] == len(logprobs)
+    assert summary["mean_nll"] == pytest.approx(-math.fsum(logprobs) / len(logprobs), rel=1e-9)
+    lhs = summary["bits_per_byte"] * summary["bytes"] * math.log(2)
+    assert lhs == pytest.approx(summary["tokens"] * summary["mean_nll"], rel=1e-9)
+
+
+def test_context_past_the_trained_positions_is_refused(cli, default_model):
+    from nlpkit.lm.scoring import check_context
+    r = cli("perplexity", "--model", str(DEFAULT), "--context", "1000000000", input="hello there")
+    assert r.returncode == 2 and b"512" in r.stderr and b"--context" in r.stderr
+    check_context(default_model, 512)
+    with pytest.raises(UsageError, match="512 positions"):
+        check_context(default_model, 513)
+    yarn, _ = fixture("llama-yarn")  # the model's own RoPE scaling: longer contexts allowed
+    check_context(yarn, 10 * yarn.config.max_seq_len)
+    r = cli("perplexity", "--model", str(LM / "gpt2"), "--context", "65", input="hello there")
+    assert r.returncode == 2 and b"64 positions" in r.stderr
+
+
+def test_cli_several_files_end_with_a_marked_corpus_total(cli, tmp_path):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("It is a truth universally acknowledged.\n", encoding="utf-8")
+    b.write_text("However little known the feelings of such a man may be.\n", encoding="utf-8")
+    args = ("perplexity", str(a), str(b), "--model", str(LM / "gpt2"), "--context", "16")
+    recs = [json.loads(x) for x in cli(*args, "--format", "jsonl").stdout.decode().splitlines()]
+    assert [r["total"] for r in recs] == [False, False, True] and recs[2]["file"] == "(total)"
+    files, total = recs[:2], recs[2]
+    for k in ("tokens", "words", "bytes"):
+        assert total[k] == sum(r[k] for r in files)
+    nll = sum(r["tokens"] * r["mean_nll"] for r in files)
+    assert total["mean_nll"] == pytest.approx(nll / total["tokens"], rel=1e-9)
+    assert total["bits_per_byte"] == pytest.approx(nll / total["bytes"] / math.log(2), rel=1e-9)
+    doc = json.loads(cli(*args, "--format", "json").stdout)
+    assert [r["total"] for r in doc["results"]] == [False, False, True]
+    tsv = cli(*args, "--format", "tsv").stdout.decode().splitlines()
+    assert [ln.split("\t")[0] for ln in tsv] == ["file", str(a), str(b), "(total)"]
+    one = json.loads(cli("perplexity", str(a), "--model", str(LM / "gpt2"), "--format", "jsonl").stdout)
+    assert "total" not in one
