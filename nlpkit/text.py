@@ -30,7 +30,7 @@ from typing import Iterable, Pattern
 from nlpkit.errors import NlpkitError, UsageError
 
 DEFAULT_PATTERN = r"(?u)\b\w\w+\b"
-BUILTIN_STOPWORDS = ("english", "lucene")  # english = NLTK's 179 words; lucene = 33 words
+BUILTIN_STOPWORDS = ("english", "sklearn", "lucene")  # NLTK's 179 words; scikit-learn's 318; Lucene's 33
 _DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 # Sentence breaks for co-occurrence counting: end punctuation and line ends.
@@ -69,7 +69,8 @@ def compile_pattern(pattern: str | None = None) -> Pattern:
 
 
 def load_stopwords(spec: str | Iterable[str] | None) -> frozenset[str]:
-    """A stopword set from a name (``english``, ``lucene``, ``none``), a file path or words.
+    """A stopword set from a name (``english`` = NLTK's list, ``sklearn`` = scikit-learn's
+    ``ENGLISH_STOP_WORDS``, ``lucene``, ``none``), a file path or words.
 
     A file has one word per line; blank lines and lines starting with ``#`` are ignored.
 

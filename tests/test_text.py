@@ -127,3 +127,9 @@ def test_block_encoder_fast_path_equals_regex_path(text, brk, pattern, lowercase
         assert run(fast) == run(slow)
     finally:
         corpus.FAST_MAX_MULTIBYTE = 0.1
+
+
+def test_sklearn_stopwords_are_scikit_learns_list():
+    sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")
+    assert load_stopwords("sklearn") == frozenset(sklearn_text.ENGLISH_STOP_WORDS)
+    assert stopwords_name("sklearn") == "sklearn"

@@ -37,7 +37,7 @@ def model_options(f):
                      help="Length normalisation."),
         click.option("--delta", type=FiniteFloat(min=0), default=0.5, show_default=True,
                      help="bm25l / bm25+ lower bound (ignored by the others)."),
-        click.option("--stopwords", default=None, metavar="english|lucene|none|FILE",
+        click.option("--stopwords", default=None, metavar="english|sklearn|lucene|none|FILE",
                      help="Drop these words: a built-in list, or a file (one word a line) [none]."),
         click.option("--token-pattern", default=None, metavar="REGEX",
                      help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn and bm25s]."),

@@ -22,8 +22,8 @@ from nlpkit.cli.common import common_options, dask_options, input_paths, open_wr
               help="Print the K best n-grams (0 = all); with --matrix, the K most frequent words.")
 @click.option("--log-base", type=click.Choice(["2", "e", "10"]), default="2", show_default=True,
               help="Logarithm base of pmi/ppmi (npmi does not depend on it).")
-@click.option("--stopwords", default="none", show_default=True, metavar="english|lucene|none|FILE",
-              help="Drop these words before counting (english = NLTK's list).")
+@click.option("--stopwords", default="none", show_default=True, metavar="english|sklearn|lucene|none|FILE",
+              help="Drop these words before counting (english = NLTK's list, sklearn = scikit-learn's).")
 @click.option("--token-pattern", default=None, metavar="REGEX",
               help=r"Token regex [default: (?u)\b\w\w+\b, words of 2+ characters, as scikit-learn].")
 @click.option("--lowercase/--no-lowercase", default=True, show_default=True, help="Lowercase the text first.")

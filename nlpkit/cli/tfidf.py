@@ -52,8 +52,8 @@ def _df_value(value: str, name: str) -> float:
 @click.option("--max-df", default="1.0", show_default=True, metavar="N|P",
               help="Drop terms in more documents (count, or proportion 0-1).")
 @click.option("--ngram-range", default="1,1", show_default=True, metavar="MIN,MAX", help="Word n-grams, up to 3.")
-@click.option("--stopwords", default="none", show_default=True, metavar="english|lucene|none|FILE",
-              help="Drop these words (english = NLTK's list).")
+@click.option("--stopwords", default="none", show_default=True, metavar="english|sklearn|lucene|none|FILE",
+              help="Drop these words (english = NLTK's list, sklearn = scikit-learn's).")
 @click.option("--token-pattern", default=None, metavar="REGEX",
               help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn].")
 @click.option("--lowercase/--no-lowercase", default=True, show_default=True, help="Lowercase the text first.")

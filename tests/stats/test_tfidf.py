@@ -213,3 +213,13 @@ def test_empty_and_all_stopword_corpora_are_clear_errors():
         tfidf(["cat", "dog", "cat dog"], max_df=1)
     with pytest.raises(UsageError, match="fewer documents than --min-df"):
         tfidf(["cat", "dog", "cat dog"], min_df=3, max_df=2)
+
+
+def test_sklearn_stopwords_equal_tfidfvectorizer_stop_words_english():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    docs = ["The cat sat on the mat, and then it slept.", "Would the dog have found the cat anyway?",
+            "Nobody else could see whatever the dog saw."]
+    vec = TfidfVectorizer(stop_words="english")  # scikit-learn's own list, not NLTK's
+    m = tfidf(docs, tokenizer=WordTokenizer(stopwords="sklearn"))
+    assert_equals_sklearn(m, vec.fit_transform(docs), vec)
