@@ -362,16 +362,34 @@ def _log(base: str) -> Callable[[np.ndarray], np.ndarray]:
     return LOG_BASES[base]
 
 
+_MATH_LOGS = {"2": math.log2, "e": math.log, "10": math.log10}
+
+
+def _libm_log(base: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The log NLTK takes (Python's math.log2, libm's), once per distinct value: np.log2 can differ
+    from it in the last bit (np.log2(60000.0) - np.log2(109 * 73) is 1 ulp off math.log2's)."""
+    fn = _MATH_LOGS[base]
+
+    def log(x: np.ndarray) -> np.ndarray:  # [P] float64 -> [P]
+        u, inv = np.unique(x, return_inverse=True)
+        return np.fromiter(map(fn, u.tolist()), np.float64, len(u))[inv.reshape(x.shape)]
+    return log
+
+
 def score(co: Cooccurrence, ids: np.ndarray, counts: np.ndarray, measure: str = "pmi",
-          log_base: str = "2") -> np.ndarray:  # [P, n], [P] -> [P]
+          log_base: str = "2", exact: bool = True) -> np.ndarray:  # [P, n], [P] -> [P]
     """Scores of n-grams with raw counts `counts`, in NLTK's order of float operations.
 
-    Bigram pmi is ``log(c/(w-1) * N) - log(f(x) f(y))`` exactly as NLTK computes it, so the
-    scores (and the order of ties) are bit-identical to BigramAssocMeasures.pmi.
+    Bigram pmi is ``log2(c/(w-1) * N) - log2(f(x) f(y))`` exactly as NLTK computes it, math.log2
+    of the same two products, so the scores (and the order of ties) are bit-identical to
+    BigramAssocMeasures.pmi. `exact=False` uses numpy's log (last-bit differences; for
+    preselecting candidates).
     """
     if measure not in MEASURES:
         raise UsageError(f"--measure must be one of {', '.join(MEASURES)}; got {measure!r}")
     log = _log(log_base)
+    if exact and measure != "npmi":
+        log = _libm_log(log_base)
     f = co.unigram
     N = co.n_tokens
     if co.ngram == 2:
@@ -413,6 +431,11 @@ def ranked(co: Cooccurrence, measure: str = "pmi", log_base: str = "2", min_coun
     sel = co.counts >= min_count
     keys, counts = co.keys[sel], co.counts[sel]
     ids = co.ngram_ids(keys)
+    if top and top < len(counts):  # candidates by numpy's log (cheap), then exact scores for them only
+        fast = score(co, ids, counts, measure, log_base, exact=False)
+        kth = np.partition(-fast, top - 1)[top - 1]
+        cand = np.flatnonzero(-fast <= kth + 1e-9 * (1.0 + abs(kth)))  # a margin far above the last-bit
+        ids, counts = ids[cand], counts[cand]                            # differences
     scores = score(co, ids, counts, measure, log_base)
     if top and top < len(scores):                  # candidates: everything tied with the k-th
         kth = np.partition(-scores, top - 1)[top - 1]
