@@ -407,7 +407,11 @@ class Model:
                                       f"(use a sliding window: perplexity --context)")
                 x = x + w.pos_embed[start:start + t]
             pool = RowPool(n_threads) if n_threads > 1 else SERIAL
-            with single_threaded_blas() if n_threads > 1 else nullcontext():
+            # a small batch (sampling -n N decode steps): gemms of a few rows, where BLAS threads cost more in
+            # synchronisation than they give (measured: sample -n 8 15x slower with 2 BLAS threads on a busy
+            # machine); one BLAS thread, as in decode. Batch-1 steps keep BLAS's own setting.
+            small_batch = b > 1 and b * t < PARALLEL_MIN_TOKENS
+            with single_threaded_blas() if n_threads > 1 or small_batch else nullcontext():
                 for li, layer in enumerate(w.layers):
                     if c.arch == "gpt2":
                         x = block(x, c, *gpt2_rows(layer, c), cache, li, mask, pool)
