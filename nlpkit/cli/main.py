@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tokenize": ("nlpkit.cli.tokenize", "Token ids, pieces or counts of text (any BPE tokenizer, GGUF); ids to text."),
     "bm25": ("nlpkit.cli.bm25", "BM25 index, search and add (five variants); TREC runs, IR metrics."),
     "rrf": ("nlpkit.cli.rrf", "Reciprocal rank fusion of TREC runs or ranked lists."),
+    "ngram-train": ("nlpkit.cli.ngram_train", "Train an n-gram LM (modified Kneser-Ney as KenLM lmplz, MLE, add-k) as ARPA."),
     "bleu": ("nlpkit.cli.bleu", "BLEU / chrF / TER with sacrebleu: many systems, signed, significance."),
     "completion": ("nlpkit.cli.completion", "Print the shell completion script (bash, zsh or fish)."),
 }

@@ -51,6 +51,12 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
       nlpkit perplexity --per-line sentences.txt --format jsonl
       echo "The cat sat on the mat." | nlpkit perplexity --per-token
     """
+    from nlpkit.cli.ngram import ngram_model_path
+    if ngram_model_path(model_path):  # an ARPA / counts file: KenLM query's figures (nlpkit/cli/ngram.py)
+        from nlpkit.cli.ngram import ngram_perplexity, refuse_neural_options
+        refuse_neural_options(click.get_current_context())
+        return ngram_perplexity(ngram_model_path(model_path), input_paths(files, "text"), per_line, per_token,
+                                fmt, no_signature, quiet, encoding_errors)
     if stride is not None and context is not None and stride > context:
         raise click.BadParameter(f"--stride {stride} is larger than --context {context}", param_hint="--stride")
     if stride is not None and mode != "sliding":

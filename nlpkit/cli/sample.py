@@ -42,8 +42,15 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_toke
       nlpkit sample "The weather today" --dist --top-p 0.9
       nlpkit sample -m SmolLM2-135M-Instruct.Q4_1.gguf --chat "Name a fruit." --system "Answer in one word." -n 4
     """
+    from nlpkit.cli.ngram import ngram_model_path
     from nlpkit.lm.generation import GenerationStats, next_token_distribution, sample_batch
 
+    if ngram_model_path(model_path):  # an ARPA / counts file (nlpkit/cli/ngram.py)
+        from nlpkit.cli.ngram import ngram_sample, ngram_sampling, refuse_neural_options
+        refuse_neural_options(click.get_current_context())
+        cfg, seed = ngram_sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed)
+        return ngram_sample(ngram_model_path(model_path), read_prompt(prompt, encoding_errors), n, dist, cfg,
+                            max_new_tokens, seed, stops, ignore_eos, stats, fmt, no_signature, quiet)
     model = load_for_decoding(model_path, rope_scaling, rope_factor)
     cfg = sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty)
     seed = resolve_seed(seed)

@@ -44,8 +44,10 @@ BREAK_DOC = r"\x00"
 _LEADING_FLAGS = re.compile(r"^(?:\(\?[aiLmsux]+\))+")
 
 
-def iter_blocks(path: str, errors: str = "strict", block_bytes: int | None = None) -> Iterator[str]:
-    """Yield a file's text in blocks that end at a line end; ``\\r\\n`` -> ``\\n``; BOM dropped.
+def iter_blocks(path: str, errors: str = "strict", block_bytes: int | None = None,
+                keep_bom: bool = False) -> Iterator[str]:
+    """Yield a file's text in blocks that end at a line end; ``\\r\\n`` -> ``\\n``; BOM dropped
+    (kept as U+FEFF with `keep_bom`, as KenLM keeps it in the first word).
 
     Undecodable bytes raise `NlpkitError` naming the file and line, as `nlpkit.io` does.
     """
@@ -58,7 +60,7 @@ def iter_blocks(path: str, errors: str = "strict", block_bytes: int | None = Non
         while True:
             chunk = f.read(block_bytes)
             data = rest + chunk
-            if first and data.startswith(b"\xef\xbb\xbf"):
+            if first and not keep_bom and data.startswith(b"\xef\xbb\xbf"):
                 data = data[3:]
             first = False
             if not chunk:

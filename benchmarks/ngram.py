@@ -1,0 +1,208 @@
+"""n-gram models: nlpkit against KenLM (lmplz, and the `kenlm` Python module), side by side in one run.
+
+    python benchmarks/ngram.py [--order 5] [--skip-train] [--skip-query] [--skip-heldout]
+
+1. Training on the whole Gutenberg corpus (30 novels, 33 MB, as distributed): `nlpkit ngram-train
+   --order 5` against `lmplz -o 5 -S 2G --discount_fallback` (when built: $KENLM_BIN, see
+   tools/make_ngram_fixtures.py), each in its own process: wall time, CPU time and peak RSS; then both
+   ARPA files are loaded and compared (same n-grams, largest log10 difference).
+2. Loading and querying a 5-gram ARPA of about 100 MB (trained by lmplz, else nlpkit, on the first
+   novels up to 5 MB): load time, and the time to score Persuasion (`105.txt`, line by line, words and
+   </s>) with nlpkit (`score_lines`) and with the `kenlm` module (`Model.full_scores` per line, the
+   same numbers as `query`; `pip install kenlm` builds it from source). Total log10 p is checked equal.
+3. Held-out perplexity of orders 2-5 on Persuasion, cleaned as the default model's card does
+   (tools/gutenberg.py: header, licence, BOM removed, LF), trained on the other 29 novels cleaned the
+   same way, beside the shipped neural model's bits per byte on the same novel (from its card,
+   nlpkit/lm/default/README.md: 1.508 bits per byte on the whole novel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+DATA = Path(os.environ.get("NLPKIT_DATA", REPO.parent / "shared" / "data")) / "gutenberg"
+KENLM_BIN = Path(os.environ.get("KENLM_BIN", "/work/build/kenlm/build/bin"))
+NEURAL_BPB = 1.508      # default model card, whole held-out novel
+
+
+def run_measured(cmd: list[str], stdin_paths: list[Path] | None = None, env=None) -> tuple[float, float, float]:
+    """Run a command; (wall s, cpu s, peak RSS MB) of that process alone (os.wait4)."""
+    t0 = time.perf_counter()
+    if stdin_paths:
+        cat = subprocess.Popen(["cat", *map(str, stdin_paths)], stdout=subprocess.PIPE)
+        p = subprocess.Popen(cmd, stdin=cat.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        cat.stdout.close()
+    else:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    if status != 0:
+        sys.exit(f"failed: {' '.join(cmd)}")
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+
+
+def lmplz_cmd(order: int, out: Path) -> list[str]:
+    return ["sh", "-c", f"{KENLM_BIN / 'lmplz'} -o {order} -S 2G --discount_fallback -T {tempfile.gettempdir()} "
+                        f"> {out}"]
+
+
+def compare_arpas(a: Path, b: Path) -> str:
+    from nlpkit.lm.ngram.model import load_ngram_model
+    import numpy as np
+
+    ma, mb = load_ngram_model(a), load_ngram_model(b)
+    if ma.vocab != mb.vocab:
+        # same words, maybe another order: map b's ids to a's
+        if set(ma.vocab) != set(mb.vocab):
+            return "different vocabularies"
+    worst, same = 0.0, True
+    for k in range(ma.order):
+        if len(ma.keys[k]) != len(mb.keys[k]):
+            same = False
+            continue
+        if ma.vocab == mb.vocab:
+            same &= bool(np.array_equal(ma.keys[k], mb.keys[k]))
+            worst = max(worst, float(np.abs(ma.logprob[k] - mb.logprob[k]).max()),
+                        float(np.abs(ma.backoff[k] - mb.backoff[k]).max()))
+    return f"same n-grams: {same}; max |log10 diff| {worst:.1e}" if ma.vocab == mb.vocab else \
+        f"same n-gram counts per order: {same}"
+
+
+def bench_train(order: int) -> None:
+    paths = sorted(p for p in DATA.glob("*.txt"))
+    mb = sum(p.stat().st_size for p in paths) / 1e6
+    print(f"\n== training, order {order}, {len(paths)} files, {mb:.1f} MB ({os.cpu_count()} CPUs, "
+          f"load {os.getloadavg()[0]:.1f})")
+    tmp = Path(tempfile.mkdtemp(prefix="ngram-bench-"))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    mine = tmp / "nlpkit.arpa"
+    o = run_measured([sys.executable, "-m", "nlpkit", "ngram-train", *map(str, paths), "-o", str(mine),
+                      "--order", str(order), "-q"], env=env)
+    print(f"{'task':28s} {'tool':8s} {'wall s':>8s} {'cpu s':>8s} {'peak MB':>8s}")
+    print(f"{'ngram-train / lmplz':28s} {'nlpkit':8s} {o[0]:8.1f} {o[1]:8.1f} {o[2]:8.0f}")
+    if (KENLM_BIN / "lmplz").exists():
+        ref = tmp / "lmplz.arpa"
+        t = run_measured(lmplz_cmd(order, ref), stdin_paths=paths)
+        print(f"{'':28s} {'lmplz':8s} {t[0]:8.1f} {t[1]:8.1f} {t[2]:8.0f}   "
+              f"ratio wall {o[0] / t[0]:.1f}x, memory {o[2] / t[2]:.1f}x (nlpkit / lmplz)")
+        print(f"check: {compare_arpas(mine, ref)}; ARPA {mine.stat().st_size / 1e6:.0f} MB")
+    else:
+        print(f"lmplz not built ({KENLM_BIN}): see tools/make_ngram_fixtures.py")
+
+
+def bench_query(order: int) -> None:
+    import numpy as np
+
+    from nlpkit.lm.ngram.model import load_ngram_model
+    from nlpkit.lm.ngram.scoring import score_lines
+
+    tmp = Path(tempfile.mkdtemp(prefix="ngram-bench-"))
+    paths, total = [], 0
+    for p in sorted(DATA.glob("*.txt")):
+        if p.name == "105.txt":
+            continue
+        paths.append(p)
+        total += p.stat().st_size
+        if total >= 5e6:
+            break
+    arpa = tmp / "model.arpa"
+    if (KENLM_BIN / "lmplz").exists():
+        run_measured(lmplz_cmd(order, arpa), stdin_paths=paths)
+        made = "lmplz"
+    else:
+        from nlpkit.lm.ngram.train import train_ngram
+        train_ngram([str(p) for p in paths], str(arpa), order=order)
+        made = "nlpkit"
+    lines = (DATA / "105.txt").read_text(encoding="utf-8").splitlines()
+    print(f"\n== loading and querying a {order}-gram ARPA of {arpa.stat().st_size / 1e6:.0f} MB ({made}, "
+          f"{total / 1e6:.1f} MB of text); scoring Persuasion, {len(lines)} lines")
+    t0 = time.perf_counter()
+    model = load_ngram_model(arpa)
+    load_n = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    scores = list(score_lines(model, lines))
+    score_n = time.perf_counter() - t0
+    tokens = sum(len(s.log10) for s in scores)
+    sum_n = float(sum(float(np.sum(s.log10, dtype=np.float64)) for s in scores))
+    print(f"{'task':28s} {'nlpkit':>10s} {'kenlm':>10s} {'ratio':>7s}")
+    try:
+        import kenlm
+    except ImportError:
+        kenlm = None
+    if kenlm is None:
+        print(f"{'load s':28s} {load_n:10.2f} {'-':>10s}")
+        print(f"{'query tokens/s':28s} {tokens / score_n:10.0f} {'-':>10s}   (pip install kenlm for the peer)")
+        return
+    t0 = time.perf_counter()
+    km = kenlm.Model(str(arpa))
+    load_k = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sum_k = 0.0
+    for line in lines:
+        for lp, _, _ in km.full_scores(line, bos=True, eos=True):
+            sum_k += lp
+    score_k = time.perf_counter() - t0
+    print(f"{'load s':28s} {load_n:10.2f} {load_k:10.2f} {load_n / load_k:6.1f}x")
+    print(f"{'query tokens/s':28s} {tokens / score_n:10.0f} {tokens / score_k:10.0f} "
+          f"{score_k / score_n:6.1f}x  (nlpkit speed / kenlm speed)")
+    print(f"check: {tokens} tokens; total log10 p nlpkit {sum_n:.4f}, kenlm {sum_k:.4f}")
+
+
+def bench_heldout() -> None:
+    sys.path.insert(0, str(REPO / "tools"))
+    from gutenberg import held_out_text, training_docs
+
+    from nlpkit.lm.ngram.model import load_ngram_model
+    from nlpkit.lm.ngram.scoring import perplexity_of_lines
+    from nlpkit.lm.ngram.train import train_ngram
+
+    tmp = Path(tempfile.mkdtemp(prefix="ngram-bench-"))
+    train = tmp / "train.txt"
+    train.write_text("\n".join(d.rstrip("\n") for d in training_docs(DATA)) + "\n", encoding="utf-8")
+    held = held_out_text(DATA)
+    lines = held.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    print(f"\n== held-out Persuasion ({len(held.encode()):,} bytes, {len(lines):,} lines), trained on the other "
+          f"29 novels ({train.stat().st_size / 1e6:.1f} MB), Kneser-Ney as lmplz")
+    print(f"{'model':28s} {'tokens':>8s} {'OOV':>6s} {'ppl':>8s} {'ppl-no-oov':>10s} {'bits/byte':>9s} {'train s':>8s}")
+    for order in (2, 3, 4, 5):
+        arpa = tmp / f"kn{order}.arpa"
+        t0 = time.perf_counter()
+        train_ngram([str(train)], str(arpa), order=order)
+        secs = time.perf_counter() - t0
+        p = perplexity_of_lines(load_ngram_model(arpa), lines)
+        print(f"{f'{order}-gram Kneser-Ney':28s} {p.tokens:8d} {p.oov:6d} {p.perplexity:8.1f} {p.perplexity_no_oov:10.1f} "
+              f"{p.bits_per_byte:9.3f} {secs:8.1f}")
+        arpa.unlink()
+    print(f"{'default neural model (card)':28s} {'':>8s} {'':>6s} {'':>8s} {'':>10s} {NEURAL_BPB:9.3f}")
+    print("bits per byte: -sum log2 p over the UTF-8 bytes of the lines and their newlines (what </s> predicts).")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--order", type=int, default=5)
+    ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--skip-query", action="store_true")
+    ap.add_argument("--skip-heldout", action="store_true")
+    args = ap.parse_args()
+    if not DATA.is_dir():
+        sys.exit(f"no corpus at {DATA}")
+    if not args.skip_train:
+        bench_train(args.order)
+    if not args.skip_query:
+        bench_query(args.order)
+    if not args.skip_heldout:
+        bench_heldout()
+
+
+if __name__ == "__main__":
+    main()

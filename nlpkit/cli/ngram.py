@@ -1,0 +1,194 @@
+"""An n-gram model (ARPA or nlpkit counts file) as the --model of perplexity, sample and generate.
+
+The commands call `ngram_model_path` first; when it names an n-gram model they hand over to the
+functions here (core: nlpkit/lm/ngram/), which print the same kinds of records.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from nlpkit.cli.common import open_writer, progress, warn
+
+SUMMARY = ["file", "sentences", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_no_oov", "mean_nll",
+           "bits_per_byte", "bytes"]
+PER_LINE = ["file", "line", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_no_oov", "mean_nll",
+            "bits_per_byte"]
+PER_TOKEN = ["file", "line", "position", "token", "id", "ngram", "log10_prob", "logprob", "oov"]
+NEURAL_ONLY = ("mode", "context", "stride", "add_bos", "rope_scaling", "rope_factor", "no_kv_cache", "sliding",
+               "truncate_prompt", "chat", "system", "messages_file")
+
+
+def ngram_model_path(model_path: str | None) -> str | None:
+    """The model path when it is an n-gram model file (--model, else $NLPKIT_MODEL), else None."""
+    from nlpkit.lm.ngram import is_ngram_model
+
+    path = model_path or os.environ.get("NLPKIT_MODEL") or None
+    return path if path and is_ngram_model(path) else None
+
+
+def refuse_neural_options(ctx: click.Context) -> None:
+    """--mode/--context/--stride (and other options of neural models) mean nothing for an n-gram model."""
+    from click.core import ParameterSource
+
+    for name in NEURAL_ONLY:
+        if name in ctx.params and ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
+            opt = "--" + name.replace("_", "-")
+            if name == "add_bos":
+                opt = "--add-bos/--no-add-bos"
+            raise click.UsageError(f"{opt} does not apply to an n-gram model (each line is scored as one "
+                                   "sentence <s> ... </s>)")
+
+
+def load(path: str, quiet: bool):
+    from nlpkit.lm.ngram import load_ngram_model
+
+    return load_ngram_model(path, warn=lambda m: warn(m, quiet))
+
+
+def _signature(name: str, model, **extra) -> str:
+    from nlpkit.signature import make_signature
+
+    o = model.options
+    return make_signature(name, model=model.name, ngram=f"{model.order}-{model.smoothing if model.kind == 'counts' else 'arpa'}",
+                          lower=o.get("lowercase", "false") == "true",
+                          tok="bpe" if o.get("tokenizer") else "whitespace", **extra)
+
+
+def _record(p) -> dict:
+    return {"sentences": p.sentences, "tokens": p.tokens, "oov": p.oov, "zero_prob": p.zero_prob,
+            "log10_prob": p.log10_total, "ppl": p.perplexity, "ppl_no_oov": p.perplexity_no_oov,
+            "mean_nll": p.mean_nll, "bits_per_byte": p.bits_per_byte, "bytes": p.bytes}
+
+
+def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_token: bool, fmt, no_signature: bool,
+                     quiet: bool, encoding_errors: str) -> None:
+    """`nlpkit perplexity --model lm.arpa`: KenLM query's figures plus NLL and bits per byte."""
+    from nlpkit.errors import NlpkitError
+    from nlpkit.io import iter_lines
+    from nlpkit.lm.ngram.scoring import NgramPerplexity, line_transform, score_lines
+
+    model = load(model_path, quiet)
+    transform = line_transform(model)
+    sig = _signature("perplexity", model)
+    columns = PER_LINE if per_line else SUMMARY
+    if per_token:
+        columns = PER_TOKEN if per_line else [c for c in PER_TOKEN if c != "line"]
+    with open_writer(columns, fmt, sig, no_signature, digits=6) as out, progress("scoring", quiet=quiet):
+        for path in paths:
+            name = "-" if path == "-" else path
+            total = NgramPerplexity()
+            for lineno, s in enumerate(score_lines(model, iter_lines(path, errors=encoding_errors), transform), 1):
+                total.add(s)
+                if per_token:
+                    where = {"file": name, "line": lineno} if per_line else {"file": name}
+                    out.write_many({**where, "position": i, "token": w, "id": int(t), "ngram": int(n),
+                                    "log10_prob": float(lp), "logprob": float(lp) * 2.302585092994046,
+                                    "oov": bool(o)}
+                                   for i, (w, t, n, lp, o) in enumerate(zip(s.words, s.ids, s.ngram, s.log10, s.oov)))
+                elif per_line:
+                    one = NgramPerplexity()
+                    one.add(s)
+                    rec = _record(one)
+                    rec.pop("sentences"), rec.pop("bytes")
+                    out.write({"file": name, "line": lineno, **rec})
+            if total.sentences == 0 and not per_line:
+                raise NlpkitError(f"{'<stdin>' if path == '-' else path}: empty text, nothing to score")
+            if not per_line and not per_token:
+                out.write({"file": name, **_record(total)})
+
+
+def ngram_sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed):
+    """The sampling knobs (unset ones leave the distribution alone) and the seed (a fresh one if unset)."""
+    from nlpkit.lm.sampling import SamplingConfig
+
+    cfg = SamplingConfig(temperature=1.0 if temperature is None else temperature, top_k=top_k or 0,
+                         top_p=1.0 if top_p is None else top_p, min_p=min_p or 0.0,
+                         repetition_penalty=1.0 if repetition_penalty is None else repetition_penalty).validate()
+    if seed is None:
+        import secrets
+
+        seed = secrets.randbelow(2**31)
+    return cfg, seed
+
+
+def _decoding(model_path: str, prompt_text: str, quiet: bool):
+    from nlpkit.lm.ngram.sampling import prompt_history
+    from nlpkit.lm.ngram.scoring import line_transform
+    from nlpkit.lm.ngram.train import piece_detokenizer
+
+    model = load(model_path, quiet)
+    tok = model.options.get("tokenizer") or None
+    history = prompt_history(model, prompt_text, line_transform(model))
+    return model, history, (piece_detokenizer(tok) if tok else None)
+
+
+def _stats_line(st, show: bool) -> None:
+    import sys
+
+    if show:
+        tps = st.new_tokens / st.seconds if st.seconds > 0 else float("inf")
+        rows = f" x {st.batch} rows" if st.batch > 1 else ""
+        sys.stderr.write(f"prompt: {st.prompt_tokens} words; decode: {st.new_tokens}{rows} words in "
+                         f"{st.seconds:.3f} s ({tps:.1f} words/s); finish: {st.finish}\n")
+
+
+def ngram_sample(model_path: str, prompt_text: str, n: int, dist: bool, cfg, max_new_tokens: int, seed: int,
+                 stops, ignore_eos: bool, stats: bool, fmt, no_signature: bool, quiet: bool) -> None:
+    """`nlpkit sample --model lm.arpa`: N drawn continuations, or the next-word distribution."""
+    from nlpkit.lm.ngram.sampling import NgramStats, next_word_distribution, sample_ngram
+
+    model, history, detok = _decoding(model_path, prompt_text, quiet)
+    sampled = not cfg.greedy
+    common = dict(temp=cfg.temperature, top_k=cfg.top_k if sampled else "none",
+                  top_p=cfg.top_p if sampled else "none", min_p=cfg.min_p if sampled else "none",
+                  rep=cfg.repetition_penalty, seed=seed if sampled else "none")
+    if dist:
+        sig = _signature("sample-dist", model, **common)
+        with open_writer(["token", "id", "probability", "cumulative"], fmt, sig, no_signature, digits=6) as out:
+            cum = 0.0
+            for tid, p in next_word_distribution(model, history, cfg):
+                cum += p
+                out.write({"token": model.vocab[tid], "id": tid, "probability": p, "cumulative": cum})
+        return
+    st = NgramStats()
+    samples = sample_ngram(model, history, n, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
+                           ignore_eos=ignore_eos, detok=detok, stats=st)
+    sig = _signature("sample", model, **common, max_new=max_new_tokens, stop=len(stops), n=n)
+    with open_writer(["index", "text", "tokens", "logprob", "logprob_filtered", "finish"], fmt, sig,
+                     no_signature) as out:
+        for s in samples:
+            out.write({"index": s.index, "text": s.text, "tokens": len(s.ids), "logprob": s.logprob,
+                       "logprob_filtered": s.logprob_filtered, "finish": s.finish, "ids": s.ids})
+    _stats_line(st, stats)
+
+
+def ngram_generate(model_path: str, prompt_text: str, echo: bool, cfg, max_new_tokens: int, seed: int, stops,
+                   ignore_eos: bool, stats: bool) -> None:
+    """`nlpkit generate --model lm.arpa`: one continuation streamed word by word."""
+    import sys
+
+    from nlpkit.lm.ngram.sampling import NgramStats, generate_ngram
+
+    model, history, detok = _decoding(model_path, prompt_text, quiet=False)
+    lead = " " if prompt_text and not prompt_text[-1].isspace() and detok is None else ""
+    st = NgramStats(prompt_tokens=len(history))
+    out = sys.stdout
+    try:
+        if echo and prompt_text:
+            out.write(prompt_text)
+        for piece in generate_ngram(model, history, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed,
+                                    stop=stops, ignore_eos=ignore_eos, lead=lead, detok=detok, stats=st):
+            out.write(piece)
+            out.flush()
+        if out.isatty():
+            out.write("\n")
+        out.flush()
+    except BrokenPipeError:
+        from nlpkit.cli.generate import _silence_stdout
+
+        _silence_stdout()
+        return
+    _stats_line(st, stats)

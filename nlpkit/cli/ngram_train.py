@@ -1,0 +1,76 @@
+"""`nlpkit ngram-train`: count a corpus and write an n-gram model (core: nlpkit/lm/ngram/train.py)."""
+
+from __future__ import annotations
+
+import click
+
+from nlpkit.cli.common import common_options, input_paths, open_writer, progress, warn
+
+
+@click.command("ngram-train")
+@click.argument("files", nargs=-1)
+@click.option("-o", "--output", "output", required=True, metavar="MODEL",
+              help="Model file: MODEL.arpa (kneser-ney) or MODEL.ngram (mle, add-k); .gz compresses.")
+@click.option("--order", type=int, default=3, show_default=True, help="n: the longest n-gram.")
+@click.option("--smoothing", type=click.Choice(("kneser-ney", "mle", "add-k")), default="kneser-ney",
+              show_default=True,
+              help="kneser-ney: interpolated modified Kneser-Ney as KenLM lmplz (ARPA); mle / add-k: "
+                   "counts in nlpkit's counts format (the ARPA backoff form cannot hold them).")
+@click.option("--k", "k", type=float, default=1.0, show_default=True,
+              help="The k of add-k smoothing (1 = Laplace).")
+@click.option("--lowercase", is_flag=True, help="Lowercase the text (recorded in the model, applied when scoring).")
+@click.option("--tokenizer", "tokenizer", metavar="PATH", default=None,
+              help="Split lines into BPE tokens first (tokenizer.json or a directory holding one; recorded "
+                   "in the model and applied when scoring), as CCNet applies SentencePiece before KenLM.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Tokenizer processes for large inputs [2 for 8 MB or more on a multi-core machine].")
+@common_options
+def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, fmt, no_signature, quiet,
+            encoding_errors):
+    """Train an n-gram language model on FILES ('-' or a pipe for stdin), one sentence a line.
+
+    Lines are split into words on ASCII whitespace only, as KenLM does (a no-break space stays inside
+    a word); each line is scored as <s> words </s>. The default writes the same ARPA file as KenLM's
+    `lmplz -o N` (falling back, with a warning, to the discounts 0.5 1 1.5 where lmplz needs
+    --discount_fallback). Prints a summary record.
+
+    \b
+      nlpkit ngram-train corpus.txt -o lm.arpa --order 5
+      nlpkit ngram-train corpus.txt -o bigram.ngram --order 2 --smoothing add-k --k 1
+      nlpkit perplexity held-out.txt --model lm.arpa
+    """
+    import time
+
+    from nlpkit.errors import UsageError
+    from nlpkit.lm.ngram.train import train_ngram
+    from nlpkit.signature import make_signature
+
+    if order < 1:
+        raise click.BadParameter(f"must be at least 1, got {order}", param_hint="--order")
+    if smoothing == "add-k" and not k > 0:
+        raise click.BadParameter(f"must be > 0, got {k}", param_hint="--k")
+    paths = input_paths(files, "corpus")
+    if paths.count("-") > 1:
+        raise click.UsageError("stdin ('-') can be given only once")
+    start = time.perf_counter()
+    try:
+        with progress("counting (chars)", quiet=quiet) as tick:
+            done = [0]
+
+            def advance(n: int) -> None:
+                done[0] += n
+                tick(done[0])
+
+            res = train_ngram(paths, output, order=order, smoothing=smoothing, k=k, lowercase=lowercase,
+                              tokenizer=tokenizer, errors=encoding_errors, jobs=jobs, progress=advance,
+                              warn=lambda m: warn(m, quiet))
+    except UsageError as e:
+        raise click.UsageError(str(e)) from None
+    seconds = time.perf_counter() - start
+    sig = make_signature("ngram-train", order=order, smoothing=smoothing, k=k if smoothing == "add-k" else None,
+                         lower=lowercase, tok="bpe" if tokenizer else "whitespace")
+    columns = ["order", "smoothing", "sentences", "tokens", "vocab_size", "ngrams", "seconds", "output"]
+    with open_writer(columns, fmt, sig, no_signature, title="ngram-train") as out:
+        out.write({"order": order, "smoothing": smoothing, "sentences": res.sentences, "tokens": res.tokens,
+                   "vocab_size": res.vocab_size, "ngrams": ",".join(map(str, res.ngrams)),
+                   "seconds": round(seconds, 3), "output": output})

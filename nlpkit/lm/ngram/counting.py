@@ -1,0 +1,234 @@
+"""Counting the n-grams of a corpus, one sentence a line, as KenLM's ``lmplz`` reads it.
+
+Text is split into lines, and lines into words on ASCII whitespace only (``lmplz`` splits on
+NUL, tab, CR, LF and space: a no-break space or U+3000 stays inside a word). Each line is a
+sentence ``<s> w1 ... wn </s>`` (an empty line too); every k-gram, k = 1..order, that does
+not cross a sentence is counted, ``<s>`` only at its start. Word ids follow KenLM's:
+``<unk>`` 0, ``<s>`` 1, ``</s>`` 2, then words in order of first appearance.
+
+The words come from the streaming counting core (`BlockEncoder` in whitespace mode, blocks of
+2 MB); each block's n-grams are counted with numpy (words packed two to a uint64, lexsort) and
+the partial counts merged as they grow, so memory follows the number of distinct n-grams:
+
+    "a b\\n" -> ids [3 4]  -> sentence [1 3 4 2] -> bigrams (1,3) (3,4) (4,2)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError, UsageError
+
+UNK, BOS, EOS = 0, 1, 2
+SPECIALS = ("<unk>", "<s>", "</s>")
+# lmplz's word delimiters (corpus_count.cc): NUL, tab, LF, CR, space. \v and \f stay in words.
+TRAIN_TOKEN_PATTERN = r"[^\x00\t\n\r ]+"
+
+
+@dataclass
+class NgramCounts:
+    """Raw counts of every k-gram, k = 1..order.
+
+    ``vocab[i]`` is word i (ids as KenLM: <unk>, <s>, </s>, then first appearance);
+    ``ngrams[k-1]`` is an int32 array [n_k, k] of word ids, sorted lexicographically, and
+    ``counts[k-1]`` its int64 counts [n_k]. Unigrams list the whole vocabulary by id
+    (<unk> and <s> with count 0).
+    """
+
+    order: int
+    vocab: list[str]
+    ngrams: list[np.ndarray] = field(default_factory=list)
+    counts: list[np.ndarray] = field(default_factory=list)
+    sentences: int = 0
+    tokens: int = 0
+    skipped_symbols: int = 0
+
+
+# ----------------------------------------------------------------------------- packing
+
+def _pack(grams: np.ndarray) -> tuple[np.ndarray, ...]:
+    """[n, k] uint32 word ids -> ceil(k/2) uint64 columns, two words each, high word first.
+
+    Tuples of columns compare as the word sequences do: ``[[1, 2, 3]] -> (1<<32|2, 3<<32)``.
+    """
+    g = grams.astype(np.uint64)
+    cols = []
+    for j in range(0, g.shape[1], 2):
+        hi = g[:, j] << np.uint64(32)
+        cols.append(hi | g[:, j + 1] if j + 1 < g.shape[1] else hi)
+    return tuple(cols)
+
+
+def _unpack(cols: Sequence[np.ndarray], k: int) -> np.ndarray:
+    out = np.empty((len(cols[0]) if cols else 0, k), dtype=np.int32)
+    for j in range(k):
+        c = cols[j // 2]
+        out[:, j] = (c >> np.uint64(32)) if j % 2 == 0 else (c & np.uint64(0xFFFFFFFF))
+    return out
+
+
+def _unique_sum(cols: tuple[np.ndarray, ...], counts: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Sort packed n-grams and add the counts of equal ones."""
+    if len(counts) == 0:
+        return cols, counts
+    order = np.lexsort(cols[::-1])
+    cols = tuple(c[order] for c in cols)
+    counts = counts[order]
+    new = np.ones(len(counts), dtype=bool)
+    diff = np.zeros(len(counts) - 1, dtype=bool)
+    for c in cols:
+        diff |= c[1:] != c[:-1]
+    new[1:] = diff
+    starts = np.flatnonzero(new)
+    return tuple(c[starts] for c in cols), np.add.reduceat(counts, starts)
+
+
+class _OrderAccumulator:
+    """Partial counts of one order, merged when the pending part outgrows the merged part."""
+
+    def __init__(self) -> None:
+        self.main: tuple[tuple[np.ndarray, ...], np.ndarray] | None = None
+        self.pending: list[tuple[tuple[np.ndarray, ...], np.ndarray]] = []
+        self.pending_rows = 0
+
+    def add(self, cols: tuple[np.ndarray, ...], counts: np.ndarray) -> None:
+        self.pending.append(_unique_sum(cols, counts))
+        self.pending_rows += len(counts)
+        if self.main is None or self.pending_rows > len(self.main[1]):
+            self._merge()
+
+    def _merge(self) -> None:
+        parts = self.pending + ([self.main] if self.main is not None else [])
+        if not parts:
+            return
+        cols = tuple(np.concatenate([p[0][j] for p in parts]) for j in range(len(parts[0][0])))
+        self.main = _unique_sum(cols, np.concatenate([p[1] for p in parts]))
+        self.pending, self.pending_rows = [], 0
+
+    def result(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        self._merge()
+        if self.main is None:
+            return np.zeros((0, k), dtype=np.int32), np.zeros(0, dtype=np.int64)
+        return _unpack(self.main[0], k), self.main[1]
+
+
+# ----------------------------------------------------------------------------- sentences
+
+def sentences_array(ids: np.ndarray, line_of: np.ndarray, n_lines: int) -> tuple[np.ndarray, np.ndarray]:
+    """Word ids with their line numbers -> the padded sequence and each position's offset in its sentence.
+
+    ``ids [5 6 7], lines [0 0 2], n_lines 3 -> seq [1 5 6 2 1 2 1 7 2], offset [0 1 2 3 0 1 0 1 2]``
+    """
+    per_line = np.bincount(line_of, minlength=n_lines).astype(np.int64)   # [L]
+    lengths = per_line + 2
+    starts = np.cumsum(lengths) - lengths                                  # [L] where each <s> goes
+    seq = np.empty(int(lengths.sum()), dtype=np.int32)
+    seq[starts] = BOS
+    seq[starts + lengths - 1] = EOS
+    first_of_line = np.cumsum(per_line) - per_line                         # [L] index in ids
+    rank = np.arange(len(ids)) - first_of_line[line_of]
+    seq[starts[line_of] + 1 + rank] = ids
+    offset = np.arange(len(seq)) - np.repeat(starts, lengths)
+    return seq, offset
+
+
+def windows(seq: np.ndarray, offset: np.ndarray, k: int) -> np.ndarray:
+    """Every k-gram of the padded sequence inside one sentence, <s> never predicted: [n, k] int32."""
+    ends = np.flatnonzero(offset >= max(k - 1, 1))
+    return np.stack([seq[ends - (k - 1 - j)] for j in range(k)], axis=1) if len(ends) else \
+        np.zeros((0, k), dtype=np.int32)
+
+
+# ----------------------------------------------------------------------------- the corpus
+
+def whitespace_blocks(paths: Sequence[str], errors: str = "strict") -> Iterable[tuple[bool, str]]:
+    """(block ends with a newline, text) for every block of every file; each file ends its last line."""
+    from nlpkit.stats.counting import iter_blocks
+
+    for path in paths:
+        last = None
+        for block in iter_blocks(path, errors=errors, keep_bom=True):
+            if last is not None:
+                yield True, last
+            last = block
+        if last is not None:
+            yield last.endswith("\n"), last
+
+
+def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
+                 transform: Callable[[str], str] | None = None, errors: str = "strict",
+                 jobs: int | None = None, progress=None, on_symbol=None) -> NgramCounts:
+    """Stream `paths` (files or '-') and count every k-gram, k = 1..order (see the module docstring).
+
+    `transform` rewrites each block's text first (e.g. BPE pieces joined by spaces, line by line);
+    `lowercase` lowercases it. ``<s>``, ``</s>`` and ``<unk>`` in the text are dropped (as
+    ``lmplz --skip_symbols``); `on_symbol(n)` hears how many were.
+    """
+    if order < 1:
+        raise UsageError(f"--order must be at least 1, got {order}")
+    from nlpkit.stats.counting import BREAK_LINE, BlockEncoder, auto_jobs
+    from nlpkit.text import WordTokenizer
+
+    encoder = BlockEncoder(WordTokenizer(TRAIN_TOKEN_PATTERN, lowercase=False), BREAK_LINE)
+    lut = np.zeros(0, dtype=np.int32)        # encoder id -> model id
+    vocab: dict[str, int] = {w: i for i, w in enumerate(SPECIALS)}
+    accs = [_OrderAccumulator() for _ in range(order)]
+    result = NgramCounts(order=order, vocab=[])
+
+    def texts():
+        for ends_nl, text in whitespace_blocks(paths, errors):
+            if lowercase:
+                text = text.lower()
+            if transform is not None:
+                text = transform(text)
+            yield (ends_nl, len(text)), text
+
+    n_jobs = auto_jobs(list(paths), jobs)
+    for (ends_nl, n_chars), ids, seg, n_seg in encoder.encode_many(texts(), jobs=n_jobs):
+        if len(encoder) > len(lut):
+            words = encoder.words[len(lut):]
+            keep = encoder.keep[len(lut):]                  # the line break has an id too: never a word
+            add = np.fromiter((vocab.setdefault(w, len(vocab)) if kept else -1 for w, kept in zip(words, keep)),
+                              dtype=np.int32, count=len(words))
+            lut = np.concatenate([lut, add])
+        ids = lut[ids]
+        special = ids < 3
+        if special.any():
+            result.skipped_symbols += int(special.sum())
+            ids, seg = ids[~special], seg[~special]
+        n_lines = n_seg - 1 if ends_nl else n_seg
+        if n_lines <= 0:
+            continue
+        seq, offset = sentences_array(ids, seg, n_lines)
+        result.sentences += n_lines
+        result.tokens += len(ids)
+        for k in range(1, order + 1):
+            grams = windows(seq, offset, k)
+            accs[k - 1].add(_pack(grams.astype(np.uint32)), np.ones(len(grams), dtype=np.int64))
+        if progress is not None:
+            progress(n_chars)
+    if result.skipped_symbols and on_symbol is not None:
+        on_symbol(result.skipped_symbols)
+    result.vocab = list(vocab)
+    for k in range(1, order + 1):
+        grams, counts = accs[k - 1].result(k)
+        if k == 1:                           # every word id, <unk> and <s> with count 0
+            full = np.zeros(len(vocab), dtype=np.int64)
+            full[grams[:, 0]] = counts
+            grams, counts = np.arange(len(vocab), dtype=np.int32)[:, None], full
+        result.ngrams.append(grams)
+        result.counts.append(counts)
+    if result.sentences == 0:
+        raise NlpkitError(f"{', '.join(_names(paths))}: empty corpus, no lines to count")
+    return result
+
+
+def _names(paths: Sequence[str]) -> list[str]:
+    return ["<stdin>" if p == "-" else p for p in paths]
+
+
+__all__ = ["NgramCounts", "count_ngrams", "sentences_array", "windows", "UNK", "BOS", "EOS", "SPECIALS",
+           "TRAIN_TOKEN_PATTERN"]

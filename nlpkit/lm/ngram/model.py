@@ -1,0 +1,280 @@
+"""A loaded n-gram model: numpy arrays, vectorized scoring and next-word distributions.
+
+Each order k keeps one sorted int64 key per n-gram, (row of its first k-1 words in order k-1) * V
++ last word, with float32 log10 probability and backoff beside it; unigram rows are word ids.
+A lookup is a `np.searchsorted`, for all positions of a batch of sentences at once.
+
+Backoff models (ARPA) score as KenLM's ``query`` does: the longest n-gram of the history and the
+word that the model has, plus the backoffs of the longer history contexts it has:
+
+    log10 p(w | h) = log10 p(w | h[-L+1:]) + sum over j >= L of backoff(h[-j:])
+
+Counts models (nlpkit's `mle` / `add-k`) use the full history (at most order-1 words, fewer at
+the start of a sentence): p(w | h) = (C(h w) + k) / (sum_v C(h v) + k |V|), k = 0 for MLE, |V|
+counting every word, <s>, </s> and <unk> (as NLTK's ``Vocabulary`` does); MLE gives 0 to an
+unseen event and to a history never seen (NLTK's ``MLE`` too).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError
+from nlpkit.lm.ngram.kneser_ney import index_of, ngram_keys
+
+LOG10_ZERO = -np.inf
+
+
+@dataclass
+class NgramModel:
+    """An n-gram language model ready to score (see the module docstring)."""
+
+    kind: str                       # "arpa" (backoff form) or "counts" (mle / add-k)
+    vocab: list[str]
+    keys: list[np.ndarray]          # per order, sorted
+    logprob: list[np.ndarray]       # per order, float32 log10 (arpa)
+    backoff: list[np.ndarray]       # per order, float32 log10 (arpa)
+    counts: list[np.ndarray] = field(default_factory=list)       # per order (counts models)
+    context_total: list[np.ndarray] = field(default_factory=list)  # per order k: sum_v C(row v) (counts)
+    options: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+    smoothing: str = "backoff"
+    k: float = 0.0
+    word_id: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.word_id:
+            self.word_id = {w: i for i, w in enumerate(self.vocab)}
+        self.unk_id = self.word_id.get("<unk>", -1)
+        self.bos_id = self.word_id.get("<s>", -1)
+        self.eos_id = self.word_id.get("</s>", -1)
+
+    @property
+    def order(self) -> int:
+        return len(self.keys)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.source.rstrip("/")) or "ngram"
+
+    # ------------------------------------------------------------------ words
+    def lookup(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Word ids (OOV -> <unk>) and the OOV mask."""
+        get = self.word_id.get
+        ids = np.fromiter((get(w, -1) for w in words), dtype=np.int64, count=len(words))
+        oov = ids < 0
+        ids[oov] = self.unk_id
+        return ids, oov
+
+    def _find(self, k: int, prefix: np.ndarray, last: np.ndarray) -> np.ndarray:
+        """Row of the k-gram (prefix row of order k-1, last word) in order k, -1 where absent."""
+        keys = self.keys[k - 1]
+        if len(keys) == 0:
+            return np.full(len(last), -1, dtype=np.int64)
+        want = ngram_keys(np.maximum(prefix, 0), last, self.vocab_size)
+        pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        return np.where((prefix >= 0) & (keys[pos] == want), pos, -1)
+
+    # ------------------------------------------------------------------ scoring
+    def score_sequence(self, seq: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """log10 p and n-gram length used for every position with offset >= 1 (not <s>).
+
+        `seq` holds sentences ``<s> w1 .. wn </s>`` back to back; `offset` is each position's
+        place in its sentence (see `counting.sentences_array`).  # [T], [T] -> [P], [P]
+        """
+        seq = seq.astype(np.int64)
+        T, N = len(seq), self.order
+        # ctx[j][p]: row of the history seq[p-j:p] in order j, -1 when absent or crossing <s>.
+        ctx = [None, np.full(T, -1, dtype=np.int64)]
+        ctx[1][1:] = np.where(offset[1:] >= 1, seq[:-1], -1)
+        for j in range(2, N):
+            c = np.full(T, -1, dtype=np.int64)
+            prev = ctx[j - 1]
+            c[1:] = self._find(j, prev[:-1], seq[:-1])
+            c[offset < j] = -1
+            ctx.append(c)
+        pos = np.flatnonzero(offset >= 1)
+        w = seq[pos]
+        if self.kind == "counts":
+            return self._score_counts(ctx, pos, w, offset)
+        logp = self.logprob[0][w].astype(np.float64)
+        length = np.ones(len(pos), dtype=np.int64)
+        backoff_sum = np.zeros(len(pos), dtype=np.float64)
+        rows = [None] + [c[pos] for c in ctx[1:]]
+        found = []
+        for j in range(1, N):
+            r = self._find(j + 1, rows[j], w)
+            found.append(r)
+        # Walk down from the longest history: backoffs add until an n-gram matches.
+        done = np.zeros(len(pos), dtype=bool)
+        result = np.zeros(len(pos), dtype=np.float64)
+        for j in range(N - 1, 0, -1):
+            r = found[j - 1]
+            hit = ~done & (r >= 0)
+            result[hit] = self.logprob[j][r[hit]] + backoff_sum[hit]
+            length[hit] = j + 1
+            done |= hit
+            c = rows[j]
+            has = ~done & (c >= 0)
+            backoff_sum[has] += self.backoff[j - 1][c[has]]
+        rest = ~done
+        result[rest] = logp[rest] + backoff_sum[rest]
+        return result, length
+
+    def _score_counts(self, ctx, pos, w, offset) -> tuple[np.ndarray, np.ndarray]:
+        N, V = self.order, self.vocab_size
+        h = np.minimum(offset[pos], N - 1)                # history length used at each position
+        num = np.zeros(len(pos), dtype=np.float64)
+        den = np.zeros(len(pos), dtype=np.float64)
+        for j in range(0, N):
+            sel = h == j
+            if not sel.any():
+                continue
+            if j == 0:
+                num[sel] = self.counts[0][w[sel]]
+                den[sel] = self.context_total[0][0]
+                continue
+            c = ctx[j][pos[sel]]
+            r = self._find(j + 1, c, w[sel])
+            num[sel] = np.where(r >= 0, self.counts[j][np.maximum(r, 0)], 0)
+            den[sel] = np.where(c >= 0, self.context_total[j][np.maximum(c, 0)], 0)
+        kk = self.k
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = (num + kk) / (den + kk * V)
+            p = np.where(den + kk * V > 0, p, 0.0)
+            logp = np.log10(p)
+        return logp, h + 1
+
+    # ------------------------------------------------------------------ distributions
+    def next_log10(self, history: list[int]) -> np.ndarray:
+        """log10 p(w | history) for every word id (history: ids after <s>, <s> first).  # [V]"""
+        N, V = self.order, self.vocab_size
+        hist = [int(x) for x in history][-(N - 1):] if N > 1 else []
+        rows = [None]
+        for j in range(1, len(hist) + 1):             # rows[j]: row of the last j history words
+            if j == 1:
+                rows.append(hist[-1])
+            else:
+                prev = self._history_row(hist[-j:-1])
+                rows.append(int(self._find(j, np.array([prev]), np.array([hist[-1]]))[0]) if prev >= 0 else -1)
+        if self.kind == "counts":
+            return self._next_counts(hist, rows)
+        out = self.logprob[0].astype(np.float64).copy()
+        bo = [self.backoff[j - 1][rows[j]] if rows[j] >= 0 else 0.0 for j in range(1, len(rows))]
+        total = float(np.sum(bo)) if bo else 0.0
+        out += total
+        suffix = total
+        for j in range(1, len(rows)):                  # longer contexts override shorter ones
+            suffix -= bo[j - 1]
+            if rows[j] < 0:
+                break
+            lo, hi = np.searchsorted(self.keys[j], [rows[j] * V, rows[j] * V + V])
+            words = (self.keys[j][lo:hi] - rows[j] * V).astype(np.int64)
+            out[words] = self.logprob[j][lo:hi] + suffix
+        return out
+
+    def _history_row(self, words: list[int]) -> int:
+        r = index_of(self.keys, np.array([words], dtype=np.int64), self.vocab_size)
+        return int(r[0])
+
+    def _next_counts(self, hist: list[int], rows: list) -> np.ndarray:
+        V, j = self.vocab_size, len(hist)
+        num = np.zeros(V, dtype=np.float64)
+        if j == 0:
+            num[:] = self.counts[0]
+            den = float(self.context_total[0][0])
+        else:
+            r = rows[j]
+            den = float(self.context_total[j][r]) if r >= 0 else 0.0
+            if r >= 0:
+                lo, hi = np.searchsorted(self.keys[j], [r * V, r * V + V])
+                num[(self.keys[j][lo:hi] - r * V).astype(np.int64)] = self.counts[j][lo:hi]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            denom = den + self.k * V
+            p = (num + self.k) / denom if denom > 0 else np.zeros(V)
+            return np.log10(p)
+
+
+# ---------------------------------------------------------------------- building models
+
+def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: list[int], vocab: list[str]):
+    """Sorted keys per order and the permutation from file order; a missing prefix or a repeat is an error."""
+    keys, perms = [np.arange(len(raw_ngrams[0]), dtype=np.int64)], [np.arange(len(raw_ngrams[0]))]
+    for k in range(2, len(raw_ngrams) + 1):
+        g = raw_ngrams[k - 1]
+        prefix = index_of(keys, g[:, :-1], V)
+        if (prefix < 0).any():
+            i = int(np.flatnonzero(prefix < 0)[0])
+            words = " ".join(vocab[x] for x in g[i])
+            raise NlpkitError(f"{path}, line {first_line[k - 1] + i}: the {k}-gram {words!r} has no "
+                              f"{k - 1}-gram {' '.join(vocab[x] for x in g[i, :-1])!r} in the model")
+        key = ngram_keys(prefix, g[:, -1], V)
+        perm = np.argsort(key, kind="stable")
+        key = key[perm]
+        dup = np.flatnonzero(key[1:] == key[:-1])
+        if len(dup):
+            i = int(perm[dup[0] + 1])
+            raise NlpkitError(f"{path}, line {first_line[k - 1] + i}: the {k}-gram "
+                              f"{' '.join(vocab[x] for x in g[i])!r} appears twice")
+        keys.append(key)
+        perms.append(perm)
+    return keys, perms
+
+
+def load_ngram_model(path: str | os.PathLike, warn=None) -> NgramModel:
+    """Read an ARPA file (KenLM, SRILM, nlpkit; .gz too) or an nlpkit counts file."""
+    from nlpkit.lm.ngram.arpa import read_model_file
+
+    path = str(path)
+    raw = read_model_file(path)
+    vocab = raw.vocab
+    V = len(vocab)
+    keys, perms = _sort_order(raw.ngrams, V, path, raw.first_line, vocab)
+    opts = raw.options
+    if raw.kind == "arpa":
+        logprob = [raw.values[k][perms[k]].astype(np.float32) for k in range(len(keys))]
+        backoff = [raw.backoffs[k][perms[k]].astype(np.float32) for k in range(len(keys))]
+        if "<unk>" not in vocab:                      # as KenLM: an <unk> with log10 p = -100
+            if warn is not None:
+                warn(f"{path}: the model has no <unk>; unknown words get log10 probability -100 (as KenLM)")
+            vocab = vocab + ["<unk>"]
+            logprob[0] = np.append(logprob[0], np.float32(-100.0))
+            backoff[0] = np.append(backoff[0], np.float32(0.0))
+            keys[0] = np.arange(len(vocab), dtype=np.int64)
+            keys = [keys[0]] + [_rekey(keys[k], V, V + 1) for k in range(1, len(keys))]
+        for name in ("<s>", "</s>"):
+            if name not in vocab:
+                raise NlpkitError(f"{path}: the model has no {name} unigram")
+        return NgramModel(kind="arpa", vocab=vocab, keys=keys, logprob=logprob, backoff=backoff, options=opts,
+                          source=path)
+    counts = [raw.values[k][perms[k]].astype(np.int64) for k in range(len(keys))]
+    # context_total[j][r]: sum over v of C(h v) for the history h in row r of order j (j = 0: all words)
+    totals = [np.array([counts[0].sum()], dtype=np.int64)]
+    for j in range(1, len(keys)):
+        totals.append(np.bincount(keys[j] // V, weights=counts[j], minlength=len(keys[j - 1])).astype(np.int64))
+    smoothing = opts.get("smoothing", "mle")
+    kk = float(opts.get("k", "0")) if smoothing == "add-k" else 0.0
+    for name in ("<unk>", "<s>", "</s>"):
+        if name not in vocab:
+            raise NlpkitError(f"{path}: the counts model has no {name} unigram")
+    return NgramModel(kind="counts", vocab=vocab, keys=keys, logprob=[], backoff=[], counts=counts,
+                      context_total=totals, options=opts, source=path, smoothing=smoothing, k=kk)
+
+
+def _rekey(keys: np.ndarray, old_v: int, new_v: int) -> np.ndarray:
+    return (keys // old_v) * new_v + keys % old_v
+
+
+def log10_to_nats(x: np.ndarray | float):
+    return np.asarray(x, dtype=np.float64) * math.log(10.0)
+
+
+__all__ = ["NgramModel", "load_ngram_model"]

@@ -1,0 +1,140 @@
+"""`train_ngram`: count a corpus and write a model file (the work of ``nlpkit ngram-train``).
+
+``kneser-ney`` writes an ARPA file equal to ``lmplz -o N`` (with ``--discount_fallback`` when the
+counts of counts call for it); ``mle`` and ``add-k`` write nlpkit's counts format, which holds
+the counts the estimates come from (see `arpa`). The options that shape the words (lowercasing,
+a BPE tokenizer) are recorded as ``# nlpkit: key=value`` lines before ``\\data\\`` and applied
+again when the model scores text (`text_transform`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.lm.ngram.counting import NgramCounts, count_ngrams
+
+SMOOTHINGS = ("kneser-ney", "mle", "add-k")
+FORMAT_VERSION = "1"
+
+
+@dataclass
+class TrainResult:
+    path: str
+    order: int
+    smoothing: str
+    sentences: int
+    tokens: int
+    vocab_size: int
+    ngrams: list[int]
+    discounts: list[tuple[float, float, float]] = field(default_factory=list)
+    fallback_orders: list[int] = field(default_factory=list)
+    skipped_symbols: int = 0
+
+
+def text_transform(lowercase: bool, tokenizer_path: str | None) -> Callable[[str], str] | None:
+    """The rewrite applied to text before splitting on whitespace: lowercase, then BPE pieces
+    joined by single spaces, line by line (newlines kept). None when there is nothing to do."""
+    tok = load_piece_tokenizer(tokenizer_path) if tokenizer_path else None
+    if not lowercase and tok is None:
+        return None
+
+    def apply(text: str) -> str:
+        if lowercase:
+            text = text.lower()
+        if tok is not None:
+            text = "\n".join(" ".join(tok(line)) for line in text.split("\n"))
+        return text
+    return apply
+
+
+def load_bpe(path: str):
+    """The BPE `Tokenizer` at `path` (tokenizer.json, or a directory holding one)."""
+    from nlpkit.bpe.formats import load_dir, load_tokenizer_json
+
+    if not os.path.exists(path):
+        raise NlpkitError(f"tokenizer {path!r} does not exist (the model records the tokenizer it was "
+                          "trained with; pass it where it now is)")
+    return load_dir(path) if os.path.isdir(path) else load_tokenizer_json(path)
+
+
+def load_piece_tokenizer(path: str) -> Callable[[str], list[str]]:
+    """A BPE tokenizer as text -> its token strings (the words an n-gram model sees)."""
+    tok = load_bpe(path)
+
+    def split(line: str) -> list[str]:
+        return [tok.id_to_token(i) for i in tok.encode(line)]
+    return split
+
+
+def piece_detokenizer(path: str) -> Callable[[list[str]], str]:
+    """Token strings (and "\\n" line ends) back to text with the BPE tokenizer at `path`."""
+    tok = load_bpe(path)
+
+    def join(pieces: list[str]) -> str:
+        lines, cur = [], []
+        for p in pieces:
+            if p == "\n":
+                lines.append(cur)
+                cur = []
+            else:
+                cur.append(p)
+        lines.append(cur)
+        return "\n".join(tok.decode([i for i in map(tok.token_to_id, ln) if i is not None]) for ln in lines)
+    return join
+
+
+def train_ngram(paths: Sequence[str], output: str, *, order: int = 3, smoothing: str = "kneser-ney",
+                k: float = 1.0, lowercase: bool = False, tokenizer: str | None = None, errors: str = "strict",
+                jobs: int | None = None, progress=None, warn=None) -> TrainResult:
+    """Count `paths` and write the model to `output` (ARPA for kneser-ney, counts for mle / add-k)."""
+    from nlpkit.lm.ngram.arpa import write_model_file
+
+    if order < 1:
+        raise UsageError(f"--order must be at least 1, got {order}")
+    if smoothing not in SMOOTHINGS:
+        raise UsageError(f"--smoothing must be one of {', '.join(SMOOTHINGS)}, got {smoothing!r}")
+    if smoothing == "add-k" and not k > 0:
+        raise UsageError(f"--k must be > 0 for add-k smoothing, got {k}")
+    tok_path = os.path.abspath(tokenizer) if tokenizer else None
+    transform = text_transform(False, tok_path)
+
+    def symbols(n: int) -> None:
+        if warn is not None:
+            warn(f"dropped {n} occurrence(s) of <s>, </s> or <unk> in the text (reserved words; lmplz --skip_symbols)")
+
+    counts: NgramCounts = count_ngrams(paths, order, lowercase=lowercase, transform=transform, errors=errors,
+                                       jobs=jobs, progress=progress, on_symbol=symbols)
+    if counts.tokens == 0:
+        raise NlpkitError(f"{', '.join('<stdin>' if p == '-' else p for p in paths)}: empty corpus, "
+                          "no words to count")
+    options = {"format": FORMAT_VERSION, "order": str(order), "smoothing": smoothing,
+               "lowercase": "true" if lowercase else "false"}
+    if smoothing == "add-k":
+        options["k"] = repr(float(k))
+    if tok_path:
+        options["tokenizer"] = tok_path
+    result = TrainResult(path=output, order=order, smoothing=smoothing, sentences=counts.sentences,
+                         tokens=counts.tokens, vocab_size=len(counts.vocab),
+                         ngrams=[len(g) for g in counts.ngrams], skipped_symbols=counts.skipped_symbols)
+    if smoothing == "kneser-ney":
+        from nlpkit.lm.ngram.kneser_ney import estimate_kneser_ney
+
+        table = estimate_kneser_ney(counts, warn=warn)
+        result.discounts, result.fallback_orders = table.discounts, table.fallback_orders
+        comments = ["nlpkit ngram-train: interpolated modified Kneser-Ney (as KenLM lmplz)",
+                    "discounts D1 D2 D3+ per order: " + "; ".join(" ".join(f"{d:.6g}" for d in ds)
+                                                              for ds in table.discounts)]
+        write_model_file(output, "arpa", table.vocab, table.ngrams, table.logprob, table.backoff, options,
+                         comments)
+    else:
+        what = "maximum likelihood" if smoothing == "mle" else f"add-{k:g}"
+        comments = [f"nlpkit ngram-train: n-gram counts for {what} estimates (nlpkit counts format, not ARPA)",
+                    "p(w|h) = (C(h w) + k) / (sum_v C(h v) + k |V|); |V| = unigram lines (words, <s>, </s>, <unk>)"]
+        write_model_file(output, "counts", counts.vocab, counts.ngrams, counts.counts, None, options, comments)
+    return result
+
+
+__all__ = ["train_ngram", "TrainResult", "text_transform", "SMOOTHINGS"]

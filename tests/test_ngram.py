@@ -1,0 +1,298 @@
+"""n-gram models against KenLM (stored lmplz / query outputs, tools/make_ngram_fixtures.py), NLTK and
+the textbook formulas; ARPA reading (KenLM, SRILM forms, .gz) and its errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.lm.ngram.arpa import read_model_file
+from nlpkit.lm.ngram.model import load_ngram_model
+from nlpkit.lm.ngram.scoring import NgramPerplexity, query_words, score_lines
+from nlpkit.lm.ngram.train import train_ngram
+
+FIX = Path(__file__).parent / "fixtures" / "ngram"
+ORDERS = (2, 3, 4, 5)
+QUERY = json.loads((FIX / "query.json").read_text())
+
+
+def arpa_dict(path) -> dict:
+    raw = read_model_file(path)
+    out = {}
+    for g, v, b in zip(raw.ngrams, raw.values, raw.backoffs):
+        for row, p, bo in zip(g.tolist(), v.tolist(), b.tolist()):
+            out[tuple(raw.vocab[i] for i in row)] = (p, bo)
+    return out
+
+
+def assert_same_arpa(mine: dict, ref: dict, tol: float = 1e-5) -> None:
+    assert set(mine) == set(ref), (sorted(set(mine) - set(ref))[:5], sorted(set(ref) - set(mine))[:5])
+    worst = max(max(abs(mine[k][0] - ref[k][0]), abs(mine[k][1] - ref[k][1])) for k in ref)
+    assert worst < tol, worst
+
+
+def heldout_lines() -> list[str]:
+    return (FIX / "heldout.txt").read_text(encoding="utf-8").split("\n")[:-1]
+
+
+@pytest.fixture(scope="module")
+def nlpkit_arpas(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ngram")
+    out = {}
+    for n in ORDERS:
+        p = d / f"nlpkit-{n}.arpa"
+        train_ngram([str(FIX / "train.txt")], str(p), order=n)
+        out[n] = p
+    return out
+
+
+# ------------------------------------------------------------------------- training = lmplz
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_kneser_ney_arpa_equals_lmplz(nlpkit_arpas, order):
+    assert_same_arpa(arpa_dict(nlpkit_arpas[order]), arpa_dict(FIX / f"kenlm-{order}.arpa.gz"))
+
+
+def test_words_split_on_ascii_whitespace_only_bom_kept_as_lmplz(tmp_path):
+    """No-break space and U+3000 stay inside words, a vertical tab too (lmplz splits on NUL, tab, CR,
+    LF, space only); the BOM stays in the first word; an empty line is the sentence <s> </s>."""
+    out = tmp_path / "tiny.arpa"
+    warnings = []
+    train_ngram([str(FIX / "tiny.txt")], str(out), order=3, warn=warnings.append)
+    mine, ref = arpa_dict(out), arpa_dict(FIX / "tiny-3.arpa")
+    assert_same_arpa(mine, ref)
+    assert ("cat\u00a0ran",) in mine and ("d\u3000e",) in mine and ("a\x0bb",) in mine
+    assert ("\ufeffthe",) in mine and ("<s>", "</s>") in mine
+    assert any("fallback" in w for w in warnings)       # tiny data: lmplz needs --discount_fallback
+
+
+def test_crlf_and_bom_corpus_counts_like_lmplz(nlpkit_arpas):
+    """train.txt is Gutenberg as distributed: BOM, CRLF line ends (CR is a delimiter for lmplz)."""
+    data = (FIX / "train.txt").read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") and b"\r\n" in data
+    assert any(k[0].startswith("\ufeff") for k in arpa_dict(nlpkit_arpas[2]) if len(k) == 1)
+
+
+def test_discounts_follow_counts_of_counts():
+    from nlpkit.lm.ngram.kneser_ney import discounts_from
+
+    n = [0, 100, 40, 20, 10]
+    y = 100 / (100 + 2 * 40)
+    want = [1 - 2 * y * 40 / 100, 2 - 3 * y * 20 / 40, 3 - 4 * y * 10 / 20]
+    assert discounts_from(n) == pytest.approx(want, rel=1e-6)
+    assert discounts_from([0, 5, 0, 1, 1]) is None                    # n2 = 0: lmplz refuses
+
+
+# ------------------------------------------------------------------------- scoring = query
+
+def _check_against_query(model_path, ref: dict) -> None:
+    model = load_ngram_model(model_path)
+    scores = list(score_lines(model, heldout_lines()))
+    words = [w for s in scores for w in s.words]
+    assert words == QUERY["heldout_words"]
+    log10 = np.concatenate([s.log10 for s in scores])
+    np.testing.assert_allclose(log10, ref["log10"], atol=1e-5, rtol=0)
+    assert np.concatenate([s.ngram for s in scores]).tolist() == ref["ngram"]
+    oov = np.concatenate([s.oov for s in scores])
+    assert oov.tolist() == [i == 0 for i in ref["ids"]]
+    np.testing.assert_allclose([float(s.log10.sum()) for s in scores], ref["line_total"], atol=1e-4, rtol=0)
+    total = NgramPerplexity()
+    for s in scores:
+        total.add(s)
+    assert total.tokens == ref["tokens"] and total.oov == ref["oov"]
+    assert total.perplexity == pytest.approx(ref["ppl"], rel=1e-5)
+    assert total.perplexity_no_oov == pytest.approx(ref["ppl_no_oov"], rel=1e-5)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_perplexity_on_kenlm_arpa_equals_query(order):
+    _check_against_query(FIX / f"kenlm-{order}.arpa.gz", QUERY[f"kenlm-{order}"])
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_kenlm_query_scores_nlpkit_arpa_identically(nlpkit_arpas, order):
+    """query.json holds KenLM query's scores of nlpkit's own ARPA (tools script): nlpkit agrees."""
+    _check_against_query(nlpkit_arpas[order], QUERY[f"nlpkit-{order}"])
+    np.testing.assert_allclose(QUERY[f"nlpkit-{order}"]["log10"], QUERY[f"kenlm-{order}"]["log10"], atol=1e-5)
+
+
+def test_query_word_split():
+    assert query_words("a\u00a0b  c\td\x0be\r") == ["a\u00a0b", "c", "d", "e"]
+
+
+def test_next_word_distribution_sums_to_one_and_matches_scores():
+    model = load_ngram_model(FIX / "kenlm-3.arpa.gz")
+    hist = [model.bos_id, model.word_id["of"]]
+    dist = model.next_log10(hist)
+    p = 10.0 ** dist
+    p[model.bos_id] = 0.0
+    assert p.sum() == pytest.approx(1.0, abs=1e-4)
+    s = next(iter(score_lines(model, ["of the"])))
+    assert dist[model.word_id["the"]] == pytest.approx(s.log10[1], abs=1e-6)
+
+
+# ------------------------------------------------------------------------- ARPA files
+
+SRILM = """
+\\data\\
+ngram 1=4
+ngram 2=3
+
+\\1-grams:
+-1.0\t</s>
+-99\t<s>\t-0.5
+-0.5\ta\t-0.25
+-0.7\tb
+
+\\2-grams:
+-0.2\t<s> a
+-0.3\ta b
+-0.4\ta </s>
+
+\\end\\
+"""
+
+
+def test_srilm_arpa_missing_backoffs_minus_99_and_no_unk(tmp_path):
+    p = tmp_path / "srilm.arpa.gz"
+    with gzip.open(p, "wt") as f:
+        f.write(SRILM)
+    warned = []
+    model = load_ngram_model(p, warn=warned.append)
+    assert any("<unk>" in w for w in warned)
+    s = next(iter(score_lines(model, ["a b b c"])))
+    # a|<s> = -0.2; b|a = -0.3; b|b: no bigram, b has no backoff (0) -> p(b) = -0.7;
+    # c: OOV -> <unk> -100 (KenLM's substitute) + backoff(b) = 0; </s>|c: unigram -1.0
+    assert s.log10.tolist() == pytest.approx([-0.2, -0.3, -0.7, -100.0, -1.0])
+    assert s.ngram.tolist() == [2, 2, 1, 1, 1]
+    s = next(iter(score_lines(model, ["b a"])))
+    # b|<s>: backoff(<s>) -0.5 + p(b) -0.7; a|b: b has no backoff -> -0.5; </s>|a = -0.4
+    assert s.log10.tolist() == pytest.approx([-1.2, -0.5, -0.4])
+
+
+def _arpa_error(tmp_path, text: str) -> str:
+    p = tmp_path / "bad.arpa"
+    p.write_text(text)
+    with pytest.raises(NlpkitError) as e:
+        load_ngram_model(p)
+    return str(e.value)
+
+
+def test_malformed_arpa_count_mismatch(tmp_path):
+    msg = _arpa_error(tmp_path, SRILM.replace("ngram 2=3", "ngram 2=4"))
+    assert "bad.arpa, line 12" in msg and "has 3 entries" in msg and "line 4 declares 4" in msg
+
+
+def test_malformed_arpa_bad_line(tmp_path):
+    msg = _arpa_error(tmp_path, SRILM.replace("-0.3\ta b", "-0.3\ta b c d"))
+    assert "bad.arpa, line 14" in msg and "log10-probability words [backoff]" in msg
+    msg = _arpa_error(tmp_path, SRILM.replace("-0.3\ta b", "x\ta b"))
+    assert "bad.arpa, line 14" in msg and "log10 probability" in msg
+
+
+def test_malformed_arpa_order_gap(tmp_path):
+    msg = _arpa_error(tmp_path, SRILM.replace("ngram 2=3", "ngram 3=3"))
+    assert "bad.arpa, line 4" in msg and "without a gap" in msg
+
+
+def test_malformed_arpa_unknown_word_and_not_arpa(tmp_path):
+    msg = _arpa_error(tmp_path, SRILM.replace("-0.3\ta b", "-0.3\ta zzz"))
+    assert "line 14" in msg and "'zzz'" in msg
+    assert "no \\data\\" in _arpa_error(tmp_path, "hello\n")
+
+
+def test_nlpkit_arpa_records_options_as_comments(nlpkit_arpas):
+    head = nlpkit_arpas[2].read_text(encoding="utf-8").split("\\data\\")[0]
+    assert "# nlpkit: order=2" in head and "# nlpkit: smoothing=kneser-ney" in head
+    assert all(line.startswith("#") for line in head.strip().split("\n"))      # KenLM skips '#' lines
+
+
+def test_order_below_one_and_empty_corpus(tmp_path):
+    with pytest.raises(UsageError, match="--order must be at least 1"):
+        train_ngram([str(FIX / "tiny.txt")], str(tmp_path / "x.arpa"), order=0)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(NlpkitError, match="empty.txt: empty corpus"):
+        train_ngram([str(empty)], str(tmp_path / "x.arpa"), order=2)
+
+
+# ------------------------------------------------------------------------- MLE and add-k
+
+# Jurafsky & Martin's corpus: every bigram count written out.
+JM = "I am Sam\nSam I am\nI do not like green eggs and ham\n"
+# C(<s> I)=2 C(<s> Sam)=1 C(I am)=2 C(I do)=1 C(am Sam)=1 C(am </s>)=1 C(Sam </s>)=1 C(Sam I)=1
+# C(do not)=1 C(not like)=1 C(like green)=1 C(green eggs)=1 C(eggs and)=1 C(and ham)=1 C(ham </s>)=1
+# contexts: C(<s> .)=3 C(I .)=3 C(am .)=2 C(Sam .)=2; |V| = 10 words + <s> + </s> + <unk> = 13
+
+
+def _bigram(tmp_path, smoothing, k=1.0):
+    corpus = tmp_path / "jm.txt"
+    corpus.write_text(JM)
+    out = tmp_path / f"jm-{smoothing}.ngram"
+    train_ngram([str(corpus)], str(out), order=2, smoothing=smoothing, k=k)
+    return load_ngram_model(out)
+
+
+def test_mle_bigram_textbook(tmp_path):
+    model = _bigram(tmp_path, "mle")
+    s = next(iter(score_lines(model, ["I am Sam"])))
+    want = [2 / 3, 2 / 3, 1 / 2, 1 / 2]                      # I|<s>, am|I, Sam|am, </s>|Sam
+    assert (10.0 ** s.log10).tolist() == pytest.approx(want)
+    s = next(iter(score_lines(model, ["Sam am"])))            # am|Sam never seen: probability 0
+    assert (10.0 ** s.log10).tolist() == pytest.approx([1 / 3, 0.0, 1 / 2])
+    total = NgramPerplexity()
+    total.add(s)
+    assert total.zero_prob == 1 and total.perplexity == math.inf
+
+
+def test_mle_zero_probability_count(tmp_path):
+    model = _bigram(tmp_path, "mle")
+    total = NgramPerplexity()
+    for s in score_lines(model, ["Sam am", "I like ham"]):
+        total.add(s)
+    # Sam am </s>: am|Sam = 0, </s>|am = 1/2;  I like ham </s>: like|I = 0, ham|like = 0, </s>|ham = 1
+    assert total.zero_prob == 3 and total.perplexity == math.inf
+
+
+def test_add_one_bigram_textbook(tmp_path):
+    model = _bigram(tmp_path, "add-k", 1.0)
+    assert model.vocab_size == 13
+    s = next(iter(score_lines(model, ["I am Sam", "Sam am"])))
+    want = [(2 + 1) / (3 + 13), (2 + 1) / (3 + 13), (1 + 1) / (2 + 13), (1 + 1) / (2 + 13)]
+    assert (10.0 ** s.log10).tolist() == pytest.approx(want)
+    model = _bigram(tmp_path, "add-k", 0.5)
+    s = next(iter(score_lines(model, ["Sam am"])))
+    assert 10.0 ** s.log10[1] == pytest.approx((0 + 0.5) / (2 + 0.5 * 13))
+
+
+def _nltk_pairs():
+    train = [line.split() for line in (FIX / "train.txt").read_text(encoding="utf-8-sig").splitlines()]
+    held = [line.split() for line in heldout_lines()]
+    return train, held
+
+
+@pytest.mark.parametrize("smoothing", ["mle", "add-k"])
+def test_bigram_equals_nltk(tmp_path, smoothing):
+    nltk_lm = pytest.importorskip("nltk.lm")
+    from nltk.lm.preprocessing import padded_everygram_pipeline
+
+    train, held = _nltk_pairs()
+    text = tmp_path / "train.txt"
+    text.write_text("\n".join(" ".join(s) for s in train) + "\n", encoding="utf-8")
+    out = tmp_path / "m.ngram"
+    train_ngram([str(text)], str(out), order=2, smoothing=smoothing, k=1.0)
+    model = load_ngram_model(out)
+    ref = (nltk_lm.MLE if smoothing == "mle" else nltk_lm.Laplace)(2)
+    ngrams, vocab = padded_everygram_pipeline(2, train)
+    ref.fit(ngrams, vocab)
+    assert len(ref.vocab) == model.vocab_size
+    mine = [10.0 ** lp for s in score_lines(model, [" ".join(h) for h in held]) for lp in s.log10]
+    theirs = [ref.score(w, [prev]) for h in held for prev, w in zip(["<s>"] + h, h + ["</s>"])]
+    np.testing.assert_allclose(mine, theirs, rtol=1e-9, atol=0)
+    assert any(p == 0 for p in theirs) == (smoothing == "mle")

@@ -1,0 +1,144 @@
+"""`nlpkit ngram-train` and an n-gram model as the --model of perplexity, sample and generate (real entry point)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIX = Path(__file__).parent / "fixtures" / "ngram"
+QUERY = json.loads((FIX / "query.json").read_text())
+
+
+def run(*args, input: str | None = None):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env.pop("NLPKIT_MODEL", None)
+    return subprocess.run([sys.executable, "-m", "nlpkit", *args], input=input, capture_output=True, text=True,
+                          env=env)
+
+
+def test_ngram_train_then_perplexity_equals_query(tmp_path):
+    model = tmp_path / "lm.arpa.gz"
+    r = run("ngram-train", str(FIX / "train.txt"), "-o", str(model), "--order", "3", "--format", "jsonl", "-q")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert rec["order"] == 3 and rec["smoothing"] == "kneser-ney" and rec["output"] == str(model)
+    r = run("perplexity", str(FIX / "heldout.txt"), "--model", str(model), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)["results"][0]
+    ref = QUERY["nlpkit-3"]
+    assert got["tokens"] == ref["tokens"] and got["oov"] == ref["oov"]
+    assert got["ppl"] == pytest.approx(ref["ppl"], rel=1e-5)
+    assert got["ppl_no_oov"] == pytest.approx(ref["ppl_no_oov"], rel=1e-5)
+    nbytes = (FIX / "heldout.txt").stat().st_size
+    assert got["bytes"] == nbytes
+    assert got["bits_per_byte"] == pytest.approx(-sum(ref["log10"]) * 3.321928094887362 / nbytes, rel=1e-5)
+    assert got["mean_nll"] == pytest.approx(-sum(ref["log10"]) * 2.302585092994046 / ref["tokens"], rel=1e-5)
+
+
+def test_perplexity_per_token_and_per_line_on_kenlm_arpa():
+    model = str(FIX / "kenlm-4.arpa.gz")
+    r = run("perplexity", str(FIX / "heldout.txt"), "--model", model, "--per-token", "--format", "jsonl")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    ref = QUERY["kenlm-4"]
+    assert [x["token"] for x in rows] == QUERY["heldout_words"]
+    assert [x["ngram"] for x in rows] == ref["ngram"]
+    assert max(abs(x["log10_prob"] - y) for x, y in zip(rows, ref["log10"])) < 1e-5
+    r = run("perplexity", str(FIX / "heldout.txt"), "--model", model, "--per-line", "--format", "jsonl")
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(lines) == len(ref["line_total"])
+    assert max(abs(x["log10_prob"] - y) for x, y in zip(lines, ref["line_total"])) < 1e-4
+    assert [x["oov"] for x in lines] == ref["line_oov"]
+
+
+@pytest.mark.parametrize("opt", [["--mode", "disjoint"], ["--context", "64"], ["--stride", "8"], ["--no-add-bos"]])
+def test_window_options_refused_with_ngram_model(opt):
+    r = run("perplexity", str(FIX / "heldout.txt"), "--model", str(FIX / "kenlm-2.arpa.gz"), *opt)
+    assert r.returncode == 2
+    assert "does not apply to an n-gram model" in r.stderr
+
+
+def test_mle_perplexity_infinite_with_zero_prob_count(tmp_path):
+    corpus = tmp_path / "jm.txt"
+    corpus.write_text("I am Sam\nSam I am\nI do not like green eggs and ham\n")
+    model = tmp_path / "jm.ngram"
+    assert run("ngram-train", str(corpus), "-o", str(model), "--order", "2", "--smoothing", "mle",
+               "-q").returncode == 0
+    assert model.read_text().split("\\counts\\")[0].count("# nlpkit: smoothing=mle") == 1
+    r = run("perplexity", "--model", str(model), "--format", "tsv", input="Sam am\nI like ham\n")
+    header, row = r.stdout.splitlines()
+    got = dict(zip(header.split("\t"), row.split("\t")))
+    assert got["zero_prob"] == "3" and got["ppl"] == "inf" and got["log10_prob"] == "-inf"
+
+
+def test_bad_inputs_exit_codes(tmp_path):
+    r = run("ngram-train", str(FIX / "tiny.txt"), "-o", str(tmp_path / "x.arpa"), "--order", "0")
+    assert r.returncode == 2 and "--order" in r.stderr
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    r = run("ngram-train", str(empty), "-o", str(tmp_path / "x.arpa"))
+    assert r.returncode == 1 and "empty corpus" in r.stderr and "Traceback" not in r.stderr
+    bad = tmp_path / "bad.arpa"
+    bad.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1\t<s>\n\n\\end\\\n")
+    r = run("perplexity", str(FIX / "heldout.txt"), "--model", str(bad))
+    assert r.returncode == 1 and "bad.arpa, line 4" in r.stderr and "line 2 declares 2" in r.stderr
+
+
+def test_lowercase_recorded_and_applied_when_scoring(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("The Cat sat\nthe cat SAT\n")
+    model = tmp_path / "c.arpa"
+    assert run("ngram-train", str(corpus), "-o", str(model), "--order", "2", "--lowercase", "-q").returncode == 0
+    assert "# nlpkit: lowercase=true" in model.read_text()
+    r = run("perplexity", "--model", str(model), "--format", "json", input="THE CAT SAT\n")
+    assert json.loads(r.stdout)["results"][0]["oov"] == 0
+
+
+def test_tokenizer_recorded_and_applied(tmp_path):
+    tok = Path(__file__).parent / "fixtures" / "lm" / "llama-gqa"
+    if not (tok / "tokenizer.json").exists():
+        pytest.skip("no tokenizer fixture")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world\nhello there world\n")
+    model = tmp_path / "c.arpa"
+    r = run("ngram-train", str(corpus), "-o", str(model), "--order", "2", "--tokenizer", str(tok), "-q")
+    assert r.returncode == 0, r.stderr
+    assert f"# nlpkit: tokenizer={tok.resolve()}" in model.read_text()
+    r = run("perplexity", "--model", str(model), "--format", "json", input="hello world\n")
+    assert json.loads(r.stdout)["results"][0]["oov"] == 0
+
+
+def test_sample_and_generate_from_ngram_model_are_seeded():
+    model = str(FIX / "kenlm-3.arpa.gz")
+    args = ("sample", "It is a truth", "--model", model, "-n", "3", "--seed", "7", "--top-k", "20",
+            "--max-new-tokens", "12", "--format", "jsonl")
+    a, b = run(*args), run(*args)
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    rows = [json.loads(line) for line in a.stdout.splitlines()]
+    assert len(rows) == 3 and all(r["finish"] in ("eos", "length") for r in rows)
+    assert all(r["logprob"] <= r["logprob_filtered"] + 1e-9 for r in rows)
+    g = run("generate", "It is a truth", "--model", model, "--temperature", "0", "--max-new-tokens", "5")
+    assert g.returncode == 0, g.stderr
+    assert g.stdout.startswith(" ") and 1 <= len(g.stdout.split()) <= 5
+    d = run("sample", "It is a", "--model", model, "--dist", "--top-k", "3", "--format", "jsonl")
+    probs = [json.loads(line)["probability"] for line in d.stdout.splitlines()]
+    assert len(probs) >= 3 and sum(probs) == pytest.approx(1.0)
+
+
+def test_greedy_generation_follows_the_most_likely_word():
+    from nlpkit.lm.ngram.model import load_ngram_model
+    from nlpkit.lm.ngram.sampling import generate_ngram, prompt_history
+    from nlpkit.lm.sampling import SamplingConfig
+
+    model = load_ngram_model(FIX / "kenlm-2.arpa.gz")
+    hist = prompt_history(model, "of")
+    text = "".join(generate_ngram(model, hist, max_new_tokens=1, sampling=SamplingConfig(temperature=0), seed=0))
+    dist = model.next_log10(hist)
+    dist[[model.bos_id, model.unk_id]] = -1e9
+    assert text.strip() == model.vocab[int(dist.argmax())]

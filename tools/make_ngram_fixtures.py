@@ -1,0 +1,130 @@
+"""Build the n-gram reference fixtures with KenLM itself (lmplz and query, compiled from source).
+
+KenLM is never a runtime or CI dependency: this script runs once on a maintainer's machine and
+stores small outputs under tests/fixtures/ngram/; the tests compare nlpkit against them.
+
+Building KenLM (a few minutes; what this script expects in $KENLM_BIN, default
+/work/build/kenlm/build/bin):
+
+    apt-get install -y cmake libboost-program-options-dev libboost-system-dev \\
+        libboost-thread-dev libboost-test-dev zlib1g-dev
+    pip download --no-deps --no-binary :all: kenlm -d /work/build/   # kenlm-0.3.0.tar.gz, or a
+    #   checkout of github.com/kpu/kenlm (the fixtures were made from commit 4cb443e)
+    mkdir -p /work/build/kenlm && tar -xzf /work/build/kenlm-*.tar.gz -C /work/build/kenlm --strip-components 1
+    cd /work/build/kenlm && mkdir build && cd build
+    cmake .. -DCMAKE_BUILD_TYPE=Release -DKENLM_MAX_ORDER=6 && make -j2 lmplz query
+
+What it writes (about 250 KB):
+
+- ``train.txt``: the first 300 lines of Pride and Prejudice (``gutenberg/1342-0.txt``) as they are,
+  UTF-8 BOM and CRLF line ends included (KenLM keeps the BOM in the first word; CR is a delimiter).
+- ``heldout.txt``: 40 lines of Persuasion (``gutenberg/105.txt``, lines 3001-3040), LF line ends.
+- ``kenlm-N.arpa.gz``, N = 2..5: ``lmplz -o N --discount_fallback -S 10% -T /tmp < train.txt``
+  (--discount_fallback only lets lmplz finish where its counts of counts are degenerate; it
+  substitutes 0.5 1 1.5 as nlpkit does, with a warning).
+- ``query.json``: ``query -v summary -v sentence -v word`` on heldout.txt with each kenlm-N.arpa.gz (``kenlm-N``) and with
+  nlpkit's own ``ngram-train --order N`` ARPA of train.txt (``nlpkit-N``): per word the vocabulary id
+  (0 = OOV), the n-gram length and log10 p; per line the total; the two perplexities, OOVs, tokens.
+- ``tiny.txt`` / ``tiny-3.arpa``: a hand-made corpus with a BOM, a no-break space, U+3000 and a
+  vertical tab inside words, and an empty line, trained with ``lmplz -o 3 --discount_fallback``.
+
+Run: ``python tools/make_ngram_fixtures.py`` (needs ../shared/data/gutenberg and the KenLM binaries).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "fixtures" / "ngram"
+DATA = Path(os.environ.get("NLPKIT_DATA", ROOT.parent / "shared" / "data")) / "gutenberg"
+KENLM_BIN = Path(os.environ.get("KENLM_BIN", "/work/build/kenlm/build/bin"))
+ORDERS = (2, 3, 4, 5)
+LMPLZ_FLAGS = ["--discount_fallback", "-S", "10%", "-T", tempfile.gettempdir()]
+TINY = ("\ufeffthe cat sat\n"
+        "the dog sat\n"
+        "\n"
+        "the cat\u00a0ran fast\n"
+        "a\x0bb c \u3000 d\u3000e\n"
+        "the cat sat on the mat\n")
+
+
+def lmplz(order: int, text_path: Path, out_path: Path) -> None:
+    with open(text_path, "rb") as f, open(out_path, "wb") as out:
+        subprocess.run([str(KENLM_BIN / "lmplz"), "-o", str(order), *LMPLZ_FLAGS], stdin=f, stdout=out,
+                       stderr=subprocess.DEVNULL, check=True)
+
+
+def query(model: Path, text_path: Path) -> dict:
+    """Parse `query -v summary -v sentence -v word` output: per word (id, n-gram length, log10 p), per line totals, summary."""
+    with open(text_path, "rb") as f:
+        res = subprocess.run([str(KENLM_BIN / "query"), "-v", "summary", "-v", "sentence", "-v", "word", str(model)], stdin=f,
+                             capture_output=True, check=True)
+    out = {"ids": [], "ngram": [], "log10": [], "line_total": [], "line_oov": []}
+    for line in res.stdout.decode("utf-8").split("\n"):
+        if line.startswith("Perplexity including OOVs:"):
+            out["ppl"] = float(line.split("\t")[1])
+        elif line.startswith("Perplexity excluding OOVs:"):
+            out["ppl_no_oov"] = float(line.split("\t")[1])
+        elif line.startswith("OOVs:"):
+            out["oov"] = int(line.split("\t")[1])
+        elif line.startswith("Tokens:"):
+            out["tokens"] = int(line.split("\t")[1])
+        elif line.strip():
+            items = line.split("\t")
+            for item in items:
+                if item.startswith("Total: "):
+                    _, total, _, oov = item.split(" ")
+                    out["line_total"].append(float(total))
+                    out["line_oov"].append(int(oov))
+                elif item:
+                    word, rest = item.rsplit("=", 1)
+                    vid, n, lp = rest.split(" ")
+                    out["ids"].append(int(vid))
+                    out["ngram"].append(int(n))
+                    out["log10"].append(float(lp))
+    return out
+
+
+def main() -> None:
+    if not (KENLM_BIN / "lmplz").exists():
+        sys.exit(f"no lmplz in {KENLM_BIN}: build KenLM first (see this script's docstring) or set KENLM_BIN")
+    if not DATA.is_dir():
+        sys.exit(f"no corpus at {DATA}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(DATA / "1342-0.txt", "rb") as f:
+        train = b"".join(f.readlines()[:300])
+    (OUT / "train.txt").write_bytes(train)
+    with open(DATA / "105.txt", "rb") as f:
+        held = b"".join(line.rstrip(b"\r\n") + b"\n" for line in f.readlines()[3000:3040])
+    (OUT / "heldout.txt").write_bytes(held)
+    (OUT / "tiny.txt").write_bytes(TINY.encode("utf-8"))
+    lmplz(3, OUT / "tiny.txt", OUT / "tiny-3.arpa")
+
+    sys.path.insert(0, str(ROOT))
+    from nlpkit.lm.ngram.train import train_ngram
+
+    results: dict = {"heldout_words": [w for line in held.decode().split("\n")[:-1] for w in line.split() + ["</s>"]]}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in ORDERS:
+            arpa = Path(tmp) / f"kenlm-{n}.arpa"
+            lmplz(n, OUT / "train.txt", arpa)
+            with open(arpa, "rb") as f, gzip.GzipFile(OUT / f"kenlm-{n}.arpa.gz", "wb", 9, mtime=0) as g:
+                g.write(f.read())
+            results[f"kenlm-{n}"] = query(arpa, OUT / "heldout.txt")
+            mine = Path(tmp) / f"nlpkit-{n}.arpa"
+            train_ngram([str(OUT / "train.txt")], str(mine), order=n)
+            results[f"nlpkit-{n}"] = query(mine, OUT / "heldout.txt")
+    (OUT / "query.json").write_text(json.dumps(results, separators=(",", ":")) + "\n")
+    total = sum(p.stat().st_size for p in OUT.iterdir())
+    print(f"wrote {OUT} ({total / 1024:.0f} KB)")
+
+
+if __name__ == "__main__":
+    main()
