@@ -186,9 +186,10 @@ def ngram_generate(model_path: str, prompt_text: str, echo: bool, cfg, max_new_t
         if out.isatty():
             out.write("\n")
         out.flush()
-    except BrokenPipeError:
-        from nlpkit.cli.generate import _silence_stdout
-
-        _silence_stdout()
+    except BrokenPipeError:  # `| head`: the reader has gone; stop quietly (stdout -> /dev/null for the last flush)
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
         return
     _stats_line(st, stats)

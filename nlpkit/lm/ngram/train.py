@@ -52,12 +52,12 @@ def text_transform(lowercase: bool, tokenizer_path: str | None) -> Callable[[str
 
 def load_bpe(path: str):
     """The BPE `Tokenizer` at `path` (tokenizer.json, or a directory holding one)."""
-    from nlpkit.bpe.formats import load_dir, load_tokenizer_json
+    from nlpkit.bpe.tokenizer import Tokenizer
 
     if not os.path.exists(path):
         raise NlpkitError(f"tokenizer {path!r} does not exist (the model records the tokenizer it was "
                           "trained with; pass it where it now is)")
-    return load_dir(path) if os.path.isdir(path) else load_tokenizer_json(path)
+    return Tokenizer.from_dir(path) if os.path.isdir(path) else Tokenizer.from_file(path)
 
 
 def load_piece_tokenizer(path: str) -> Callable[[str], list[str]]:

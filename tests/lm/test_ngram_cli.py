@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-FIX = Path(__file__).parent / "fixtures" / "ngram"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ngram"
 QUERY = json.loads((FIX / "query.json").read_text())
 
 
 def run(*args, input: str | None = None):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     env.pop("NLPKIT_MODEL", None)
     return subprocess.run([sys.executable, "-m", "nlpkit", *args], input=input, capture_output=True, text=True,
                           env=env)
@@ -100,7 +100,7 @@ def test_lowercase_recorded_and_applied_when_scoring(tmp_path):
 
 
 def test_tokenizer_recorded_and_applied(tmp_path):
-    tok = Path(__file__).parent / "fixtures" / "lm" / "llama-gqa"
+    tok = FIX.parent / "lm" / "llama-gqa"
     if not (tok / "tokenizer.json").exists():
         pytest.skip("no tokenizer fixture")
     corpus = tmp_path / "c.txt"

@@ -17,7 +17,7 @@ from nlpkit.lm.ngram.model import load_ngram_model
 from nlpkit.lm.ngram.scoring import NgramPerplexity, query_words, score_lines
 from nlpkit.lm.ngram.train import train_ngram
 
-FIX = Path(__file__).parent / "fixtures" / "ngram"
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ngram"
 ORDERS = (2, 3, 4, 5)
 QUERY = json.loads((FIX / "query.json").read_text())
 
