@@ -12,7 +12,8 @@ functions with a `distributed.Client`). Reported: wall time of the whole run (cl
 included) and of the work alone (cluster up), the peak RSS of the driver process and of each worker
 (getrusage in the worker), the Dask overhead at one worker (dask:1 work / local) and the two-worker
 speed-up (dask:1 work / dask:2 work). bm25 index takes one corpus file: the 33 MB corpus as one
-file of lines (the 10x copy is left out for bm25: the local path holds every record in memory).
+file of lines, cut into 8 MB shards (the 10x copy is left out for bm25: the local path holds every
+record in memory). Clusters are started as `--dask local:N` starts them (`cluster.local_cluster`).
 
     python benchmarks/scale.py [--data ../shared/data] [--skip-10x] [--tasks pmi,bm25,bpe]
 """
