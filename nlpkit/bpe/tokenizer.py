@@ -138,6 +138,26 @@ class Tokenizer:
         plain = not pre.steps and pre.use_regex and not pre.add_prefix_space and pre.metaspace is None
         self._split = pre._gpt2.compiled.findall if plain else pre.split  # skip the wrapper when we can
         self._piece_ids = self._bpe if pre.byte_level and self.scores is None else self._bpe_chars
+        self._word_split = self._word_splitter()
+
+    def _word_splitter(self) -> regex.Pattern | None:
+        """SentencePiece-style BPE without a pre-tokenizer treats a whole line as one word. When no token
+        has a word mark ('▁') right after another character, no merge can join across the start of a
+        '▁' run, so cutting there gives the same ids -- and words short enough to cache."""
+        pre = self.pretokenizer
+        if pre.byte_level or pre.steps or self.ignore_merges or pre.metaspace is not None and pre.metaspace.split:
+            return None
+        if pre.metaspace is not None:
+            mark = pre.metaspace.replacement
+        else:
+            marks = [st[2] for st in self.normalizer.steps if st[0] == "replace" and st[1] == " " and len(st[2]) == 1]
+            if not marks:
+                return None
+            mark = marks[-1]
+        inside = regex.compile(f"[^{regex.escape(mark)}]{regex.escape(mark)}")
+        if mark not in self.vocab or any(inside.search(t) for t in self.vocab):  # (an unk '▁' could fuse across)
+            return None
+        return regex.compile(f"(?<=[^{regex.escape(mark)}])(?={regex.escape(mark)})")
 
     def _splitter(self, tokens: list[AddedToken]) -> regex.Pattern | None:
         """Regex matching any of `tokens`, longest first (HF matches leftmost-longest); group 1 is
@@ -215,6 +235,8 @@ class Tokenizer:
         if self.normalizer:
             text = self.normalizer(text)
         pieces = self._split(text, first) if self.pretokenizer.metaspace is not None else self._split(text)
+        if self._word_split is not None:
+            pieces = [w for piece in pieces for w in self._word_split.split(piece)]
         try:  # all pieces seen before: no Python-level loop at all
             return list(chain.from_iterable(map(self._cache.__getitem__, pieces)))
         except KeyError:
