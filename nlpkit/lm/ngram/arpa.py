@@ -176,9 +176,12 @@ def read_model_file(path: str | os.PathLike) -> RawModel:
             saw = _show(got[1]) if got else "the end of the file"
             raise src.error(where, f"expected the section header {want.decode()}, got {saw}")
         start = src.i                                  # index of the first entry line
-        end = start
-        while end < len(src.lines) and src.lines[end].strip() and not src.lines[end].startswith(b"\\"):
-            end += 1
+        end = start + n                                # the declared count, checked in O(1) first
+        if not (end <= len(src.lines) and (n == 0 or _is_entry(src.lines[end - 1]))
+                and (end == len(src.lines) or not _is_entry(src.lines[end]))):
+            end = start
+            while end < len(src.lines) and _is_entry(src.lines[end]):
+                end += 1
         if end - start != n:
             raise src.error(start, f"the \\{k}-grams: section has {end - start} entries (lines {start + 1}-{end}) "
                                    f"but line {declared_at[k - 1]} declares {n}")
@@ -202,9 +205,45 @@ def _show(line: bytes) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
+def _is_entry(line: bytes) -> bool:
+    return bool(line.strip()) and not line.startswith(b"\\")
+
+
+def _parse_section_fast(blob: bytes, n: int, k: int, kind: str, word_id: dict[bytes, int]):
+    """Every line with the same fields (all backoffs present, or none): columns by slicing one split.
+
+    None when the section is not uniform (SRILM's missing backoffs) or something does not parse;
+    the line-by-line parser then finds the line to blame."""
+    if b"\x0b" in blob or b"\x0c" in blob:
+        return None
+    toks = blob.split()
+    widths = (k + 1,) if kind == "counts" else (k + 2, k + 1)
+    w = next((w for w in widths if len(toks) == n * w), None)
+    if w is None or n == 0:
+        return None
+    tabs = blob.count(b"\t")
+    if tabs and tabs != n * (w - k):                     # tab-separated: prob<TAB>words[<TAB>backoff]
+        return None
+    try:
+        vals = np.array(toks[0::w], dtype="S").astype(np.float64)
+        bo = np.array(toks[w - 1::w], dtype="S").astype(np.float64).astype(np.float32) if w == k + 2 \
+            else np.zeros(n, dtype=np.float32)
+        cols = [np.fromiter(map(word_id.__getitem__, toks[1 + j::w]), dtype=np.int32, count=n) for j in range(k)]
+    except (ValueError, KeyError):
+        return None
+    if kind == "counts" and (vals < 0).any():
+        return None
+    return np.stack(cols, axis=1), vals, bo
+
+
 def _parse_section(src: _Lines, start: int, end: int, k: int, kind: str, vocab: list[str],
                    word_id: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lines = src.lines[start:end]
+    if k > 1:
+        fast = _parse_section_fast(b"\n".join(lines), len(lines), k, kind, word_id)
+        if fast is not None:
+            grams, vals, bo = fast
+            return grams, vals.astype(np.float64 if kind == "counts" else np.float32), bo
     if any(b"\x0b" in line or b"\x0c" in line for line in lines):   # ARPA splits on tab, CR, LF, space only
         fields = [[w for w in _ARPA_SPACES.split(line) if w] for line in lines]
     else:
