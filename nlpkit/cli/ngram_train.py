@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, input_paths, open_writer, progress, warn
+from nlpkit.cli.common import common_options, dask_options, input_paths, open_writer, progress, warn
 
 
 @click.command("ngram-train")
@@ -24,9 +24,10 @@ from nlpkit.cli.common import common_options, input_paths, open_writer, progress
                    "in the model and applied when scoring), as CCNet applies SentencePiece before KenLM.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="Tokenizer processes for large inputs [2 for 8 MB or more on a multi-core machine].")
+@dask_options
 @common_options
-def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, fmt, no_signature, quiet,
-            encoding_errors):
+def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask, shard_size, fmt, no_signature,
+            quiet, encoding_errors):
     """Train an n-gram language model on FILES ('-' or a pipe for stdin), one sentence a line.
 
     Lines are split into words on ASCII whitespace only, as KenLM does (a no-break space stays inside
@@ -53,6 +54,19 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, fmt,
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")
     start = time.perf_counter()
+    counts = None
+    if dask:                     # count on the cluster; the estimate is made here
+        import os
+
+        from nlpkit.distributed.cluster import connect
+        from nlpkit.distributed.shards import parse_size
+        from nlpkit.distributed.stages import ngram_counts
+        from nlpkit.lm.ngram.train import text_transform
+
+        size = parse_size(shard_size)
+        transform = text_transform(False, os.path.abspath(tokenizer) if tokenizer else None)
+        with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:
+            counts = ngram_counts(client, paths, order, lowercase, transform, encoding_errors, size, tick)
     try:
         with progress("counting (chars)", quiet=quiet) as tick:
             done = [0]
@@ -63,7 +77,7 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, fmt,
 
             res = train_ngram(paths, output, order=order, smoothing=smoothing, k=k, lowercase=lowercase,
                               tokenizer=tokenizer, errors=encoding_errors, jobs=jobs, progress=advance,
-                              warn=lambda m: warn(m, quiet))
+                              warn=lambda m: warn(m, quiet), counts=counts)
     except UsageError as e:
         raise click.UsageError(str(e)) from None
     seconds = time.perf_counter() - start

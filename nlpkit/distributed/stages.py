@@ -224,3 +224,15 @@ def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, cont
         for p in scored:
             line += 1
             yield shard.path, line, p
+
+
+def ngram_counts(client, paths: list[str], order: int, lowercase: bool = False, transform=None,
+                 errors: str = "strict", shard_bytes: int = SHARD_BYTES,
+                 progress: Callable[..., None] | None = None):
+    """`nlpkit.lm.ngram.counting.count_ngrams` over a cluster (lines are sentences: shards are
+    independent); the driver estimates the model from the merged counts."""
+    from nlpkit.lm.ngram import counting
+
+    shards = plan_shards(paths, shard_bytes, "line")
+    return map_reduce(client, counting.count_shard, shards, counting.merge_counts, progress,
+                      args=(order, lowercase, transform, errors))

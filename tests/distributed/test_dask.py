@@ -252,3 +252,12 @@ def test_env_address_leaves_uncovered_modes_local(corpus):
     assert r.stdout == run_cli(*args).stdout
     r = run_cli(*args, "--dask", "tcp://127.0.0.1:1")
     assert r.returncode == 2 and b"--dask" in r.stderr
+
+
+def test_ngram_train_identical(cluster, corpus, tmp_path):
+    a, b = tmp_path / "local.arpa", tmp_path / "dask.arpa"
+    local = run_cli("ngram-train", *corpus["files"], "-o", str(a), "--order", "3", "--quiet")
+    dask = run_cli("ngram-train", *corpus["files"], "-o", str(b), "--order", "3", "--quiet",
+                   "--dask", cluster.scheduler_address, "--shard-size", "2k")
+    assert local.returncode == 0 and dask.returncode == 0, dask.stderr.decode()
+    assert a.read_bytes() == b.read_bytes()

@@ -226,6 +226,37 @@ def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
     return result
 
 
+def count_shard(shard, order: int, lowercase: bool = False, transform: Callable[[str], str] | None = None,
+                errors: str = "strict") -> NgramCounts:
+    """`count_ngrams` of one shard (`nlpkit.distributed`); lines never cross shards."""
+    return count_ngrams([shard], order, lowercase=lowercase, transform=transform, errors=errors, jobs=1)
+
+
+def merge_counts(parts: list[NgramCounts]) -> NgramCounts:
+    """Sum shards' counts; ids stay in first-appearance order over the parts in order."""
+    vocab: dict[str, int] = {}
+    luts = [np.fromiter((vocab.setdefault(w, len(vocab)) for w in p.vocab), dtype=np.int64, count=len(p.vocab))
+            for p in parts]
+    order = parts[0].order
+    out = NgramCounts(order=order, vocab=list(vocab), sentences=sum(p.sentences for p in parts),
+                      tokens=sum(p.tokens for p in parts),
+                      skipped_symbols=sum(p.skipped_symbols for p in parts))
+    for k in range(1, order + 1):
+        if k == 1:
+            full = np.zeros(len(vocab), dtype=np.int64)
+            for p, lut in zip(parts, luts):
+                full[lut[p.ngrams[0][:, 0]]] += p.counts[0]
+            out.ngrams.append(np.arange(len(vocab), dtype=np.int32)[:, None])
+            out.counts.append(full)
+            continue
+        grams = np.concatenate([lut[p.ngrams[k - 1]] for p, lut in zip(parts, luts)]).astype(np.uint32)
+        cols, counts = _unique_sum(_pack(grams.reshape(-1, k)),
+                                   np.concatenate([p.counts[k - 1] for p in parts]).astype(np.int64))
+        out.ngrams.append(_unpack(cols, k) if len(counts) else np.zeros((0, k), dtype=np.int32))
+        out.counts.append(counts)
+    return out
+
+
 def _names(paths: Sequence[str]) -> list[str]:
     return ["<stdin>" if p == "-" else p for p in paths]
 

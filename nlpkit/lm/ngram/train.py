@@ -88,7 +88,7 @@ def piece_detokenizer(path: str) -> Callable[[list[str]], str]:
 
 def train_ngram(paths: Sequence[str], output: str, *, order: int = 3, smoothing: str = "kneser-ney",
                 k: float = 1.0, lowercase: bool = False, tokenizer: str | None = None, errors: str = "strict",
-                jobs: int | None = None, progress=None, warn=None) -> TrainResult:
+                jobs: int | None = None, progress=None, warn=None, counts=None) -> TrainResult:
     """Count `paths` and write the model to `output` (ARPA for kneser-ney, counts for mle / add-k)."""
     from nlpkit.lm.ngram.arpa import write_model_file
 
@@ -105,8 +105,11 @@ def train_ngram(paths: Sequence[str], output: str, *, order: int = 3, smoothing:
         if warn is not None:
             warn(f"dropped {n} occurrence(s) of <s>, </s> or <unk> in the text (reserved words; lmplz --skip_symbols)")
 
-    counts: NgramCounts = count_ngrams(paths, order, lowercase=lowercase, transform=transform, errors=errors,
-                                       jobs=jobs, progress=progress, on_symbol=symbols)
+    if counts is None:          # else counted already (nlpkit.distributed.stages.ngram_counts)
+        counts = count_ngrams(paths, order, lowercase=lowercase, transform=transform, errors=errors,
+                              jobs=jobs, progress=progress, on_symbol=symbols)
+    elif counts.skipped_symbols:
+        symbols(counts.skipped_symbols)
     if counts.tokens == 0:
         raise NlpkitError(f"{', '.join('<stdin>' if p == '-' else p for p in paths)}: empty corpus, "
                           "no words to count")
