@@ -130,8 +130,6 @@ def test_greedy_generate_equals_transformers_generate(name):
 
 @pytest.mark.parametrize("name", ["mistral", "gemma2"])
 @pytest.mark.parametrize("case", ["sliding_c16_s8", "sliding_c24_s8"])
-@pytest.mark.xfail(reason="references follow transformers' guide loop without a prefix token; scoring since 483e3bc "
-                   "prefixes BOS/EOS and scores an exact mean: references to be regenerated", strict=False)
 def test_sliding_perplexity_past_the_window_equals_transformers(name, case):
     ref = reference(name)
     assert ref["window"] < int(case.split("_c")[1].split("_")[0]) < len(ref["ppl_ids"])
@@ -142,8 +140,6 @@ def test_sliding_perplexity_past_the_window_equals_transformers(name, case):
     assert got.guide_mean_nll == pytest.approx(ref["ppl"][case], rel=1e-6)
 
 
-@pytest.mark.xfail(reason="references follow transformers' guide loop without a prefix token; scoring since 483e3bc "
-                   "prefixes BOS/EOS and scores an exact mean: references to be regenerated", strict=False)
 def test_cli_perplexity_on_mistral_past_its_window(cli, tmp_path):
     ref = reference("mistral")
     text = tmp_path / "t.txt"
