@@ -326,7 +326,7 @@ def test_bm25_help_texts(cli):
     index = ok(cli("bm25", "index", "--help"))
     assert "-o/--output" in index and "into the directory INDEX" not in index
     search = ok(cli("bm25", "search", "--help"))
-    assert "--stopwords english|lucene|none|FILE" in search and "--corpus FILE" in search
+    assert "--stopwords english|sklearn|lucene|none|FILE" in search and "--corpus FILE" in search
     assert "--queries FILE" in search and "stdin" in search
 
 
