@@ -12,27 +12,18 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from nlpkit.errors import UsageError
+from nlpkit.lm.generation import Sample
 from nlpkit.lm.ngram.model import NgramModel
 from nlpkit.lm.ngram.scoring import query_words
 from nlpkit.lm.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
 
 LN10 = math.log(10.0)
-
-
-@dataclass
-class NgramSample:
-    index: int
-    ids: list[int] = field(default_factory=list)
-    text: str = ""
-    logprob: float = 0.0
-    logprob_filtered: float = 0.0
-    finish: str = ""
 
 
 @dataclass
@@ -73,13 +64,13 @@ def next_word_distribution(model: NgramModel, history: list[int], cfg: SamplingC
 def sample_ngram(model: NgramModel, history: list[int], n: int, *, max_new_tokens: int, sampling: SamplingConfig,
                  seed: int | None, stop: Sequence[str] = (), ignore_eos: bool = False, joiner: str = " ",
                  detok: Callable[[list[str]], str] | None = None, stats: NgramStats | None = None
-                 ) -> list[NgramSample]:
+                 ) -> list[Sample]:
     """N continuations drawn together (one [n, V] array of logits per step)."""
     if n < 1:
         raise UsageError(f"-n must be at least 1, got {n}")
     stats = stats if stats is not None else NgramStats()
     stats.prompt_tokens, stats.batch = len(history), n
-    samples = [NgramSample(i) for i in range(n)]
+    samples = [Sample(i) for i in range(n)]
     hists = [list(history) for _ in range(n)]
     words: list[list[str]] = [[] for _ in range(n)]
     active = np.ones(n, dtype=bool)
@@ -166,7 +157,7 @@ def generate_ngram(model: NgramModel, history: list[int], *, max_new_tokens: int
                    stats: NgramStats | None = None) -> Iterator[str]:
     """One continuation as text pieces, streamed word by word (`lead` goes before the first word)."""
     stats = stats if stats is not None else NgramStats()
-    sample = NgramSample(0)
+    sample = Sample(0)
     printed = ""
     hists = [list(history)]
     words: list[str] = []
@@ -206,5 +197,5 @@ def generate_ngram(model: NgramModel, history: list[int], *, max_new_tokens: int
         yield text[len(printed):]
 
 
-__all__ = ["sample_ngram", "generate_ngram", "next_word_distribution", "prompt_history", "NgramSample",
+__all__ = ["sample_ngram", "generate_ngram", "next_word_distribution", "prompt_history", "Sample",
            "NgramStats"]
