@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
+from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.common import (common_options, dask_from_env, dask_options, input_paths, model_name,
+from nlpkit.cli.common import (common_options, dask_options, input_paths, model_name,
                                model_options, open_writer, progress, rope_label)
 
 SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words", "bytes"]
@@ -66,10 +66,9 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         raise click.UsageError("stdin ('-') can be given only once")
 
     from nlpkit.errors import NlpkitError
-    from nlpkit.io import display_name, iter_lines, read_text
+    from nlpkit.io import display_name, read_text
     from nlpkit.lm.loaders import load_model
-    from nlpkit.lm.scoring import (Perplexity, TooShort, check_context, default_context, default_stride, perplexity,
-                                   prefix_token)
+    from nlpkit.lm.scoring import Perplexity, check_context, default_context, default_stride, perplexity, prefix_token
     from nlpkit.signature import make_signature
 
     model = load_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor)
@@ -97,56 +96,66 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
                  "token": tok.decode_bytes([i]).decode("utf-8", errors="replace"), "logprob": lp}
                 for pos, i, lp in zip(scored.positions, scored.ids, scored.logprobs)]
 
-    if dask and (not per_line or per_token) and dask_from_env():
-        dask = None                       # $NLPKIT_DASK: whole texts and --per-token run locally
-    if dask:
-        if not per_line or per_token:
-            raise click.UsageError("--dask scores --per-line records (without --per-token); whole texts "
-                                   "are scored locally")
-        from nlpkit.distributed.cluster import connect
-        from nlpkit.distributed.shards import parse_size
-        from nlpkit.distributed.stages import perplexity_lines
-
-        size = parse_size(shard_size)
-        key = (str(model.source), rope_scaling, rope_factor)
-        with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick, \
-                open_writer(columns, fmt, sig, no_signature) as out:
-            for name, lineno, p in perplexity_lines(client, paths, key, mode, ctx, strd, bos, encoding_errors,
-                                                    size, tick):
-                out.write({"file": name, "line": lineno, **stats(p)} if p is not None
-                          else {"file": name, "line": lineno, "tokens": 0, "words": 0, "bytes": 0})
-        return
     several = len(paths) > 1 and not per_line and not per_token
     totals: list = []
-    with open_writer(columns, fmt, sig, no_signature) as out, progress("scoring", quiet=quiet) as tick:
+    with ExitStack() as stack:
+        client = None
+        if dask:
+            from nlpkit.distributed.cluster import connect
+            from nlpkit.distributed.shards import parse_size
+            from nlpkit.distributed.stages import perplexity_lines, perplexity_windows
+
+            size = parse_size(shard_size)
+            key = (str(model.source), rope_scaling, rope_factor)
+            client = stack.enter_context(connect(dask, quiet))
+        out = stack.enter_context(open_writer(columns, fmt, sig, no_signature))
+        tick = stack.enter_context(progress("tasks" if dask else "scoring", quiet=quiet))
+        if per_line:
+            records = (perplexity_lines(client, paths, key, mode, ctx, strd, bos, encoding_errors, size, tick,
+                                        per_token) if client is not None
+                       else _local_lines(model, paths, mode, ctx, strd, bos, encoding_errors, per_token))
+            for name, lineno, p in records:
+                if p is None:
+                    if not per_token:
+                        out.write({"file": name, "line": lineno, "tokens": 0, "words": 0, "bytes": 0})
+                elif per_token:
+                    out.write_many(token_rows(name, lineno, p[1]))
+                else:
+                    out.write({"file": name, "line": lineno, **stats(p)})
+            return
+        map_windows = perplexity_windows(client, key, size, tick) if client is not None else None
         for path in paths:
             name = display_name(path)
-            if per_line:
-                for lineno, line in enumerate(iter_lines(path, errors=encoding_errors), 1):
-                    try:
-                        p, scored = perplexity(model, line, mode=mode, context=ctx, stride=strd, add_bos=bos)
-                    except TooShort:
-                        if not per_token:
-                            out.write({"file": name, "line": lineno, "tokens": 0, "words": 0, "bytes": 0})
-                        continue
-                    if per_token:
-                        out.write_many(token_rows(name, lineno, scored))
-                    else:
-                        out.write({"file": name, "line": lineno, **stats(p)})
+            text = read_text(path, errors=encoding_errors)
+            if not text.strip():
+                raise NlpkitError(f"{'<stdin>' if path == '-' else path}: empty text, nothing to score")
+            p, scored = perplexity(model, text, mode=mode, context=ctx, stride=strd, add_bos=bos,
+                                   progress=None if client is not None else tick, map_windows=map_windows)
+            if per_token:
+                out.write_many(token_rows(name, None, scored))
             else:
-                text = read_text(path, errors=encoding_errors)
-                if not text.strip():
-                    raise NlpkitError(f"{'<stdin>' if path == '-' else path}: empty text, nothing to score")
-                p, scored = perplexity(model, text, mode=mode, context=ctx, stride=strd, add_bos=bos,
-                                       progress=tick)
-                if per_token:
-                    out.write_many(token_rows(name, None, scored))
-                else:
-                    out.write({"file": name, **stats(p), **({"total": False} if several else {})})
-                    totals.append(p)
+                out.write({"file": name, **stats(p), **({"total": False} if several else {})})
+                totals.append(p)
         if several and totals:
             nll = sum(p.nll for p in totals)
             n = sum(p.tokens for p in totals)
             p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
                            bytes=sum(p.bytes for p in totals))
             out.write({"file": TOTAL, **stats(p), "total": True})
+
+
+def _local_lines(model, paths, mode, ctx, strd, bos, errors, per_token):
+    """(file, line number, Perplexity — with `per_token` a (Perplexity, Scored) pair — or None when
+    the line is too short), as `nlpkit.distributed.stages.perplexity_lines` yields them."""
+    from nlpkit.io import display_name, iter_lines
+    from nlpkit.lm.scoring import TooShort, perplexity
+
+    for path in paths:
+        name = display_name(path)
+        for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
+            try:
+                p, scored = perplexity(model, line, mode=mode, context=ctx, stride=strd, add_bos=bos)
+            except TooShort:
+                yield name, lineno, None
+                continue
+            yield name, lineno, ((p, scored) if per_token else p)

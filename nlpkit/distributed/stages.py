@@ -7,7 +7,7 @@ connected `distributed.Client` (`nlpkit.distributed.cluster.connect`).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 from nlpkit.distributed.cluster import map_reduce
 from nlpkit.distributed.shards import SHARD_BYTES, plan_shards
@@ -207,9 +207,10 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
 
 def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, context: int,
                      stride: int | None, add_bos: bool, errors: str = "strict",
-                     shard_bytes: int = SHARD_BYTES, progress: Callable[..., None] | None = None):
+                     shard_bytes: int = SHARD_BYTES, progress: Callable[..., None] | None = None,
+                     per_token: bool = False):
     """``perplexity --per-line`` over a cluster: yields (file, line number, Perplexity or None)
-    in input order. Each worker loads the model once (`scoring.cached_model`); the driver holds
+    in input order — (Perplexity, Scored) pairs with `per_token`. Each worker loads the model once (`scoring.cached_model`); the driver holds
     only the shards finished ahead of the one it is writing."""
     from nlpkit.distributed.cluster import map_ordered
     from nlpkit.lm import scoring, threads
@@ -217,7 +218,8 @@ def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, cont
     shards = plan_shards(paths, shard_bytes, "line")
     line, current = 0, None
     results = map_ordered(client, scoring.score_lines_shard, shards, progress,
-                          args=(model_key, mode, context, stride, add_bos, errors, threads.blas_threads()))
+                          args=(model_key, mode, context, stride, add_bos, errors, threads.blas_threads(),
+                                per_token))
     for shard, (_, scored) in zip(shards, results):
         if shard.file_index != current:
             current, line = shard.file_index, 0
@@ -236,3 +238,35 @@ def ngram_counts(client, paths: list[str], order: int, lowercase: bool = False, 
     shards = plan_shards(paths, shard_bytes, "line")
     return map_reduce(client, counting.count_shard, shards, counting.merge_counts, progress,
                       args=(order, lowercase, transform, errors))
+
+
+WINDOW_TASK_TOKENS = 65536   # at most this many input tokens of windows per task (whole-text perplexity)
+
+
+def perplexity_windows(client, model_key: tuple, shard_bytes: int = SHARD_BYTES,
+                       progress: Callable[..., None] | None = None) -> Callable:
+    """A `map_windows` for `nlpkit.lm.scoring.score_ids`: the windows of a whole text, scored on
+    the workers (each loads the model once) in tasks of consecutive windows holding about
+    `shard_bytes / 4` input tokens (at most `WINDOW_TASK_TOKENS`, at least one window), yielded
+    in order. Only the windows' token ids travel; each comes back as its log-probabilities."""
+    from nlpkit.distributed.cluster import Ticker, map_ordered
+    from nlpkit.lm import scoring, threads
+
+    tick = Ticker(progress, 0)
+
+    def run(seq: list[int], windows: list) -> Iterator:
+        budget = max(1, min(shard_bytes // 4, WINDOW_TASK_TOKENS))
+        tasks, group, size = [], [], 0
+        for w in windows:
+            if group and size + (w.end - w.start) > budget:
+                tasks.append(group)
+                group, size = [], 0
+            group.append((w.tokens(seq), w.first))
+            size += w.end - w.start
+        if group:
+            tasks.append(group)
+        for part in map_ordered(client, scoring.score_windows_task, tasks, ticker=tick,
+                                args=(model_key, threads.blas_threads())):
+            yield from part
+
+    return run

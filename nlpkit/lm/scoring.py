@@ -123,79 +123,104 @@ def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0)
 
 
-def score_sliding(model, ids: list[int], context: int, stride: int, progress=None) -> Scored:
-    """The transformers guide loop (see module docstring)."""
-    n, res = len(ids), Scored()
-    starts = list(range(0, n, stride))
-    weighted, weights, prev_end = 0.0, 0, 0
-    for w, begin in enumerate(starts):
+@dataclass(frozen=True)
+class Window:
+    """One forward pass of a scoring plan: seq[start:end] is the input (with `swap`, when set, in
+    its first place), tokens first..end-start-1 of it are scored; `weight` is the transformers
+    guide's `trg_len - 1` for sliding windows."""
+
+    start: int
+    end: int
+    first: int
+    swap: int | None = None
+    weight: int = 0
+
+    def tokens(self, seq: list[int]) -> list[int]:
+        chunk = list(seq[self.start:self.end])
+        if self.swap is not None:
+            chunk[0] = self.swap
+        return chunk
+
+    @property
+    def positions(self) -> range:
+        return range(self.start + max(self.first, 1), self.end)
+
+
+def sliding_windows(n: int, context: int, stride: int) -> list[Window]:
+    """The transformers guide loop (see module docstring) over a sequence of n tokens."""
+    out, prev_end = [], 0
+    for begin in range(0, n, stride):
         end = min(begin + context, n)
         trg_len = end - prev_end
         first = max(end - trg_len, begin + 1)  # the window's first token has no prediction
-        lp = window_logprobs(model, ids[begin:end], first - begin)
-        res.positions += range(first, end)
-        res.ids += ids[first:end]
-        res.logprobs += lp.tolist()
-        if len(lp):
-            weighted += float(-lp.mean()) * (trg_len - 1)
-            weights += trg_len - 1
+        out.append(Window(begin, end, first - begin, weight=trg_len - 1))
         prev_end = end
-        if progress:
-            progress(w + 1, len(starts))
         if end == n:
             break
+    return out
+
+
+def disjoint_windows(n: int, context: int, prefixed: bool) -> list[Window]:
+    """lm-evaluation-harness get_rolling_token_windows(context_len=1) + make_disjoint_window over a
+    sequence of n tokens (`prefixed`: its first is the prefix token).
+
+    Windows predict `context` tokens each, conditioned on the token before them (the first window on the
+    prefix token); the last, shorter window is rolled back to a full `context` tokens of input, as there.
+    """
+    offset = 1 if prefixed else 0  # without a prefix token the first token stays unscored
+    bounds = [(1, min(context + 1 - (1 - offset), n))]  # seq[a:b] is predicted
+    while bounds[-1][1] < n:
+        a = bounds[-1][1]
+        bounds.append((a, min(a + context, n)))
+    out = []
+    for a, b in bounds:
+        if b > a:
+            start = max(b - context - 1, 0)
+            out.append(Window(start, b, a - start))
+    return out
+
+
+def second_half_windows(n: int, context: int, bos_id: int | None) -> list[Window]:
+    """llama.cpp perplexity: n_chunk = n // context chunks, each scoring tokens context/2+1 .. context-1
+    (`bos_id`, when given, replaces each chunk's first token)."""
+    if n < 2 * context:
+        raise NlpkitError(f"--mode second-half needs at least 2 x context = {2 * context} tokens, the text has "
+                          f"{n} (lower --context or use --mode sliding)")
+    return [Window(c * context, (c + 1) * context, context // 2 + 1, swap=bos_id) for c in range(n // context)]
+
+
+def score_windows(model, seq: list[int], windows: list[Window], progress=None,
+                  map_windows: Callable | None = None) -> Scored:
+    """Run a plan: each window's log-probabilities (`window_logprobs`, or `map_windows(seq, windows)`
+    yielding them in order, e.g. on a Dask cluster), gathered into one `Scored`."""
+    if map_windows is None:
+        results = (window_logprobs(model, w.tokens(seq), w.first) for w in windows)
+    else:
+        results = map_windows(seq, windows)
+    res = Scored()
+    weighted, weights = 0.0, 0
+    for k, (w, lp) in enumerate(zip(windows, results)):
+        chunk = w.tokens(seq)  # [end - start]
+        res.positions += w.positions
+        res.ids += chunk[max(w.first, 1):]
+        res.logprobs += lp.tolist()
+        if len(lp) and w.weight:
+            weighted += float(-lp.mean()) * w.weight
+            weights += w.weight
+        if progress:
+            progress(k + 1, len(windows))
     res.guide_mean_nll = weighted / weights if weights else float("nan")
     res.mean_nll = -float(np.mean(res.logprobs)) if res.logprobs else float("nan")
     return res
 
 
-def score_disjoint(model, ids: list[int], context: int, prefix_id: int | None, progress=None) -> Scored:
-    """lm-evaluation-harness get_rolling_token_windows(context_len=1) + make_disjoint_window.
-
-    Windows predict `context` tokens each, conditioned on the token before them (the first window on the
-    prefix token); the last, shorter window is rolled back to a full `context` tokens of input, as there.
-    """
-    res = Scored()
-    offset = 0 if prefix_id is None else 1  # without a prefix token the first token stays unscored
-    seq = ([prefix_id] if offset else []) + list(ids)
-    bounds = [(1, min(context + 1 - (1 - offset), len(seq)))]  # seq[a:b] is predicted
-    while bounds[-1][1] < len(seq):
-        a = bounds[-1][1]
-        bounds.append((a, min(a + context, len(seq))))
-    for w, (a, b) in enumerate(bounds):
-        if b <= a:
-            continue
-        start = max(b - context - 1, 0)
-        lp = window_logprobs(model, seq[start:b], a - start)
-        res.positions += [p - offset for p in range(a, b)]
-        res.ids += seq[a:b]
-        res.logprobs += lp.tolist()
-        if progress:
-            progress(w + 1, len(bounds))
-    res.mean_nll = -float(np.mean(res.logprobs)) if res.logprobs else float("nan")
-    return res
-
-
-def score_second_half(model, ids: list[int], context: int, bos_id: int | None, progress=None) -> Scored:
-    """llama.cpp perplexity: n_chunk = len // context chunks, each scoring tokens context/2+1 .. context-1
-    (`bos_id`, when given, replaces each chunk's first token)."""
-    if len(ids) < 2 * context:
-        raise NlpkitError(f"--mode second-half needs at least 2 x context = {2 * context} tokens, the text has "
-                          f"{len(ids)} (lower --context or use --mode sliding)")
-    res, first = Scored(), context // 2
-    n_chunk = len(ids) // context
-    for c in range(n_chunk):
-        chunk = list(ids[c * context:(c + 1) * context])
-        if bos_id is not None:
-            chunk[0] = bos_id
-        lp = window_logprobs(model, chunk, first + 1)
-        res.positions += range(c * context + first + 1, (c + 1) * context)
-        res.ids += chunk[first + 1:]
-        res.logprobs += lp.tolist()
-        if progress:
-            progress(c + 1, n_chunk)
-    res.mean_nll = -float(np.mean(res.logprobs))
-    return res
+def score_windows_task(chunks: list[tuple[list[int], int]], model_key: tuple,
+                       blas_threads: int | None = None) -> list[np.ndarray]:
+    """A Dask task: `window_logprobs` of each (window tokens, first scored) on this worker's cached
+    model, with the driver's BLAS thread count (see `score_lines_shard`)."""
+    _match_blas_threads(blas_threads)
+    model = cached_model(*model_key)
+    return [window_logprobs(model, ids, first) for ids, first in chunks]
 
 
 def count_words(text: str) -> int:
@@ -219,25 +244,25 @@ def prefix_token(config) -> int | None:
 
 
 def score_ids(model, ids: list[int], *, mode: str = "sliding", context: int, stride: int | None = None,
-              add_bos: bool = False, progress: Callable | None = None) -> Scored:
+              add_bos: bool = False, progress: Callable | None = None,
+              map_windows: Callable | None = None) -> Scored:
     """Score a token-id list (without prefix token; `add_bos` puts the model's prefix token before it:
-    prepended in sliding and disjoint, swapped into each chunk's first place in second-half).
-    `positions` index `ids`."""
+    prepended in every mode, and swapped into each chunk's first place in second-half).
+    `positions` index `ids`. `map_windows` runs the windows elsewhere (see `score_windows`)."""
     check_window(mode, context, stride)
     prefix = prefix_token(model.config) if add_bos else None
     if add_bos and prefix is None:
         raise NlpkitError("--add-bos: this model defines no BOS or EOS token to predict the first token from")
-    if mode == "disjoint":
-        if len(ids) < (1 if prefix is not None else 2):
-            raise TooShort("text too short: at least 2 tokens (or 1 after the prefix token) are needed to score one")
-        return score_disjoint(model, list(ids), context, prefix, progress)
     seq = ([prefix] if prefix is not None else []) + list(ids)
+    if mode in ("sliding", "disjoint") and len(seq) < 2:
+        raise TooShort("text too short: at least 2 tokens (or 1 after the prefix token) are needed to score one")
     if mode == "sliding":
-        if len(seq) < 2:
-            raise TooShort("text too short: at least 2 tokens (or 1 after the prefix token) are needed to score one")
-        res = score_sliding(model, seq, context, stride or context, progress)
+        windows = sliding_windows(len(seq), context, stride or context)
+    elif mode == "disjoint":
+        windows = disjoint_windows(len(seq), context, prefix is not None)
     else:
-        res = score_second_half(model, seq, context, prefix, progress)
+        windows = second_half_windows(len(seq), context, prefix)
+    res = score_windows(model, seq, windows, progress, map_windows)
     if prefix is not None:
         res.positions = [p - 1 for p in res.positions]
     return res
@@ -284,7 +309,8 @@ def check_context(model, context: int) -> None:
 
 
 def perplexity(model, text: str, *, mode: str = "sliding", context: int | None = None, stride: int | None = None,
-               add_bos: bool | None = None, progress: Callable | None = None) -> tuple[Perplexity, Scored]:
+               add_bos: bool | None = None, progress: Callable | None = None,
+               map_windows: Callable | None = None) -> tuple[Perplexity, Scored]:
     """Tokenize `text` with the model's tokenizer and score it; `add_bos` None: the prefix token whenever
     the model has one. Raises TooShort when no token can be scored.
 
@@ -302,7 +328,8 @@ def perplexity(model, text: str, *, mode: str = "sliding", context: int | None =
     check_window(mode, context, stride)
     tok = model.tokenizer
     ids = tok.encode(text)
-    res = score_ids(model, ids, mode=mode, context=context, stride=stride, add_bos=add_bos, progress=progress)
+    res = score_ids(model, ids, mode=mode, context=context, stride=stride, add_bos=add_bos, progress=progress,
+                    map_windows=map_windows)
     nbytes, words = covered(text, [len(tok.decode_bytes([i])) for i in ids], res.positions)
     nll = -float(np.sum(res.logprobs))
     return Perplexity(tokens=len(res.logprobs), nll=nll, mean_nll=res.mean_nll, words=words, bytes=nbytes), res
@@ -335,29 +362,32 @@ def cached_model(path: str, rope_scaling: str | None = None, rope_factor: float 
     return model
 
 
-def score_lines_shard(shard, model_key: tuple, mode: str, context: int, stride: int | None,
-                      add_bos: bool, errors: str = "strict",
-                      blas_threads: int | None = None) -> tuple[int, list[Perplexity | None]]:
-    """Score each line of a shard on its own, as ``perplexity --per-line`` does: (lines, one
-    `Perplexity` per line, None where the line is too short to score).
-
-    OpenBLAS's float32 sums depend on its thread count, so a Dask worker (which Dask starts
-    with one BLAS thread) uses `blas_threads`, the driver's count: the numbers then equal the
-    driver's own, whatever the workers' thread settings.
-    """
-    from nlpkit.io import iter_lines
+def _match_blas_threads(blas_threads: int | None) -> None:
+    """OpenBLAS's float32 sums depend on its thread count: a Dask worker (which Dask starts with
+    one BLAS thread) uses the driver's count, so its numbers equal the driver's own."""
     from nlpkit.lm import threads
 
     handle = threads._openblas()
     if blas_threads and handle is not None and int(handle[0]()) != blas_threads:
         handle[1](blas_threads)
 
+
+def score_lines_shard(shard, model_key: tuple, mode: str, context: int, stride: int | None,
+                      add_bos: bool, errors: str = "strict", blas_threads: int | None = None,
+                      per_token: bool = False) -> tuple[int, list]:
+    """Score each line of a shard on its own, as ``perplexity --per-line`` does: (lines, one
+    `Perplexity` per line — a (`Perplexity`, `Scored`) pair with `per_token` — None where the
+    line is too short to score). `blas_threads`: see `_match_blas_threads`.
+    """
+    from nlpkit.io import iter_lines
+
+    _match_blas_threads(blas_threads)
     model = cached_model(*model_key)
-    out: list[Perplexity | None] = []
+    out: list = []
     for line in iter_lines(shard, errors=errors, strip_bom=getattr(shard, "first", True)):
         try:
-            p, _ = perplexity(model, line, mode=mode, context=context, stride=stride, add_bos=add_bos)
+            p, scored = perplexity(model, line, mode=mode, context=context, stride=stride, add_bos=add_bos)
         except TooShort:
-            p = None
-        out.append(p)
+            p = scored = None
+        out.append((p, scored) if per_token and p is not None else p)
     return len(out), out

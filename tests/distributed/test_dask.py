@@ -134,6 +134,26 @@ def test_perplexity_per_line_identical(cluster, corpus):
     assert local.count(b"\n") == 14
 
 
+@pytest.mark.parametrize("opts", [["--context", "64", "--stride", "24"], ["--mode", "disjoint", "--context", "48"],
+                                  ["--mode", "second-half", "--context", "64", "--no-add-bos"]])
+def test_perplexity_whole_text_windows_identical(cluster, corpus, opts):
+    """Whole texts: the windows are scored on the workers, in tasks of a few windows each."""
+    files = corpus["plain"][:2] if "second-half" in opts else [*corpus["short"], corpus["plain"][0]]
+    local, dask = _both(cluster, "perplexity", *files, *opts, "--format", "tsv", shard="400")
+    assert local == dask
+    assert local.count(b"\n") == len(files) + 2 and b"(total)" in local
+
+
+def test_perplexity_per_token_identical(cluster, corpus):
+    local, dask = _both(cluster, "perplexity", "--per-line", "--per-token", *corpus["short"], "--format", "jsonl",
+                        shard="100")
+    assert local == dask
+    local, dask = _both(cluster, "perplexity", "--per-token", corpus["short"][0], "--context", "16",
+                        "--format", "tsv", shard="40")
+    assert local == dask
+    assert local.count(b"\n") > 100
+
+
 def _ranked(co):
     from nlpkit.stats import pmi
 
