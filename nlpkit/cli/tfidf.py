@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import (common_options, dask_from_env, dask_options, input_paths, open_writer, progress,
+from nlpkit.cli.common import (common_options, dask_options, input_paths, open_writer, progress,
                                warn)
 
 
@@ -122,11 +122,9 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
                                    norm=norm or "l2", log_base=log_base, idf_offset=idf_offset)
     tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
     paths = input_paths(files)
-    if dask and (matrix or query is not None) and dask_from_env():
-        dask = None                       # $NLPKIT_DASK: --matrix and --query run locally
     if dask:
-        _dask_top_terms(dask, shard_size, paths, mode, tok, weighting, (lo, hi), min_df, max_df, top,
-                        field, id_field, matrix, query, encoding_errors, fmt, no_signature, quiet)
+        _dask_tfidf(dask, shard_size, paths, mode, tok, weighting, (lo, hi), min_df, max_df, top,
+                    field, id_field, matrix, vocab_out, query, encoding_errors, fmt, no_signature, quiet)
         return
     names = DocNames()
     batches = iter_documents(paths, mode, names, field if mode == "jsonl" and field else "text", id_field,
@@ -145,11 +143,7 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
         import sys
 
         if vocab_out:
-            try:
-                with open(vocab_out, "w", encoding="utf-8") as f:
-                    f.write("".join(core._escape(t) + "\n" for t in m.terms))
-            except OSError as e:
-                raise NlpkitError(f"--vocab-out {vocab_out}: cannot write ({e.strerror or e})") from None
+            _write_vocab(vocab_out, m.terms)
         core.write_matrix_market(m, sys.stdout, None if no_signature else sig, vocab_in_header=not vocab_out)
         write_text("")
         return
@@ -176,24 +170,55 @@ def _signature(w, lo, hi, min_df, max_df, tok, mode):
                           tok=tok.signature, stop=tok.stopwords_name, docs=mode)
 
 
-def _dask_top_terms(dask, shard_size, paths, mode, tok, weighting, ngram_range, min_df, max_df, top,
-                    field, id_field, matrix, query, encoding_errors, fmt, no_signature, quiet):
-    """Top terms per document on a Dask cluster (rows streamed in document order)."""
+def _write_vocab(vocab_out: str, terms: list[str]) -> None:
+    from nlpkit.errors import NlpkitError
+    from nlpkit.stats.tfidf import _escape
+
+    try:
+        with open(vocab_out, "w", encoding="utf-8") as f:
+            f.write("".join(_escape(t) + "\n" for t in terms))
+    except OSError as e:
+        raise NlpkitError(f"--vocab-out {vocab_out}: cannot write ({e.strerror or e})") from None
+
+
+def _dask_tfidf(dask, shard_size, paths, mode, tok, weighting, ngram_range, min_df, max_df, top,
+                field, id_field, matrix, vocab_out, query, encoding_errors, fmt, no_signature, quiet):
+    """Top terms per document, the matrix or a query ranking on a Dask cluster (streamed in
+    document order; the same output as the local path)."""
+    import sys
+
+    from nlpkit.distributed import stages
     from nlpkit.distributed.cluster import connect
     from nlpkit.distributed.shards import parse_size
-    from nlpkit.distributed.stages import tfidf_top_terms
-    from nlpkit.errors import UsageError
+    from nlpkit.io import write_text
 
-    if matrix or query is not None:
-        raise UsageError("--dask computes top terms per document; --matrix and --query run locally "
-                         "(without --dask)")
     size = parse_size(shard_size)
     sig = _signature(weighting, *ngram_range, min_df, max_df, tok, mode)
+    common = dict(ngram_range=ngram_range, min_df=_df_value(min_df, "--min-df"),
+                  max_df=_df_value(max_df, "--max-df"), field=field if mode == "jsonl" and field else "text",
+                  id_field=id_field, fields=field if mode == "smart" and field else "T,W", errors=encoding_errors,
+                  shard_bytes=size)
     with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:
-        _, rows = tfidf_top_terms(client, paths, mode, tok, weighting, ngram_range,
-                                  _df_value(min_df, "--min-df"), _df_value(max_df, "--max-df"), top,
-                                  field if mode == "jsonl" and field else "text", id_field,
-                                  field if mode == "smart" and field else "T,W", encoding_errors, size, tick)
+        if matrix:
+            terms, text = stages.tfidf_matrix(client, paths, mode, tok, weighting, progress=tick,
+                                              signature=None if no_signature else sig,
+                                              vocab_in_header=not vocab_out, **common)
+            if vocab_out:
+                _write_vocab(vocab_out, terms)
+            for chunk in text:
+                sys.stdout.write(chunk)
+            write_text("")
+            return
+        if query is not None:
+            hits = stages.tfidf_query(client, paths, mode, tok, weighting, tok.tokenize(query), top,
+                                      progress=tick, **common)
+            if not hits:
+                warn("no document shares a term with the query", quiet)
+            with open_writer(["rank", "doc", "cosine"], fmt, sig, no_signature) as out:
+                for r, (name, cos) in enumerate(hits, 1):
+                    out.write({"rank": r, "doc": name, "cosine": cos})
+            return
+        _, rows = stages.tfidf_top_terms(client, paths, mode, tok, weighting, top=top, progress=tick, **common)
         with open_writer(["doc", "rank", "term", "weight"], fmt, sig, no_signature) as out:
             for doc, r, term, weight in rows:
                 out.write({"doc": doc, "rank": r, "term": term, "weight": weight})

@@ -51,25 +51,22 @@ def _offsets(shards, units: list[int], across_files: bool = False) -> list[int]:
     return out
 
 
-def tfidf_top_terms(client, paths: list[str], mode: str, tokenizer, weighting, ngram_range=(1, 1),
-                    min_df: float = 1, max_df: float = 1.0, top: int = 10, field: str = "text",
-                    id_field: str | None = None, fields: str = "T,W", errors: str = "strict",
-                    shard_bytes: int = SHARD_BYTES, progress: Callable[..., None] | None = None):
-    """`nlpkit tfidf` top terms over a cluster: (number of terms, iterator of
-    (doc, rank, term, weight) rows in document order).
+def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_df, max_df, field, id_field,
+                    fields, errors, shard_bytes, tick):
+    """The shared first part of the tfidf stages: (kept terms, df, idf, futures of each shard's
+    weighted `TfidfMatrix` (they stay on the workers), futures of their (documents, entries)).
 
     Map: count each shard's documents (`tfidf.count_shard`); the matrices stay on the
     workers. Reduce: sorted terms and document frequencies. Driver: min/max-df and idf.
-    Map again: weigh each shard with the corpus idf and return its rows, fetched in order.
+    Map again: weigh each shard with the corpus idf (`tfidf.weigh_task`).
     """
-    from nlpkit.distributed.cluster import Ticker, map_ordered
+    from nlpkit.distributed.cluster import map_reduce
     from nlpkit.errors import NlpkitError, UsageError
     from nlpkit.stats import tfidf
 
     shards = plan_shards(paths, shard_bytes, SPLIT[mode])
     multi = len(paths) > 1
     prefixes = [f"{s.path}:" if multi else "" for s in shards]
-    tick = Ticker(progress, 0)
     parts = client.map(tfidf.count_shard, shards, [mode] * len(shards), [tokenizer] * len(shards),
                        [ngram_range] * len(shards), [field] * len(shards), [id_field] * len(shards),
                        [errors] * len(shards), [fields] * len(shards), prefixes, pure=False)
@@ -93,13 +90,93 @@ def tfidf_top_terms(client, paths: list[str], mode: str, tokenizer, weighting, n
     w = weighting
     idf = tfidf.idf_weights(df, n_docs, w.idf, w.log_base, w.idf_offset)
     terms_f, df_f, idf_f = client.scatter([terms, df, idf], broadcast=True)
+    n = len(parts)
+    weighted = client.map(tfidf.weigh_task, list(zip(parts, offsets)), [terms_f] * n, [df_f] * n, [idf_f] * n,
+                          [weighting] * n, pure=False)
+    del parts
+    return terms, df, idf, weighted
+
+
+def tfidf_top_terms(client, paths: list[str], mode: str, tokenizer, weighting, ngram_range=(1, 1),
+                    min_df: float = 1, max_df: float = 1.0, top: int = 10, field: str = "text",
+                    id_field: str | None = None, fields: str = "T,W", errors: str = "strict",
+                    shard_bytes: int = SHARD_BYTES, progress: Callable[..., None] | None = None):
+    """`nlpkit tfidf` top terms over a cluster: (number of terms, iterator of
+    (doc, rank, term, weight) rows in document order), each shard's rows fetched in order."""
+    from nlpkit.distributed.cluster import Ticker, map_ordered
+    from nlpkit.stats import tfidf
+
+    tick = Ticker(progress, 0)
+    terms, _, _, weighted = _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_df,
+                                            max_df, field, id_field, fields, errors, shard_bytes, tick)
 
     def rows():
-        for part in map_ordered(client, tfidf.top_terms_task, list(zip(parts, offsets)), ticker=tick,
-                                args=(terms_f, df_f, idf_f, weighting, top)):
+        for part in map_ordered(client, tfidf.top_term_records, weighted, ticker=tick, args=(top,)):
             yield from part
 
     return len(terms), rows()
+
+
+def tfidf_matrix(client, paths: list[str], mode: str, tokenizer, weighting, ngram_range=(1, 1),
+                 min_df: float = 1, max_df: float = 1.0, field: str = "text", id_field: str | None = None,
+                 fields: str = "T,W", errors: str = "strict", shard_bytes: int = SHARD_BYTES,
+                 progress: Callable[..., None] | None = None, signature: str | None = None,
+                 vocab_in_header: bool = True):
+    """`tfidf --matrix` over a cluster: (kept terms, iterator of the MatrixMarket text of
+    `tfidf.write_matrix_market`). The header needs the entry count first: the weighted shards
+    stay on the workers, their counts come first, then names and entries stream in order."""
+    from nlpkit.distributed.cluster import Ticker, map_ordered
+    from nlpkit.stats import tfidf
+
+    tick = Ticker(progress, 0)
+    terms, _, _, weighted = _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_df,
+                                            max_df, field, id_field, fields, errors, shard_bytes, tick)
+    info = client.gather(client.map(tfidf.matrix_info, weighted, pure=False))
+    firsts = [0]
+    for n, _ in info:
+        firsts.append(firsts[-1] + n)
+
+    def text():
+        yield tfidf.matrix_market_banner(signature)
+        if vocab_in_header:
+            for s in range(0, len(terms), 1 << 16):
+                yield tfidf.matrix_market_names("term", terms[s:s + (1 << 16)], s + 1)
+            for first, names in zip(firsts, map_ordered(client, tfidf.doc_names, weighted, ticker=tick)):
+                yield tfidf.matrix_market_names("doc", names, first + 1)
+        yield f"{firsts[-1]} {len(terms)} {sum(e for _, e in info)}\n"
+        yield from map_ordered(client, tfidf.entries_task, list(zip(weighted, firsts)), ticker=tick)
+
+    return terms, text()
+
+
+def tfidf_query(client, paths: list[str], mode: str, tokenizer, weighting, tokens: list[str], top: int = 10,
+                ngram_range=(1, 1), min_df: float = 1, max_df: float = 1.0, field: str = "text",
+                id_field: str | None = None, fields: str = "T,W", errors: str = "strict",
+                shard_bytes: int = SHARD_BYTES, progress: Callable[..., None] | None = None):
+    """`tfidf --query` over a cluster: [(doc name, cosine)] best first, as `tfidf.rank_by_cosine`
+    ranks the whole matrix (ties: the earlier document). Each shard returns its best `top`."""
+    import numpy as np
+
+    from nlpkit.distributed.cluster import Ticker, map_ordered
+    from nlpkit.stats import tfidf
+    from nlpkit.stats.documents import DocNames
+
+    tick = Ticker(progress, 0)
+    terms, df, idf, weighted = _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_df,
+                                               max_df, field, id_field, fields, errors, shard_bytes, tick)
+    empty = tfidf.TfidfMatrix(np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0), terms, DocNames(),
+                              df, idf, weighting)
+    q = tfidf.unit_query(empty, tokens)
+    if q is None:
+        return []
+    info = client.gather(client.map(tfidf.matrix_info, weighted, pure=False))
+    firsts = np.concatenate([[0], np.cumsum([n for n, _ in info])]).tolist()
+    q_f = client.scatter(q, broadcast=True)
+    hits = [h for part in map_ordered(client, tfidf.query_task, list(zip(weighted, firsts)), ticker=tick,
+                                      args=(q_f, top))
+            for h in part]
+    hits.sort(key=lambda h: (-h[2], h[0]))
+    return [(name, cos) for _, name, cos in (hits[:top] if top else hits)]
 
 
 def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: float, b: float, delta: float,

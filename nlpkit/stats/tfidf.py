@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -476,10 +476,30 @@ def shard_info(part: ShardCounts) -> tuple[int, int]:
     return part.counts.n_docs, part.units
 
 
-def top_terms_task(item: tuple[ShardCounts, int], terms: list[str], df: np.ndarray, idf: np.ndarray,
-                   weighting: Weighting, k: int) -> list[tuple[str, int, str, float]]:
-    """A shard's part of the top-terms output: ``item`` = (its counts, its name offset)."""
-    return top_term_records(weigh_shard(item[0], terms, df, idf, weighting, item[1]), k)
+def weigh_task(item: tuple[ShardCounts, int], terms: list[str], df: np.ndarray, idf: np.ndarray,
+               weighting: Weighting) -> TfidfMatrix:
+    """`weigh_shard` for a Dask map: ``item`` = (a shard's counts, its name offset)."""
+    return weigh_shard(item[0], terms, df, idf, weighting, item[1])
+
+
+def matrix_info(m: TfidfMatrix) -> tuple[int, int]:
+    """(documents, stored entries) of a weighted shard."""
+    return m.n_docs, len(m.data)
+
+
+def doc_names(m: TfidfMatrix) -> list[str]:
+    return [m.names[i] for i in range(m.n_docs)]
+
+
+def entries_task(item: tuple[TfidfMatrix, int]) -> str:
+    """A weighted shard's MatrixMarket entries, its rows numbered after ``item[1]``."""
+    return "".join(matrix_market_entries(*item))
+
+
+def query_task(item: tuple[TfidfMatrix, int], q: np.ndarray, k: int) -> list[tuple[int, str, float]]:
+    """A shard's best k rows for the unit query q: (corpus row, name, cosine)."""
+    m, offset = item
+    return [(offset + i, m.names[i], c) for i, c in rank_rows(m, q, k)]
 
 
 def top_term_records(m: TfidfMatrix, k: int) -> list[tuple[str, int, str, float]]:
@@ -511,12 +531,25 @@ def query_vector(m: TfidfMatrix, tokens: list[str]) -> tuple[np.ndarray, np.ndar
 
 def rank_by_cosine(m: TfidfMatrix, tokens: list[str], k: int = 10) -> list[tuple[int, float]]:
     """Documents by cosine similarity to the query (positive scores only), best first."""
+    q = unit_query(m, tokens)
+    return [] if q is None else rank_rows(m, q, k)
+
+
+def unit_query(m: TfidfMatrix, tokens: list[str]) -> np.ndarray | None:  # -> [V], or None: no known term
+    """The query's weighted vector over the matrix's terms, scaled to length 1."""
     qcols, qvals = query_vector(m, tokens)
     qnorm = math.sqrt(float(qvals @ qvals)) if len(qvals) else 0.0
     if qnorm == 0.0:
-        return []
+        return None
     q = np.zeros(len(m.terms))
     q[qcols] = qvals / qnorm
+    return q
+
+
+def rank_rows(m: TfidfMatrix, q: np.ndarray, k: int = 10) -> list[tuple[int, float]]:
+    """(row, cosine with the unit vector q) of the rows with a positive cosine, best first (ties:
+    the earlier row), the first k (0: all). Each row's sums run in its own entries' order, so a
+    shard's rows score exactly as in the whole matrix."""
     row = np.repeat(np.arange(m.n_docs), np.diff(m.indptr))
     dot = np.bincount(row, weights=m.data * q[m.indices], minlength=m.n_docs)
     dnorm = np.sqrt(np.bincount(row, weights=m.data * m.data, minlength=m.n_docs))
@@ -537,22 +570,34 @@ def write_matrix_market(m: TfidfMatrix, stream, signature: str | None = None,
     name the columns and rows (scipy.io.mmread skips comments).
     """
     w = stream.write
-    w("%%MatrixMarket matrix coordinate real general\n")
-    w("% nlpkit tfidf: rows are documents, columns are terms\n")
-    if signature:
-        w(f"% signature: {signature}\n")
+    w(matrix_market_banner(signature))
     if vocab_in_header:
-        for j, t in enumerate(m.terms, 1):
-            w(f"%term\t{j}\t{_escape(t)}\n")
-        for i, name in enumerate(m.names, 1):
-            w(f"%doc\t{i}\t{_escape(name)}\n")
+        w(matrix_market_names("term", m.terms))
+        w(matrix_market_names("doc", m.names))
     w(f"{m.n_docs} {len(m.terms)} {len(m.data)}\n")
-    row = np.repeat(np.arange(1, m.n_docs + 1), np.diff(m.indptr))
+    for text in matrix_market_entries(m):
+        w(text)
+
+
+def matrix_market_banner(signature: str | None = None) -> str:
+    """The first lines of `write_matrix_market`'s output."""
+    return ("%%MatrixMarket matrix coordinate real general\n"
+            "% nlpkit tfidf: rows are documents, columns are terms\n"
+            + (f"% signature: {signature}\n" if signature else ""))
+
+
+def matrix_market_names(kind: str, names, first: int = 1) -> str:
+    """``%kind<TAB>i<TAB>NAME`` comment lines numbering `names` from `first`."""
+    return "".join(f"%{kind}\t{i}\t{_escape(t)}\n" for i, t in enumerate(names, first))
+
+
+def matrix_market_entries(m: TfidfMatrix, row_offset: int = 0, chunk: int = 1 << 16) -> Iterator[str]:
+    """``row col value`` lines (1-based; rows numbered after `row_offset`), `chunk` entries a string."""
+    row = np.repeat(np.arange(row_offset + 1, row_offset + m.n_docs + 1), np.diff(m.indptr))
     col = m.indices + 1
-    chunk = 1 << 16
     for s in range(0, len(m.data), chunk):
-        w("".join(f"{r} {c} {v!r}\n" for r, c, v in zip(row[s:s + chunk].tolist(), col[s:s + chunk].tolist(),
-                                                           m.data[s:s + chunk].tolist())))
+        yield "".join(f"{r} {c} {v!r}\n" for r, c, v in zip(row[s:s + chunk].tolist(), col[s:s + chunk].tolist(),
+                                                            m.data[s:s + chunk].tolist()))
 
 
 def _escape(s: str) -> str:

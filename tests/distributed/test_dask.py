@@ -134,6 +134,28 @@ def test_perplexity_per_line_identical(cluster, corpus):
     assert local.count(b"\n") == 14
 
 
+def test_tfidf_matrix_identical(cluster, corpus, tmp_path):
+    local, dask = _both(cluster, "tfidf", "--docs", "lines", *corpus["files"], "--matrix", shard="1k")
+    assert local == dask
+    assert local.count(b"\n%doc\t") > 1000
+    va, vb = tmp_path / "a.txt", tmp_path / "b.txt"
+    local = run_cli("tfidf", "--docs", "paragraphs", *corpus["plain"], "--matrix", "--vocab-out", str(va),
+                    "--no-signature")
+    dask = run_cli("tfidf", "--docs", "paragraphs", *corpus["plain"], "--matrix", "--vocab-out", str(vb),
+                   "--no-signature", "--dask", cluster.scheduler_address, "--shard-size", "1k", "--quiet")
+    assert local.returncode == 0 and dask.returncode == 0, dask.stderr.decode()
+    assert local.stdout == dask.stdout and va.read_bytes() == vb.read_bytes()
+
+
+@pytest.mark.parametrize("top", ["5", "0"])
+def test_tfidf_query_identical(cluster, corpus, top):
+    """Many documents tie on the cosine: the ranking keeps the earlier document first, as locally."""
+    local, dask = _both(cluster, "tfidf", "--docs", "lines", *corpus["files"], "--query", "red house by the river",
+                        "--top", top, "--format", "tsv", shard="1k")
+    assert local == dask
+    assert local.count(b"\n") == 6 if top == "5" else local.count(b"\n") > 100
+
+
 @pytest.mark.parametrize("opts", [["--context", "64", "--stride", "24"], ["--mode", "disjoint", "--context", "48"],
                                   ["--mode", "second-half", "--context", "64", "--no-add-bos"]])
 def test_perplexity_whole_text_windows_identical(cluster, corpus, opts):
