@@ -276,12 +276,18 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, m
     if not chat and (system is not None or messages_file is not None):
         raise click.UsageError("--system and --messages need --chat")
     from nlpkit.cli.ngram import ngram_model_path
-    if ngram_model_path(model_path) and prompts_file is None:  # an ARPA / counts file (nlpkit/cli/ngram.py)
+    if ngram_model_path(model_path):  # an ARPA / counts file (nlpkit/cli/ngram.py)
         from nlpkit.cli.ngram import ngram_generate, ngram_sampling, refuse_neural_options
         refuse_neural_options(click.get_current_context())
         cfg, seed = ngram_sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed)
-        return ngram_generate(ngram_model_path(model_path), read_prompt(prompt, encoding_errors), echo, cfg,
-                              max_new_tokens, seed, stops, ignore_eos, stats)
+        if prompts_file is not None:
+            from nlpkit.io import iter_lines
+
+            prompts = list(iter_lines(prompts_file, errors=encoding_errors))
+            return ngram_generate(ngram_model_path(model_path), None, prompts, echo, cfg, max_new_tokens, seed,
+                                  stops, ignore_eos, stats, fmt, no_signature, quiet)
+        return ngram_generate(ngram_model_path(model_path), read_prompt(prompt, encoding_errors), None, echo, cfg,
+                              max_new_tokens, seed, stops, ignore_eos, stats, fmt, no_signature, quiet)
     model = load_for_decoding(model_path, rope_scaling, rope_factor)
     cfg = sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty)
     seed = resolve_seed(seed)

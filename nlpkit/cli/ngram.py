@@ -7,6 +7,7 @@ functions here (core: nlpkit/lm/ngram/), which print the same kinds of records.
 from __future__ import annotations
 
 import os
+from typing import Iterator
 
 import click
 
@@ -165,25 +166,54 @@ def ngram_sample(model_path: str, prompt_text: str, n: int, dist: bool, cfg, max
     _stats_line(st, stats)
 
 
-def ngram_generate(model_path: str, prompt_text: str, echo: bool, cfg, max_new_tokens: int, seed: int, stops,
-                   ignore_eos: bool, stats: bool) -> None:
-    """`nlpkit generate --model lm.arpa`: one continuation streamed word by word."""
+def ngram_generate(model_path: str, prompt_text: str | None, prompts: list[str] | None, echo: bool | None, cfg,
+                   max_new_tokens: int, seed: int, stops, ignore_eos: bool, stats: bool, fmt, no_signature: bool,
+                   quiet: bool) -> None:
+    """`nlpkit generate --model lm.arpa`: one continuation streamed word by word, as the neural path
+    streams it (the prompt echoed on a terminal, a final newline); records with --format or --prompts."""
     import sys
 
-    from nlpkit.lm.ngram.sampling import NgramStats, generate_ngram
+    from nlpkit.io import stdout_is_terminal
+    from nlpkit.lm.ngram.sampling import NgramStats, generate_ngram, prompt_history
+    from nlpkit.lm.ngram.scoring import line_transform
 
-    model, history, detok = _decoding(model_path, prompt_text, quiet=False)
-    lead = " " if prompt_text and not prompt_text[-1].isspace() and detok is None else ""
+    model, history, detok = _decoding(model_path, prompt_text or "", quiet)
+
+    def run(text: str, hist: list[int], st) -> Iterator[str]:
+        lead = " " if text and not text[-1].isspace() and detok is None else ""
+        return generate_ngram(model, hist, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
+                              ignore_eos=ignore_eos, lead=lead, detok=detok, stats=st)
+
+    if prompts is not None or fmt is not None:
+        sampled = not cfg.greedy
+        sig = _signature("generate", model, temp=cfg.temperature, top_k=cfg.top_k if sampled else "none",
+                         top_p=cfg.top_p if sampled else "none", min_p=cfg.min_p if sampled else "none",
+                         rep=cfg.repetition_penalty, seed=seed if sampled else "none", max_new=max_new_tokens,
+                         stop=len(stops))
+        transform = line_transform(model)
+        with open_writer(["index", "prompt", "text", "tokens", "finish"], fmt, sig, no_signature) as out:
+            for i, line in enumerate(prompts if prompts is not None else [prompt_text or ""]):
+                st = NgramStats(prompt_tokens=len(history))
+                text = "".join(run(line, prompt_history(model, line, transform), st))
+                out.write({"index": i, "prompt": line, "text": text,
+                           "tokens": st.new_tokens - (st.finish == "eos"), "finish": st.finish})
+                _stats_line(st, stats)
+        return
+    if echo is None:
+        echo = stdout_is_terminal()
     st = NgramStats(prompt_tokens=len(history))
     out = sys.stdout
     try:
+        last = ""
         if echo and prompt_text:
             out.write(prompt_text)
-        for piece in generate_ngram(model, history, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed,
-                                    stop=stops, ignore_eos=ignore_eos, lead=lead, detok=detok, stats=st):
-            out.write(piece)
-            out.flush()
-        if out.isatty():
+            last = prompt_text
+        for piece in run(prompt_text or "", history, st):
+            if piece:
+                out.write(piece)
+                out.flush()
+                last = piece
+        if not last.endswith("\n"):   # a terminal and a pipe alike: the output is a whole line
             out.write("\n")
         out.flush()
     except BrokenPipeError:  # `| head`: the reader has gone; stop quietly (stdout -> /dev/null for the last flush)

@@ -131,6 +131,27 @@ def test_sample_and_generate_from_ngram_model_are_seeded():
     assert len(probs) >= 3 and sum(probs) == pytest.approx(1.0)
 
 
+def test_generate_from_ngram_model_follows_the_generate_conventions(tmp_path):
+    """As with a neural model: a final newline in a pipe, records with --format, one per --prompts line."""
+    model = str(FIX / "kenlm-3.arpa.gz")
+    g = run("generate", "It is a truth", "--model", model, "--temperature", "0", "--max-new-tokens", "5")
+    assert g.stdout.endswith("\n") and g.stdout.count("\n") == 1
+    rec = run("generate", "It is a truth", "--model", model, "--temperature", "0", "--max-new-tokens", "5",
+              "--format", "jsonl")
+    assert rec.returncode == 0, rec.stderr
+    row = json.loads(rec.stdout)
+    assert row["prompt"] == "It is a truth" and row["text"] == g.stdout[:-1]
+    assert row["signature"].startswith("generate|") and "ngram:3-arpa" in row["signature"]
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("It is a truth\nShe was\n")
+    many = run("generate", "--prompts", str(prompts), "--model", model, "--temperature", "0",
+               "--max-new-tokens", "5", "--format", "jsonl")
+    assert many.returncode == 0, many.stderr
+    rows = [json.loads(line) for line in many.stdout.splitlines()]
+    assert [r["index"] for r in rows] == [0, 1] and rows[0]["text"] == row["text"]
+    assert all(r["finish"] in ("eos", "length") for r in rows)
+
+
 def test_greedy_generation_follows_the_most_likely_word():
     from nlpkit.lm.ngram.model import load_ngram_model
     from nlpkit.lm.ngram.sampling import generate_ngram, prompt_history
