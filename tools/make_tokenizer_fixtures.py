@@ -6,11 +6,17 @@ Tokenizers (each a directory with tokenizer.json, or a .gguf vocabulary):
                      Sequence[NFKC, Prepend('▁'), Replace(' ', '▁')], no pre-tokenizer, decoder
                      Sequence[Replace('▁', ' '), ByteFallback, Fuse, Strip(' ', 1, 0)], '<s> $A' post-processor.
 - hf-spm-metaspace/  the same vocabulary with Metaspace(prepend_scheme='always', split=True) and ignore_merges.
+- hf-spm-nmt-cf/     the hf-spm-legacy tokenizer with its NFKC replaced by a `Precompiled` normalizer holding
+                     sentencepiece's own compiled `nmt_nfkc_cf` rules (NFKC + case folding), read from a
+                     sentencepiece model trained with normalization_rule_name='nmt_nfkc_cf'.
 - spm-converted/     a `sentencepiece` BPE model (byte_fallback) converted to tokenizer.json by transformers
                      (LlamaTokenizer.from_pretrained on a directory holding tokenizer.model).
 - llama-spm.gguf     the same sentencepiece model as a GGUF `llama` vocabulary written with the `gguf` package.
 - bl-llama3/, bl-qwen2/, bl-neox/  byte-level BPE trained by HF tokenizers with each family's pre-tokenizer
                      (Llama 3: its regex + ignore_merges; Qwen2: NFC + its regex; GPT-NeoX: NFC + ByteLevel regex).
+
+expected.json also holds the references of tokenizer.json files kept elsewhere in tests/fixtures (`EXTERNAL`,
+e.g. the phi3 family fixture, whose Precompiled normalizer holds sentencepiece's `nmt_nfkc`).
 
 expected.json holds, per tokenizer: per shared-data multilingual file the line count, token count,
 SHA-256 of the per-line id lists and the first lines' ids; and `strings`: random Unicode strings
@@ -20,7 +26,7 @@ add_special_tokens=False, decode with skip_special_tokens=False); llama.cpp for 
 (llama_cpp.Llama(vocab_only=True).tokenize(add_bos=False, special=True)). Without llama_cpp the GGUF
 entry is left as it was.
 
-Run: python tools/make_tokenizer_fixtures.py [--llama-only]   (needs tokenizers, sentencepiece, transformers, protobuf,
+Run: python tools/make_tokenizer_fixtures.py [--llama-only | --only NAME ...]   (needs tokenizers, sentencepiece, transformers, protobuf,
 gguf, and llama_cpp for the GGUF references; reads ../shared/data).
 """
 
@@ -39,6 +45,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from conftest import nlpkit_data_dir  # noqa: E402
 
 OUT = REPO / "tests" / "fixtures" / "tokenizers"
+#: Reference entries for tokenizer.json files that other fixtures own (name -> directory).
+EXTERNAL = {"phi3": REPO / "tests" / "fixtures" / "lm" / "families" / "phi3"}
 SPECIALS = ["<unk>", "<s>", "</s>"]
 N_STRINGS = 300
 
@@ -128,9 +136,9 @@ def hf_spm(lines: list[str], variant: str):
     ignore = variant == "metaspace"
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, byte_fallback=True, unk_token="<unk>", fuse_unk=True,
                                ignore_merges=ignore))
-    if variant == "legacy":
-        tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Prepend("▁"),
-                                               normalizers.Replace(" ", "▁")])
+    if variant in ("legacy", "nmt-cf"):
+        first = normalizers.Precompiled(charsmap("nmt_nfkc_cf")) if variant == "nmt-cf" else normalizers.NFKC()
+        tok.normalizer = normalizers.Sequence([first, normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
         tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
                                          decoders.Strip(" ", 1, 0)])
         tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
@@ -140,6 +148,21 @@ def hf_spm(lines: list[str], variant: str):
         tok.decoder = decoders.Metaspace(prepend_scheme="always", split=True)
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIALS])
     return tok
+
+
+def charsmap(rule: str) -> bytes:
+    """sentencepiece's compiled normalization rules `rule` (the precompiled_charsmap of a model trained with it)."""
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
+
+    with tempfile.TemporaryDirectory() as tmp:
+        text = Path(tmp) / "train.txt"
+        text.write_text("\n".join(["a b c d e f g h i j k l m n o p"] * 50), encoding="utf-8")
+        spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(Path(tmp) / "n"), model_type="bpe",
+                                       vocab_size=30, normalization_rule_name=rule, num_threads=1, minloglevel=2)
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString((Path(tmp) / "n.model").read_bytes())
+    return proto.normalizer_spec.precompiled_charsmap
 
 
 def byte_level_family(lines: list[str], family: str):
@@ -241,6 +264,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-only", action="store_true",
                     help="only (re)compute the llama.cpp references of the existing llama-spm.gguf")
+    ap.add_argument("--only", nargs="+", metavar="NAME",
+                    help="only (re)build these entries (e.g. hf-spm-nmt-cf phi3), leaving the others as they are")
     args = ap.parse_args()
     data = nlpkit_data_dir()
     if data is None:
@@ -256,10 +281,14 @@ def main() -> None:
                                lambda ids: tok.decode(ids, skip_special_tokens=False), lines, strings,
                                "HF tokenizers " + __import__("tokenizers").__version__)
 
-    hf = {} if args.llama_only else {
-        "hf-spm-legacy": hf_spm(train, "legacy"), "hf-spm-metaspace": hf_spm(train, "metaspace"),
-        **{f"bl-{f}": byte_level_family(train, f) for f in ("llama3", "qwen2", "neox")}}
-    if not args.llama_only:
+    builders = {"hf-spm-legacy": lambda: hf_spm(train, "legacy"), "hf-spm-metaspace": lambda: hf_spm(train, "metaspace"),
+                "hf-spm-nmt-cf": lambda: hf_spm(train, "nmt-cf"),
+                **{f"bl-{f}": (lambda f=f: byte_level_family(train, f)) for f in ("llama3", "qwen2", "neox")}}
+    wanted = set(args.only) if args.only else set(builders) | set(EXTERNAL) | {"spm-converted", "llama-spm.gguf"}
+    if args.llama_only:
+        wanted = {"llama-spm.gguf"}
+    hf = {name: build() for name, build in builders.items() if name in wanted}
+    if "spm-converted" in wanted:
         with tempfile.TemporaryDirectory() as tmp:
             model = sentencepiece_model(train, Path(tmp))
             hf["spm-converted"] = converted(model, Path(tmp))
@@ -269,14 +298,19 @@ def main() -> None:
         tok.save(str(OUT / name / "tokenizer.json"))
         expected[name] = hf_entry(tok)
         print(name, tok.get_vocab_size(), sum(f["tokens"] for f in expected[name]["files"].values()))
-    ref = llama_cpp_reference(OUT / "llama-spm.gguf")
+    from tokenizers import Tokenizer
+    for name, d in EXTERNAL.items():
+        if name in wanted:
+            expected[name] = hf_entry(Tokenizer.from_file(str(d / "tokenizer.json")))
+            print(name, sum(f["tokens"] for f in expected[name]["files"].values()))
+    ref = llama_cpp_reference(OUT / "llama-spm.gguf") if "llama-spm.gguf" in wanted else None
     if ref is not None:
         import llama_cpp
         expected["llama-spm.gguf"] = reference_entry(*ref, lines, strings, "llama.cpp (llama_cpp_python "
                                                      f"{llama_cpp.__version__})")
         print("llama-spm.gguf", sum(f["tokens"] for f in expected["llama-spm.gguf"]["files"].values()))
     else:
-        print("llama_cpp not importable: llama-spm.gguf references left as they were")
+        print("llama-spm.gguf references left as they were (not asked for, or llama_cpp not importable)")
     expected_path.write_text(json.dumps(expected, ensure_ascii=False, indent=None, separators=(",", ":")) + "\n",
                              encoding="utf-8")
 

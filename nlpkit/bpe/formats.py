@@ -114,9 +114,16 @@ def _normalizer_from_json(spec: Any, where: str) -> list[tuple]:
             steps.append(("strip", bool(item.get("strip_left", True)), bool(item.get("strip_right", True))))
         elif kind == "Precompiled" and not item.get("precompiled_charsmap"):
             continue  # an empty charsmap changes nothing
+        elif kind == "Precompiled" and isinstance(item.get("precompiled_charsmap"), str):
+            from nlpkit.bpe.precompiled import from_base64
+            try:
+                from_base64(item["precompiled_charsmap"])  # parsed now, so a bad blob names the file
+            except NlpkitError as e:
+                raise _bad(where, f"{field}.precompiled_charsmap", str(e)) from None
+            steps.append(("precompiled", item["precompiled_charsmap"]))
         else:
             raise _bad(where, field, f"normalizer {kind!r} is not supported "
-                                     f"({', '.join([*_SIMPLE_NORMALIZERS, 'Prepend', 'Replace', 'Strip'])})")
+                                     f"({', '.join([*_SIMPLE_NORMALIZERS, 'Prepend', 'Replace', 'Strip', 'Precompiled'])})")
     return steps
 
 
@@ -390,6 +397,8 @@ def _normalizer_to_json(steps: list[tuple]) -> dict | None:
                           "content": st[2]})
         elif st[0] == "strip":
             items.append({"type": "Strip", "strip_left": st[1], "strip_right": st[2]})
+        elif st[0] == "precompiled":
+            items.append({"type": "Precompiled", "precompiled_charsmap": st[1]})
     if not items:
         return None
     return items[0] if len(items) == 1 else {"type": "Sequence", "normalizers": items}

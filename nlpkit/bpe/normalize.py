@@ -19,8 +19,10 @@ import regex
 from nlpkit.errors import NlpkitError
 
 #: Step kinds and what each takes: ("nfc",), ("prepend", text), ("replace", pattern, content, is_regex),
-#: ("lowercase",), ("strip", left, right), ("strip_accents",).
-STEP_KINDS = ("nfc", "nfd", "nfkc", "nfkd", "prepend", "replace", "lowercase", "strip", "strip_accents")
+#: ("lowercase",), ("strip", left, right), ("strip_accents",), ("precompiled", base64 charsmap) (sentencepiece's
+#: compiled normalization rules, see nlpkit.bpe.precompiled).
+STEP_KINDS = ("nfc", "nfd", "nfkc", "nfkd", "prepend", "replace", "lowercase", "strip", "strip_accents",
+              "precompiled")
 
 
 #: Characters whose decompositions Unicode added after the tables HF tokenizers normalizes with
@@ -63,6 +65,9 @@ def _step(step: Sequence) -> Callable[[str], str]:
     if kind == "strip":
         left, right = step[1], step[2]
         return lambda s: (s.lstrip() if left else s).rstrip() if right else (s.lstrip() if left else s)
+    if kind == "precompiled":
+        from nlpkit.bpe.precompiled import from_base64
+        return from_base64(step[1])
     if kind == "strip_accents":
         return lambda s: "".join(c for c in s if not unicodedata.combining(c))
     raise NlpkitError(f"normalizer step {kind!r} is not supported ({', '.join(STEP_KINDS)})")

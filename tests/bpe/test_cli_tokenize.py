@@ -111,3 +111,15 @@ def test_head_closes_the_pipe_quietly(tmp_path):
               "exit ${PIPESTATUS[0]}")
     proc = subprocess.run(["bash", "-c", script], capture_output=True, cwd=str(REPO), timeout=300)
     assert proc.returncode == 0 and proc.stderr == b"" and len(proc.stdout.splitlines()) == 2
+
+
+def test_tokenize_and_perplexity_with_a_precompiled_normalizer(cli):
+    """The phi3 fixture's tokenizer.json normalizes with sentencepiece's precompiled nmt_nfkc charsmap."""
+    tokenizers = pytest.importorskip("tokenizers")
+    phi3 = FIX.parent / "lm" / "families" / "phi3"
+    hf = tokenizers.Tokenizer.from_file(str(phi3 / "tokenizer.json"))
+    probe = ["ｈｅｌｌｏ wörld ①½", "Ａ\u0301 e\u0301\tx", "It is a truth universally acknowledged"]
+    rows = jsonl(cli("tokenize", "-m", str(phi3), "--format", "jsonl", input="\n".join(probe) + "\n"))
+    assert [r["ids"] for r in rows] == [hf.encode(line).ids for line in probe]
+    ppl = jsonl(cli("perplexity", "-m", str(phi3), "--format", "jsonl", input=probe[2] + "\n"))
+    assert ppl[0]["tokens"] > 0 and ppl[0]["mean_nll"] > 0

@@ -16,12 +16,19 @@ from nlpkit.errors import NlpkitError
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tokenizers"
 EXPECTED = json.loads((FIX / "expected.json").read_text(encoding="utf-8"))
-JSON_NAMES = ["hf-spm-legacy", "hf-spm-metaspace", "spm-converted", "bl-llama3", "bl-qwen2", "bl-neox"]
+#: tokenizer.json fixtures owned by other tests, with their references in expected.json too.
+EXTERNAL = {"phi3": FIX.parent / "lm" / "families" / "phi3"}
+JSON_NAMES = ["hf-spm-legacy", "hf-spm-metaspace", "hf-spm-nmt-cf", "phi3", "spm-converted", "bl-llama3", "bl-qwen2",
+              "bl-neox"]
 ALL_NAMES = JSON_NAMES + ["llama-spm.gguf"]
 
 
+def where(name: str) -> Path:
+    return EXTERNAL.get(name, FIX / name)
+
+
 def load(name: str) -> Tokenizer:
-    return Tokenizer.from_gguf(FIX / name) if name.endswith(".gguf") else Tokenizer.from_dir(FIX / name)
+    return Tokenizer.from_gguf(FIX / name) if name.endswith(".gguf") else Tokenizer.from_dir(where(name))
 
 
 def expected(name: str) -> dict:
@@ -55,7 +62,7 @@ def test_ids_and_round_trip_equal_the_reference_on_random_unicode(name):
 @pytest.fixture(scope="module")
 def hf_tokenizers():
     tokenizers = pytest.importorskip("tokenizers")
-    return {name: (tokenizers.Tokenizer.from_file(str(FIX / name / "tokenizer.json")), load(name))
+    return {name: (tokenizers.Tokenizer.from_file(str(where(name) / "tokenizer.json")), load(name))
             for name in JSON_NAMES}
 
 
@@ -129,7 +136,7 @@ def test_llama_cpp_vocab_tests_pass(name):
 def test_saved_tokenizer_json_encodes_like_the_original_in_hf(name, tmp_path):
     tokenizers = pytest.importorskip("tokenizers")
     load(name).save(tmp_path)
-    ours, orig = (tokenizers.Tokenizer.from_file(str(p / "tokenizer.json")) for p in (tmp_path, FIX / name))
+    ours, orig = (tokenizers.Tokenizer.from_file(str(p / "tokenizer.json")) for p in (tmp_path, where(name)))
     for text in ("Hello wörld 123 \U0001F99C  <s>x", "  two  spaces", "", "e\u0301 ½ ﬁ"):
         assert ours.encode(text).ids == orig.encode(text).ids
         assert ours.decode(orig.encode(text).ids) == orig.decode(orig.encode(text).ids)
