@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from itertools import islice
+from itertools import chain, islice
 from typing import Iterable, Iterator
+
+import regex
 
 from nlpkit.bpe.tokenizer import Tokenizer
 
@@ -21,9 +23,9 @@ _worker_tok: Tokenizer | None = None
 _worker_kw: dict = {}
 
 
-def _encode_block(texts: list[str]) -> list[list[int]]:
-    tok = _worker_tok
-    return [tok.encode(t, **_worker_kw) for t in texts]
+def _encode_block(texts: list) -> list[list[int]]:
+    tok, kw = _worker_tok, _worker_kw
+    return [tok.encode(t, **kw) if isinstance(t, str) else tok.encode(t[0], continued=t[1], **kw) for t in texts]
 
 
 def default_workers() -> int:
@@ -36,23 +38,22 @@ def default_workers() -> int:
 
 def encode_stream(tok: Tokenizer, texts: Iterable[str], *, workers: int | None = None, block: int = 2000,
                   **encode_kw) -> Iterator[list[int]]:
-    """The ids of each text, in input order (`encode_kw` go to `Tokenizer.encode`)."""
+    """The ids of each text, in input order (`encode_kw` go to `Tokenizer.encode`). A text may also be
+    a pair (text, continued), as `file_parts` gives."""
     global _worker_tok, _worker_kw
     workers = default_workers() if workers is None else workers
     it = iter(texts)
     first = list(islice(it, block))
     if workers <= 1 or len(first) < block:  # short input: a pool costs more than it saves
-        for t in first:
-            yield tok.encode(t, **encode_kw)
-        for t in it:
-            yield tok.encode(t, **encode_kw)
+        for t in chain(first, it):
+            yield tok.encode(t, **encode_kw) if isinstance(t, str) else tok.encode(t[0], continued=t[1], **encode_kw)
         return
     import multiprocessing
 
     try:
         ctx = multiprocessing.get_context("fork")
     except ValueError:  # no fork (Windows, macOS default): one process
-        yield from (tok.encode(t, **encode_kw) for t in (*first, *it))
+        yield from encode_stream(tok, chain(first, it), workers=1, block=block, **encode_kw)
         return
     _worker_tok, _worker_kw = tok, encode_kw
     pool = ctx.Pool(workers)
@@ -70,3 +71,56 @@ def encode_stream(tok: Tokenizer, texts: Iterable[str], *, workers: int | None =
     finally:
         pool.terminate()
         _worker_tok, _worker_kw = None, {}
+
+
+_LINE_CUT = regex.compile(r"[\p{L}\p{N}]")
+_SPACE_CUT = regex.compile(r"(?<=[A-Za-z0-9]) ")
+
+
+def file_parts(lines: Iterable[str], cut: str | None, size: int = 1 << 20) -> Iterator[tuple[str, bool]]:
+    """One text given as lines (newlines kept) -> parts of about `size` characters and whether each
+    continues the one before, cut only where `Tokenizer.stream_cut` says the ids do not change:
+    "line" (before a line starting with a letter or digit), "space" (before the last space after an
+    ASCII letter or digit), None (the whole text in one part). Memory holds about one part."""
+    if cut not in ("line", "space"):
+        yield "".join(lines), False
+        return
+    pending = ""
+    scanned = 0  # pending[:scanned] holds no cut (space rule)
+    continued = False
+    for line in lines:
+        if cut == "line":
+            if len(pending) >= size and _LINE_CUT.match(line):
+                yield pending, continued
+                pending, continued = "", True
+            pending += line
+            continue
+        pending += line
+        if len(pending) >= size:
+            last = None
+            for last in _SPACE_CUT.finditer(pending, max(1, scanned)):
+                pass
+            if last is None:
+                scanned = len(pending)
+            else:
+                yield pending[:last.start()], continued
+                pending, continued, scanned = pending[last.start():], True, 1
+    if pending or not continued:
+        yield pending, continued
+
+
+def encode_file(tok: Tokenizer, lines: Iterable[str], *, add_special: bool = False, workers: int | None = None,
+                size: int = 1 << 20) -> Iterator[list[int]]:
+    """The ids of one text given as lines (newlines kept), part by part (`file_parts`, on `workers`
+    processes): their concatenation is ``tok.encode(text, add_special=add_special)``, and memory
+    holds a few parts, not the text."""
+    parts = encode_stream(tok, file_parts(lines, tok.stream_cut(), size), workers=workers, block=1)
+    bos = [tok.bos_id] if add_special and tok.add_bos and tok.bos_id is not None else []
+    eos = [tok.eos_id] if add_special and tok.add_eos and tok.eos_id is not None else []
+    ids = next(parts)
+    if bos:
+        ids = bos + ids
+    for nxt in parts:
+        yield ids
+        ids = nxt
+    yield ids + eos if eos else ids

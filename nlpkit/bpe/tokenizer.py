@@ -159,6 +159,52 @@ class Tokenizer:
             return None
         return regex.compile(f"(?<=[^{regex.escape(mark)}])(?={regex.escape(mark)})")
 
+    def stream_cut(self) -> str | None:
+        """Where a long text may be cut into parts that encode (later parts with ``continued=True``)
+        to exactly the ids of the whole: "line" (before a line starting with a letter or digit),
+        "space" (before a space that follows an ASCII letter or digit), or None (nowhere known).
+
+        "line" holds for byte-level BPE split by the GPT-2, GPT-4/Llama 3 or Qwen2 regex (and digit
+        splits): none of their pieces runs from a newline into a letter or digit. "space" holds for
+        SentencePiece-style BPE whose words start at '▁' runs (Metaspace split, or no merge across
+        a run's start): the cut is a word start. Both need normalizers that act on characters or
+        grapheme clusters alone (a newline or an ASCII letter and a space always end a cluster)
+        and added tokens that cannot span the cut or eat the whitespace before it."""
+        for t in self.added_tokens:
+            if t.lstrip or t.rstrip or any(c.isspace() for c in t.content):
+                return None
+        for st in self.normalizer.steps:
+            if st[0] == "replace" and (len(st) > 3 and st[3] or len(st[1]) != 1 or st[1] == "\n"):
+                return None
+            if st[0] not in ("nfc", "nfd", "nfkc", "nfkd", "lowercase", "strip_accents", "precompiled", "prepend",
+                             "replace"):
+                return None
+        pre = self.pretokenizer
+        if pre.byte_level:
+            from nlpkit.bpe.pretokenize import GPT2_PATTERN, GPT4_PATTERN, QWEN2_PATTERN
+            known = {GPT2_PATTERN, GPT4_PATTERN, QWEN2_PATTERN, r"\p{N}", r"\p{N}+"}
+            regexes = [s for s in pre.steps if s.pattern in known and s.behavior == "isolated"]
+            if pre.add_prefix_space or len(regexes) < len(pre.steps) or not (pre.use_regex or any(
+                    s.pattern in (GPT2_PATTERN, GPT4_PATTERN, QWEN2_PATTERN) for s in regexes)):
+                return None
+            return "line"
+        if pre.steps:
+            return None
+        marks = [st[2] for st in self.normalizer.steps if st[0] == "replace" and st[1] == " "]
+        if pre.metaspace is not None and pre.metaspace.split and not marks:
+            return "space"
+        if self._word_split is not None:
+            return "space"
+        return None
+
+    @property
+    def _normalizer_continued(self) -> Normalizer:
+        """The normalizer without its Prepend steps (for a continued part)."""
+        norm = self.__dict__.get("_norm_cont")
+        if norm is None:
+            norm = self.__dict__["_norm_cont"] = Normalizer([s for s in self.normalizer.steps if s[0] != "prepend"])
+        return norm
+
     def _splitter(self, tokens: list[AddedToken]) -> regex.Pattern | None:
         """Regex matching any of `tokens`, longest first (HF matches leftmost-longest); group 1 is
         the token itself when lstrip/rstrip let the match take surrounding whitespace."""
@@ -198,11 +244,13 @@ class Tokenizer:
         return b
 
     # ------------------------------------------------------------------ encode
-    def encode(self, text: str, allowed_special: str | Iterable[str] = "all", add_special: bool = False) -> list[int]:
+    def encode(self, text: str, allowed_special: str | Iterable[str] = "all", add_special: bool = False,
+               continued: bool = False) -> list[int]:
         """Token ids of `text`. Special tokens in `allowed_special` ("all", "none" or a set of
         strings) are matched whole; others are encoded as plain text. Non-special added
         tokens are always matched whole, as in HF. `add_special` adds the BOS/EOS the
-        tokenizer's post-processor adds (``add_bos``/``add_eos``)."""
+        tokenizer's post-processor adds (``add_bos``/``add_eos``). `continued`: `text` is a later
+        part of a longer text cut where `stream_cut` allows (no word mark is prepended to it)."""
         if allowed_special == "all":
             splitter = self._added_re
         elif allowed_special == "none" or not allowed_special:
@@ -211,17 +259,17 @@ class Tokenizer:
             allowed = set(allowed_special)
             splitter = self._splitter([t for t in self.added_tokens if not t.special or t.content in allowed])
         if splitter is None:
-            ids = self._encode_ordinary(text, True)
+            ids = self._encode_ordinary(text, True, continued)
         else:
             ids = []
             last = 0
             for m in splitter.finditer(text):
                 if m.start() > last:
-                    ids.extend(self._encode_ordinary(text[last:m.start()], last == 0))
+                    ids.extend(self._encode_ordinary(text[last:m.start()], last == 0, continued and last == 0))
                 ids.append(self._added_ids[m.group(1)])
                 last = m.end()
             if last < len(text):
-                ids.extend(self._encode_ordinary(text[last:], last == 0))
+                ids.extend(self._encode_ordinary(text[last:], last == 0, continued and last == 0))
         if add_special:
             if self.add_bos and self.bos_id is not None:
                 ids.insert(0, self.bos_id)
@@ -229,10 +277,15 @@ class Tokenizer:
                 ids.append(self.eos_id)
         return ids
 
-    def _encode_ordinary(self, text: str, first: bool = True) -> list[int]:
+    def _encode_ordinary(self, text: str, first: bool = True, continued: bool = False) -> list[int]:
         """Ids of text without added tokens: normalize, pre-tokenize, then BPE each piece (cached).
-        `first`: the text starts the input (for Metaspace's prepend_scheme "first")."""
-        if self.normalizer:
+        `first`: the text starts the input (for Metaspace's prepend_scheme "first"); `continued`: it
+        goes on from an earlier part (no Prepend, not first)."""
+        if continued:
+            first = False
+            if self.normalizer:
+                text = self._normalizer_continued(text)
+        elif self.normalizer:
             text = self.normalizer(text)
         pieces = self._split(text, first) if self.pretokenizer.metaspace is not None else self._split(text)
         if self._word_split is not None:

@@ -77,20 +77,26 @@ def generation_config(model) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def chat_options(f):
-    """--chat, --system, --messages: render the model's chat template around the prompt."""
-    opts = [
-        click.option("--chat", is_flag=True,
-                     help="Treat PROMPT as a user message: render the model's chat template (with the generation "
-                          "prompt) and stop at its end-of-turn token."),
-        click.option("--system", default=None, metavar="TEXT", help="System message for --chat."),
-        click.option("--messages", "messages_file", default=None, metavar="FILE",
-                     help="--chat conversation: a JSON list of {\"role\": ..., \"content\": ...} ('-' = stdin); "
-                          "a PROMPT is added as the last user message."),
-    ]
-    for deco in reversed(opts):
-        f = deco(f)
-    return f
+_CHAT_HELP = ("Treat PROMPT as a user message: render the model's chat template (with the generation prompt) and "
+              "stop at its end-of-turn token.")
+_MESSAGES_HELP = ("--chat conversation: a JSON list of {\"role\": ..., \"content\": ...} ('-' = stdin); a PROMPT is "
+                  "added as the last user message.")
+
+
+def chat_options(f=None, *, chat_help: str = _CHAT_HELP, messages_help: str = _MESSAGES_HELP):
+    """--chat, --system, --messages: render the model's chat template around the prompt. Use as
+    ``@chat_options``, or ``@chat_options(chat_help=..., messages_help=...)`` where the input differs
+    (tokenize)."""
+    def decorate(f):
+        opts = [
+            click.option("--chat", is_flag=True, help=chat_help),
+            click.option("--system", default=None, metavar="TEXT", help="System message for --chat."),
+            click.option("--messages", "messages_file", default=None, metavar="FILE", help=messages_help),
+        ]
+        for deco in reversed(opts):
+            f = deco(f)
+        return f
+    return decorate if f is None else decorate(f)
 
 
 def chat_prompt(model, text: str | None, chat: bool, system: str | None, messages_file: str | None):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from nlpkit.cli.common import common_options, input_paths, open_writer
+from nlpkit.cli.generate import chat_options
 
 
 def _load(tokenizer_path: str | None, model_path: str | None):
@@ -48,14 +49,15 @@ def _parse_ids(line: str, where: str, lineno: int, vocab_size: int) -> list[int]
 @click.option("--decode", is_flag=True, help="Input lines are ids ('1 2 3', '1,2,3' or a JSON list): print their text.")
 @click.option("--add-special/--no-add-special", default=True, show_default=True,
               help="Add the BOS/EOS the tokenizer adds to each text (its post-processor / add_bos_token).")
-@click.option("--chat", is_flag=True, help="Each input line is a user message: render the chat template "
-                                           "(with the generation prompt) and show its tokens.")
-@click.option("--system", default=None, metavar="TEXT", help="System message for --chat.")
+@chat_options(chat_help="Each input line is a user message: render the chat template (with the generation prompt) "
+                        "and show its tokens.",
+              messages_help="--chat conversation: a JSON list of {\"role\": ..., \"content\": ...} ('-' = stdin), "
+                            "shown as one record instead of FILES' lines.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes for large inputs [all cores].")
 @common_options
 def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only, per_file, decode, add_special,
-            chat, system, workers, fmt, no_signature, quiet, encoding_errors):
+            chat, system, messages_file, workers, fmt, no_signature, quiet, encoding_errors):
     """Tokenize FILES ('-' or a pipe for stdin): ids, pieces or counts per line (or --per-file).
 
     Special tokens written in the text (<|im_start|>, <s>...) are recognised. Counts end with a
@@ -69,8 +71,8 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
       echo '19556 905' | nlpkit tokenize -m model.gguf --decode
       echo 'What is 2+2?' | nlpkit tokenize -m model.gguf --chat --pieces
     """
-    from nlpkit.bpe.batch import encode_stream
-    from nlpkit.io import display_name, iter_lines, read_text
+    from nlpkit.bpe.batch import encode_file, encode_stream
+    from nlpkit.io import display_name, iter_lines
     from nlpkit.signature import make_signature
 
     if tokenizer_path is not None and model_path is not None:
@@ -81,9 +83,11 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
         raise click.UsageError("--count prints counts only: drop --ids/--pieces")
     if chat and per_file:
         raise click.UsageError("--chat renders each line as a user message: it does not combine with --per-file")
-    if system is not None and not chat:
-        raise click.UsageError("--system needs --chat")
-    paths = input_paths(files)
+    if (system is not None or messages_file is not None) and not chat:
+        raise click.UsageError("--system and --messages need --chat")
+    if messages_file is not None and files:
+        raise click.UsageError("--messages holds the whole conversation: give no FILES with it")
+    paths = [messages_file] if messages_file is not None else input_paths(files)
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")
     tok, source = _load(tokenizer_path, model_path)
@@ -130,9 +134,20 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
         for path in paths:
             where = display_name(path)
             if per_file:
-                ids = tok.encode(read_text(path, errors=encoding_errors), **encode_kw)
+                ids, n = [], 0
+                for part in encode_file(tok, iter_lines(path, errors=encoding_errors, keepends=True),
+                                        workers=workers, **encode_kw):
+                    n += len(part)
+                    if not count_only:
+                        ids += part
+                total += n
+                out.write(record(where, None, ids) | {"tokens": n})
+                continue
+            if messages_file is not None:
+                from nlpkit.lm.chat import conversation
+                ids = renderer.encode(conversation(None, system, messages_file), tok)
                 total += len(ids)
-                out.write(record(where, None, ids))
+                out.write(record(where, 1, ids))
                 continue
             lines = iter_lines(path, errors=encoding_errors)
             if renderer is not None:

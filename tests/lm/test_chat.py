@@ -48,6 +48,41 @@ def test_tokenize_chat_shows_the_rendered_ids(cli):
     assert json.loads(proc.stdout)["ids"] == CHAT["prompts"]["single"]["ids"]
 
 
+@pytest.mark.parametrize("name", ["multi_system", "multi"])
+def test_tokenize_chat_messages_shows_the_conversation_ids(cli, tmp_path, name):
+    want = CHAT["prompts"][name]
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(want["messages"]), encoding="utf-8")
+    proc = cli("tokenize", "-m", str(smollm2_gguf()), "--chat", "--messages", str(path), "--format", "jsonl")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout)["ids"] == want["ids"]
+
+
+def test_tokenize_chat_system_option_adds_the_system_message(cli, tmp_path):
+    want = CHAT["prompts"]["multi_system"]
+    system, rest = want["messages"][0], want["messages"][1:]
+    assert system["role"] == "system"
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(rest), encoding="utf-8")
+    proc = cli("tokenize", "-m", str(smollm2_gguf()), "--chat", "--messages", str(path), "--system",
+               system["content"], "--format", "jsonl")
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert json.loads(proc.stdout)["ids"] == want["ids"]
+
+
+def test_tokenize_messages_errors(cli, tmp_path):
+    bad = tmp_path / "m.json"
+    bad.write_text('[{"role": "user", "content": 3}]', encoding="utf-8")
+    proc = cli("tokenize", "-m", str(smollm2_gguf()), "--chat", "--messages", str(bad))
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and err.startswith("nlpkit: error: ") and "message 0 must be an object" in err
+    bad.write_text("{not json", encoding="utf-8")
+    proc = cli("tokenize", "-m", str(smollm2_gguf()), "--chat", "--messages", str(bad))
+    assert proc.returncode == 1 and b"not valid JSON" in proc.stderr and b"Traceback" not in proc.stderr
+    assert cli("tokenize", "--messages", str(bad), input="a\n").returncode == 2        # needs --chat
+    assert cli("tokenize", "--chat", "--messages", str(bad), str(bad)).returncode == 2  # and no FILES
+
+
 def test_generate_chat_greedy_equals_transformers_and_stops_at_im_end(cli, smollm2_tok):
     greedy = CHAT["greedy"]
     assert greedy["stopped_at_im_end"]

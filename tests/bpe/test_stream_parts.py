@@ -1,0 +1,77 @@
+"""`tokenize --per-file` streams: a text cut where `Tokenizer.stream_cut` allows encodes, part by part, to
+exactly the ids of the whole text (every fixture family, the multilingual corpus and hypothesis texts)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nlpkit.bpe import Tokenizer
+from nlpkit.bpe.batch import encode_file, file_parts
+from nlpkit.bpe.spec import AddedToken
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+DIRS = {name: FIX / "tokenizers" / name for name in
+        ("hf-spm-legacy", "hf-spm-metaspace", "hf-spm-nmt-cf", "spm-converted", "bl-llama3", "bl-qwen2", "bl-neox")}
+DIRS["phi3"] = FIX / "lm" / "families" / "phi3"
+DIRS["llama-spm.gguf"] = FIX / "tokenizers" / "llama-spm.gguf"
+_CACHE: dict[str, Tokenizer] = {}
+
+
+def load(name: str) -> Tokenizer:
+    if name not in _CACHE:
+        d = DIRS[name]
+        _CACHE[name] = Tokenizer.from_gguf(d) if name.endswith(".gguf") else Tokenizer.from_dir(d)
+    return _CACHE[name]
+
+
+def by_parts(tok: Tokenizer, text: str, size: int) -> tuple[list[int], int]:
+    parts = list(file_parts(text.splitlines(keepends=True), tok.stream_cut(), size))
+    assert "".join(p for p, _ in parts) == text
+    return [i for p, c in parts for i in tok.encode(p, continued=c)], len(parts)
+
+
+@pytest.mark.parametrize("name", list(DIRS))
+def test_every_family_can_be_cut(name):
+    assert load(name).stream_cut() in ("line", "space")
+
+
+@pytest.mark.parametrize("name", list(DIRS))
+def test_parts_of_the_multilingual_corpus_encode_as_the_whole(name, shared_data):
+    text = "".join(p.read_text(encoding="utf-8") for p in sorted((shared_data / "multilingual").iterdir()))
+    tok = load(name)
+    ids, n = by_parts(tok, text, 20_000)
+    assert n > 20 and ids == tok.encode(text)
+
+
+_PIECES = st.sampled_from(["the", " cat", "A", "7", "42", "  ", " ", "\n", "\n\n", "\r\n", "\t", ".", "!\n", "'s",
+                           "é", "e\u0301", "日本", "\u3000", "ｈ", "①", "▁", "<s>", "</s>", "<|endoftext|>",
+                           "\U0001F99C", "\u200d", "-", "x1"])
+
+
+@pytest.mark.parametrize("name", ["bl-llama3", "bl-qwen2", "bl-neox", "hf-spm-legacy", "hf-spm-metaspace",
+                                  "hf-spm-nmt-cf", "phi3", "llama-spm.gguf"])
+@settings(max_examples=120, deadline=None)
+@given(pieces=st.lists(_PIECES, max_size=40), size=st.integers(1, 12))
+def test_any_text_cut_anywhere_allowed_encodes_as_the_whole(name, pieces, size):
+    tok, text = load(name), "".join(pieces)
+    assert by_parts(tok, text, size)[0] == tok.encode(text)
+
+
+def test_encode_file_adds_bos_once_and_equals_encode():
+    tok = load("hf-spm-legacy")
+    text = "Hello wörld\nAnd more text here\n" * 200
+    got = [i for part in encode_file(tok, text.splitlines(keepends=True), add_special=True, workers=1, size=100)
+           for i in part]
+    assert got == tok.encode(text, add_special=True) and got.count(tok.bos_id) == 1
+
+
+def test_no_cut_where_an_added_token_could_take_the_whitespace():
+    tok = load("bl-neox")
+    eager = Tokenizer(tok.vocab, tok.merges, pretokenizer=tok.pretokenizer,
+                      added_tokens=[AddedToken("<x>", len(tok.vocab), True, True, False)])
+    assert eager.stream_cut() is None
+    assert list(file_parts(["a\n", "b\n"], None, 1)) == [("a\nb\n", False)]
