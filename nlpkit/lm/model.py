@@ -181,22 +181,32 @@ def plain_mlp(x: np.ndarray, w: LlamaLayer, act) -> np.ndarray:  # [b, t, d] -> 
     return linear(act(linear(x, w.w_gate_up, w.b_up)), w.w_down, w.b_down)
 
 
-def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None):  # [b, t, d] -> [b, t, d]
+def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None, cs=None):  # [b, t, d] -> [b, t, d]
     """One transformer block, split at attention so long inputs can use `pool`'s threads (one thread:
-    SERIAL): `project(x_rows, s, e, q, k, v)` fills rows s:e of q (scaled), k and v; attention runs on
-    query blocks; then `finish(x_rows, heads_rows) -> out_rows` (output projection, residuals, MLP)."""
+    SERIAL, called directly): `project(x_rows, s, e, q, k, v, cs)` fills rows s:e of q (scaled), k and v
+    (cs: the forward's RoPE cos/sin tables, or None);
+    attention runs on query blocks; then `finish(x_rows, heads_rows) -> out_rows` (output projection,
+    residuals, MLP)."""
     b, t, _ = x.shape
     nkv, hd = cfg.n_kv_heads, cfg.head_dim
     g = cfg.n_heads // nkv
-    parts = pool.split(t)
     q = np.empty((b, nkv, g, t, hd), np.float32)
     k = np.empty((b, nkv, t, hd), np.float32)
     v = np.empty((b, nkv, t, hd), np.float32)
+    if pool.n == 1:  # decode steps and short inputs: no closures, no thread hand-offs
+        project(x, 0, t, q, k, v, cs)
+        if cache is not None:
+            k, v = cache.write(li, k, v)  # [b, kv, L, hd]
+        o = _attend(q, k, v, mask, softcap) if mask is None or t <= ATTN_BLOCK else attention(q, k, v, mask, pool,
+                                                                                             softcap)
+        heads = o.transpose(0, 3, 1, 2, 4).reshape(b, t, cfg.n_heads * hd)
+        return finish(x, heads)
+    parts = pool.split(t)
 
     def run_project(part):
         s, e = part
         with np.errstate(over="ignore"):  # errstate is per thread
-            project(x[:, s:e], s, e, q, k, v)
+            project(x[:, s:e], s, e, q, k, v, cs)
 
     pool.map(run_project, parts)
     if cache is not None:
@@ -214,9 +224,9 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None)
     return out
 
 
-def llama_rows(w: LlamaLayer, cfg, cos, sin):
+def llama_rows(w: LlamaLayer, cfg):
     """(project, finish) for `block`: pre-norm attention with RoPE and GQA, then a SwiGLU MLP — and each
-    family's variations of it, chosen here once per layer."""
+    family's variations of it, chosen here once per layer (built once per model, see Model.layer_rows)."""
     nh, nkv, hd, eps = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.norm_eps
     scale = np.float32(cfg.query_scale if cfg.query_scale is not None else 1.0 / np.sqrt(hd))
     if cfg.norm == "layer":
@@ -236,8 +246,9 @@ def llama_rows(w: LlamaLayer, cfg, cos, sin):
         def mlp(x):
             return plain_mlp(x, w, act)
 
-    def project(xr, s, e, q, k, v):  # xr [b, n, d]
+    def project(xr, s, e, q, k, v, cs):  # xr [b, n, d], cs = (cos, sin) [t, rot/2] each
         b, n, _ = xr.shape
+        cos, sin = cs
         h = norm(xr, w.attn_norm, w.attn_norm_b) if w.attn_norm is not None else xr
         qkv = linear(h, w.wqkv, w.bqkv)  # [b, n, (nh + 2 nkv) hd]
         if qk_norm == "full":  # olmo2: RMSNorm over all of q and all of k
@@ -303,7 +314,7 @@ def gpt2_rows(w: GPT2Layer, cfg):
     nh, hd, eps = cfg.n_heads, cfg.head_dim, cfg.norm_eps
     scale = np.float32(1.0 / np.sqrt(hd))
 
-    def project(xr, s, e, q, k, v):  # xr [b, n, d]
+    def project(xr, s, e, q, k, v, cs=None):  # xr [b, n, d]
         b, n, _ = xr.shape
         qkv = linear(layer_norm(xr, w.ln1_g, w.ln1_b, eps), w.wqkv, w.bqkv).reshape(b, n, 3, nh, hd)
         np.multiply(qkv[:, :, 0].transpose(0, 2, 1, 3), scale, out=q[:, :, 0, s:e])
@@ -326,6 +337,18 @@ class Model:
         self.config, self.weights, self.tokenizer, self.source = config, weights, tokenizer, source
         self.tokenizer_error: str | None = None  # why the tokenizer files could not be read (model still runs on ids)
         self._make_rope()
+        self._rows: list | None = None  # per layer (project, finish), built on first use
+        self._rows_for: tuple = ()
+
+    def layer_rows(self) -> list:
+        """Each layer's (project, finish) closures, built once (rebuilt if the config or weights object changes):
+        the per-family choices are made here, not on every decode step."""
+        key = (id(self.config), id(self.weights), len(self.weights.layers))
+        if self._rows is None or self._rows_for != key:
+            c = self.config
+            make = gpt2_rows if c.arch == "gpt2" else llama_rows
+            self._rows, self._rows_for = [make(layer, c) for layer in self.weights.layers], key
+        return self._rows
 
     def require_tokenizer(self):
         """The tokenizer, or an NlpkitError saying why there is none (text must be encoded, ids would do)."""
@@ -412,13 +435,13 @@ class Model:
             # machine); one BLAS thread, as in decode. Batch-1 steps keep BLAS's own setting.
             small_batch = b > 1 and b * t < PARALLEL_MIN_TOKENS
             with single_threaded_blas() if n_threads > 1 or small_batch else nullcontext():
-                for li, layer in enumerate(w.layers):
+                for li, (project, finish) in enumerate(self.layer_rows()):
                     if c.arch == "gpt2":
-                        x = block(x, c, *gpt2_rows(layer, c), cache, li, mask, pool)
+                        x = block(x, c, project, finish, cache, li, mask, pool)
                     elif kinds[li] == "sliding":
-                        x = block(x, c, *llama_rows(layer, c, *local_cs), cache, li, local_mask, pool, c.attn_softcap)
+                        x = block(x, c, project, finish, cache, li, local_mask, pool, c.attn_softcap, local_cs)
                     else:
-                        x = block(x, c, *llama_rows(layer, c, cos, sin), cache, li, mask, pool, c.attn_softcap)
+                        x = block(x, c, project, finish, cache, li, mask, pool, c.attn_softcap, (cos, sin))
         if cache is not None:
             cache.tokens[:, past:past + t] = tokens
             cache.advance(t)
