@@ -6,9 +6,10 @@ none of them is an nlpkit runtime dependency. Run once, single-threaded for repr
     OMP_NUM_THREADS=1 python tools/make_lm_fixtures.py [--skip-gguf]
     OMP_NUM_THREADS=1 python tools/make_lm_fixtures.py --families [--llama-cpp DIR]   # tests/fixtures/lm/families/
 
-The families fixtures (qwen2, qwen3, mistral, gemma, gemma2, gemma3_text, phi3, olmo2, gpt_neox) are each a
-tiny random model whose config exercises the family's options, its transformers logits, a greedy
-`generate` continuation, and `model.gguf` written by llama.cpp's own convert_hf_to_gguf.py (from the
+The families fixtures (qwen2, qwen3, mistral, gemma, gemma2, gemma3_text, phi3, olmo2, gpt_neox, and the
+variants gpt_neox-serial and gemma2-qscale) are each a tiny random model whose config exercises the family's
+options, its transformers logits, a greedy `generate` continuation, and (but for gemma2-qscale, whose
+query_pre_attn_scalar GGUF does not store) `model.gguf` written by llama.cpp's own convert_hf_to_gguf.py (from the
 llama-cpp-python source distribution; --llama-cpp points at its vendor/llama.cpp, default: the path in
 /work/build/LLAMA_READY). Gemma and Phi-3 get a tiny sentencepiece BPE tokenizer.model (the converter
 reads it) plus the tokenizer.json transformers converts from it.
@@ -302,7 +303,14 @@ FAMILIES = {
                         dict(num_key_value_heads=None, rms_norm_eps=None, layer_norm_eps=1e-5, hidden_act="gelu",
                              rotary_pct=0.25, rope_theta=100.0, use_parallel_residual=False,
                              tie_word_embeddings=False), "bpe"),
+    # query_pre_attn_scalar other than head_dim (as Gemma 2 27B: d / n_heads = 144, head_dim 128). No GGUF:
+    # llama.cpp's converter does not store the scalar (llama.cpp derives it from the model size)
+    "gemma2-qscale": ("Gemma2Config", "Gemma2ForCausalLM", dict(head_dim=16, rope_theta=10000.0, sliding_window=WINDOW,
+                                                                query_pre_attn_scalar=40, attn_logit_softcapping=2.0,
+                                                                final_logit_softcapping=5.0,
+                                                                hidden_activation="gelu_pytorch_tanh"), "sp"),
 }
+NO_GGUF = {"gemma2-qscale"}
 SP_TEXT = (TEXT * 4 + GGUF_TEXT * 2 + PPL_TEXT)
 
 
@@ -385,7 +393,7 @@ def make_family_fixtures(names: list[str], llama_cpp: Path | None) -> None:
             ref["ppl"] = {"sliding_c16_s8": ppl_sliding(model, ids, 16, 8),
                           "sliding_c24_s8": ppl_sliding(model, ids, 24, 8)}
         (d / "reference.json").write_text(json.dumps(ref) + "\n")
-        if llama_cpp is not None:
+        if llama_cpp is not None and name not in NO_GGUF:
             convert_to_gguf(d, llama_cpp, tok)
         size = sum(f.stat().st_size for f in d.iterdir())
         print(f"{name}: {size / 1024:.0f} KB, logits std {logits.std():.2f}")

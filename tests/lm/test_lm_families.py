@@ -5,6 +5,7 @@ llama.cpp's convert_hf_to_gguf.py wrote for them; the KV cache against full reco
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from pathlib import Path
@@ -23,7 +24,7 @@ from nlpkit.lm.scoring import score_ids
 
 FAM = Path(__file__).resolve().parents[1] / "fixtures" / "lm" / "families"
 FAMILIES = ["qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2", "gpt_neox",
-            "gpt_neox-serial"]
+            "gpt_neox-serial", "gemma2-qscale"]
 GGUF = [f for f in FAMILIES if (FAM / f / "model.gguf").is_file()]
 _cache: dict = {}
 
@@ -78,6 +79,22 @@ def test_options_are_read_as_configured():
     assert (c["gpt_neox"].rotary_dim, c["gpt_neox-serial"].rotary_dim) == (4, 2)
 
 
+
+def test_gemma2_query_pre_attn_scalar_other_than_head_dim():
+    """gemma2-qscale scales q by query_pre_attn_scalar ** -0.5 = 40 ** -0.5, not head_dim ** -0.5 (16): its logits
+    equal transformers' (eager attention, test above), and the head_dim scale would miss them by far more than 1e-4."""
+    cfg = json.loads((FAM / "gemma2-qscale" / "config.json").read_text())
+    assert (cfg["query_pre_attn_scalar"], cfg["head_dim"]) == (40, 16)
+    m = model("gemma2-qscale")
+    assert m.config.query_scale == pytest.approx(40 ** -0.5)
+    seqs = np.array(reference("gemma2-qscale")["sequences"])
+    expected = np.load(FAM / "gemma2-qscale" / "logits.npy")
+    np.testing.assert_allclose(m.forward(seqs), expected, atol=1e-4, rtol=0)
+    wrong = load_model(FAM / "gemma2-qscale")
+    wrong.config = dataclasses.replace(wrong.config, query_scale=16 ** -0.5)
+    assert np.abs(wrong.forward(seqs) - expected).max() > 1e-2
+
+
 # ----------------------------------------------------------------- KV cache == full recomputation
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -128,7 +145,7 @@ def test_greedy_generate_equals_transformers_generate(name):
     assert ids == ref["generated"]
 
 
-@pytest.mark.parametrize("name", ["mistral", "gemma2"])
+@pytest.mark.parametrize("name", ["mistral", "gemma2", "gemma2-qscale"])
 @pytest.mark.parametrize("case", ["sliding_c16_s8", "sliding_c24_s8"])
 def test_sliding_perplexity_past_the_window_equals_transformers(name, case):
     ref = reference(name)
