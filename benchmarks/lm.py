@@ -9,7 +9,8 @@ peak RSS, prefill tokens/s on a 512-token prompt (best of 3), decode tokens/s fo
 cache, and (unless --skip-ppl) perplexity of the first 20,000 characters of tinyshakespeare with context
 512 / stride 256 by nlpkit and by the transformers perplexity-guide loop. With llama-cpp-python importable,
 llama.cpp's figures on the Q4_1 GGUF itself and on an F32 GGUF converted from the float32 directory (like
-for like with nlpkit) are listed beside them, with the settings each engine used. Then `sample -n 8` vs
+for like with nlpkit) are listed beside them, with the settings each engine used; ratios are nlpkit's against
+transformers and against llama.cpp's F32 GGUF. The last line gives the run's wall time and machine load. Then `sample -n 8` vs
 `-n 1` on the default model, and load time / peak RSS of every model-family fixture (HF and GGUF).
 """
 
@@ -280,6 +281,7 @@ def main() -> None:
               "llamacpp_f32": worker_llamacpp_f32}[args.worker]
         print(json.dumps(fn(args.threads, not args.skip_ppl)))
         return
+    t_start, load_start = time.perf_counter(), os.getloadavg()[0]
     OUT.mkdir(parents=True, exist_ok=True)
     convert()
     ppl = not args.skip_ppl
@@ -304,22 +306,29 @@ def main() -> None:
                  ("peak RSS after perplexity (MB)", "ppl_rss_mb", False)]
     names = list(runs)
     nl_names = [n for n in names if n.startswith("nlpkit")]
-    print(f"SmolLM2-135M-Instruct, float32 weights (from the Q4_1 GGUF), load average {os.getloadavg()[0]:.1f}")
-    print(f"{'task':48}" + "".join(f"{n:>18}" for n in names) + "".join(f"{'ratio ' + n.split()[1]:>12}" for n in nl_names))
+    f32 = next((n for n in names if n.startswith("llama.cpp F32")), None)
+    # ratios: each nlpkit run against transformers at --threads, and (like for like) against llama.cpp's F32 GGUF
+    refs = [(n, "transformers", tf) for n in nl_names] + ([(n, "llama.cpp F32", runs[f32]) for n in nl_names]
+                                                          if f32 else [])
+    short = {n: n.replace("transformers", "transf.").replace("llama.cpp ", "l.cpp ") for n in names}
+    print(f"SmolLM2-135M-Instruct, float32 weights (from the Q4_1 GGUF), load average at start {load_start:.1f}, "
+          f"now {os.getloadavg()[0]:.1f}")
+    print(f"{'task':44}" + "".join(f"{short[n]:>17}" for n in names)
+          + "".join(f"{n.split()[1] + ('/transf.' if r == 'transformers' else '/l.cpp F32'):>14}" for n, r, _ in refs))
     for label, key, higher_better in rows:
-        cells = "".join(f"{runs[n][key]:18.4f}" if key in runs[n] else f"{'-':>18}" for n in names)
+        cells = "".join(f"{runs[n][key]:17.4f}" if key in runs[n] else f"{'-':>17}" for n in names)
         ratios = ""
-        for n in nl_names:
-            a, b = runs[n].get(key), tf.get(key)
+        for n, _, ref in refs:
+            a, b = runs[n].get(key), ref.get(key)
             if a is None or b is None:
-                ratios += f"{'-':>12}"
+                ratios += f"{'-':>14}"
             elif higher_better is None:
-                ratios += f"{abs(a - b) / b:12.2e}"
+                ratios += f"{abs(a - b) / b:14.2e}"
             else:
-                ratios += f"{(a / b if higher_better else b / a):12.3f}"
-        print(f"{label:48}{cells}{ratios}")
-    print(f"ratio = nlpkit advantage over transformers {args.threads}thr (>1: nlpkit better); "
-          "for perplexity, the relative difference")
+                ratios += f"{(a / b if higher_better else b / a):14.3f}"
+        print(f"{label:44}{cells}{ratios}")
+    print(f"ratio Nthr/X = nlpkit with N threads against X (transformers at {args.threads} threads, or llama.cpp's "
+          "F32 GGUF); >1: nlpkit better; for perplexity, the relative difference")
     if ppl:
         print(f"perplexity token ids identical (nlpkit vs transformers tokenizer): {tf.get('ppl_ids_equal')}")
     nl = runs["nlpkit 1thr"]
@@ -340,6 +349,7 @@ def main() -> None:
             gg = run_worker("load", 1, False, str(d / "model.gguf")) if (d / "model.gguf").is_file() else {}
             cells = [hf.get("load_s"), hf.get("rss_mb"), (gg or {}).get("load_s"), (gg or {}).get("rss_mb")]
             print(f"{d.name:24}" + "".join(f"{c:12.3f}" if c is not None else f"{'-':>12}" for c in cells))
+    print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s, load average now {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
