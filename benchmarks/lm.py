@@ -10,8 +10,8 @@ cache, and (unless --skip-ppl) perplexity of the first 20,000 characters of tiny
 512 / stride 256 by nlpkit and by the transformers perplexity-guide loop. With llama-cpp-python importable,
 llama.cpp's figures on the Q4_1 GGUF itself and on an F32 GGUF converted from the float32 directory (like
 for like with nlpkit) are listed beside them, with the settings each engine used; ratios are nlpkit's against
-transformers and against llama.cpp's F32 GGUF. The last line gives the run's wall time and machine load. Then `sample -n 8` vs
-`-n 1` on the default model, and load time / peak RSS of every model-family fixture (HF and GGUF).
+transformers and against llama.cpp's F32 GGUF. Then `sample -n 8` vs `-n 1` on the default model, and load time /
+peak RSS of every model-family fixture (HF and GGUF); the last line gives the run's wall time and machine load.
 """
 
 from __future__ import annotations
