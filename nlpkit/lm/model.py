@@ -90,8 +90,13 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndar
 
 
 def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:  # [..., d] -> [..., d]
-    ms = np.add.reduce(x * x, axis=-1, keepdims=True) / np.float32(x.shape[-1])
-    return x * (1.0 / np.sqrt(ms + np.float32(eps))) * g
+    rms = np.vecdot(x, x)[..., None]  # sum of squares, one pass, no x * x temporary
+    rms *= np.float32(1.0 / x.shape[-1])
+    rms += np.float32(eps)
+    np.sqrt(rms, out=rms)
+    y = np.divide(x, rms)
+    y *= g
+    return y
 
 
 def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:  # [..., d] -> [..., d]
@@ -135,13 +140,6 @@ def softcap_(x: np.ndarray, cap: float) -> np.ndarray:  # [...] -> [...], in pla
     return x
 
 
-def softmax_(x: np.ndarray) -> np.ndarray:  # [..., n] -> [..., n], in place
-    x -= x.max(axis=-1, keepdims=True)
-    np.exp(x, out=x)
-    x /= x.sum(axis=-1, keepdims=True)
-    return x
-
-
 def causal_mask(t: int, past: int, window: int | None = None) -> np.ndarray:  # -> [t, past + t]
     """0 where visible, -inf above the diagonal (and, with a window W, at keys W or more positions back)."""
     j = np.arange(past + t)[None, :]
@@ -163,8 +161,13 @@ def _attend(q, k, v, mask, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x
     if mask is not None:
         scores = scores.reshape(b, kv, g, t, L)
         scores += mask  # [t, L] broadcasts over batch, kv heads and group
-    softmax_(scores)
-    return (scores.reshape(b, kv, g * t, L) @ v).reshape(b, kv, g, t, hd)
+        scores = scores.reshape(b, kv, g * t, L)
+    # softmax, normalised after the product with v: dividing [.., hd] outputs instead of [.., L] weights
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    out = scores @ v
+    out /= scores.sum(axis=-1, keepdims=True)
+    return out.reshape(b, kv, g, t, hd)
 
 
 # ---------------------------------------------------------------- llama
