@@ -89,8 +89,12 @@ def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndar
     return y.reshape(*x.shape[:-1], w.shape[1])
 
 
+def _sum_sq(x: np.ndarray) -> np.ndarray:  # [..., d] -> [...]  one pass, no x * x temporary
+    return np.vecdot(x, x) if hasattr(np, "vecdot") else np.einsum("...i,...i->...", x, x)  # numpy < 2: einsum
+
+
 def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:  # [..., d] -> [..., d]
-    rms = np.vecdot(x, x)[..., None]  # sum of squares, one pass, no x * x temporary
+    rms = _sum_sq(x)[..., None]
     rms *= np.float32(1.0 / x.shape[-1])
     rms += np.float32(eps)
     np.sqrt(rms, out=rms)
