@@ -129,6 +129,38 @@ def test_block_encoder_fast_path_equals_regex_path(text, brk, pattern, lowercase
         corpus.FAST_MAX_MULTIBYTE = 0.1
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("abcdefghij_1 .\nÉé’")), max_size=120), min_size=1, max_size=6),
+       st.sampled_from([1, 3, 19]))
+def test_fast_piece_table_keeps_ids_across_blocks_and_collisions(blocks, bits):
+    """The numpy piece table (long pieces, a table of 2 slots full of collisions) gives the dict's ids."""
+    from nlpkit.stats import counting as corpus
+
+    import numpy as np
+
+    class DictPieces(corpus._FastTokenizer):         # the plain dict lookup the table replaces
+        def _piece_ids(self, tr):
+            n0 = len(self.raw)
+            pieces = tr.split()
+            rid = np.fromiter(map(self.raw.__getitem__, pieces), dtype=np.int32, count=len(pieces))
+            if len(self.raw) > n0:
+                self._add_pieces(corpus._tail(self.raw, n0))
+            return rid
+
+    enc = corpus.BlockEncoder(WordTokenizer(), r"[.!?\n]+")
+    fast, slow = corpus._make_tokenizer(enc._spec), DictPieces(*enc._spec[1:])
+    fast.table_bits = bits
+    fast_words: list[str] = []
+    slow_words: list[str] = []
+    for text in blocks + blocks:
+        new, ids = fast.tokenize(text)
+        fast_words += new
+        new_slow, ids_slow = slow.tokenize(text)
+        slow_words += new_slow
+        assert [fast_words[i] for i in ids] == [slow_words[i] for i in ids_slow]
+    assert fast_words == slow_words          # the same vocabulary in the same order
+
+
 def test_sklearn_stopwords_are_scikit_learns_list():
     sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")
     assert load_stopwords("sklearn") == frozenset(sklearn_text.ENGLISH_STOP_WORDS)

@@ -11,7 +11,9 @@ stopwords get ids too, and per-id flags drop them afterwards with numpy:
 Two tokenizers give the same tokens: the general one runs one findall of
 ``(?:TOKEN)|BREAK`` and maps the strings with a dict's C-level ``__getitem__``; the
 fast one (the default patterns ``\w\w+`` / ``\w+`` on mostly-ASCII text) replaces
-findall by ``bytes.translate`` + ``bytes.split`` and looks at each distinct piece once.
+findall by ``bytes.translate`` and finds the pieces between non-word bytes with numpy: a
+piece of up to 16 bytes is two uint64 looked up in a hash table, and only pieces not yet
+in the table (new ones, longer ones) reach a Python dict, once per block.
 Memory per block is bounded by the block size; the vocabulary grows with the number
 of distinct words only. `BlockEncoder.encode_many` can run tokenizers in worker
 processes (``--jobs``); the ids are the same as in one process.
@@ -174,6 +176,9 @@ _WORD_BYTES = bytes(c if (48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 or c 
                     else 32 for c in range(256))
 FAST_MAX_MULTIBYTE = 0.1    # extra UTF-8 bytes per character above which the regex path is faster
 _FAST_MIN_LEN = {r"\w\w+": 2, r"\w+": 1}
+_TABLE_BITS = 19           # piece hash table slots (2**19: 10 MB; Gutenberg has 58k distinct pieces)
+_MASKS = np.array([(1 << 8 * k) - 1 for k in range(9)], dtype=np.uint64)   # a uint64's first k bytes
+_MUL1, _MUL2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)   # multiply-shift hashing
 _BREAK_CHARS = {BREAK_SENTENCE_LINE: ".!?\n", BREAK_SENTENCE: ".!?", BREAK_LINE: "\n", BREAK_DOC: "\x00"}
 
 
@@ -190,6 +195,9 @@ class _FastTokenizer(_RegexTokenizer):
         self.lens = np.zeros(0, dtype=np.int64)      # [n_raw] tokens each piece stands for
         self.starts = np.zeros(0, dtype=np.int64)    # [n_raw] where its tokens start in `flat`
         self.flat = np.zeros(0, dtype=np.int32)      # token ids of all pieces, concatenated
+        self.table_bits = _TABLE_BITS
+        self.hkey = np.zeros((2, 0), dtype=np.uint64)   # [2, T] hash table: a piece's 16 bytes
+        self.hrid = np.zeros(0, dtype=np.int32)         # [T] its raw id (-1: empty)
 
     def _add_pieces(self, keys: list[bytes]) -> None:
         """Expand pieces seen for the first time into token ids."""
@@ -210,6 +218,52 @@ class _FastTokenizer(_RegexTokenizer):
         self.lens = np.concatenate([self.lens, lens])
         self.flat = np.concatenate([self.flat, flat])
 
+    def _piece_ids(self, tr: bytes) -> np.ndarray:  # -> [p] raw ids
+        """Raw ids of the pieces of translated bytes `tr` (runs of bytes other than space).
+
+        Same ids as ``map(raw.__getitem__, tr.split())``, in numpy: a piece of up to 16 bytes
+        is two little-endian uint64 (its bytes, zero-padded; pieces hold no zero byte), looked up
+        in a hash table. The rest go through the ``raw`` dict once per distinct piece: pieces
+        new in this block, longer ones, and the few whose table slot another piece took.
+        """
+        if not self.hrid.size:
+            self.hkey = np.zeros((2, 1 << self.table_bits), dtype=np.uint64)
+            self.hrid = np.full(1 << self.table_bits, -1, dtype=np.int32)
+        padded = b" " + tr + b" " * 17                  # offsets below are into `padded`
+        word = np.frombuffer(padded, dtype=np.uint8) != 32
+        edges = np.flatnonzero(word[1:] != word[:-1])   # [2p] alternating piece starts and ends, - 1
+        del word
+        starts, ends = edges[0::2] + 1, edges[1::2] + 1  # [p]
+        lens = ends - starts
+        eight = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))  # at each offset
+        k1 = eight[starts] & _MASKS[np.minimum(lens, 8)]
+        k2 = np.zeros(len(starts), dtype=np.uint64)
+        over = np.flatnonzero(lens > 8)                 # few: most words are short
+        k2[over] = eight[starts[over] + 8] & _MASKS[np.minimum(lens[over] - 8, 8)]
+        h = (((k1 * _MUL1) ^ (k2 * _MUL2)) >> np.uint64(64 - self.table_bits)).astype(np.intp)
+        rid = self.hrid[h]
+        miss = np.flatnonzero((self.hkey[0][h] != k1) | (self.hkey[1][h] != k2) | (lens > 16))
+        if not len(miss):
+            return rid
+        short = miss[lens[miss] <= 16]
+        order = np.lexsort((k2[short], k1[short]))       # stable: a piece's first occurrence leads
+        grouped = short[order]
+        lead = np.ones(len(grouped), dtype=bool)
+        lead[1:] = (k1[grouped[1:]] != k1[grouped[:-1]]) | (k2[grouped[1:]] != k2[grouped[:-1]])
+        reps = grouped[lead]                              # [d] first occurrence of each short piece
+        look = np.sort(np.concatenate([reps, miss[lens[miss] > 16]]))   # dict order = text order
+        n0, get = len(self.raw), self.raw.__getitem__
+        rid[look] = np.fromiter((get(padded[a:b]) for a, b in zip(starts[look].tolist(), ends[look].tolist())),
+                                dtype=np.int32, count=len(look))
+        rid[grouped] = rid[reps][np.cumsum(lead) - 1]
+        if len(self.raw) > n0:
+            self._add_pieces(_tail(self.raw, n0))
+        free = reps[self.hrid[h[reps]] < 0]               # remember pieces whose slot is free
+        slots, first = np.unique(h[free], return_index=True)   # first come, first served
+        free = free[first]
+        self.hkey[0][slots], self.hkey[1][slots], self.hrid[slots] = k1[free], k2[free], rid[free]
+        return rid
+
     def tokenize(self, text: str) -> tuple[list[str], np.ndarray]:
         data = text.encode("utf-8", "surrogatepass")
         multibyte = len(data) - len(text)
@@ -225,13 +279,8 @@ class _FastTokenizer(_RegexTokenizer):
             data = data.replace(b"\x01", b" ")
         for ch in self.break_chars:
             data = data.replace(ch.encode(), b" \x01 ")
-        pieces = data.translate(_WORD_BYTES).split()
+        rid = self._piece_ids(data.translate(_WORD_BYTES))                     # [p]
         del data
-        n0 = len(self.raw)
-        rid = np.fromiter(map(self.raw.__getitem__, pieces), dtype=np.int32, count=len(pieces))  # [p]
-        del pieces
-        if len(self.raw) > n0:
-            self._add_pieces(_tail(self.raw, n0))
         n_out = self.lens[rid]                                                   # [p]
         if n_out.max(initial=0) <= 1:                # no piece holds two tokens: drop the empty ones
             if n_out.min(initial=1) == 0:
