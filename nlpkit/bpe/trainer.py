@@ -189,8 +189,9 @@ def count_pieces(sources: Iterable[Source], pretok: PreTokenizer, workers: int |
 
 
 def count_shard(shard, pretok: PreTokenizer, errors: str = "strict") -> Counter:
-    """Pre-token counts of one shard (`nlpkit.distributed`): `count_pieces` in one process."""
-    return count_pieces([shard], pretok, 1, errors)
+    """Pre-token counts of one shard (`nlpkit.distributed`) or a list of them: `count_pieces`
+    in one process."""
+    return count_pieces(list(shard) if isinstance(shard, (list, tuple)) else [shard], pretok, 1, errors)
 
 
 def merge_counts(parts: list[Counter]) -> Counter:

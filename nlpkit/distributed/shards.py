@@ -27,6 +27,8 @@ from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.io import decompress, is_compressed, is_url, open_binary
 
 SHARD_BYTES = 64 << 20
+MIN_AUTO_BYTES = 1 << 20        # --shard-size auto: never smaller tasks than this
+TASKS_PER_WORKER = 2            # --shard-size auto: tasks per worker (2 or more workers)
 _PROBE = 1 << 16                # bytes read at a time when looking for a boundary
 # A boundary is the position just after the match: after a newline (lines), after a blank
 # line (paragraphs), before a ".I" line (SMART).
@@ -118,13 +120,15 @@ def file_size(path: str) -> int:
         raise NlpkitError(f"{path}: cannot read ({e.strerror or e})") from None
 
 
-def parse_size(value: str | int) -> int:
-    """``64M``, ``1G``, ``500k``, ``4096`` -> bytes."""
+def parse_size(value: str | int | None) -> int | None:
+    """``64M``, ``1G``, ``500k``, ``4096`` -> bytes; ``auto`` (or None) -> None (`auto_shard_bytes`)."""
     if isinstance(value, int):
         return value
+    if value is None or str(value).strip().lower() == "auto":
+        return None
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)[bB]?\s*", str(value))
     if not m:
-        raise UsageError(f"--shard-size: expected a size such as 64M, 1G or 65536, got {value!r}")
+        raise UsageError(f"--shard-size: expected auto or a size such as 64M, 1G or 65536, got {value!r}")
     n = float(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
     if n < 1:
         raise UsageError(f"--shard-size must be at least 1 byte, got {value!r}")
@@ -148,6 +152,43 @@ def _next_boundary(f: IO[bytes], pos: int, size: int, pattern: re.Pattern) -> in
         keep = len(buf) - back     # keep a tail where a match may continue
         start += keep
         buf = buf[keep:]
+
+
+def auto_shard_bytes(paths: list[str], n_workers: int) -> int:
+    """``--shard-size auto``: one task for one worker, else about `TASKS_PER_WORKER` tasks per
+    worker; between 1 MB and `SHARD_BYTES` (64 MB) either way.
+
+    Small inputs still keep every worker busy (33 MB on two workers: 4 tasks of 8 MB) and large
+    ones get 64 MB tasks; one worker gains nothing from more tasks than the 64 MB cap gives
+    (every task is one more partial result to pickle and merge). Results never depend on the
+    shard size, only the run time does.
+    """
+    total = sum(file_size(p) for p in paths)
+    tasks = 1 if n_workers <= 1 else TASKS_PER_WORKER * n_workers
+    return int(min(SHARD_BYTES, max(MIN_AUTO_BYTES, -(-total // tasks))))
+
+
+def shard_size(shard: Shard) -> int:
+    """Bytes of a shard as stored (a compressed file: its compressed size)."""
+    return shard.end - shard.start if shard.end is not None else file_size(shard.path)
+
+
+def group_shards(shards: list[Shard], target: int) -> list[list[Shard]]:
+    """Consecutive shards packed into tasks of about `target` bytes (small files together).
+
+    ``group_shards([a(1 MB), b(1 MB), c(70 MB)], 64 MB) -> [[a, b], [c]]``: order is kept, so
+    a task is a run of the input and partial counts still merge in input order.
+    """
+    groups: list[list[Shard]] = []
+    size = 0
+    for sh in shards:
+        n = shard_size(sh)
+        if not groups or (size > 0 and size + n > target):
+            groups.append([])
+            size = 0
+        groups[-1].append(sh)
+        size += n
+    return groups
 
 
 def plan_shards(paths: list[str], shard_bytes: int = SHARD_BYTES, split: str = "line") -> list[Shard]:
@@ -179,4 +220,5 @@ def plan_shards(paths: list[str], shard_bytes: int = SHARD_BYTES, split: str = "
     return shards
 
 
-__all__ = ["SHARD_BYTES", "Shard", "plan_shards", "parse_size", "file_size", "decompress"]
+__all__ = ["SHARD_BYTES", "Shard", "plan_shards", "group_shards", "auto_shard_bytes", "parse_size", "file_size",
+           "decompress"]

@@ -10,28 +10,45 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from nlpkit.distributed.cluster import map_reduce
-from nlpkit.distributed.shards import SHARD_BYTES, plan_shards
+from nlpkit.distributed.shards import SHARD_BYTES, auto_shard_bytes, group_shards, plan_shards
+
+
+def n_workers(client) -> int:
+    """Workers connected now (at least 1)."""
+    return max(1, len(client.scheduler_info().get("workers", {})))
+
+
+def plan(client, paths: list[str], shard_bytes: int | None, split: str = "line"):
+    """Shards of `paths` (`plan_shards`) and the task size used: `shard_bytes`, or for None
+    (``--shard-size auto``) two tasks per worker, at most 64 MB (`auto_shard_bytes`)."""
+    size = shard_bytes or auto_shard_bytes(paths, n_workers(client))
+    return plan_shards(paths, size, split), size
+
+
+def count_tasks(client, paths: list[str], shard_bytes: int | None) -> list:
+    """Counting tasks: runs of line shards of about the task size each (small files grouped:
+    fewer partial counts to pickle and merge)."""
+    shards, size = plan(client, paths, shard_bytes)
+    return group_shards(shards, size)
 
 
 def pmi_counts(client, paths: list[str], tokenizer, window: int = 2, ngram: int = 2,
                cross_lines: bool = False, cross_sentences: bool = False, errors: str = "strict",
-               shard_bytes: int = SHARD_BYTES, progress: Callable[..., None] | None = None):
+               shard_bytes: int | None = None, progress: Callable[..., None] | None = None):
     """`nlpkit.stats.pmi.count_cooccurrences` over a cluster: the same `Cooccurrence` numbers."""
     from nlpkit.stats import pmi
 
-    shards = plan_shards(paths, shard_bytes, "line")
-    part = map_reduce(client, pmi.count_shard, shards, pmi.merge_cooccurrences, progress,
+    part = map_reduce(client, pmi.count_shard, count_tasks(client, paths, shard_bytes), pmi.merge_cooccurrences, progress,
                       args=(tokenizer, window, ngram, cross_lines, cross_sentences, errors))
     return pmi.add_boundaries(part)
 
 
-def bpe_counts(client, paths: list[str], pretok, errors: str = "strict", shard_bytes: int = SHARD_BYTES,
+def bpe_counts(client, paths: list[str], pretok, errors: str = "strict", shard_bytes: int | None = None,
                progress: Callable[..., None] | None = None):
     """`nlpkit.bpe.trainer.count_pieces` over a cluster: the same counts in the same key order."""
     from nlpkit.bpe import trainer
 
-    shards = plan_shards(paths, shard_bytes, "line")
-    return map_reduce(client, trainer.count_shard, shards, trainer.merge_counts, progress,
+    return map_reduce(client, trainer.count_shard, count_tasks(client, paths, shard_bytes), trainer.merge_counts, progress,
                       args=(pretok, errors))
 
 
@@ -64,7 +81,7 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
     from nlpkit.errors import NlpkitError, UsageError
     from nlpkit.stats import tfidf
 
-    shards = plan_shards(paths, shard_bytes, SPLIT[mode])
+    shards, _ = plan(client, paths, shard_bytes, SPLIT[mode])
     multi = len(paths) > 1
     prefixes = [f"{s.path}:" if multi else "" for s in shards]
     parts = client.map(tfidf.count_shard, shards, [mode] * len(shards), [tokenizer] * len(shards),
@@ -100,7 +117,7 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
 def tfidf_top_terms(client, paths: list[str], mode: str, tokenizer, weighting, ngram_range=(1, 1),
                     min_df: float = 1, max_df: float = 1.0, top: int = 10, field: str = "text",
                     id_field: str | None = None, fields: str = "T,W", errors: str = "strict",
-                    shard_bytes: int = SHARD_BYTES, progress: Callable[..., None] | None = None):
+                    shard_bytes: int | None = None, progress: Callable[..., None] | None = None):
     """`nlpkit tfidf` top terms over a cluster: (number of terms, iterator of
     (doc, rank, term, weight) rows in document order), each shard's rows fetched in order."""
     from nlpkit.distributed.cluster import Ticker, map_ordered
@@ -119,7 +136,7 @@ def tfidf_top_terms(client, paths: list[str], mode: str, tokenizer, weighting, n
 
 def tfidf_matrix(client, paths: list[str], mode: str, tokenizer, weighting, ngram_range=(1, 1),
                  min_df: float = 1, max_df: float = 1.0, field: str = "text", id_field: str | None = None,
-                 fields: str = "T,W", errors: str = "strict", shard_bytes: int = SHARD_BYTES,
+                 fields: str = "T,W", errors: str = "strict", shard_bytes: int | None = None,
                  progress: Callable[..., None] | None = None, signature: str | None = None,
                  vocab_in_header: bool = True):
     """`tfidf --matrix` over a cluster: (kept terms, iterator of the MatrixMarket text of
@@ -152,7 +169,7 @@ def tfidf_matrix(client, paths: list[str], mode: str, tokenizer, weighting, ngra
 def tfidf_query(client, paths: list[str], mode: str, tokenizer, weighting, tokens: list[str], top: int = 10,
                 ngram_range=(1, 1), min_df: float = 1, max_df: float = 1.0, field: str = "text",
                 id_field: str | None = None, fields: str = "T,W", errors: str = "strict",
-                shard_bytes: int = SHARD_BYTES, progress: Callable[..., None] | None = None):
+                shard_bytes: int | None = None, progress: Callable[..., None] | None = None):
     """`tfidf --query` over a cluster: [(doc name, cosine)] best first, as `tfidf.rank_by_cosine`
     ranks the whole matrix (ties: the earlier document). Each shard returns its best `top`."""
     import numpy as np
@@ -181,7 +198,7 @@ def tfidf_query(client, paths: list[str], mode: str, tokenizer, weighting, token
 
 def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: float, b: float, delta: float,
                tokenizer_settings: dict, id_field: str | None = "id", field: str = "text",
-               fields: str = "T,W", errors: str = "strict", shard_bytes: int = SHARD_BYTES,
+               fields: str = "T,W", errors: str = "strict", shard_bytes: int | None = None,
                progress: Callable[..., None] | None = None) -> dict:
     """`nlpkit bm25 index` over a cluster; writes the same index directory as the local path.
 
@@ -207,7 +224,7 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
         from nlpkit.io import iter_lines
 
         fmt = detect_format(iter_lines(path, errors="replace"), default="lines")
-    shards = plan_shards([path], shard_bytes, SPLIT[fmt])
+    shards, _ = plan(client, [path], shard_bytes, SPLIT[fmt])
     tick = Ticker(progress, 0)
     n = len(shards)
     from nlpkit.retrieval.search import make_tokenizer
@@ -284,7 +301,7 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
 
 def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, context: int,
                      stride: int | None, add_bos: bool, errors: str = "strict",
-                     shard_bytes: int = SHARD_BYTES, progress: Callable[..., None] | None = None,
+                     shard_bytes: int | None = None, progress: Callable[..., None] | None = None,
                      per_token: bool = False):
     """``perplexity --per-line`` over a cluster: yields (file, line number, Perplexity or None)
     in input order — (Perplexity, Scored) pairs with `per_token`. Each worker loads the model once (`scoring.cached_model`); the driver holds
@@ -292,7 +309,7 @@ def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, cont
     from nlpkit.distributed.cluster import map_ordered
     from nlpkit.lm import scoring, threads
 
-    shards = plan_shards(paths, shard_bytes, "line")
+    shards, _ = plan(client, paths, shard_bytes)
     line, current = 0, None
     results = map_ordered(client, scoring.score_lines_shard, shards, progress,
                           args=(model_key, mode, context, stride, add_bos, errors, threads.blas_threads(),
@@ -306,21 +323,20 @@ def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, cont
 
 
 def ngram_counts(client, paths: list[str], order: int, lowercase: bool = False, transform=None,
-                 errors: str = "strict", shard_bytes: int = SHARD_BYTES,
+                 errors: str = "strict", shard_bytes: int | None = None,
                  progress: Callable[..., None] | None = None):
     """`nlpkit.lm.ngram.counting.count_ngrams` over a cluster (lines are sentences: shards are
     independent); the driver estimates the model from the merged counts."""
     from nlpkit.lm.ngram import counting
 
-    shards = plan_shards(paths, shard_bytes, "line")
-    return map_reduce(client, counting.count_shard, shards, counting.merge_counts, progress,
+    return map_reduce(client, counting.count_shard, count_tasks(client, paths, shard_bytes), counting.merge_counts, progress,
                       args=(order, lowercase, transform, errors))
 
 
 WINDOW_TASK_TOKENS = 65536   # at most this many input tokens of windows per task (whole-text perplexity)
 
 
-def perplexity_windows(client, model_key: tuple, shard_bytes: int = SHARD_BYTES,
+def perplexity_windows(client, model_key: tuple, shard_bytes: int | None = None,
                        progress: Callable[..., None] | None = None) -> Callable:
     """A `map_windows` for `nlpkit.lm.scoring.score_ids`: the windows of a whole text, scored on
     the workers (each loads the model once) in tasks of consecutive windows holding about
@@ -332,7 +348,7 @@ def perplexity_windows(client, model_key: tuple, shard_bytes: int = SHARD_BYTES,
     tick = Ticker(progress, 0)
 
     def run(seq: list[int], windows: list) -> Iterator:
-        budget = max(1, min(shard_bytes // 4, WINDOW_TASK_TOKENS))
+        budget = max(1, min((shard_bytes or SHARD_BYTES) // 4, WINDOW_TASK_TOKENS))
         tasks, group, size = [], [], 0
         for w in windows:
             if group and size + (w.end - w.start) > budget:

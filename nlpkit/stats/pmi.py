@@ -147,14 +147,8 @@ class CooccurrenceCounter:
             keys, counts = codes, np.zeros(0, np.int64)
         del codes
         if len(self._keys):
-            allk = np.concatenate([self._keys, keys])
-            allc = np.concatenate([self._counts, counts])
-            order = np.argsort(allk, kind="stable")
-            allk, allc = allk[order], allc[order]
-            first = np.ones(len(allk), dtype=bool)
-            first[1:] = allk[1:] != allk[:-1]
-            starts = np.flatnonzero(first)
-            keys, counts = allk[starts], np.add.reduceat(allc, starts)
+            keys, counts = _sum_by_key(np.concatenate([self._keys, keys]),
+                                       np.concatenate([self._counts, counts]), self.ngram)
         self._keys, self._counts = keys, counts.astype(np.int64)
 
     def result(self, words: list[str]) -> Cooccurrence:
@@ -273,14 +267,19 @@ class PartialCooccurrence:
 def count_shard(shard, tokenizer: WordTokenizer, window: int = 2, ngram: int = 2,
                 cross_lines: bool = False, cross_sentences: bool = False,
                 errors: str = "strict") -> PartialCooccurrence:
-    """Count one shard (any path or `nlpkit.distributed.shards.Shard`) as `count_cooccurrences`
-    counts a file, keeping its edges so n-grams across shard boundaries can be added once."""
+    """Count one shard (any path or `nlpkit.distributed.shards.Shard`), or a list of them in
+    input order, as `count_cooccurrences` counts files, keeping each shard's edges so n-grams
+    across shard boundaries can be added once (`add_boundaries`)."""
+    group = shard if isinstance(shard, (list, tuple)) else [shard]
     enc = BlockEncoder(tokenizer, break_pattern(cross_lines, cross_sentences), shared=True)
     counter = CooccurrenceCounter(window, ngram)
-    stream = getattr(shard, "file_index", 0)
-    edge = _count_items(enc.encode_many((stream, b) for b in iter_blocks(shard, errors)), enc, counter)
-    edge.stream = stream
-    return PartialCooccurrence(counter.result(enc.words), [edge])
+    edges = []
+    for sh in group:
+        stream = getattr(sh, "file_index", 0)
+        edge = _count_items(enc.encode_many((stream, b) for b in iter_blocks(sh, errors)), enc, counter)
+        edge.stream = stream
+        edges.append(edge)
+    return PartialCooccurrence(counter.result(enc.words), edges)
 
 
 def merge_cooccurrences(parts: list[PartialCooccurrence]) -> PartialCooccurrence:
@@ -300,7 +299,7 @@ def merge_cooccurrences(parts: list[PartialCooccurrence]) -> PartialCooccurrence
         codes.append(_pack(ids, first.ngram))
     keys = np.concatenate(codes)
     counts = np.concatenate([p.co.counts for p in parts])
-    keys, counts = _sum_by_key(keys, counts)
+    keys, counts = _sum_by_key(keys, counts, first.ngram)
     co = Cooccurrence(words, unigram, keys, counts, sum(p.co.n_tokens for p in parts),
                       first.window, first.ngram)
     return PartialCooccurrence(co, [e for p in parts for e in p.edges])
@@ -313,15 +312,16 @@ def _pack(ids: np.ndarray, ngram: int) -> np.ndarray:  # [P, n] -> [P] int64
     return (ids[:, 0] << (2 * _TRI_BITS)) | (ids[:, 1] << _TRI_BITS) | ids[:, 2]
 
 
-def _sum_by_key(keys: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sum_by_key(keys: np.ndarray, counts: np.ndarray, ngram: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique n-gram codes and their summed counts."""
     order = np.argsort(keys)                  # equal keys are summed: no need for a stable sort
-    keys, counts = keys[order], counts[order]
+    keys, counts = keys[order], counts[order].astype(np.int64)
     if not len(keys):
-        return keys, counts.astype(np.int64)
+        return keys, counts
     first = np.ones(len(keys), dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
     starts = np.flatnonzero(first)
-    return keys[starts], np.add.reduceat(counts.astype(np.int64), starts)
+    return keys[starts], np.add.reduceat(counts, starts)
 
 
 def add_boundaries(part: PartialCooccurrence) -> Cooccurrence:
@@ -350,7 +350,7 @@ def add_boundaries(part: PartialCooccurrence) -> Cooccurrence:
         return co
     codes = _pack(np.array(found, dtype=np.int64).reshape(len(found), co.ngram), co.ngram)
     keys, counts = _sum_by_key(np.concatenate([co.keys, codes]),
-                               np.concatenate([co.counts, np.ones(len(codes), np.int64)]))
+                               np.concatenate([co.counts, np.ones(len(codes), np.int64)]), co.ngram)
     return Cooccurrence(co.words, co.unigram, keys, counts, co.n_tokens, co.window, co.ngram)
 
 

@@ -91,6 +91,13 @@ def test_pmi_identical(cluster, corpus, opts):
     assert local.count(b"\n") > 100
 
 
+def test_pmi_identical_auto_shard_size(cluster, corpus):
+    """The default --shard-size auto: small files grouped into one task."""
+    local, dask = _both(cluster, "pmi", *corpus["files"], *corpus["short"], "--top", "0", "--format", "tsv",
+                        "--cross-lines", shard="auto")
+    assert local == dask
+
+
 def test_tfidf_identical(cluster, corpus):
     local, dask = _both(cluster, "tfidf", "--docs", "lines", *corpus["files"], "--top", "3", "--format", "tsv")
     assert local == dask

@@ -228,8 +228,9 @@ def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
 
 def count_shard(shard, order: int, lowercase: bool = False, transform: Callable[[str], str] | None = None,
                 errors: str = "strict") -> NgramCounts:
-    """`count_ngrams` of one shard (`nlpkit.distributed`); lines never cross shards."""
-    return count_ngrams([shard], order, lowercase=lowercase, transform=transform, errors=errors, jobs=1)
+    """`count_ngrams` of one shard (`nlpkit.distributed`) or a list of them; lines never cross shards."""
+    group = list(shard) if isinstance(shard, (list, tuple)) else [shard]
+    return count_ngrams(group, order, lowercase=lowercase, transform=transform, errors=errors, jobs=1)
 
 
 def merge_counts(parts: list[NgramCounts]) -> NgramCounts:

@@ -1,0 +1,76 @@
+"""Shard planning and task grouping for --dask, checked without a cluster (issue 18)."""
+
+from __future__ import annotations
+
+import gzip
+import random
+
+import numpy as np
+import pytest
+
+from nlpkit.distributed.shards import (SHARD_BYTES, auto_shard_bytes, group_shards, parse_size, plan_shards,
+                                       shard_size)
+from nlpkit.stats import pmi
+from nlpkit.text import WordTokenizer
+
+
+@pytest.fixture()
+def files(tmp_path):
+    rng = random.Random(7)
+    words = "the cat sat on a mat dog ran. big red house! tree river stone? light dark".split()
+    out = []
+    for i, n in enumerate([400, 3, 250, 1]):
+        p = tmp_path / f"f{i}.txt"
+        p.write_text("\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+                               for _ in range(n)) + "\n", encoding="utf-8")
+        out.append(str(p))
+    g = tmp_path / "g.txt.gz"
+    with gzip.open(g, "wt", encoding="utf-8") as f:
+        f.write("a cat. the dog\nsat on the mat\n" * 20)
+    out.append(str(g))
+    return out
+
+
+def test_parse_size_auto():
+    assert parse_size("auto") is None and parse_size(None) is None
+    assert parse_size("64M") == 64 << 20
+
+
+def test_group_shards_keeps_order_and_packs_small_shards(files):
+    shards = plan_shards(files, 1000)
+    groups = group_shards(shards, 3000)
+    assert [s for g in groups for s in g] == shards               # a partition, in input order
+    assert len(groups) < len(shards)
+    for g in groups:
+        assert len(g) == 1 or sum(map(shard_size, g)) <= 3000       # only a lone shard may be larger
+    assert group_shards(shards, 1) == [[s] for s in shards]
+
+
+def test_auto_shard_bytes(files):
+    assert auto_shard_bytes(files, 1) == 1 << 20                  # small input: the 1 MB floor
+    big = [files[0]] * 1000
+    total = shard_size(plan_shards([files[0]])[0]) * 1000
+    assert auto_shard_bytes(big, 1) == min(SHARD_BYTES, total)   # one worker: one task (<= 64 MB)
+    assert auto_shard_bytes(big, 2) == -(-total // 4)             # two tasks per worker
+    assert auto_shard_bytes(big * 100, 2) == SHARD_BYTES
+
+
+@pytest.mark.parametrize("opts", [dict(), dict(cross_lines=True, window=4),
+                                  dict(cross_lines=True, cross_sentences=True, window=3),
+                                  dict(cross_lines=True, ngram=3, window=5)])
+def test_grouped_shard_counts_equal_one_pass(files, opts):
+    """Tasks holding several shards (of one file and of several) merge to the one-pass counts."""
+    tok = WordTokenizer()
+    want = pmi.count_cooccurrences(files, tok, **opts)
+    for size, target in [(300, 1000), (300, 300), (200, 5000)]:
+        groups = group_shards(plan_shards(files, size), target)
+        parts = [pmi.count_shard(g, tok, opts.get("window", 2), opts.get("ngram", 2),
+                                 opts.get("cross_lines", False), opts.get("cross_sentences", False))
+                 for g in groups]
+        got = pmi.add_boundaries(pmi.merge_cooccurrences(parts))
+        assert got.n_tokens == want.n_tokens
+        lut = np.array([got.words.index(w) for w in want.words])
+        assert np.array_equal(got.unigram[lut], want.unigram)
+        ids = lut[want.ngram_ids()]
+        assert [got.count_of(row) for row in ids.tolist()] == want.counts.tolist()
+        assert len(got.keys) == len(want.keys)
