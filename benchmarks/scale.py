@@ -1,18 +1,20 @@
 """The Dask path against the local path: pmi, bm25 index and bpe-train counting (issue 18).
 
-Corpora: the Gutenberg corpus (33 MB, 31 plain files) and a 10x copy written as 310 gzip
-files to a temporary directory (a gzip file is one shard). Configurations:
+Corpora: the Gutenberg corpus (33 MB, 30 plain files) and a 10x copy written as 300 gzip
+files to a temporary directory (a gzip file is one shard; skip it with --skip-10x).
+Configurations:
 
 - local:   the local path in one process (pmi --jobs 1, bpe-train --workers 1, bm25 index);
 - dask:1:  --dask local:1, a LocalCluster of one worker process (one thread);
 - dask:2:  --dask local:2, two worker processes.
 
 Each run is a fresh subprocess calling the same functions the CLI calls (the `nlpkit.distributed.stages`
-functions with a `distributed.Client`). Reported: wall time of the whole run (cluster start-up
-included) and of the work alone (cluster up), the peak RSS of the driver process and of each worker
-(getrusage in the worker), the Dask overhead at one worker (dask:1 work / local) and the two-worker
-speed-up (dask:1 work / dask:2 work). bm25 index takes one corpus file: the 33 MB corpus as one
-file of lines, cut into 8 MB shards (the 10x copy is left out for bm25: the local path holds every
+functions with a `distributed.Client`, default --shard-size auto). Reported: the LocalCluster
+start-up (apart), the wall time of the work (cluster up to result), the CPU time of driver plus
+workers during the work, the peak RSS of the driver process and of each worker (getrusage in
+the worker), the Dask overhead at one worker (dask:1 work / local, target within 1.3x) and the
+two-worker speed-up (dask:1 work / dask:2 work). bm25 index takes one corpus file: the 33 MB
+corpus as one file of lines (the 10x copy is left out for bm25: the local path holds every
 record in memory). Clusters are started as `--dask local:N` starts them (`cluster.local_cluster`).
 
     python benchmarks/scale.py [--data ../shared/data] [--skip-10x] [--tasks pmi,bm25,bpe]
@@ -34,11 +36,15 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BM25_SHARD = 8 << 20     # the 33 MB corpus file in 5 shards (at the default 64M it is one task)
 
 
 def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def one(task: str, config: str, paths: list[str], out_dir: str) -> dict:
@@ -50,9 +56,13 @@ def one(task: str, config: str, paths: list[str], out_dir: str) -> dict:
 
         from nlpkit.distributed.cluster import local_cluster
 
-        cluster = local_cluster(int(config.split(":")[1]))      # as `--dask local:N` starts it
+        n = int(config.split(":")[1])
+        cluster = local_cluster(n)                              # as `--dask local:N` starts it
         client = distributed.Client(cluster)
+        client.wait_for_workers(n)
+        workers_cpu0 = client.run(_cpu)
     t1 = time.perf_counter()
+    cpu1 = _cpu()
     from nlpkit.text import WordTokenizer
 
     if task == "pmi":
@@ -90,17 +100,22 @@ def one(task: str, config: str, paths: list[str], out_dir: str) -> dict:
         else:
             from nlpkit.distributed.stages import bm25_index
 
-            s = bm25_index(client, paths[0], out_dir, "lines", "lucene", 1.5, 0.75, 0.5, tokenizer_settings(),
-                           shard_bytes=BM25_SHARD)
+            s = bm25_index(client, paths[0], out_dir, "lines", "lucene", 1.5, 0.75, 0.5, tokenizer_settings())
             result = [s["documents"], s["terms"], s["postings"]]
     t2 = time.perf_counter()
+    cpu = _cpu() - cpu1
     workers = []
     if client is not None:
+        cpu += sum(c - workers_cpu0.get(w, 0.0) for w, c in client.run(_cpu).items())
         workers = sorted(client.run(_maxrss_mb).values())
         client.close()
         cluster.close()
-    return {"task": task, "config": config, "wall": t2 - t0, "work": t2 - t1, "driver_mb": _maxrss_mb(),
-            "workers_mb": workers, "result": result}
+    return {"task": task, "config": config, "wall": t2 - t0, "start": t1 - t0, "work": t2 - t1, "cpu": cpu,
+            "driver_mb": _maxrss_mb(), "workers_mb": workers, "result": result}
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def make_10x(paths: list[str], d: str) -> list[str]:
@@ -138,10 +153,14 @@ def main() -> None:
         if not a.skip_10x:
             corpora["10x-gz"] = make_10x(paths, tmp)
         size = sum(os.path.getsize(p) for p in paths) / 1e6
-        print(f"corpus: {len(paths)} files, {size:.1f} MB; 10x copy: {len(paths) * 10} gzip files; "
-              f"{os.cpu_count()} CPUs")
-        print(f"{'task':<6} {'corpus':<7} {'config':<7} {'wall s':>7} {'work s':>7} {'driver MB':>10} "
-              f"{'worker MB':>14}")
+        gz_mb = sum(os.path.getsize(p) for p in corpora.get("10x-gz", [])) / 1e6
+        print(f"corpus: {len(paths)} files, {size:.1f} MB" + ("" if a.skip_10x else
+              f"; 10x copy: {len(paths) * 10} gzip files, {gz_mb:.0f} MB compressed")
+              + f"; {os.cpu_count()} CPUs; load average {_load()}")
+        head = (f"{'task':<5} {'corpus':<7} {'config':<7} {'start s':>7} {'work s':>7} {'cpu s':>7} "
+                f"{'driver MB':>9} {'worker MB':>11}  result")
+        print(head + "\n" + "-" * len(head), flush=True)
+        summary = []
         for task in a.tasks.split(","):
             for name, files in corpora.items():
                 if task == "bm25":
@@ -159,12 +178,19 @@ def main() -> None:
                     rows[config] = row
                     shutil.rmtree(out, ignore_errors=True)
                     w = "/".join(f"{m:.0f}" for m in row["workers_mb"]) or "-"
-                    print(f"{task:<6} {name:<7} {config:<7} {row['wall']:7.2f} {row['work']:7.2f} "
-                          f"{row['driver_mb']:10.0f} {w:>14}", flush=True)
+                    st = f"{row['start']:7.2f}" if config != "local" else f"{'-':>7}"
+                    print(f"{task:<5} {name:<7} {config:<7} {st} {row['work']:7.2f} {row['cpu']:7.2f} "
+                          f"{row['driver_mb']:9.0f} {w:>11}", flush=True)
                 same = rows["local"]["result"] == rows["dask:1"]["result"] == rows["dask:2"]["result"]
-                print(f"{task:<6} {name:<7} dask overhead at 1 worker (work): "
-                      f"{rows['dask:1']['work'] / rows['local']['work']:.2f}x; 2-worker speed-up: "
-                      f"{rows['dask:1']['work'] / rows['dask:2']['work']:.2f}x; same result: {same}", flush=True)
+                summary.append((task, name, rows["dask:1"]["work"] / rows["local"]["work"],
+                                rows["dask:1"]["cpu"] / rows["local"]["cpu"],
+                                rows["dask:1"]["work"] / rows["dask:2"]["work"], same))
+        print(f"\n{'task':<5} {'corpus':<7} {'dask:1/local wall':>17} {'(cpu)':>6} {'dask:2 speed-up':>15}  same result")
+        for task, name, over, over_cpu, speed, same in summary:
+            print(f"{task:<5} {name:<7} {over:16.2f}x {over_cpu:5.2f}x {speed:14.2f}x  {same}")
+        print(f"\nload average at the end: {_load()}. start = LocalCluster start-up (not in work); work = wall "
+              "time from a running cluster to the result; cpu = driver + workers during work. Overhead target "
+              "(issue 18): dask:1 within 1.3x of local.")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

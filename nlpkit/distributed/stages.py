@@ -204,15 +204,20 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
 
     Map: tokenize and count each shard's postings (they stay on the workers). Reduce:
     vocabulary in first-occurrence order, df, N, total length. Driver: idf, avgdl, the
-    postings pointers. Map again: each shard's scores with global term ids and document
-    numbers; the driver fetches them shard by shard and scatters them into memory-mapped
-    arrays (no more than one shard's postings in memory). Returns the summary record.
+    postings pointers. Map again: each worker scores its shards with global term ids and
+    document numbers and writes them as part files into a work directory next to the index
+    (`bm25.write_part`; on a cluster that directory must be on a filesystem the workers share).
+    The driver merges the parts by streaming (`bm25.merge_parts`: one range of terms at a time,
+    parts memory-mapped) into the index arrays, which are then moved into place: postings
+    never cross the network and never sit in the driver's memory. Returns the summary record.
     """
     import os
     import shutil
     import tempfile
 
     import numpy as np
+
+    from distributed import as_completed
 
     from nlpkit.distributed.cluster import Ticker, map_ordered
     from nlpkit.errors import NlpkitError
@@ -259,30 +264,25 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
     os.makedirs(parent, exist_ok=True)
     work = tempfile.mkdtemp(prefix=".nlpkit-bm25-", dir=parent)
     try:
+        term_id = {t: i for i, t in enumerate(vocab)}
+        args = client.scatter([term_id, term_idf, nonocc64], broadcast=True)
+        futures = client.map(bm25.write_part, [(p, f, k) for k, (p, f) in enumerate(zip(parts, firsts))],
+                             [work] * n, *[[a] * n for a in (*args, avgdl, variant, k1, b, delta, doc_bits, packed)],
+                             pure=False)
+        tick.add(n)
+        for fut in as_completed(futures):
+            fut.result()                     # a worker's error is raised here
+            tick()
+        del futures, parts, args
         fmt_ = np.lib.format
         postings = fmt_.open_memmap(os.path.join(work, "postings.npy"), "w+", np.uint32, (n_post,))
         scores = fmt_.open_memmap(os.path.join(work, "scores.npy"), "w+", np.float32, (n_post,))
         tf_extra = (None if packed else
                     fmt_.open_memmap(os.path.join(work, "tf_extra.npy"), "w+", np.uint32, (n_post,)))
-        cursor = indptr[:-1].copy()
-        term_id = {t: i for i, t in enumerate(vocab)}
-        args = client.scatter([term_id, term_idf, nonocc64], broadcast=True)
-        for term, doc, tf, sc in map_ordered(client, bm25.score_shard, list(zip(parts, firsts)), ticker=tick,
-                                             args=(*args, avgdl, variant, k1, b, delta)):
-            if not len(term):
-                continue
-            starts = np.flatnonzero(np.concatenate(([True], term[1:] != term[:-1])))
-            counts = np.diff(np.append(starts, len(term)))
-            first = np.repeat(cursor[term[starts]] - starts, counts)
-            pos = first + np.arange(len(term))
-            if packed:
-                postings[pos] = (doc | (tf << doc_bits)).astype(np.uint32)
-            else:
-                postings[pos] = doc.astype(np.uint32)
-                tf_extra[pos] = tf.astype(np.uint32)
-            scores[pos] = sc
-            cursor[term[starts]] += counts
-        del parts
+        outputs = {"postings": postings, "scores": scores}
+        if tf_extra is not None:
+            outputs["tf_extra"] = tf_extra
+        bm25.merge_parts(work, n, indptr, outputs)
         for arr in (postings, scores, tf_extra):
             if arr is not None:
                 arr.flush()
@@ -291,8 +291,8 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
                                nonocc=(nonocc64.astype(np.float32) if nonocc64 is not None
                                        else np.zeros(0, dtype=np.float32)),
                                doc_bits=doc_bits, tf_extra=tf_extra, tokenizer=dict(tokenizer_settings))
-        store.save_index(index, out_dir)
-        del index, postings, scores, tf_extra
+        store.save_index(index, out_dir, files={name: os.path.join(work, f"{name}.npy") for name in outputs})
+        del index, postings, scores, tf_extra, outputs
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return {"documents": n_docs, "terms": len(vocab), "postings": n_post,

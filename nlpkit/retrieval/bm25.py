@@ -37,6 +37,7 @@ bm25s does. Tied scores are ordered by document id descending, trec_eval's rule.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Callable, Sequence
@@ -383,6 +384,80 @@ def merge_summaries(parts: list[tuple]) -> tuple[list[str], np.ndarray, int, flo
 
 def shard_ids(p: ShardPostings) -> tuple[int, list[str] | None]:
     return p.n_docs, p.ids
+
+
+PART_ARRAYS = ("terms", "ends", "postings", "scores", "tf_extra")
+
+
+def write_part(item: tuple[ShardPostings, int, int], part_dir: str, term_id: dict[str, int],
+               term_idf: np.ndarray, nonocc64: np.ndarray | None, avgdl: float, variant: str, k1: float,
+               b: float, delta: float, doc_bits: int, packed: bool) -> int:
+    """Score a shard (`score_shard`) and write its postings to ``part_dir/part-K.<array>.npy``,
+    term-major: ``terms`` (the shard's distinct terms, ascending), ``ends`` (where each term's
+    postings end), ``postings`` (uint32, doc | tf << doc_bits when `packed`), ``scores``
+    (float32) and ``tf_extra`` (unpacked only). The driver merges the parts by term ranges
+    (`merge_parts`); `part_dir` must be a directory the driver reads at the same path (the index's
+    parent directory: local, or on a shared filesystem for a cluster). Returns the postings."""
+    p, first_doc, k = item
+    term, doc, tf, sc = score_shard((p, first_doc), term_id, term_idf, nonocc64, avgdl, variant, k1, b, delta)
+    new = np.ones(len(term), dtype=bool)
+    new[1:] = term[1:] != term[:-1]
+    starts = np.flatnonzero(new)
+    arrays = {"terms": term[starts], "ends": np.append(starts[1:], len(term)).astype(np.int64),
+              "postings": ((doc | (tf << doc_bits)) if packed else doc).astype(np.uint32), "scores": sc}
+    if not packed:
+        arrays["tf_extra"] = tf.astype(np.uint32)
+    try:
+        for name, arr in arrays.items():
+            np.save(os.path.join(part_dir, f"part-{k}.{name}.npy"), arr, allow_pickle=False)
+    except OSError as e:
+        raise NlpkitError(f"bm25 index --dask: a worker cannot write its postings to {part_dir} ({e}); "
+                          "the index's parent directory must be on a filesystem every worker shares, "
+                          "at the same path") from None
+    return len(term)
+
+
+def merge_parts(part_dir: str, n_parts: int, indptr: np.ndarray, outputs: dict[str, np.ndarray],
+                chunk: int = 1 << 23, progress=None) -> None:
+    """Fill `outputs` (postings, scores, tf_extra: [P] arrays, memory-mapped) from the part files of
+    `write_part` in order, one range of terms of about `chunk` postings at a time: every part's
+    slice for those terms is read (memory-mapped) and scattered after the earlier parts' postings
+    of the same terms. Memory: one chunk, not the postings."""
+    parts = []
+    for k in range(n_parts):
+        def load(name, k=k):
+            return np.load(os.path.join(part_dir, f"part-{k}.{name}.npy"), mmap_mode="r")
+        parts.append({name: load(name) for name in PART_ARRAYS if name != "tf_extra" or "tf_extra" in outputs})
+        parts[-1]["terms"] = np.asarray(parts[-1]["terms"])
+        parts[-1]["ends"] = np.asarray(parts[-1]["ends"])
+    n_terms = len(indptr) - 1
+    t0 = 0
+    while t0 < n_terms:
+        t1 = int(np.searchsorted(indptr, indptr[t0] + chunk, side="right")) - 1
+        t1 = min(n_terms, max(t1, t0 + 1))
+        base = int(indptr[t0])
+        cursor = indptr[t0:t1].copy()                    # next free slot of each term in the range
+        bufs = {name: np.empty(int(indptr[t1]) - base, dtype=out.dtype) for name, out in outputs.items()}
+        for part in parts:
+            terms, ends = part["terms"], part["ends"]
+            lo, hi = np.searchsorted(terms, [t0, t1])
+            if lo == hi:
+                continue
+            a = int(ends[lo - 1]) if lo else 0
+            z = int(ends[hi - 1])
+            t = terms[lo:hi] - t0
+            counts = np.diff(np.concatenate(([a], ends[lo:hi])))
+            pos = np.repeat(cursor[t] - base - (np.concatenate(([a], ends[lo:hi - 1])) - a), counts) \
+                + np.arange(z - a)
+            for name, buf in bufs.items():
+                buf[pos] = part[name][a:z]
+            cursor[t] += counts
+        for name, out in outputs.items():
+            out[base:int(indptr[t1])] = bufs[name]
+        del bufs
+        if progress is not None:
+            progress()
+        t0 = t1
 
 
 def score_shard(item: tuple[ShardPostings, int], term_id: dict[str, int], term_idf: np.ndarray,

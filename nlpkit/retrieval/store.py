@@ -33,11 +33,12 @@ HEADER = "header.json"
 VOCAB = "vocab.json"
 
 
-def save_index(index: BM25Index, path: str) -> None:
+def save_index(index: BM25Index, path: str, files: dict[str, str] | None = None) -> None:
     """Write `index` to directory `path` (created if needed; files of an older index replaced).
 
     Arrays are written first and the header last, so an interrupted save leaves no valid header
-    over mismatched arrays.
+    over mismatched arrays. `files` names arrays already written as ``.npy`` files (on the same
+    filesystem, e.g. memory-mapped by `nlpkit.distributed`): they are moved into place, not copied.
     """
     if os.path.exists(path) and not os.path.isdir(path):
         raise NlpkitError(f"{path}: exists and is not a directory (an index is a directory)")
@@ -55,6 +56,10 @@ def save_index(index: BM25Index, path: str) -> None:
             stale = os.path.join(path, f"{name}.npy")
             if os.path.exists(stale):
                 os.remove(stale)
+            continue
+        if files and name in files:
+            os.replace(files[name], os.path.join(path, f"{name}.npy"))
+            manifest[name] = {"dtype": arr.dtype.str, "shape": list(arr.shape)}
             continue
         arr = np.ascontiguousarray(arr)
         tmp = os.path.join(path, f".{name}.npy.tmp")

@@ -74,3 +74,34 @@ def test_grouped_shard_counts_equal_one_pass(files, opts):
         ids = lut[want.ngram_ids()]
         assert [got.count_of(row) for row in ids.tolist()] == want.counts.tolist()
         assert len(got.keys) == len(want.keys)
+
+
+def test_bm25_part_merge_is_independent_of_the_chunk(files, tmp_path):
+    """`merge_parts` by small term ranges gives the arrays of one range (the --dask index test
+    covers one range against the local index)."""
+    from nlpkit.retrieval import bm25
+    from nlpkit.retrieval.search import make_tokenizer, tokenizer_settings
+
+    tok = make_tokenizer(tokenizer_settings())
+    shards = plan_shards([files[0]], 700)
+    parts = [bm25.count_shard(s, "lines", tok) for s in shards]
+    vocab, df, n_docs, total, max_tf = bm25.merge_summaries([bm25.shard_summary(p) for p in parts])
+    term_id = {t: i for i, t in enumerate(vocab)}
+    idf = bm25.idf("lucene", np.maximum(df, 1), n_docs)
+    first = np.cumsum([0] + [p.n_docs for p in parts])
+    for k, p in enumerate(parts):
+        bm25.write_part((p, int(first[k]), k), str(tmp_path), term_id, idf, None, total / n_docs,
+                        "lucene", 1.5, 0.75, 0.5, 12, True)
+    indptr = np.concatenate(([0], np.cumsum(df)))
+    results = []
+    for chunk in (1 << 23, 5, 1):
+        out = {"postings": np.zeros(indptr[-1], np.uint32), "scores": np.zeros(indptr[-1], np.float32)}
+        bm25.merge_parts(str(tmp_path), len(parts), indptr, out, chunk=chunk)
+        results.append(out)
+    assert len(parts) > 3 and (results[0]["postings"] > 0).all()
+    for r in results[1:]:
+        assert np.array_equal(r["postings"], results[0]["postings"])
+        assert np.array_equal(r["scores"], results[0]["scores"])
+    docs = results[0]["postings"] & ((1 << 12) - 1)
+    for t in range(len(vocab)):                       # each term's documents ascending
+        assert (np.diff(docs[indptr[t]:indptr[t + 1]].astype(np.int64)) > 0).all()
