@@ -103,14 +103,14 @@ def one(task: str, config: str, paths: list[str], out_dir: str) -> dict:
             s = bm25_index(client, paths[0], out_dir, "lines", "lucene", 1.5, 0.75, 0.5, tokenizer_settings())
             result = [s["documents"], s["terms"], s["postings"]]
     t2 = time.perf_counter()
-    cpu = _cpu() - cpu1
+    cpu = cpu_driver = _cpu() - cpu1
     workers = []
     if client is not None:
         cpu += sum(c - workers_cpu0.get(w, 0.0) for w, c in client.run(_cpu).items())
         workers = sorted(client.run(_maxrss_mb).values())
         client.close()
         cluster.close()
-    return {"task": task, "config": config, "wall": t2 - t0, "start": t1 - t0, "work": t2 - t1, "cpu": cpu,
+    return {"task": task, "config": config, "wall": t2 - t0, "start": t1 - t0, "work": t2 - t1, "cpu": cpu, "cpu_driver": cpu_driver,
             "driver_mb": _maxrss_mb(), "workers_mb": workers, "result": result}
 
 
