@@ -26,16 +26,15 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 from dataclasses import dataclass, field
 from typing import IO
 
 import numpy as np
 
 from nlpkit.errors import NlpkitError
+from nlpkit.lm.ngram.hashing import HashIndex, all_distinct, hash_tokens, words8
 
 OPTION_PREFIX = "# nlpkit: "
-_ARPA_SPACES = re.compile(rb"[\t\r ]+")
 
 
 @dataclass
@@ -97,33 +96,49 @@ def sniff(path: str | os.PathLike) -> str | None:
     return None
 
 
-class _Lines:
-    """The file's lines with their 1-based numbers, read forward."""
+_SEP = np.zeros(256, dtype=bool)
+_SEP[[9, 10, 13, 32]] = True                  # ARPA's delimiters: tab, LF, CR, space (\v, \f stay in words)
+
+
+class _Text:
+    """The file's bytes, read forward line by line (for the few header lines) by byte offset."""
 
     def __init__(self, data: bytes, path: str) -> None:
-        self.lines = data.split(b"\n")
-        if self.lines and self.lines[-1] == b"":
-            self.lines.pop()
-        self.i = 0
+        self.data = data
+        self.pos = 0          # offset of the next line
+        self.lineno = 0       # number of the last line read (1-based)
         self.path = path
 
     def error(self, lineno: int, msg: str) -> NlpkitError:
         return NlpkitError(f"{self.path}, line {lineno}: {msg}")
 
+    def at_end(self) -> bool:
+        return self.pos >= len(self.data)
+
+    def next_line(self) -> bytes:
+        end = self.data.find(b"\n", self.pos)
+        end = len(self.data) if end < 0 else end
+        line = self.data[self.pos:end].rstrip(b"\r")
+        self.pos = end + 1
+        self.lineno += 1
+        return line
+
     def next_nonblank(self) -> tuple[int, bytes] | None:
-        while self.i < len(self.lines):
-            line = self.lines[self.i].rstrip(b"\r")
-            self.i += 1
+        while not self.at_end():
+            line = self.next_line()
             if line.strip():
-                return self.i, line
+                return self.lineno, line
         return None
 
 
 def read_model_file(path: str | os.PathLike) -> RawModel:
-    """Parse an ARPA or counts file into arrays; errors name the file and line."""
+    """Parse an ARPA or counts file into arrays; errors name the file and line.
+
+    The sections are parsed with numpy over the file's bytes (token boundaries, a vectorized
+    float parse, words mapped to unigram ids through 64-bit hashes); the line to blame is looked
+    for only when a check fails."""
     path = str(path)
-    data = _open_read(path)
-    src = _Lines(data, path)
+    src = _Text(_open_read(path), path)
     options: dict[str, str] = {}
     kind = None
     while True:
@@ -143,10 +158,9 @@ def read_model_file(path: str | os.PathLike) -> RawModel:
     declared: list[int] = []
     declared_at: list[int] = []
     while True:
-        if src.i >= len(src.lines):
-            raise src.error(src.i, "the file ends inside the \\data\\ header")
-        line = src.lines[src.i].rstrip(b"\r")
-        src.i += 1
+        if src.at_end():
+            raise src.error(src.lineno, "the file ends inside the \\data\\ header")
+        line = src.next_line()
         if not line.strip():
             if declared:
                 break
@@ -155,45 +169,34 @@ def read_model_file(path: str | os.PathLike) -> RawModel:
         head = parts[0].split()
         if len(parts) != 2 or len(head) != 2 or head[0] != b"ngram" or not head[1].isdigit() \
                 or not parts[1].strip().isdigit():
-            raise src.error(src.i, f"expected 'ngram N=COUNT' in the header, got {_show(line)}")
+            raise src.error(src.lineno, f"expected 'ngram N=COUNT' in the header, got {_show(line)}")
         k = int(head[1])
         if k != len(declared) + 1:
-            raise src.error(src.i, f"the n-gram orders must go 1, 2, 3, ... without a gap; "
-                                   f"got order {k} after {len(declared)}")
+            raise src.error(src.lineno, f"the n-gram orders must go 1, 2, 3, ... without a gap; "
+                                        f"got order {k} after {len(declared)}")
         declared.append(int(parts[1]))
-        declared_at.append(src.i)
+        declared_at.append(src.lineno)
     if not declared:
         raise src.error(header_line, "no 'ngram N=COUNT' lines after \\data\\")
 
     vocab: list[str] = []
-    word_id: dict[bytes, int] = {}
+    hashes = None
     ngrams, values, backoffs, first = [], [], [], []
     for k, n in enumerate(declared, 1):
         got = src.next_nonblank()
         want = f"\\{k}-grams:".encode()
         if got is None or got[1].strip() != want:
-            where = got[0] if got else src.i
+            where = got[0] if got else src.lineno
             saw = _show(got[1]) if got else "the end of the file"
             raise src.error(where, f"expected the section header {want.decode()}, got {saw}")
-        start = src.i                                  # index of the first entry line
-        end = start + n                                # the declared count, checked in O(1) first
-        if not (end <= len(src.lines) and (n == 0 or _is_entry(src.lines[end - 1]))
-                and (end == len(src.lines) or not _is_entry(src.lines[end]))):
-            end = start
-            while end < len(src.lines) and _is_entry(src.lines[end]):
-                end += 1
-        if end - start != n:
-            raise src.error(start, f"the \\{k}-grams: section has {end - start} entries (lines {start + 1}-{end}) "
-                                   f"but line {declared_at[k - 1]} declares {n}")
-        grams, vals, bos = _parse_section(src, start, end, k, kind, vocab, word_id)
+        grams, vals, bos, hashes = _parse_section(src, n, k, kind, declared_at[k - 1], vocab, hashes)
         ngrams.append(grams)
         values.append(vals)
         backoffs.append(bos)
-        first.append(start + 1)
-        src.i = end
+        first.append(got[0] + 1)
     got = src.next_nonblank()
     if got is None or got[1].strip() != b"\\end\\":
-        where = got[0] if got else src.i
+        where = got[0] if got else src.lineno
         raise src.error(where, f"expected \\end\\ after the {len(declared)}-grams, got "
                                f"{_show(got[1]) if got else 'the end of the file'}")
     return RawModel(kind=kind, vocab=vocab, ngrams=ngrams, values=values, backoffs=backoffs,
@@ -205,103 +208,138 @@ def _show(line: bytes) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def _is_entry(line: bytes) -> bool:
-    return bool(line.strip()) and not line.startswith(b"\\")
+def _parse_floats(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray | None:
+    """The tokens as float64 (a fixed-width bytes array, gathered 8 bytes at a time, cast by numpy);
+    None if one does not parse."""
+    from nlpkit.lm.ngram.hashing import chunk
 
-
-def _parse_section_fast(blob: bytes, n: int, k: int, kind: str, word_id: dict[bytes, int]):
-    """Every line with the same fields (all backoffs present, or none): columns by slicing one split.
-
-    None when the section is not uniform (SRILM's missing backoffs) or something does not parse;
-    the line-by-line parser then finds the line to blame."""
-    if b"\x0b" in blob or b"\x0c" in blob:
+    if len(starts) == 0:
+        return np.zeros(0, dtype=np.float64)
+    n_chunks = (int(lens.max()) + 7) // 8
+    if n_chunks > 8:
         return None
-    toks = blob.split()
-    widths = (k + 1,) if kind == "counts" else (k + 2, k + 1)
-    w = next((w for w in widths if len(toks) == n * w), None)
-    if w is None or n == 0:
-        return None
-    tabs = blob.count(b"\t")
-    if tabs and tabs != n * (w - k):                     # tab-separated: prob<TAB>words[<TAB>backoff]
-        return None
+    chars = np.empty((len(starts), n_chunks), dtype="<u8")
+    for c in range(n_chunks):
+        chars[:, c] = chunk(w8, starts, lens, c)
     try:
-        vals = np.array(toks[0::w], dtype="S").astype(np.float64)
-        bo = np.array(toks[w - 1::w], dtype="S").astype(np.float64).astype(np.float32) if w == k + 2 \
-            else np.zeros(n, dtype=np.float32)
-        cols = [np.fromiter(map(word_id.__getitem__, toks[1 + j::w]), dtype=np.int32, count=n) for j in range(k)]
-    except (ValueError, KeyError):
+        return chars.view(f"S{8 * n_chunks}").ravel().astype(np.float64)
+    except ValueError:
         return None
-    if kind == "counts" and (vals < 0).any():
-        return None
-    return np.stack(cols, axis=1), vals, bo
 
 
-def _parse_section(src: _Lines, start: int, end: int, k: int, kind: str, vocab: list[str],
-                   word_id: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    lines = src.lines[start:end]
-    if k > 1:
-        fast = _parse_section_fast(b"\n".join(lines), len(lines), k, kind, word_id)
-        if fast is not None:
-            grams, vals, bo = fast
-            return grams, vals.astype(np.float64 if kind == "counts" else np.float32), bo
-    if any(b"\x0b" in line or b"\x0c" in line for line in lines):   # ARPA splits on tab, CR, LF, space only
-        fields = [[w for w in _ARPA_SPACES.split(line) if w] for line in lines]
-    else:
-        fields = [line.split() for line in lines]
-    lens = np.fromiter(map(len, fields), dtype=np.int64, count=len(fields))
+class _Vocab:
+    """Unigram words: the strings, and a hash index over them for lookups."""
+
+    def __init__(self, words: list[bytes], hashes: np.ndarray, lens: np.ndarray) -> None:
+        self.lens = lens
+        self.words = words
+        self.unique = all_distinct(hashes)
+        self.index = HashIndex(hashes) if self.unique else None
+        self.dict = None if self.unique else {w: i for i, w in enumerate(words)}
+
+    def ids(self, h: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """Word ids of hashed tokens, -1 where not a unigram."""
+        ids = self.index.find(h)
+        ok = (ids >= 0) & (self.lens[np.maximum(ids, 0)] == lens)
+        return np.where(ok, ids, -1).astype(np.int32)
+
+
+def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, vocab: list[str], voc: _Vocab | None):
+    """The section after its header line (src at its first entry): (grams, values, backoffs, vocab)."""
+    data, start, header = src.data, src.pos, src.lineno
+    j = data.find(b"\n\\", start - 1)                 # the next line that starts with a backslash
+    region_end = len(data) if j < 0 else j + 1
+    buf = np.frombuffer(data, dtype=np.uint8, count=region_end - start, offset=start) if region_end > start \
+        else np.zeros(0, dtype=np.uint8)
+    nl = np.flatnonzero(buf == 10)
+    n_lines = len(nl) + (1 if len(buf) and buf[-1] != 10 else 0)
+    line_end = np.append(nl, len(buf))[:n_lines]              # [L] offset of each line's end
+    line_start = np.concatenate([[0], nl + 1])[:n_lines]
+    word = ~_SEP[buf]
+    edges = np.diff(np.concatenate([[False], word, [False]]).view(np.int8))
+    t_start = np.flatnonzero(edges == 1)
+    t_end = np.flatnonzero(edges == -1)
+    fields = np.diff(np.searchsorted(t_start, np.append(line_start, len(buf))))   # tokens per line
+    blank = np.flatnonzero(fields == 0)
+    m = int(blank[0]) if len(blank) else n_lines              # entries: the lines before the first blank one
+
+    def line_text(i: int) -> bytes:
+        return data[start + int(line_start[i]):start + int(line_end[i])].rstrip(b"\r")
+
+    if m != n:
+        raise src.error(header, f"the \\{k}-grams: section has {m} entries (lines {header + 1}-{header + m}) "
+                                f"but line {declared_at} declares {n}")
+    rest = np.flatnonzero(fields[m:] > 0)
+    if len(rest):
+        i = m + int(rest[0])
+        raise src.error(header + 1 + i, f"expected a blank line or a section header after the {m} entries of "
+                                        f"the \\{k}-grams: section, got {_show(line_text(i))}")
+    n_tok = int(fields[:m].sum())
+    t_start, t_end, fields = t_start[:n_tok], t_end[:n_tok], fields[:m]
+    t_len = t_end - t_start
     max_fields = k + 1 if kind == "counts" else k + 2
-    bad = np.flatnonzero((lens < k + 1) | (lens > max_fields))
+    bad = np.flatnonzero((fields < k + 1) | (fields > max_fields))
     if len(bad):
         i = int(bad[0])
         form = "count words" if kind == "counts" else "log10-probability words [backoff]"
-        raise src.error(start + i + 1, f"expected '{form}' with {k} word{'s' if k > 1 else ''}, "
-                                       f"got {_show(lines[i])}")
-    n = len(lines)
-    vals_raw = np.array([f[0] for f in fields], dtype=object)
-    try:
-        vals = np.array(vals_raw.astype("S"), dtype=np.float64)
-    except ValueError:
-        vals = None
+        raise src.error(header + 1 + i, f"expected '{form}' with {k} word{'s' if k > 1 else ''}, "
+                                        f"got {_show(line_text(i))}")
+    w8 = words8(buf)
+    first = np.cumsum(fields) - fields                         # [m] token index of each line's first field
+    vals = _parse_floats(w8, t_start[first], t_len[first])
     if vals is None or (kind == "counts" and (vals < 0).any()):
-        for i, f in enumerate(fields):
+        for i in range(m):
+            tok = data[start + int(t_start[first[i]]):start + int(t_end[first[i]])]
             try:
-                v = float(f[0])
+                v = float(tok)
             except ValueError:
                 v = None
             if v is None or (kind == "counts" and v < 0):
                 what = "a count" if kind == "counts" else "a log10 probability"
-                raise src.error(start + i + 1, f"expected {what} first, got {_show(f[0])}")
-    bo = np.zeros(n, dtype=np.float32)
-    has_bo = lens == k + 2
-    if has_bo.any():
-        rows = np.flatnonzero(has_bo)
-        try:
-            bo[rows] = np.array(np.array([fields[i][-1] for i in rows], dtype="S"), dtype=np.float64)
-        except ValueError:
-            for i in rows:
+                raise src.error(header + 1 + i, f"expected {what} first, got {_show(tok)}")
+    bo = np.zeros(m, dtype=np.float32)
+    rows = np.flatnonzero(fields == k + 2)
+    if len(rows):
+        last = first[rows] + k + 1
+        b = _parse_floats(w8, t_start[last], t_len[last])
+        if b is None:
+            for i, t in zip(rows.tolist(), last.tolist()):
+                tok = data[start + int(t_start[t]):start + int(t_end[t])]
                 try:
-                    float(fields[i][-1])
+                    float(tok)
                 except ValueError:
-                    raise src.error(start + i + 1, f"expected a log10 backoff last, got "
-                                                   f"{_show(fields[i][-1])}") from None
+                    raise src.error(header + 1 + i, f"expected a log10 backoff last, got {_show(tok)}") from None
+        bo[rows] = b
+    widx = (first[:, None] + np.arange(1, k + 1)).ravel()      # [m * k] token index of every word
+    w_start, w_len = t_start[widx], t_len[widx]
+    h = hash_tokens(w8, w_start, w_len)
     if k == 1:
-        for i, f in enumerate(fields):
-            w = f[1]
-            if w in word_id:
-                raise src.error(start + i + 1, f"the unigram {_show(w)} appears twice")
-            word_id[w] = len(vocab)
-            vocab.append(w.decode("utf-8", "surrogateescape"))
-        grams = np.arange(n, dtype=np.int32)[:, None]
+        words = [data[start + s:start + s + ln] for s, ln in zip(w_start.tolist(), w_len.tolist())]
+        voc = _Vocab(words, h, w_len)
+        if not voc.unique:                                     # a repeated word (or, rarely, two hashes alike)
+            seen: dict[bytes, int] = {}
+            for i, w in enumerate(words):
+                if w in seen:
+                    raise src.error(header + 1 + i, f"the unigram {_show(w)} appears twice")
+                seen[w] = i
+        vocab.extend(w.decode("utf-8", "surrogateescape") for w in words)
+        grams = np.arange(m, dtype=np.int32)[:, None]
     else:
-        flat = [w for f in fields for w in f[1:k + 1]]
-        try:
-            ids = np.fromiter(map(word_id.__getitem__, flat), dtype=np.int32, count=len(flat))
-        except KeyError as e:
-            word = e.args[0]
-            i = next(i for i, f in enumerate(fields) if word in f[1:k + 1])
-            raise src.error(start + i + 1, f"the word {_show(word)} is not among the unigrams") from None
-        grams = ids.reshape(n, k)
-    return grams, vals.astype(np.float64 if kind == "counts" else np.float32), bo
+        if voc.dict is not None:
+            get = voc.dict.get
+            ids = np.fromiter((get(data[start + s:start + s + ln], -1) for s, ln in zip(w_start.tolist(), w_len.tolist())),
+                              dtype=np.int32, count=len(w_start))
+        else:
+            ids = voc.ids(h, w_len)
+        missing = np.flatnonzero(ids < 0)
+        if len(missing):
+            t = int(missing[0])
+            word = data[start + int(w_start[t]):start + int(w_start[t] + w_len[t])]
+            raise src.error(header + 1 + t // k, f"the word {_show(word)} is not among the unigrams")
+        grams = ids.reshape(m, k)
+    src.pos = start + (int(line_start[m]) if m < n_lines else len(buf))
+    src.lineno = header + m
+    return grams, vals.astype(np.float64 if kind == "counts" else np.float32), bo, voc
 
 
 # ------------------------------------------------------------------------------ writing

@@ -205,12 +205,32 @@ class NgramModel:
 
 # ---------------------------------------------------------------------- building models
 
+def _prefix_rows(table: np.ndarray, keys: list[np.ndarray], grams: np.ndarray, V: int) -> np.ndarray:
+    """Row of each of `grams` [m, j] in the sorted j-gram `table` [n, j], -1 where absent: a hash join
+    (every hit checked word by word), with `index_of`'s binary searches for what the hashes miss."""
+    from nlpkit.lm.ngram.hashing import HashIndex, all_distinct, hash_rows
+
+    if grams.shape[1] == 1:
+        return grams[:, 0].astype(np.int64)
+    th = hash_rows(table)
+    if not all_distinct(th):                      # two n-grams with one hash: no join
+        return index_of(keys, grams, V)
+    idx = HashIndex(th).find(hash_rows(grams))
+    ok = idx >= 0
+    ok[ok] = (table[idx[ok]] == grams[ok]).all(axis=1)
+    if not ok.all():
+        bad = np.flatnonzero(~ok)
+        idx[bad] = index_of(keys, grams[bad], V)
+    return idx
+
+
 def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: list[int], vocab: list[str]):
     """Sorted keys per order and the permutation from file order; a missing prefix or a repeat is an error."""
     keys, perms = [np.arange(len(raw_ngrams[0]), dtype=np.int64)], [np.arange(len(raw_ngrams[0]))]
+    table = raw_ngrams[0]                                  # the previous order's n-grams, sorted
     for k in range(2, len(raw_ngrams) + 1):
         g = raw_ngrams[k - 1]
-        prefix = index_of(keys, g[:, :-1], V)
+        prefix = _prefix_rows(table, keys, g[:, :-1], V)
         if (prefix < 0).any():
             i = int(np.flatnonzero(prefix < 0)[0])
             words = " ".join(vocab[x] for x in g[i])
@@ -226,6 +246,7 @@ def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: lis
                               f"{' '.join(vocab[x] for x in g[i])!r} appears twice")
         keys.append(key)
         perms.append(perm)
+        table = g[perm] if k < len(raw_ngrams) else None
     return keys, perms
 
 

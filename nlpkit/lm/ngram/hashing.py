@@ -1,0 +1,116 @@
+"""Vectorized hashing for loading ARPA files: byte tokens to 64-bit hashes, and a numpy hash table.
+
+`hash_tokens` reads each token eight bytes at a time through an unaligned uint64 view of the
+buffer (a token of up to 8 bytes costs one gather); `HashIndex` maps unique uint64 keys to their
+positions with open addressing (linear probing), built and probed for whole arrays at once.
+Hashes only find candidates: callers check what they find (word lengths, n-gram words).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_PRIME = np.uint64(0x100000001B3)              # FNV-1a 64
+_OFFSET = np.uint64(0xCBF29CE484222325)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)        # Fibonacci hashing: spreads keys over the top bits
+_LOW = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+
+
+def words8(buf: np.ndarray) -> np.ndarray:
+    """A uint64 view starting at every byte of `buf` (padded with 8 zero bytes): w[i] = bytes i..i+7."""
+    padded = np.concatenate([buf, np.zeros(8, dtype=np.uint8)])
+    return np.ndarray(shape=(len(buf) + 1,), dtype="<u8", buffer=padded, strides=(1,))
+
+
+def chunk(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray, c: int) -> np.ndarray:
+    """Bytes 8c..8c+7 of each token (zero past its end) as little-endian uint64."""
+    if c == 0:
+        return w8[starts] & _LOW[np.minimum(lens, 8)]
+    return w8[starts + 8 * c] & _LOW[np.clip(lens - 8 * c, 0, 8)]
+
+
+def hash_tokens(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each token (bytes starts[i]:starts[i] + lens[i] of `words8`'s buffer).  # [n] uint64"""
+    n = len(starts)
+    h = np.full(n, _OFFSET, dtype=np.uint64)
+    if n == 0:
+        return h
+    h ^= chunk(w8, starts, lens, 0)
+    h *= _PRIME
+    for c in range(1, (int(lens.max()) + 7) // 8):
+        sel = np.flatnonzero(lens > 8 * c)
+        h[sel] = (h[sel] ^ chunk(w8, starts[sel], lens[sel], c)) * _PRIME
+    return mix(h)
+
+
+def mix(h: np.ndarray) -> np.ndarray:
+    """A finalizer (splitmix64's) so that every bit of the result depends on every input bit."""
+    h = h ^ (h >> np.uint64(30))
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def hash_rows(ids: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row of an [n, k] integer array (n-grams of word ids).  # [n] uint64"""
+    h = np.full(len(ids), _OFFSET, dtype=np.uint64)
+    for j in range(ids.shape[1]):
+        h ^= ids[:, j].astype(np.uint64)
+        h *= _PRIME
+        h = mix(h)
+    return h
+
+
+class HashIndex:
+    """Unique uint64 keys -> their index in the key array; `find` gives -1 for a key not there.
+
+    ``HashIndex(np.array([7, 9], np.uint64)).find(np.array([9, 8], np.uint64)) -> [1, -1]``
+    """
+
+    def __init__(self, keys: np.ndarray) -> None:
+        n = len(keys)
+        bits = max(4, int(np.ceil(np.log2(max(n, 1)))) + 1)     # load factor <= 1/2
+        self.mask = (1 << bits) - 1
+        self.shift = np.uint64(64 - bits)
+        self.keys = np.zeros(1 << bits, dtype=np.uint64)
+        self.vals = np.full(1 << bits, -1, dtype=np.int64)
+        pending = np.arange(n)
+        slot = self._slot(keys)
+        while len(pending):
+            s = slot[pending]
+            free = self.vals[s] < 0
+            cand, cs = pending[free], s[free]
+            self.vals[cs] = cand                   # one of the keys that want a slot gets it
+            won = self.vals[cs] == cand
+            self.keys[cs[won]] = keys[cand[won]]
+            placed = np.zeros(n, dtype=bool)
+            placed[cand[won]] = True
+            pending = pending[~placed[pending]]
+            slot[pending] = (slot[pending] + 1) & self.mask
+
+    def _slot(self, keys: np.ndarray) -> np.ndarray:
+        return ((keys * _GOLDEN) >> self.shift).astype(np.int64)
+
+    def find(self, q: np.ndarray) -> np.ndarray:
+        slot = self._slot(q)
+        out = self.vals[slot]
+        hit = (out >= 0) & (self.keys[slot] == q)
+        active = np.flatnonzero((out >= 0) & ~hit)           # collided: probe on
+        out[~hit] = -1
+        while len(active):
+            s = (slot[active] + 1) & self.mask
+            slot[active] = s
+            v = self.vals[s]
+            hit = (v >= 0) & (self.keys[s] == q[active])
+            out[active[hit]] = v[hit]
+            active = active[(v >= 0) & ~hit]
+        return out
+
+
+def all_distinct(keys: np.ndarray) -> bool:
+    s = np.sort(keys)
+    return not bool((s[1:] == s[:-1]).any())
+
+
+__all__ = ["all_distinct", "hash_tokens", "hash_rows", "HashIndex", "words8", "chunk", "mix"]
