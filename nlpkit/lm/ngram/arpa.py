@@ -344,71 +344,185 @@ def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, voca
 
 # ------------------------------------------------------------------------------ writing
 
-def _fmt_float(x: np.ndarray) -> list[str]:
-    """float32 values as the shortest of 7, 8 or 9 significant digits that reads back to the same
-    float32 (lmplz prints the shortest round-trip form; this agrees with it to the last bit)."""
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+WRITE_ROWS = 1 << 18                      # rows formatted at a time: memory stays small
+
+
+def _scatter(out: np.ndarray, dest: np.ndarray, pool: np.ndarray, src: np.ndarray, lens: np.ndarray) -> None:
+    """out[dest[i]:dest[i] + lens[i]] = pool[src[i]:src[i] + lens[i]] for every i, in one numpy step."""
+    total = int(lens.sum())
+    if total == 0:
+        return
+    begins = np.cumsum(lens) - lens
+    ar = np.arange(total, dtype=np.int64)
+    out[ar + np.repeat(dest - begins, lens)] = pool[ar + np.repeat(src - begins, lens)]
+
+
+class _Strings:
+    """Strings as one byte pool with starts and lengths."""
+
+    def __init__(self, pool: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> None:
+        self.pool, self.starts, self.lens = pool, starts, lens
+
+    @classmethod
+    def of(cls, items: list[bytes]) -> "_Strings":
+        lens = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+        pool = np.frombuffer(b"".join(items), dtype=np.uint8) if items else np.zeros(0, np.uint8)
+        return cls(pool, np.cumsum(lens) - lens, lens)
+
+
+def _digits(v: np.ndarray, width: int) -> np.ndarray:
+    """The `width` low decimal digits of integers held exactly in float64, most significant first.  # [n, width] uint8"""
+    out = np.empty((len(v), width), dtype=np.uint8)
+    r = v.copy()
+    for j in range(width):
+        p = 10.0 ** (width - 1 - j)
+        d = np.floor(r / p)
+        out[:, j] = d
+        r -= d * p
+    return out
+
+
+def _decimal(x: np.ndarray) -> tuple[_Strings, np.ndarray]:
+    """'%.{7,8,9}g' (the fewest digits that read back to the same float32) of float32 values
+    with 1e-4 <= |x| < 1e4, or 0, vectorized; and a mask of the values this could not do."""
+    a32 = np.abs(x)
+    a = a32.astype(np.float64)
+    zero = a == 0
+    e = np.floor(np.log10(np.where(zero, 1.0, a))).astype(np.int64)
+    f = np.zeros(len(x), dtype=np.int64)
+    m = np.zeros(len(x), dtype=np.int64)
+    todo = np.flatnonzero(~zero)
+    for sig in (7, 8, 9):                                          # 9 digits always read back
+        ft = sig - 1 - e[todo]
+        mt = np.rint(a[todo] * 10.0 ** ft).astype(np.int64)
+        ok = (mt / 10.0 ** ft).astype(np.float32) == a32[todo] if sig < 9 else np.ones(len(todo), dtype=bool)
+        f[todo[ok]], m[todo[ok]] = ft[ok], mt[ok]
+        todo = todo[~ok]
+    bad = np.zeros(len(x), dtype=bool)
+    bad[todo] = True
+    ip, fp = m // _POW10[f], m % _POW10[f]
+    FD = int(f.max(initial=0))
+    frac = _digits((fp * _POW10[FD - f]).astype(np.float64), FD)   # [n, FD], left-aligned
+    nz = frac != 0
+    flen = np.where(nz.any(axis=1), FD - np.argmax(nz[:, ::-1], axis=1), 0) if FD else np.zeros(len(x), np.int64)
+    nd = np.ones(len(x), dtype=np.int64)                           # integer digits ("0" has one)
+    for j in range(1, 6):
+        nd += ip >= _POW10[j]
+    ID = int(nd.max(initial=1))
+    ints = _digits(ip.astype(np.float64), ID)                      # [n, ID], right-aligned
+    chars = np.empty((len(x), 2 + ID + FD), dtype=np.uint8)
+    keep = np.empty(chars.shape, dtype=bool)
+    chars[:, 0] = ord("-")
+    keep[:, 0] = np.signbit(x)
+    chars[:, 1:1 + ID] = ints + ord("0")
+    keep[:, 1:1 + ID] = np.arange(ID)[None, :] >= (ID - nd)[:, None]
+    chars[:, 1 + ID] = ord(".")
+    keep[:, 1 + ID] = flen > 0
+    chars[:, 2 + ID:] = frac + ord("0")
+    keep[:, 2 + ID:] = np.arange(FD)[None, :] < flen[:, None]
+    lens = keep.sum(axis=1)
+    return _Strings(chars[keep], np.cumsum(lens) - lens, lens), bad
+
+
+def _format_floats(x: np.ndarray) -> _Strings:
+    """float32 values as the shortest of '%.7g', '%.8g', '%.9g' that reads back to the same float32
+    (lmplz prints the shortest round-trip form: the values agree to the last bit). Each distinct
+    value once; vectorized for 0 and 1e-4 <= |x| < 1e4 (every log10 probability and backoff in
+    practice), Python for the rest."""
     x = np.asarray(x, dtype=np.float32)
-    out = ["%.7g" % v for v in x.tolist()]
-    for digits in (8, 9):
-        back = np.array(out, dtype=np.float64).astype(np.float32) if out else x
-        bad = np.flatnonzero(back != x)
-        if not len(bad):
-            break
-        fmt = f"%.{digits}g"
-        vals = x[bad].tolist()
-        for i, v in zip(bad.tolist(), vals):
-            out[i] = fmt % v
-    return out
+    if len(x) == 0:
+        return _Strings(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    order = np.argsort(x.view(np.int32))            # bit patterns: -0.0 and 0.0 apart
+    xs = x[order]
+    new = np.ones(len(x), dtype=bool)
+    new[1:] = xs.view(np.int32)[1:] != xs.view(np.int32)[:-1]
+    inv = np.empty(len(x), dtype=np.int64)
+    inv[order] = np.cumsum(new) - 1
+    u = xs[new]
+    au = np.abs(u)
+    fast = (au == 0) | ((au >= 1e-4) & (au < 1e4))
+    st, bad = _decimal(u[fast])
+    ustarts = np.zeros(len(u), dtype=np.int64)
+    ulens = np.zeros(len(u), dtype=np.int64)
+    ustarts[np.flatnonzero(fast)], ulens[np.flatnonzero(fast)] = st.starts, st.lens
+    pool = st.pool
+    slow = np.flatnonzero(~fast)
+    slow = np.concatenate([slow, np.flatnonzero(fast)[bad]])
+    if len(slow):
+        extra = []
+        for i in slow.tolist():                                    # exponents, inf, nan
+            v = float(u[i])
+            for digits in (7, 8, 9):
+                t = f"%.{digits}g" % v
+                if v != v or np.float32(float(t)) == u[i]:
+                    break
+            extra.append(t.encode())
+        more = _Strings.of(extra)
+        ustarts[slow] = more.starts + len(pool)
+        ulens[slow] = more.lens
+        pool = np.concatenate([pool, more.pool])
+    return _Strings(pool, ustarts[inv], ulens[inv])
 
 
-def _gram_strings(vocab: list[str], ngrams: list[np.ndarray], keys_prefix: list[np.ndarray]) -> list[list[str]]:
-    """Each n-gram as "w1 w2 ...", built from its prefix's string."""
-    out = [list(vocab)]
-    for k in range(2, len(ngrams) + 1):
-        prev = out[-1]
-        last = ngrams[k - 1][:, -1].tolist()
-        out.append([prev[p] + " " + vocab[w] for p, w in zip(keys_prefix[k - 1].tolist(), last)])
-    return out
+def _format_ints(x: np.ndarray) -> _Strings:
+    items = [str(int(v)).encode() for v in x.tolist()]
+    return _Strings.of(items)
+
+
+def _lines(grams: np.ndarray, words: _Strings, first: _Strings, last: _Strings | None) -> bytes:
+    """'first<TAB>w1 w2 ... wk[<TAB>last]\n' for every row, assembled as bytes with numpy."""
+    n, k = grams.shape
+    wl = words.lens[grams]                                        # [n, k]
+    row_len = first.lens + 1 + wl.sum(axis=1) + (k - 1) + 1
+    if last is not None:
+        row_len = row_len + 1 + last.lens
+    row_start = np.cumsum(row_len) - row_len
+    out = np.empty(int(row_len.sum()), dtype=np.uint8)
+    _scatter(out, row_start, first.pool, first.starts, first.lens)
+    pos = row_start + first.lens
+    out[pos] = ord("\t")
+    pos = pos + 1
+    for j in range(k):
+        _scatter(out, pos, words.pool, words.starts[grams[:, j]], wl[:, j])
+        pos = pos + wl[:, j]
+        out[pos] = ord(" ") if j < k - 1 else (ord("\t") if last is not None else ord("\n"))
+        pos = pos + 1
+    if last is not None:
+        _scatter(out, pos, last.pool, last.starts, last.lens)
+        out[pos + last.lens] = ord("\n")
+    return out.tobytes()
 
 
 def write_model_file(path: str, kind: str, vocab: list[str], ngrams: list[np.ndarray], values: list[np.ndarray],
                      backoffs: list[np.ndarray] | None, options: dict[str, str], comments: list[str] = ()) -> None:
     """Write an ARPA file (kind "arpa") or a counts file ("counts"); `.gz` compresses.
 
-    `ngrams[k-1]` must be sorted lexicographically with every prefix present (as the trainer gives).
+    `ngrams[k-1]` [n_k, k] word ids, in the order to write (the trainer's is lexicographic). The
+    lines are assembled as bytes with numpy, WRITE_ROWS at a time.
     """
-    from nlpkit.lm.ngram.kneser_ney import index_of, table_keys
-
-    V = len(vocab)
-    keys = table_keys(ngrams, V)
-    prefix = [np.zeros(0, dtype=np.int64)] + [index_of(keys, ngrams[k - 1][:, :-1], V)
-                                              for k in range(2, len(ngrams) + 1)]
-    strings = _gram_strings(vocab, ngrams, prefix)
+    words = _Strings.of([w.encode("utf-8", "surrogateescape") for w in vocab])
     opener = gzip.open if path.endswith(".gz") else open
     try:
-        with opener(path, "wt", encoding="utf-8", errors="surrogateescape", newline="\n") as out:
-            for c in comments:
-                out.write(f"# {c}\n")
-            for key, value in options.items():
-                out.write(f"{OPTION_PREFIX}{key}={value}\n")
-            out.write("\\data\\\n" if kind == "arpa" else "\\counts\\\n")
-            for k, g in enumerate(ngrams, 1):
-                out.write(f"ngram {k}={len(g)}\n")
-            out.write("\n")
+        with opener(path, "wb") as out:
+            head = [f"# {c}\n" for c in comments] + [f"{OPTION_PREFIX}{key}={value}\n" for key, value in options.items()]
+            head.append("\\data\\\n" if kind == "arpa" else "\\counts\\\n")
+            head += [f"ngram {k}={len(g)}\n" for k, g in enumerate(ngrams, 1)]
+            out.write("".join(head).encode("utf-8", "surrogateescape") + b"\n")
             top = len(ngrams)
             for k in range(1, top + 1):
-                out.write(f"\\{k}-grams:\n")
-                if kind == "counts":
-                    vals = [str(int(v)) for v in values[k - 1].tolist()]
-                    out.write("".join(f"{v}\t{s}\n" for v, s in zip(vals, strings[k - 1])))
-                elif k < top:
-                    vals, bos = _fmt_float(values[k - 1]), _fmt_float(backoffs[k - 1])
-                    out.write("".join(f"{v}\t{s}\t{b}\n" for v, s, b in zip(vals, strings[k - 1], bos)))
-                else:
-                    vals = _fmt_float(values[k - 1])
-                    out.write("".join(f"{v}\t{s}\n" for v, s in zip(vals, strings[k - 1])))
-                out.write("\n")
-            out.write("\\end\\\n")
+                out.write(f"\\{k}-grams:\n".encode())
+                g = ngrams[k - 1]
+                for r in range(0, len(g), WRITE_ROWS):
+                    sl = slice(r, r + WRITE_ROWS)
+                    if kind == "counts":
+                        first, last = _format_ints(values[k - 1][sl]), None
+                    else:
+                        first = _format_floats(values[k - 1][sl])
+                        last = _format_floats(backoffs[k - 1][sl]) if k < top else None
+                    out.write(_lines(g[sl], words, first, last))
+                out.write(b"\n")
+            out.write(b"\\end\\\n")
     except OSError as e:
         raise NlpkitError(f"{path}: cannot write ({e.strerror or e})") from None
 
