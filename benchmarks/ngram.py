@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,16 +38,37 @@ def run_measured(cmd: list[str], stdin_paths: list[Path] | None = None, env=None
     """Run a command; (wall s, cpu s, peak RSS MB) of that process alone (os.wait4)."""
     t0 = time.perf_counter()
     if stdin_paths:
-        cat = subprocess.Popen(["cat", *map(str, stdin_paths)], stdout=subprocess.PIPE)
-        p = subprocess.Popen(cmd, stdin=cat.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        cat.stdout.close()
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        feeder = threading.Thread(target=feed_lines, args=(stdin_paths, p.stdin))
+        feeder.start()
     else:
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, status, ru = os.wait4(p.pid, 0)
+    if stdin_paths:
+        feeder.join()
     wall = time.perf_counter() - t0
     if status != 0:
         sys.exit(f"failed: {' '.join(cmd)}")
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+
+
+def feed_lines(paths: list[Path], pipe) -> None:
+    """The files to lmplz's stdin as nlpkit reads them: each file ends its last line. (`cat` would
+    glue a last line without a newline to the next file's first line: 963-0.txt ends without one,
+    and "...eBooks.\ufeffThe" became one word, the vocabulary difference seen before.)"""
+    try:
+        for path in paths:
+            data = path.read_bytes()
+            pipe.write(data)
+            if data and not data.endswith(b"\n"):
+                pipe.write(b"\n")
+    except BrokenPipeError:
+        pass
+    finally:
+        try:
+            pipe.close()
+        except BrokenPipeError:
+            pass
 
 
 def lmplz_cmd(order: int, out: Path) -> list[str]:

@@ -49,24 +49,35 @@ class NgramCounts:
 
 # ----------------------------------------------------------------------------- packing
 
-def _pack(grams: np.ndarray) -> tuple[np.ndarray, ...]:
-    """[n, k] uint32 word ids -> ceil(k/2) uint64 columns, two words each, high word first.
+def _bits(vocab_size: int) -> int:
+    """Bits per word id for ids below `vocab_size`."""
+    return max(1, int(vocab_size - 1).bit_length())
 
-    Tuples of columns compare as the word sequences do: ``[[1, 2, 3]] -> (1<<32|2, 3<<32)``.
+
+def _pack(grams: np.ndarray, bits: int = 32) -> tuple[np.ndarray, ...]:
+    """[n, k] word ids (< 2**bits) -> uint64 columns holding 64 // bits words each, first word highest.
+
+    Tuples of columns compare as the word sequences do: ``[[1, 2, 3]], bits 32 -> (1<<32|2, 3<<32)``;
+    with a vocabulary under 65,536 words (16 bits) a 4-gram is one uint64.
     """
     g = grams.astype(np.uint64)
+    per = 64 // bits
     cols = []
-    for j in range(0, g.shape[1], 2):
-        hi = g[:, j] << np.uint64(32)
-        cols.append(hi | g[:, j + 1] if j + 1 < g.shape[1] else hi)
+    for j in range(0, g.shape[1], per):
+        c = np.zeros(len(g), dtype=np.uint64)
+        for i in range(per):
+            if j + i < g.shape[1]:
+                c |= g[:, j + i] << np.uint64(bits * (per - 1 - i))
+        cols.append(c)
     return tuple(cols)
 
 
-def _unpack(cols: Sequence[np.ndarray], k: int) -> np.ndarray:
+def _unpack(cols: Sequence[np.ndarray], k: int, bits: int = 32) -> np.ndarray:
     out = np.empty((len(cols[0]) if cols else 0, k), dtype=np.int32)
+    per = 64 // bits
+    mask = np.uint64((1 << bits) - 1)
     for j in range(k):
-        c = cols[j // 2]
-        out[:, j] = (c >> np.uint64(32)) if j % 2 == 0 else (c & np.uint64(0xFFFFFFFF))
+        out[:, j] = (cols[j // per] >> np.uint64(bits * (per - 1 - j % per))) & mask
     return out
 
 
@@ -74,7 +85,7 @@ def _unique_sum(cols: tuple[np.ndarray, ...], counts: np.ndarray) -> tuple[tuple
     """Sort packed n-grams and add the counts of equal ones."""
     if len(counts) == 0:
         return cols, counts
-    order = np.lexsort(cols[::-1])
+    order = np.argsort(cols[0]) if len(cols) == 1 else np.lexsort(cols[::-1])
     cols = tuple(c[order] for c in cols)
     counts = counts[order]
     new = np.ones(len(counts), dtype=bool)
@@ -87,15 +98,18 @@ def _unique_sum(cols: tuple[np.ndarray, ...], counts: np.ndarray) -> tuple[tuple
 
 
 class _OrderAccumulator:
-    """Partial counts of one order, merged when the pending part outgrows the merged part."""
+    """Partial counts of one order (packed at some bits per word), merged when the pending part
+    outgrows the merged part; parts packed narrower are repacked when the vocabulary outgrows them."""
 
-    def __init__(self) -> None:
-        self.main: tuple[tuple[np.ndarray, ...], np.ndarray] | None = None
-        self.pending: list[tuple[tuple[np.ndarray, ...], np.ndarray]] = []
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.main: tuple[tuple[np.ndarray, ...], np.ndarray, int] | None = None
+        self.pending: list[tuple[tuple[np.ndarray, ...], np.ndarray, int]] = []
         self.pending_rows = 0
 
-    def add(self, cols: tuple[np.ndarray, ...], counts: np.ndarray) -> None:
-        self.pending.append(_unique_sum(cols, counts))
+    def add(self, grams: np.ndarray, bits: int) -> None:
+        cols, counts = _unique_sum(_pack(grams, bits), np.ones(len(grams), dtype=np.int64))
+        self.pending.append((cols, counts, bits))
         self.pending_rows += len(counts)
         if self.main is None or self.pending_rows > len(self.main[1]):
             self._merge()
@@ -104,15 +118,17 @@ class _OrderAccumulator:
         parts = self.pending + ([self.main] if self.main is not None else [])
         if not parts:
             return
+        bits = max(p[2] for p in parts)
+        parts = [p if p[2] == bits else (_pack(_unpack(p[0], self.k, p[2]), bits), p[1], bits) for p in parts]
         cols = tuple(np.concatenate([p[0][j] for p in parts]) for j in range(len(parts[0][0])))
-        self.main = _unique_sum(cols, np.concatenate([p[1] for p in parts]))
+        self.main = (*_unique_sum(cols, np.concatenate([p[1] for p in parts])), bits)
         self.pending, self.pending_rows = [], 0
 
-    def result(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
         self._merge()
         if self.main is None:
-            return np.zeros((0, k), dtype=np.int32), np.zeros(0, dtype=np.int64)
-        return _unpack(self.main[0], k), self.main[1]
+            return np.zeros((0, self.k), dtype=np.int32), np.zeros(0, dtype=np.int64)
+        return _unpack(self.main[0], self.k, self.main[2]), self.main[1]
 
 
 # ----------------------------------------------------------------------------- sentences
@@ -175,7 +191,8 @@ def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
     encoder = BlockEncoder(WordTokenizer(TRAIN_TOKEN_PATTERN, lowercase=False), BREAK_LINE)
     lut = np.zeros(0, dtype=np.int32)        # encoder id -> model id
     vocab: dict[str, int] = {w: i for i, w in enumerate(SPECIALS)}
-    accs = [_OrderAccumulator() for _ in range(order)]
+    accs = [_OrderAccumulator(k) for k in range(1, order + 1)]
+    unigrams = np.zeros(len(SPECIALS), dtype=np.int64)
     result = NgramCounts(order=order, vocab=[])
 
     def texts():
@@ -205,20 +222,22 @@ def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
         seq, offset = sentences_array(ids, seg, n_lines)
         result.sentences += n_lines
         result.tokens += len(ids)
-        for k in range(1, order + 1):
-            grams = windows(seq, offset, k)
-            accs[k - 1].add(_pack(grams.astype(np.uint32)), np.ones(len(grams), dtype=np.int64))
+        bits = _bits(len(vocab))
+        unigrams = np.concatenate([unigrams, np.zeros(len(vocab) - len(unigrams), dtype=np.int64)])
+        unigrams += np.bincount(seq[offset >= 1], minlength=len(vocab))
+        for k in range(2, order + 1):
+            accs[k - 1].add(windows(seq, offset, k), bits)
         if progress is not None:
             progress(n_chars)
     if result.skipped_symbols and on_symbol is not None:
         on_symbol(result.skipped_symbols)
     result.vocab = list(vocab)
     for k in range(1, order + 1):
-        grams, counts = accs[k - 1].result(k)
         if k == 1:                           # every word id, <unk> and <s> with count 0
-            full = np.zeros(len(vocab), dtype=np.int64)
-            full[grams[:, 0]] = counts
-            grams, counts = np.arange(len(vocab), dtype=np.int32)[:, None], full
+            grams = np.arange(len(vocab), dtype=np.int32)[:, None]
+            counts = np.concatenate([unigrams, np.zeros(len(vocab) - len(unigrams), dtype=np.int64)])
+        else:
+            grams, counts = accs[k - 1].result()
         result.ngrams.append(grams)
         result.counts.append(counts)
     if result.sentences == 0:
@@ -250,10 +269,11 @@ def merge_counts(parts: list[NgramCounts]) -> NgramCounts:
             out.ngrams.append(np.arange(len(vocab), dtype=np.int32)[:, None])
             out.counts.append(full)
             continue
-        grams = np.concatenate([lut[p.ngrams[k - 1]] for p, lut in zip(parts, luts)]).astype(np.uint32)
-        cols, counts = _unique_sum(_pack(grams.reshape(-1, k)),
+        grams = np.concatenate([lut[p.ngrams[k - 1]] for p, lut in zip(parts, luts)])
+        bits = _bits(len(vocab))
+        cols, counts = _unique_sum(_pack(grams.reshape(-1, k), bits),
                                    np.concatenate([p.counts[k - 1] for p in parts]).astype(np.int64))
-        out.ngrams.append(_unpack(cols, k) if len(counts) else np.zeros((0, k), dtype=np.int32))
+        out.ngrams.append(_unpack(cols, k, bits) if len(counts) else np.zeros((0, k), dtype=np.int32))
         out.counts.append(counts)
     return out
 

@@ -81,15 +81,48 @@ def index_of(tables_keys: list[np.ndarray], grams: np.ndarray, vocab_size: int) 
     return np.where(ok, idx, -1)
 
 
+class RowFinder:
+    """Row of n-grams in their order's table (`ngrams`, sorted, every prefix present): a hash join
+    per order, each hit checked word by word, with `index_of`'s binary searches for the rest.
+
+    ``find(grams [m, j]) -> [m]`` rows in order j, -1 where absent; ``keys`` as `table_keys` gives.
+    """
+
+    def __init__(self, ngrams: list[np.ndarray], vocab_size: int) -> None:
+        self.ngrams, self.V = ngrams, vocab_size
+        self.index: dict[int, object] = {}
+        self.keys = [ngrams[0][:, 0].astype(np.int64)]
+        for k in range(2, len(ngrams) + 1):
+            prefix = self.find(ngrams[k - 1][:, :-1])
+            if (prefix < 0).any():
+                raise AssertionError("an n-gram without its prefix")
+            self.keys.append(ngram_keys(prefix, ngrams[k - 1][:, -1], vocab_size))
+
+    def find(self, grams: np.ndarray) -> np.ndarray:
+        from nlpkit.lm.ngram.hashing import HashIndex, all_distinct, hash_rows
+
+        j = grams.shape[1]
+        if j == 1:
+            return grams[:, 0].astype(np.int64)
+        table = self.ngrams[j - 1]
+        if j not in self.index:
+            th = hash_rows(table)
+            self.index[j] = HashIndex(th) if all_distinct(th) else None
+        hi = self.index[j]
+        if hi is None:                                  # two n-grams with one hash: binary search
+            return index_of(self.keys, grams, self.V)
+        idx = hi.find(hash_rows(grams))
+        ok = idx >= 0
+        ok[ok] = (table[idx[ok]] == grams[ok]).all(axis=1)
+        if not ok.all():
+            bad = np.flatnonzero(~ok)
+            idx[bad] = index_of(self.keys, grams[bad], self.V)
+        return idx
+
+
 def table_keys(ngrams: list[np.ndarray], vocab_size: int) -> list[np.ndarray]:
     """Sorted keys of every order (unigrams: word ids)."""
-    keys = [ngrams[0][:, 0].astype(np.int64)]
-    for k in range(2, len(ngrams) + 1):
-        prefix = index_of(keys, ngrams[k - 1][:, :-1], vocab_size)
-        if (prefix < 0).any():
-            raise AssertionError("an n-gram without its prefix")
-        keys.append(ngram_keys(prefix, ngrams[k - 1][:, -1], vocab_size))
-    return keys
+    return RowFinder(ngrams, vocab_size).keys
 
 
 def _group_starts(grams: np.ndarray) -> np.ndarray:
@@ -104,17 +137,20 @@ def _group_starts(grams: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------------- the estimate
 
-def adjusted_counts(counts: NgramCounts, keys: list[np.ndarray]) -> list[np.ndarray]:
-    """lmplz's adjusted counts per order (step 1 of the module docstring)."""
+def adjusted_counts(counts: NgramCounts, keys=None, suffixes: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """lmplz's adjusted counts per order (step 1 of the module docstring).
+
+    `suffixes[k-1]`: row of each k-gram's last k-1 words in order k-1 (computed when not given)."""
     order, V = counts.order, len(counts.vocab)
+    if suffixes is None:
+        suffixes = suffix_rows(counts.ngrams, RowFinder(counts.ngrams, V))
     out = []
     for k in range(1, order + 1):
         raw = counts.counts[k - 1]
         if k == order:
             out.append(raw.copy())
             continue
-        higher = counts.ngrams[k]                                   # [n_{k+1}, k+1]
-        suffix = index_of(keys, higher[:, 1:], V)                   # every suffix exists
+        suffix = suffixes[k]                                        # every suffix exists
         cont = np.bincount(suffix, minlength=len(raw)).astype(np.int64)
         a = np.where(counts.ngrams[k - 1][:, 0] == BOS, raw, cont)
         if k == 1:
@@ -122,6 +158,11 @@ def adjusted_counts(counts: NgramCounts, keys: list[np.ndarray]) -> list[np.ndar
             a[BOS] = 0
         out.append(a)
     return out
+
+
+def suffix_rows(ngrams: list[np.ndarray], rows: RowFinder) -> list[np.ndarray]:
+    """Per order k >= 2: the row of each k-gram's suffix (its last k-1 words) in order k-1."""
+    return [np.zeros(0, dtype=np.int64)] + [rows.find(ngrams[k - 1][:, 1:]) for k in range(2, len(ngrams) + 1)]
 
 
 def count_of_counts(adjusted: np.ndarray) -> list[int]:
@@ -147,8 +188,9 @@ def discounts_from(n: list[int]) -> tuple[float, float, float] | None:
 def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
     """Interpolated modified Kneser-Ney (the module docstring) from raw counts."""
     order, V = counts.order, len(counts.vocab)
-    keys = table_keys(counts.ngrams, V)
-    adj = adjusted_counts(counts, keys)
+    rows = RowFinder(counts.ngrams, V)
+    suffixes = suffix_rows(counts.ngrams, rows)
+    adj = adjusted_counts(counts, suffixes=suffixes)
     discounts, fallback = [], []
     for k in range(1, order + 1):
         n = count_of_counts(adj[k - 1])
@@ -191,8 +233,7 @@ def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
         if k == 1:
             lower = np.full(len(u), uniform, dtype=F32)
         else:
-            suffix = index_of(keys, counts.ngrams[k - 1][:, 1:], V)
-            lower = probs[k - 2][suffix]
+            lower = probs[k - 2][suffixes[k - 1]]
         probs.append((u + g * lower).astype(F32))
 
     logprob, backoff = [], []
@@ -204,7 +245,7 @@ def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
         if k < order:
             higher = counts.ngrams[k]
             _, starts, gamma = gamma_ctx[k]
-            ctx = index_of(keys, higher[starts, :-1], V)              # the contexts of order k+1
+            ctx = rows.find(higher[starts, :-1])                      # the contexts of order k+1
             last = grams[ctx, -1]
             ok = (last != UNK) & (last != EOS)
             bo[ctx[ok]] = np.log10(gamma[ok]).astype(F32)
@@ -219,5 +260,5 @@ def check_estimable(counts: NgramCounts) -> None:
         raise NlpkitError("the corpus has no words (only empty lines): nothing to estimate")
 
 
-__all__ = ["NgramTable", "estimate_kneser_ney", "adjusted_counts", "count_of_counts", "discounts_from",
+__all__ = ["NgramTable", "RowFinder", "estimate_kneser_ney", "adjusted_counts", "count_of_counts", "discounts_from",
            "ngram_keys", "index_of", "table_keys", "FALLBACK_DISCOUNTS"]
