@@ -238,6 +238,7 @@ def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
             counts = np.concatenate([unigrams, np.zeros(len(vocab) - len(unigrams), dtype=np.int64)])
         else:
             grams, counts = accs[k - 1].result()
+            accs[k - 1] = None                   # the packed copy: memory
         result.ngrams.append(grams)
         result.counts.append(counts)
     if result.sentences == 0:

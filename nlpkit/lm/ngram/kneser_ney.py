@@ -91,12 +91,24 @@ class RowFinder:
     def __init__(self, ngrams: list[np.ndarray], vocab_size: int) -> None:
         self.ngrams, self.V = ngrams, vocab_size
         self.index: dict[int, object] = {}
-        self.keys = [ngrams[0][:, 0].astype(np.int64)]
-        for k in range(2, len(ngrams) + 1):
-            prefix = self.find(ngrams[k - 1][:, :-1])
-            if (prefix < 0).any():
-                raise AssertionError("an n-gram without its prefix")
-            self.keys.append(ngram_keys(prefix, ngrams[k - 1][:, -1], vocab_size))
+        self._keys: list[np.ndarray] | None = None
+
+    @property
+    def keys(self) -> list[np.ndarray]:
+        """Sorted keys of every order (only the binary-search fallback needs them: made on demand)."""
+        if self._keys is None:
+            keys = [self.ngrams[0][:, 0].astype(np.int64)]
+            for k in range(2, len(self.ngrams) + 1):
+                prefix = index_of(keys, self.ngrams[k - 1][:, :-1], self.V)
+                if (prefix < 0).any():
+                    raise AssertionError("an n-gram without its prefix")
+                keys.append(ngram_keys(prefix, self.ngrams[k - 1][:, -1], self.V))
+            self._keys = keys
+        return self._keys
+
+    def forget(self, j: int) -> None:
+        """Drop the hash index of order j (memory)."""
+        self.index.pop(j, None)
 
     def find(self, grams: np.ndarray) -> np.ndarray:
         from nlpkit.lm.ngram.hashing import HashIndex, all_distinct, hash_rows
@@ -223,8 +235,9 @@ def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
         if k == 1:
             u[UNK] = 0.0
             u[BOS], g[BOS] = 1.0, 0.0
-        uninterp.append(u.astype(F32))
-        gamma_ctx.append((g.astype(F32), starts, gamma))
+        uninterp.append(u.astype(F32, copy=False))
+        gamma_ctx.append((g.astype(F32, copy=False), starts, gamma))
+        adj[k - 1] = None                                   # memory: each step frees what is done with
 
     probs = []
     uniform = F32(1.0 / F32(V - 1))          # includes <unk>, excludes <s>
@@ -234,13 +247,16 @@ def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
             lower = np.full(len(u), uniform, dtype=F32)
         else:
             lower = probs[k - 2][suffixes[k - 1]]
-        probs.append((u + g * lower).astype(F32))
+        probs.append((u + g * lower).astype(F32, copy=False))
+        uninterp[k - 1], suffixes[k - 1] = None, None
+        gamma_ctx[k - 1] = (None, *gamma_ctx[k - 1][1:])
 
     logprob, backoff = [], []
     for k in range(1, order + 1):
         grams = counts.ngrams[k - 1]
         with np.errstate(divide="ignore"):
-            lp = np.minimum(F32(0.0), np.log10(probs[k - 1])).astype(F32)
+            lp = np.minimum(F32(0.0), np.log10(probs[k - 1])).astype(F32, copy=False)
+        probs[k - 1] = None
         bo = np.zeros(len(grams), dtype=F32)
         if k < order:
             higher = counts.ngrams[k]
@@ -249,6 +265,7 @@ def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
             last = grams[ctx, -1]
             ok = (last != UNK) & (last != EOS)
             bo[ctx[ok]] = np.log10(gamma[ok]).astype(F32)
+            rows.forget(k)
         logprob.append(lp)
         backoff.append(bo)
     return NgramTable(vocab=counts.vocab, ngrams=counts.ngrams, logprob=logprob, backoff=backoff,

@@ -53,6 +53,13 @@ class NgramModel:
         self.bos_id = self.word_id.get("<s>", -1)
         self.eos_id = self.word_id.get("</s>", -1)
 
+    def word_id_with_break(self) -> dict[str, int]:
+        """`word_id` plus "\n" -> -2 (a line break, never a word), for scoring a batch of lines at once."""
+        d = self.__dict__.get("_with_break")
+        if d is None:
+            d = self.__dict__["_with_break"] = {**self.word_id, "\n": -2}
+        return d
+
     @property
     def order(self) -> int:
         return len(self.keys)
@@ -80,7 +87,7 @@ class NgramModel:
         if len(keys) == 0:
             return np.full(len(last), -1, dtype=np.int64)
         want = ngram_keys(np.maximum(prefix, 0), last, self.vocab_size)
-        pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        pos = _sorted_search(keys, want)
         return np.where((prefix >= 0) & (keys[pos] == want), pos, -1)
 
     # ------------------------------------------------------------------ scoring
@@ -201,6 +208,17 @@ class NgramModel:
             denom = den + self.k * V
             p = (num + self.k) / denom if denom > 0 else np.zeros(V)
             return np.log10(p)
+
+
+def _sorted_search(keys: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """np.searchsorted(keys, want) clipped to the last row; many queries are sorted first (a binary
+    search over sorted queries walks the table in order: several times faster than at random)."""
+    if len(want) < 2048:
+        return np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+    order = np.argsort(want)
+    pos = np.empty(len(want), dtype=np.int64)
+    pos[order] = np.searchsorted(keys, want[order])
+    return np.minimum(pos, len(keys) - 1)
 
 
 # ---------------------------------------------------------------------- building models

@@ -16,6 +16,8 @@ an unseen event: its perplexity is infinite and `zero_prob` counts such tokens.
 from __future__ import annotations
 
 import math
+import re
+from itertools import repeat
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -113,34 +115,55 @@ def score_lines(model: NgramModel, lines: Iterable[str], transform: Callable[[st
         yield from _score_batch(model, batch, transform)
 
 
-def _score_batch(model: NgramModel, lines: list[str], transform) -> list[LineScore]:
-    words = [query_words(transform(line) if transform else line) for line in lines]
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words)) + 2   # <s> ... </s>
-    flat = [w for ws in words for w in ws]
-    ids, oov = model.lookup(flat)
+_BATCH_WORDS = re.compile(r"[^ \t\n\r\x0b\x0c]+|\n")        # query's words, and the line breaks
+
+
+def _score_batch(model: NgramModel, original: list[str], transform) -> list[LineScore]:
+    lines = [transform(line) for line in original] if transform is not None else original
+    # One pass over the batch: words and "\n" tokens (lines never hold a newline: an embedded one
+    # would split the line in two, so those lines go word by word).
+    if any("\n" in line for line in lines):
+        words_of = [query_words(line) for line in lines]
+        tokens = [w for ws in words_of for w in ws]
+        lengths = np.fromiter(map(len, words_of), dtype=np.int64, count=len(lines))
+        ids, oov = model.lookup(tokens)
+        begin = (np.cumsum(lengths) - lengths).tolist()             # each line's words in `tokens`
+    else:
+        tokens = _BATCH_WORDS.findall("\n".join(lines) + "\n")
+        raw = np.fromiter(map(model.word_id_with_break().get, tokens, repeat(-1)), dtype=np.int64,
+                          count=len(tokens))
+        breaks = np.flatnonzero(raw == -2)                          # one per line
+        lengths = np.diff(breaks, prepend=-1) - 1
+        begin = (breaks - lengths).tolist()
+        ids = raw[raw != -2]
+        oov = ids < 0
+        ids[oov] = model.unk_id
+    lengths = lengths + 2                                          # <s> ... </s>
     starts = np.cumsum(lengths) - lengths
     seq = np.empty(int(lengths.sum()), dtype=np.int64)
     seq[starts] = model.bos_id
     seq[starts + lengths - 1] = model.eos_id
-    line_of = np.repeat(np.arange(len(words)), lengths - 2)
-    first_flat = np.cumsum(lengths - 2) - (lengths - 2)
-    rank = np.arange(len(flat)) - first_flat[line_of]
-    seq[starts[line_of] + 1 + rank] = ids
+    n_words = lengths - 2
+    line_of = np.repeat(np.arange(len(lines)), n_words)
+    first_flat = np.cumsum(n_words) - n_words
+    rank = np.arange(len(ids)) - first_flat[line_of]
+    where = starts[line_of] + 1 + rank
+    seq[where] = ids
     offset = np.arange(len(seq)) - np.repeat(starts, lengths)
     logp, ngram = model.score_sequence(seq, offset)
     oov_full = np.zeros(len(seq), dtype=bool)
-    oov_full[starts[line_of] + 1 + rank] = oov
+    oov_full[where] = oov
     scored = offset >= 1
     oov_scored = oov_full[scored]
     ids_scored = seq[scored]
     out = []
     pos = 0
-    for i, ws in enumerate(words):
-        n = len(ws) + 1
-        out.append(LineScore(words=ws + ["</s>"], ids=ids_scored[pos:pos + n], log10=logp[pos:pos + n],
-                             ngram=ngram[pos:pos + n], oov=oov_scored[pos:pos + n],
-                             bytes=len(lines[i].encode("utf-8", "surrogatepass")) + 1))
-        pos += n
+    for i, (b, n) in enumerate(zip(begin, n_words.tolist())):
+        line = original[i]                                         # bytes of the text as given
+        out.append(LineScore(words=tokens[b:b + n] + ["</s>"], ids=ids_scored[pos:pos + n + 1],
+                             log10=logp[pos:pos + n + 1], ngram=ngram[pos:pos + n + 1], oov=oov_scored[pos:pos + n + 1],
+                             bytes=(len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))) + 1))
+        pos += n + 1
     return out
 
 
