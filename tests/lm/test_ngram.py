@@ -296,3 +296,67 @@ def test_bigram_equals_nltk(tmp_path, smoothing):
     theirs = [ref.score(w, [prev]) for h in held for prev, w in zip(["<s>"] + h, h + ["</s>"])]
     np.testing.assert_allclose(mine, theirs, rtol=1e-9, atol=0)
     assert any(p == 0 for p in theirs) == (smoothing == "mle")
+
+
+# ------------------------------------------------------------------------- vectorized reading and writing
+
+def test_hash_index_and_token_hashes():
+    from nlpkit.lm.ngram.hashing import HashIndex, hash_tokens, words8
+
+    keys = np.array([7, 9, 2**63 + 5, 123456789], dtype=np.uint64)
+    assert HashIndex(keys).find(np.array([9, 8, 2**63 + 5, 7], dtype=np.uint64)).tolist() == [1, -1, 2, 0]
+    text = b"ab abcdefghijk ab abcdefghijkl"
+    buf = np.frombuffer(text, dtype=np.uint8)
+    h = hash_tokens(words8(buf), np.array([0, 3, 15, 18]), np.array([2, 11, 2, 12]))
+    assert h[0] == h[2] and len(set(h.tolist())) == 3       # same bytes, same hash; 9+ bytes hashed whole
+
+
+def test_float_format_is_the_shortest_round_trip_of_7_8_9_digits():
+    from nlpkit.lm.ngram.arpa import _format_floats
+
+    def reference(v):                      # what lmplz prints: shortest of %.7g/%.8g/%.9g reading back
+        for d in (7, 8, 9):
+            t = f"%.{d}g" % float(v)
+            if np.float32(float(t)) == v:
+                return t
+        return t
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([np.array([0, -0.0, -99, -100, 1, -1.5e-5, 9.9999999, 999.99994, -np.inf, 12345.678]),
+                        -rng.random(5000) * 12, -(10 ** rng.uniform(-6, 3, 5000))]).astype(np.float32)
+    s = _format_floats(x)
+    got = [bytes(s.pool[a:a + n]).decode() for a, n in zip(s.starts.tolist(), s.lens.tolist())]
+    assert got == [reference(v) for v in x]
+
+
+def test_arpa_reading_survives_hash_collisions(tmp_path, monkeypatch, nlpkit_arpas):
+    """Every word and n-gram hashing alike sends the reader to its exact fallbacks: same model."""
+    import nlpkit.lm.ngram.arpa as arpa
+    import nlpkit.lm.ngram.hashing as hashing
+
+    want = load_ngram_model(nlpkit_arpas[3])
+    monkeypatch.setattr(arpa, "hash_tokens", lambda w8, starts, lens: np.zeros(len(starts), dtype=np.uint64))
+    monkeypatch.setattr(hashing, "hash_rows", lambda ids: np.zeros(len(ids), dtype=np.uint64))
+    got = load_ngram_model(nlpkit_arpas[3])
+    assert got.vocab == want.vocab
+    for k in range(3):
+        assert np.array_equal(got.keys[k], want.keys[k])
+        assert np.array_equal(got.logprob[k], want.logprob[k]) and np.array_equal(got.backoff[k], want.backoff[k])
+
+
+def test_arpa_crlf_and_section_order_do_not_matter(tmp_path, nlpkit_arpas):
+    """A CRLF copy with the bigrams in reverse order loads to the same arrays."""
+    text = nlpkit_arpas[2].read_text(encoding="utf-8")
+    head, rest = text.split("\\2-grams:\n")
+    body, tail = rest.split("\n\n", 1)
+    flipped = head + "\\2-grams:\n" + "\n".join(body.split("\n")[::-1]) + "\n\n" + tail
+    p = tmp_path / "crlf.arpa"
+    p.write_bytes(flipped.replace("\n", "\r\n").encode("utf-8"))
+    a, b = load_ngram_model(nlpkit_arpas[2]), load_ngram_model(p)
+    assert a.vocab == b.vocab
+    assert all(np.array_equal(x, y) for x, y in zip(a.keys + a.logprob + a.backoff, b.keys + b.logprob + b.backoff))
+
+
+def test_malformed_arpa_stray_line_after_a_blank(tmp_path):
+    msg = _arpa_error(tmp_path, SRILM.replace("-0.4\ta </s>\n", "-0.4\ta </s>\n\n-0.5\tb a\n"))
+    assert "bad.arpa, line 17" in msg and "after the 3 entries" in msg, msg
