@@ -32,10 +32,11 @@ def chunk(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray, c: int) -> np.nd
 def hash_tokens(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """A 64-bit hash of each token (bytes starts[i]:starts[i] + lens[i] of `words8`'s buffer).  # [n] uint64"""
     n = len(starts)
-    h = np.full(n, _OFFSET, dtype=np.uint64)
     if n == 0:
-        return h
-    h ^= chunk(w8, starts, lens, 0)
+        return np.zeros(0, dtype=np.uint64)
+    h = w8[starts]
+    h &= _LOW[np.minimum(lens, 8)]
+    h ^= _OFFSET
     h *= _PRIME
     for c in range(1, (int(lens.max()) + 7) // 8):
         sel = np.flatnonzero(lens > 8 * c)
@@ -49,7 +50,8 @@ def mix(h: np.ndarray) -> np.ndarray:
     h *= np.uint64(0xBF58476D1CE4E5B9)
     h ^= h >> np.uint64(27)
     h *= np.uint64(0x94D049BB133111EB)
-    return h ^ (h >> np.uint64(31))
+    h ^= h >> np.uint64(31)
+    return h
 
 
 def hash_rows(ids: np.ndarray) -> np.ndarray:

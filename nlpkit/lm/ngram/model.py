@@ -255,7 +255,10 @@ def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: lis
             raise NlpkitError(f"{path}, line {first_line[k - 1] + i}: the {k}-gram {words!r} has no "
                               f"{k - 1}-gram {' '.join(vocab[x] for x in g[i, :-1])!r} in the model")
         key = ngram_keys(prefix, g[:, -1], V)
-        perm = np.argsort(key, kind="stable")
+        if len(key) < 2 or bool((key[1:] > key[:-1]).all()):        # written sorted (as nlpkit writes)
+            perm = np.arange(len(key))
+        else:
+            perm = np.argsort(key, kind="stable")
         key = key[perm]
         dup = np.flatnonzero(key[1:] == key[:-1])
         if len(dup):
