@@ -360,3 +360,12 @@ def test_arpa_crlf_and_section_order_do_not_matter(tmp_path, nlpkit_arpas):
 def test_malformed_arpa_stray_line_after_a_blank(tmp_path):
     msg = _arpa_error(tmp_path, SRILM.replace("-0.4\ta </s>\n", "-0.4\ta </s>\n\n-0.5\tb a\n"))
     assert "bad.arpa, line 17" in msg and "after the 3 entries" in msg, msg
+
+
+def test_arpa_last_value_short_at_the_end_of_the_file(tmp_path):
+    """Floats of different widths in one column, the last one short and the file without \\end\\'s newline."""
+    p = tmp_path / "short.arpa"
+    p.write_text("\\data\\\nngram 1=3\n\n\\1-grams:\n-1.234567891\t<s>\t-0.123456789\n-0.5\t</s>\n-1\ta\t-1\n\n\\end\\")
+    m = load_ngram_model(p)
+    assert m.backoff[0][:3].tolist() == pytest.approx([-0.123456789, 0.0, -1.0])
+    assert m.logprob[0][:3].tolist() == pytest.approx([-1.234567891, -0.5, -1.0])

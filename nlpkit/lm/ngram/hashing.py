@@ -26,7 +26,8 @@ def chunk(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray, c: int) -> np.nd
     """Bytes 8c..8c+7 of each token (zero past its end) as little-endian uint64."""
     if c == 0:
         return w8[starts] & _LOW[np.minimum(lens, 8)]
-    return w8[starts + 8 * c] & _LOW[np.clip(lens - 8 * c, 0, 8)]
+    # a token no longer than 8c bytes is masked to 0 whatever is read: clamp its index to the buffer
+    return w8[np.minimum(starts + 8 * c, len(w8) - 1)] & _LOW[np.clip(lens - 8 * c, 0, 8)]
 
 
 def hash_tokens(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
