@@ -87,26 +87,44 @@ def lmplz_cmd(order: int, out: Path) -> list[str]:
                         f"> {out}"]
 
 
-def compare_arpas(a: Path, b: Path) -> str:
-    from nlpkit.lm.ngram.model import load_ngram_model
+def _rows(model, k: int):
+    """The word ids of every k-gram of a loaded model, in its key order.  # [n_k, k]"""
     import numpy as np
 
+    V = model.vocab_size
+    rows = np.arange(V, dtype=np.int64)[:, None]
+    for j in range(2, k + 1):
+        keys = model.keys[j - 1]
+        rows = np.concatenate([rows[keys // V], (keys % V)[:, None]], axis=1)
+    return rows
+
+
+def compare_arpas(a: Path, b: Path) -> str:
+    """Same n-grams? Largest log10 difference of probabilities and backoffs (b's words mapped to a's ids)."""
+    import numpy as np
+
+    from nlpkit.lm.ngram.kneser_ney import index_of
+    from nlpkit.lm.ngram.model import load_ngram_model
+
     ma, mb = load_ngram_model(a), load_ngram_model(b)
-    if ma.vocab != mb.vocab:
-        # same words, maybe another order: map b's ids to a's
-        if set(ma.vocab) != set(mb.vocab):
-            return "different vocabularies"
-    worst, same = 0.0, True
-    for k in range(ma.order):
-        if len(ma.keys[k]) != len(mb.keys[k]):
+    if set(ma.vocab) != set(mb.vocab):
+        only_a, only_b = sorted(set(ma.vocab) - set(mb.vocab)), sorted(set(mb.vocab) - set(ma.vocab))
+        return f"different vocabularies: {len(only_a)} words only in {a.name} {only_a[:3]}, " \
+               f"{len(only_b)} only in {b.name} {only_b[:3]}"
+    lut = np.array([ma.word_id[w] for w in mb.vocab], dtype=np.int64)
+    worst, same = 0.0, ma.order == mb.order
+    for k in range(1, min(ma.order, mb.order) + 1):
+        if len(ma.keys[k - 1]) != len(mb.keys[k - 1]):
             same = False
             continue
-        if ma.vocab == mb.vocab:
-            same &= bool(np.array_equal(ma.keys[k], mb.keys[k]))
-            worst = max(worst, float(np.abs(ma.logprob[k] - mb.logprob[k]).max()),
-                        float(np.abs(ma.backoff[k] - mb.backoff[k]).max()))
-    return f"same n-grams: {same}; max |log10 diff| {worst:.1e}" if ma.vocab == mb.vocab else \
-        f"same n-gram counts per order: {same}"
+        rows_b = lut[_rows(mb, k)]                                  # b's k-grams in a's word ids
+        at = index_of(ma.keys, rows_b, ma.vocab_size)               # their rows in a
+        if (at < 0).any():
+            same = False
+            continue
+        worst = max(worst, float(np.abs(ma.logprob[k - 1][at] - mb.logprob[k - 1]).max()),
+                    float(np.abs(ma.backoff[k - 1][at] - mb.backoff[k - 1]).max()))
+    return f"same n-grams: {same}; max |log10 diff| {worst:.1e}"
 
 
 def bench_train(order: int) -> None:

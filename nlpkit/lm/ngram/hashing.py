@@ -73,11 +73,11 @@ class HashIndex:
 
     def __init__(self, keys: np.ndarray) -> None:
         n = len(keys)
-        bits = max(4, int(np.ceil(np.log2(max(n, 1)))) + 1)     # load factor <= 1/2
+        bits = max(4, int(np.ceil(np.log2(max(n, 1) * 1.5))))   # load factor <= 2/3
         self.mask = (1 << bits) - 1
         self.shift = np.uint64(64 - bits)
         self.keys = np.zeros(1 << bits, dtype=np.uint64)
-        self.vals = np.full(1 << bits, -1, dtype=np.int64)
+        self.vals = np.full(1 << bits, -1, dtype=np.int32 if n < 2**31 else np.int64)
         pending = np.arange(n)
         slot = self._slot(keys)
         while len(pending):
@@ -97,7 +97,7 @@ class HashIndex:
 
     def find(self, q: np.ndarray) -> np.ndarray:
         slot = self._slot(q)
-        out = self.vals[slot]
+        out = self.vals[slot].astype(np.int64)
         hit = (out >= 0) & (self.keys[slot] == q)
         active = np.flatnonzero((out >= 0) & ~hit)           # collided: probe on
         out[~hit] = -1
