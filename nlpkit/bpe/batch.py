@@ -11,6 +11,7 @@ pickling of it); with one worker (or a short input) everything runs in this proc
 from __future__ import annotations
 
 import os
+from array import array
 from collections import deque
 from itertools import chain, islice
 from typing import Iterable, Iterator
@@ -23,9 +24,26 @@ _worker_tok: Tokenizer | None = None
 _worker_kw: dict = {}
 
 
-def _encode_block(texts: list) -> list[list[int]]:
+def _encode_block(texts: list) -> tuple[array, array]:
+    """(lengths, all ids) of a block's texts: two flat arrays travel between processes far faster
+    than a list of lists."""
     tok, kw = _worker_tok, _worker_kw
-    return [tok.encode(t, **kw) if isinstance(t, str) else tok.encode(t[0], continued=t[1], **kw) for t in texts]
+    lengths, flat = array("q"), array("q")
+    for t in texts:
+        ids = tok.encode(t, **kw) if isinstance(t, str) else tok.encode(t[0], continued=t[1], **kw)
+        lengths.append(len(ids))
+        flat.extend(ids)
+    return lengths, flat
+
+
+def _unpack(block: tuple[array, array]) -> list[list[int]]:
+    lengths, flat = block
+    ids = flat.tolist()
+    out, pos = [], 0
+    for n in lengths:
+        out.append(ids[pos:pos + n])
+        pos += n
+    return out
 
 
 def default_workers() -> int:
@@ -67,7 +85,7 @@ def encode_stream(tok: Tokenizer, texts: Iterable[str], *, workers: int | None =
             nxt = next(blocks, None)
             if nxt is not None:
                 pending.append(pool.apply_async(_encode_block, (nxt,)))
-            yield from done
+            yield from _unpack(done)
     finally:
         pool.terminate()
         _worker_tok, _worker_kw = None, {}

@@ -27,12 +27,14 @@ from nlpkit.bpe.decode import Decoder, byte_fallback_value, byte_level_bytes
 from nlpkit.bpe.formats import from_vocab_merges, load_dir, load_tokenizer_json, save_dir
 from nlpkit.bpe.gguf_vocab import load_gguf_tokenizer
 from nlpkit.bpe.normalize import Normalizer
-from nlpkit.bpe.pretokenize import PreTokenizer, byte_level
+from nlpkit.bpe.pretokenize import DIGITS_GPT2_PATTERN, PreTokenizer, byte_level
 from nlpkit.bpe.spec import AddedToken, TokenizerSpec
 from nlpkit.errors import NlpkitError
 
 _SHIFT = 32  # pair (a, b) -> a << 32 | b: one int key, ordered like the tuple
 _CACHE_MAX = 200_000
+_SHORT_WORD = 10  # words of at most this many symbols merge by rescanning (same order as the heap)
+_DIGITS_GPT2 = regex.compile(DIGITS_GPT2_PATTERN)
 
 token_to_bytes = byte_level_bytes  # the byte-level spelling's bytes ('Ġhi' -> b' hi'); kept for callers
 
@@ -137,6 +139,9 @@ class Tokenizer:
         pre = self.pretokenizer
         plain = not pre.steps and pre.use_regex and not pre.add_prefix_space and pre.metaspace is None
         self._split = pre._gpt2.compiled.findall if plain else pre.split  # skip the wrapper when we can
+        if (len(pre.steps) == 1 and pre.steps[0].pattern == r"\p{N}" and pre.steps[0].behavior == "isolated"
+                and pre.use_regex and not pre.add_prefix_space and pre.metaspace is None):
+            self._split = _DIGITS_GPT2.findall  # digits alone then GPT-2's regex, in one pass
         self._piece_ids = self._bpe if pre.byte_level and self.scores is None else self._bpe_chars
         self._word_split = self._word_splitter()
 
@@ -378,6 +383,20 @@ class Tokenizer:
         if n < 2:
             return ids
         get = self._ranks.get
+        if n <= _SHORT_WORD:  # a few symbols: rescanning the pairs beats keeping a heap
+            while n > 1:
+                best, at, a = None, -1, ids[0]
+                for i in range(1, n):
+                    b = ids[i]
+                    m = get(a << _SHIFT | b)
+                    if m is not None and (best is None or m[0] < best[0]):
+                        best, at = m, i - 1
+                    a = b
+                if best is None:
+                    break
+                ids[at:at + 2] = [best[1]]
+                n -= 1
+            return ids
         heap = []
         for i in range(n - 1):
             m = get(ids[i] << _SHIFT | ids[i + 1])

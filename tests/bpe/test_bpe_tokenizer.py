@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import FIXTURES
 from nlpkit.bpe.gguf_vocab import read_gguf_metadata
@@ -196,3 +198,15 @@ def test_ignore_merges_takes_whole_words_from_the_vocab_like_hf(tmp_path):
             assert mine.encode(text) == hf.encode(text).ids
         hf.save(str(tmp_path / "tokenizer.json"))
         assert Tokenizer.from_file(tmp_path / "tokenizer.json").ignore_merges is ignore
+
+
+_DIGIT_TEXT = st.lists(st.one_of(st.sampled_from(list(" \t\n\r\u00a0\u3000a1²٣x'sé!.,") + ["'s", "'ll", "12", "  "]),
+                                 st.characters(codec="utf-8")), max_size=30).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_DIGIT_TEXT)
+def test_one_regex_for_digits_then_gpt2_cuts_as_the_two_steps(text):
+    """Tokenizer's single-pass regex for Digits(individual) + ByteLevel (SmolLM2) equals the two-step split."""
+    from nlpkit.bpe.tokenizer import _DIGITS_GPT2
+    assert _DIGITS_GPT2.findall(text) == PreTokenizer.from_pattern("smollm").split(text)
