@@ -5,7 +5,9 @@
 
 Texts are cut into blocks of `block` texts; at most ``2 * workers`` blocks are in flight, so
 memory does not grow with the input. Workers are forked with the tokenizer already built (no
-pickling of it); with one worker (or a short input) everything runs in this process.
+pickling of it), after this process has encoded the first block (so they start with its words in
+the cache); ids come back as flat arrays. With one worker (or a short input) everything runs in
+this process.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ _worker_kw: dict = {}
 def _encode_block(texts: list) -> tuple[array, array]:
     """(lengths, all ids) of a block's texts: two flat arrays travel between processes far faster
     than a list of lists."""
-    tok, kw = _worker_tok, _worker_kw
+    return _encode_block_with(_worker_tok, _worker_kw, texts)
+
+
+def _encode_block_with(tok: Tokenizer, kw: dict, texts: list) -> tuple[array, array]:
     lengths, flat = array("q"), array("q")
     for t in texts:
         ids = tok.encode(t, **kw) if isinstance(t, str) else tok.encode(t[0], continued=t[1], **kw)
@@ -73,6 +78,11 @@ def encode_stream(tok: Tokenizer, texts: Iterable[str], *, workers: int | None =
     except ValueError:  # no fork (Windows, macOS default): one process
         yield from encode_stream(tok, chain(first, it), workers=1, block=block, **encode_kw)
         return
+    if block >= 100:  # encode the first block here: the forked workers start with its words cached
+        yield from _unpack(_encode_block_with(tok, encode_kw, first))
+        first = list(islice(it, block))
+        if not first:
+            return
     _worker_tok, _worker_kw = tok, encode_kw
     pool = ctx.Pool(workers)
     try:
