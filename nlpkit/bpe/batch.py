@@ -102,15 +102,17 @@ def encode_stream(tok: Tokenizer, texts: Iterable[str], *, workers: int | None =
 
 
 _LINE_CUT = regex.compile(r"[\p{L}\p{N}]")
+_LETTER = regex.compile(r"\p{L}")
 _SPACE_CUT = regex.compile(r"(?<=[A-Za-z0-9]) ")
 
 
 def file_parts(lines: Iterable[str], cut: str | None, size: int = 1 << 20) -> Iterator[tuple[str, bool]]:
     """One text given as lines (newlines kept) -> parts of about `size` characters and whether each
     continues the one before, cut only where `Tokenizer.stream_cut` says the ids do not change:
-    "line" (before a line starting with a letter or digit), "space" (before the last space after an
-    ASCII letter or digit), None (the whole text in one part). Memory holds about one part."""
-    if cut not in ("line", "space"):
+    "line" (before a line starting with a letter or digit), "newline" (before the newline ending a line
+    when the next one starts with a letter), "space" (before the last space after an ASCII letter or
+    digit), None (the whole text in one part). Memory holds about one part."""
+    if cut not in ("line", "newline", "space"):
         yield "".join(lines), False
         return
     pending = ""
@@ -121,6 +123,12 @@ def file_parts(lines: Iterable[str], cut: str | None, size: int = 1 << 20) -> It
             if len(pending) >= size and _LINE_CUT.match(line):
                 yield pending, continued
                 pending, continued = "", True
+            pending += line
+            continue
+        if cut == "newline":
+            if len(pending) > size and pending[-1] == "\n" and _LETTER.match(line):
+                yield pending[:-1], continued
+                pending, continued = "\n", True
             pending += line
             continue
         pending += line

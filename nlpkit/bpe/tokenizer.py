@@ -166,33 +166,43 @@ class Tokenizer:
 
     def stream_cut(self) -> str | None:
         """Where a long text may be cut into parts that encode (later parts with ``continued=True``)
-        to exactly the ids of the whole: "line" (before a line starting with a letter or digit),
-        "space" (before a space that follows an ASCII letter or digit), or None (nowhere known).
+        to exactly the ids of the whole: "line" (after a newline, before a line starting with a letter
+        or digit), "newline" (just before the newline that ends a line, when the next line starts with a
+        letter), "space" (before a space that follows an ASCII letter or digit), or None (nowhere known).
 
-        "line" holds for byte-level BPE split by the GPT-2, GPT-4/Llama 3 or Qwen2 regex (and digit
-        splits): none of their pieces runs from a newline into a letter or digit. "space" holds for
-        SentencePiece-style BPE whose words start at '▁' runs (Metaspace split, or no merge across
-        a run's start): the cut is a word start. Both need normalizers that act on characters or
-        grapheme clusters alone (a newline or an ASCII letter and a space always end a cluster)
-        and added tokens that cannot span the cut or eat the whitespace before it."""
+        "line" holds for byte-level BPE split by the GPT-4/Llama 3 or Qwen2 regex (and digit splits):
+        their whitespace pieces end with the last newline of a run, and no piece runs from a newline
+        into a letter or digit. GPT-2's regex gives a whitespace run before a letter all but its last
+        character, so a run ending a line splits off its final newline: "newline" cuts there. "space"
+        holds for SentencePiece-style BPE whose words start at '▁' runs (Metaspace split, or no merge
+        across a run's start): the cut is a word start. All need normalizers that act on characters or
+        grapheme clusters alone (a cluster always ends after a newline, or between an ASCII letter and a
+        space; not between CR and LF, so "newline" takes no Precompiled step) and added tokens that
+        cannot span the cut or eat the whitespace before it."""
         for t in self.added_tokens:
             if t.lstrip or t.rstrip or any(c.isspace() for c in t.content):
                 return None
+        kinds = {st[0] for st in self.normalizer.steps}
         for st in self.normalizer.steps:
             if st[0] == "replace" and (len(st) > 3 and st[3] or len(st[1]) != 1 or st[1] == "\n"):
                 return None
-            if st[0] not in ("nfc", "nfd", "nfkc", "nfkd", "lowercase", "strip_accents", "precompiled", "prepend",
-                             "replace"):
-                return None
+        if not kinds <= {"nfc", "nfd", "nfkc", "nfkd", "lowercase", "strip_accents", "precompiled", "prepend",
+                         "replace"}:
+            return None
         pre = self.pretokenizer
         if pre.byte_level:
             from nlpkit.bpe.pretokenize import GPT2_PATTERN, GPT4_PATTERN, QWEN2_PATTERN
-            known = {GPT2_PATTERN, GPT4_PATTERN, QWEN2_PATTERN, r"\p{N}", r"\p{N}+"}
-            regexes = [s for s in pre.steps if s.pattern in known and s.behavior == "isolated"]
-            if pre.add_prefix_space or len(regexes) < len(pre.steps) or not (pre.use_regex or any(
-                    s.pattern in (GPT2_PATTERN, GPT4_PATTERN, QWEN2_PATTERN) for s in regexes)):
+            if pre.add_prefix_space or any(s.behavior != "isolated" for s in pre.steps):
                 return None
-            return "line"
+            patterns = {s.pattern for s in pre.steps} | ({GPT2_PATTERN} if pre.use_regex else set())
+            digits = {r"\p{N}", r"\p{N}+"}
+            if not patterns - digits:
+                return None  # no word-splitting regex: the whole text is one word
+            if patterns <= {GPT4_PATTERN, QWEN2_PATTERN} | digits:
+                return "line"
+            if patterns <= {GPT2_PATTERN} | digits and "precompiled" not in kinds:
+                return "newline"
+            return None
         if pre.steps:
             return None
         marks = [st[2] for st in self.normalizer.steps if st[0] == "replace" and st[1] == " "]
