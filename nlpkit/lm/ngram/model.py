@@ -99,13 +99,18 @@ class NgramModel:
         """
         seq = seq.astype(np.int64)
         T, N = len(seq), self.order
-        # ctx[j][p]: row of the history seq[p-j:p] in order j, -1 when absent or crossing <s>.
-        ctx = [None, np.full(T, -1, dtype=np.int64)]
-        ctx[1][1:] = np.where(offset[1:] >= 1, seq[:-1], -1)
-        for j in range(2, N):
+        # ends[j][p]: row of the j-gram seq[p-j+1:p+1] in order j, -1 when absent or crossing <s>.
+        # A history is the j-gram ending one position earlier; a hit, the (j+1)-gram ending here.
+        ends = [None, seq]
+        for j in range(2, N + 1 if self.kind == "arpa" else N):    # counts models look up their own
+            e = np.full(T, -1, dtype=np.int64)
+            e[1:] = self._find(j, ends[j - 1][:-1], seq[1:])
+            e[offset < j - 1] = -1
+            ends.append(e)
+        ctx = [None]
+        for j in range(1, N):                          # ctx[j][p]: row of the j words before p
             c = np.full(T, -1, dtype=np.int64)
-            prev = ctx[j - 1]
-            c[1:] = self._find(j, prev[:-1], seq[:-1])
+            c[1:] = ends[j][:-1]
             c[offset < j] = -1
             ctx.append(c)
         pos = np.flatnonzero(offset >= 1)
@@ -116,10 +121,7 @@ class NgramModel:
         length = np.ones(len(pos), dtype=np.int64)
         backoff_sum = np.zeros(len(pos), dtype=np.float64)
         rows = [None] + [c[pos] for c in ctx[1:]]
-        found = []
-        for j in range(1, N):
-            r = self._find(j + 1, rows[j], w)
-            found.append(r)
+        found = [ends[j + 1][pos] for j in range(1, N)]
         # Walk down from the longest history: backoffs add until an n-gram matches.
         done = np.zeros(len(pos), dtype=bool)
         result = np.zeros(len(pos), dtype=np.float64)
