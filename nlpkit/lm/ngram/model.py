@@ -260,11 +260,11 @@ def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: lis
         if len(key) < 2 or bool((key[1:] > key[:-1]).all()):        # written sorted (as nlpkit writes)
             perm = np.arange(len(key))
         else:
-            perm = np.argsort(key, kind="stable")
+            perm = np.argsort(key)
         key = key[perm]
         dup = np.flatnonzero(key[1:] == key[:-1])
         if len(dup):
-            i = int(perm[dup[0] + 1])
+            i = int(max(perm[dup[0]], perm[dup[0] + 1]))          # the later of the two lines
             raise NlpkitError(f"{path}, line {first_line[k - 1] + i}: the {k}-gram "
                               f"{' '.join(vocab[x] for x in g[i])!r} appears twice")
         keys.append(key)
