@@ -123,6 +123,27 @@ def check_versions(client) -> None:
                           f"install the same version on every worker ({len(bad)} mismatched)")
 
 
+def _same(obj):
+    return obj
+
+
+class _Whole:
+    """Pickles as its object, in one piece: Dask serializes a dict or list item by item (a
+    50k-term vocabulary took seconds of the driver's event loop); unpickled, it is the object."""
+
+    def __init__(self, obj) -> None:
+        self.obj = obj
+
+    def __reduce__(self):
+        return _same, (self.obj,)
+
+
+def broadcast(client, objs: list) -> list:
+    """Futures of `objs` held by every worker (``client.scatter(..., broadcast=True)``), each sent
+    as one pickle and not hashed (`hash=False`: no tokenizing of large containers)."""
+    return client.scatter([_Whole(o) for o in objs], broadcast=True, hash=False)
+
+
 class Ticker:
     """Counts finished tasks for a progress callback ``progress(done, total)``."""
 

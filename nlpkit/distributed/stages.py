@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from nlpkit.distributed.cluster import map_reduce
+from nlpkit.distributed.cluster import broadcast, map_reduce
 from nlpkit.distributed.shards import SHARD_BYTES, auto_shard_bytes, group_shards, plan_shards
 
 
@@ -77,7 +77,7 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
     workers. Reduce: sorted terms and document frequencies. Driver: min/max-df and idf.
     Map again: weigh each shard with the corpus idf (`tfidf.weigh_task`).
     """
-    from nlpkit.distributed.cluster import map_reduce
+    from nlpkit.distributed.cluster import broadcast, map_reduce
     from nlpkit.errors import NlpkitError, UsageError
     from nlpkit.stats import tfidf
 
@@ -106,7 +106,7 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
     df = df[keep]
     w = weighting
     idf = tfidf.idf_weights(df, n_docs, w.idf, w.log_base, w.idf_offset)
-    terms_f, df_f, idf_f = client.scatter([terms, df, idf], broadcast=True)
+    terms_f, df_f, idf_f = broadcast(client, [terms, df, idf])
     n = len(parts)
     weighted = client.map(tfidf.weigh_task, list(zip(parts, offsets)), [terms_f] * n, [df_f] * n, [idf_f] * n,
                           [weighting] * n, pure=False)
@@ -188,7 +188,7 @@ def tfidf_query(client, paths: list[str], mode: str, tokenizer, weighting, token
         return []
     info = client.gather(client.map(tfidf.matrix_info, weighted, pure=False))
     firsts = np.concatenate([[0], np.cumsum([n for n, _ in info])]).tolist()
-    q_f = client.scatter(q, broadcast=True)
+    (q_f,) = broadcast(client, [q])
     hits = [h for part in map_ordered(client, tfidf.query_task, list(zip(weighted, firsts)), ticker=tick,
                                       args=(q_f, top))
             for h in part]
@@ -265,7 +265,7 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
     work = tempfile.mkdtemp(prefix=".nlpkit-bm25-", dir=parent)
     try:
         term_id = {t: i for i, t in enumerate(vocab)}
-        args = client.scatter([term_id, term_idf, nonocc64], broadcast=True)
+        args = broadcast(client, [term_id, term_idf, nonocc64])
         futures = client.map(bm25.write_part, [(p, f, k) for k, (p, f) in enumerate(zip(parts, firsts))],
                              [work] * n, *[[a] * n for a in (*args, avgdl, variant, k1, b, delta, doc_bits, packed)],
                              pure=False)
