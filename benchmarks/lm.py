@@ -12,6 +12,8 @@ llama.cpp's figures on the Q4_1 GGUF itself and on an F32 GGUF converted from th
 for like with nlpkit) are listed beside them, with the settings each engine used; ratios are nlpkit's against
 transformers and against llama.cpp's F32 GGUF. Then `sample -n 8` vs `-n 1` on the default model, and load time /
 peak RSS of every model-family fixture (HF and GGUF); the last line gives the run's wall time and machine load.
+Idle worker threads (torch's OpenMP, numpy's OpenBLAS) follow --wait: each library's default spinning on a quiet
+machine, sleeping at once on a busy one (--wait auto decides by the load average, and the output says which).
 """
 
 from __future__ import annotations
@@ -237,7 +239,7 @@ def sample_timing(n: int, threads: int) -> float:
     """Wall time of `nlpkit sample -n N --ignore-eos` on the default model (best of 2), in seconds: every row
     makes the same 64 tokens (without --ignore-eos, -n 1 may stop at an early EOS while -n 8 waits for its
     longest row, which is not the batching being measured)."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), PYTHONPATH=str(REPO))
+    env = dict(thread_env(threads), PYTHONPATH=str(REPO))
     best = float("inf")
     for _ in range(2):
         t = time.perf_counter()
@@ -250,11 +252,25 @@ def sample_timing(n: int, threads: int) -> float:
     return best
 
 
-def run_worker(engine: str, threads: int, ppl: bool, path: str = "") -> dict | None:
-    # Idle threads sleep instead of spinning in both engines (OpenMP passive wait for torch, a short
-    # OpenBLAS spin timeout for numpy): on a shared machine spinning threads make both crawl.
+WAIT = {"passive": {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}, "default": {}}
+wait_policy = "default"  # set by main(): --wait
+
+
+def thread_env(threads: int) -> dict:
+    """Thread counts for every engine, and the idle-thread policy: "passive" (idle threads sleep at once:
+    OpenMP passive wait for torch, a short OpenBLAS spin timeout for numpy; on a shared machine spinning
+    threads make both crawl) or "default" (each library's own: its threads spin briefly between calls,
+    the fastest on a quiet machine)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
-               MKL_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE", OPENBLAS_THREAD_TIMEOUT="4")
+               MKL_NUM_THREADS=str(threads), **WAIT[wait_policy])
+    if wait_policy == "default":
+        for k in WAIT["passive"]:
+            env.pop(k, None)
+    return env
+
+
+def run_worker(engine: str, threads: int, ppl: bool, path: str = "") -> dict | None:
+    env = thread_env(threads)
     cmd = [sys.executable, __file__, "--worker", engine, "--threads", str(threads)] + ([] if ppl else ["--skip-ppl"]) \
         + (["--path", path] if path else [])
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -272,6 +288,9 @@ def main() -> None:
     ap.add_argument("--path", default="")
     ap.add_argument("--skip-families", action="store_true", help="skip the per-family load time / RSS table")
     ap.add_argument("--skip-sample", action="store_true", help="skip the sample -n 8 vs -n 1 timing")
+    ap.add_argument("--wait", choices=["auto", "passive", "default"], default="auto",
+                    help="idle-thread policy of torch/OpenBLAS: passive (shared machine), default (each library's "
+                         "own; quiet machine), auto: passive when the 1-minute load average exceeds 1")
     args = ap.parse_args()
     if args.worker:
         if args.worker == "load":
@@ -282,6 +301,8 @@ def main() -> None:
         print(json.dumps(fn(args.threads, not args.skip_ppl)))
         return
     t_start, load_start = time.perf_counter(), os.getloadavg()[0]
+    global wait_policy
+    wait_policy = args.wait if args.wait != "auto" else ("passive" if load_start > 1.0 else "default")
     OUT.mkdir(parents=True, exist_ok=True)
     convert()
     ppl = not args.skip_ppl
@@ -335,7 +356,8 @@ def main() -> None:
     same = sum(x == y for x, y in zip(nl["greedy"], tf["greedy"]))
     print(f"greedy tokens identical: {same}/{DECODE_TOKENS}")
     print(f"settings: nlpkit Nthr = OPENBLAS_NUM_THREADS=N (row-parallel prefill on N threads); transformers "
-          f"torch.set_num_threads({args.threads}), OMP_WAIT_POLICY=PASSIVE; "
+          f"torch.set_num_threads({args.threads}); idle threads: --wait {wait_policy} "
+          f"({' '.join(f'{k}={v}' for k, v in WAIT[wait_policy].items()) or 'library defaults'}); "
           + "; ".join(f"{n}: {r['settings']}" for n, r in runs.items() if "settings" in r))
     if not args.skip_sample:
         one, eight = sample_timing(1, args.threads), sample_timing(8, args.threads)
