@@ -335,18 +335,18 @@ def main() -> None:
     print(f"SmolLM2-135M-Instruct, float32 weights (from the Q4_1 GGUF), load average at start {load_start:.1f}, "
           f"now {os.getloadavg()[0]:.1f}")
     print(f"{'task':44}" + "".join(f"{short[n]:>17}" for n in names)
-          + "".join(f"{n.split()[1] + ('/transf.' if r == 'transformers' else '/l.cpp F32'):>14}" for n, r, _ in refs))
+          + "".join(f"{n.split()[1] + ('/transf.' if r == 'transformers' else '/l.cpp F32'):>16}" for n, r, _ in refs))
     for label, key, higher_better in rows:
         cells = "".join(f"{runs[n][key]:17.4f}" if key in runs[n] else f"{'-':>17}" for n in names)
         ratios = ""
         for n, _, ref in refs:
             a, b = runs[n].get(key), ref.get(key)
             if a is None or b is None:
-                ratios += f"{'-':>14}"
+                ratios += f"{'-':>16}"
             elif higher_better is None:
-                ratios += f"{abs(a - b) / b:14.2e}"
+                ratios += f"{abs(a - b) / b:16.2e}"
             else:
-                ratios += f"{(a / b if higher_better else b / a):14.3f}"
+                ratios += f"{(a / b if higher_better else b / a):16.3f}"
         print(f"{label:44}{cells}{ratios}")
     print(f"ratio Nthr/X = nlpkit with N threads against X (transformers at {args.threads} threads, or llama.cpp's "
           "F32 GGUF); >1: nlpkit better; for perplexity, the relative difference")
