@@ -23,6 +23,7 @@ import numpy as np
 from nlpkit.errors import NlpkitError, UsageError
 
 UNK, BOS, EOS = 0, 1, 2
+COUNT = np.int32                # partial counts (a block's n-gram is seen < 2**31 times); results are int64
 SPECIALS = ("<unk>", "<s>", "</s>")
 # lmplz's word delimiters (corpus_count.cc): NUL, tab, LF, CR, space. \v and \f stay in words.
 TRAIN_TOKEN_PATTERN = r"[^\x00\t\n\r ]+"
@@ -81,20 +82,28 @@ def _unpack(cols: Sequence[np.ndarray], k: int, bits: int = 32) -> np.ndarray:
     return out
 
 
-def _unique_sum(cols: tuple[np.ndarray, ...], counts: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
-    """Sort packed n-grams and add the counts of equal ones."""
+def _unique_sum(cols, counts: np.ndarray) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """Sort packed n-grams and add the counts of equal ones. A list `cols` is consumed (its columns
+    replaced one at a time by their sorted copies: less memory at once)."""
     if len(counts) == 0:
-        return cols, counts
+        return tuple(cols), counts
+    cols = list(cols)
     order = np.argsort(cols[0]) if len(cols) == 1 else np.lexsort(cols[::-1])
-    cols = tuple(c[order] for c in cols)
+    for j in range(len(cols)):
+        cols[j] = cols[j][order]
     counts = counts[order]
+    del order
     new = np.ones(len(counts), dtype=bool)
     diff = np.zeros(len(counts) - 1, dtype=bool)
     for c in cols:
         diff |= c[1:] != c[:-1]
     new[1:] = diff
+    del diff
     starts = np.flatnonzero(new)
-    return tuple(c[starts] for c in cols), np.add.reduceat(counts, starts)
+    del new
+    for j in range(len(cols)):
+        cols[j] = cols[j][starts]
+    return tuple(cols), np.add.reduceat(counts, starts)
 
 
 class _OrderAccumulator:
@@ -108,7 +117,7 @@ class _OrderAccumulator:
         self.pending_rows = 0
 
     def add(self, grams: np.ndarray, bits: int) -> None:
-        cols, counts = _unique_sum(_pack(grams, bits), np.ones(len(grams), dtype=np.int64))
+        cols, counts = _unique_sum(_pack(grams, bits), np.ones(len(grams), dtype=COUNT))
         self.pending.append((cols, counts, bits))
         self.pending_rows += len(counts)
         if self.main is None or self.pending_rows > len(self.main[1]):
@@ -118,17 +127,22 @@ class _OrderAccumulator:
         parts = self.pending + ([self.main] if self.main is not None else [])
         if not parts:
             return
+        self.pending, self.pending_rows, self.main = [], 0, None
         bits = max(p[2] for p in parts)
         parts = [p if p[2] == bits else (_pack(_unpack(p[0], self.k, p[2]), bits), p[1], bits) for p in parts]
-        cols = tuple(np.concatenate([p[0][j] for p in parts]) for j in range(len(parts[0][0])))
-        self.main = (*_unique_sum(cols, np.concatenate([p[1] for p in parts])), bits)
-        self.pending, self.pending_rows = [], 0
+        cols = [np.concatenate([p[0][j] for p in parts]) for j in range(len(parts[0][0]))]
+        counts = np.concatenate([p[1] for p in parts])
+        del parts                                          # only the concatenation is left
+        cols, counts = _unique_sum(cols, counts)
+        if counts.dtype != np.int64 and counts.max(initial=0) >= 2**30:   # room to add: go 64-bit
+            counts = counts.astype(np.int64)
+        self.main = (cols, counts, bits)
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         self._merge()
         if self.main is None:
             return np.zeros((0, self.k), dtype=np.int32), np.zeros(0, dtype=np.int64)
-        return _unpack(self.main[0], self.k, self.main[2]), self.main[1]
+        return _unpack(self.main[0], self.k, self.main[2]), self.main[1].astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- sentences

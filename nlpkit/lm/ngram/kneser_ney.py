@@ -202,6 +202,10 @@ def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
     order, V = counts.order, len(counts.vocab)
     rows = RowFinder(counts.ngrams, V)
     suffixes = suffix_rows(counts.ngrams, rows)
+    group_starts = [_group_starts(g) for g in counts.ngrams]
+    # contexts[k-1]: row in order k of each context (all but the last word) of order k+1
+    contexts = [rows.find(counts.ngrams[k][group_starts[k], :-1]) for k in range(1, order)]
+    rows.index.clear()                                      # memory: the hash indexes are done with
     adj = adjusted_counts(counts, suffixes=suffixes)
     discounts, fallback = [], []
     for k in range(1, order + 1):
@@ -221,7 +225,7 @@ def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
         grams, a = counts.ngrams[k - 1], adj[k - 1]
         dvec = np.array([0.0, *discounts[k - 1]], dtype=F32)
         disc = dvec[np.minimum(a, 3)]
-        starts = _group_starts(grams)
+        starts = group_starts[k - 1]
         denom = np.add.reduceat(a, starts).astype(F32) if len(a) else np.zeros(0, F32)
         nz = a > 0
         gamma = np.zeros(len(starts), dtype=F32)
@@ -259,13 +263,11 @@ def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
         probs[k - 1] = None
         bo = np.zeros(len(grams), dtype=F32)
         if k < order:
-            higher = counts.ngrams[k]
-            _, starts, gamma = gamma_ctx[k]
-            ctx = rows.find(higher[starts, :-1])                      # the contexts of order k+1
+            gamma = gamma_ctx[k][2]
+            ctx = contexts[k - 1]                                     # the contexts of order k+1
             last = grams[ctx, -1]
             ok = (last != UNK) & (last != EOS)
             bo[ctx[ok]] = np.log10(gamma[ok]).astype(F32)
-            rows.forget(k)
         logprob.append(lp)
         backoff.append(bo)
     return NgramTable(vocab=counts.vocab, ngrams=counts.ngrams, logprob=logprob, backoff=backoff,
