@@ -346,6 +346,7 @@ class BlockEncoder:
         self._classified = 0
         self._is_break = np.zeros(0, dtype=bool)   # [V]
         self._keep = np.zeros(0, dtype=bool)       # [V]
+        self._keep_all = True
         self._local: _RegexTokenizer | None = None  # in-process tokenizer state
         self._luts: dict[int, np.ndarray] = {}      # tokenizer process -> its ids -> our ids
         self._key = f"{os.getpid()}-{id(self)}-{time.monotonic_ns()}"
@@ -382,6 +383,7 @@ class BlockEncoder:
         stopped = np.array([w in stop for w in new], dtype=bool) if stop else np.zeros(len(new), bool)
         self._is_break = np.concatenate([self._is_break, brk])
         self._keep = np.concatenate([self._keep, ~(brk | stopped)])
+        self._keep_all = bool(self._keep.all())     # no break or stopword seen: nothing to drop
         self._classified = n
 
     # -- encoding -------------------------------------------------------------------
@@ -426,10 +428,13 @@ class BlockEncoder:
             seg = np.cumsum(self._is_break[ids], dtype=np.int64)   # [n_all] breaks up to here
             n_seg = int(seg[-1]) + 1 if len(seg) else 1
         else:
-            seg = np.zeros(len(ids), dtype=np.int64)
+            seg = None
             n_seg = 1
-        keep = self._keep[ids]
-        return ids[keep], seg[keep], n_seg
+        if not self._keep_all:
+            keep = self._keep[ids]
+            ids = ids[keep]
+            seg = seg[keep] if seg is not None else None
+        return ids, (seg if seg is not None else np.zeros(len(ids), dtype=np.int64)), n_seg
 
     def _merge(self, source: int, new_words: list[str], local: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """A tokenizer's (new words, local ids) -> our ids; `source` names the tokenizer process."""

@@ -108,14 +108,17 @@ class CooccurrenceCounter:
             bc[:len(self.unigram)] += self.unigram
             self.unigram = bc
         n, w = len(ids), self.window
+        one_seg = n == 0 or seg[0] == seg[-1]              # seg is non-decreasing: no break inside
         if self.ngram == 2:
             for d in range(1, w):
                 lo = max(0, n_old - d)                     # later token must be new
                 if n - d <= lo:
                     continue
                 a, b = ids[lo:n - d], ids[lo + d:]
-                same = seg[lo:n - d] == seg[lo + d:]
-                self._push((a[same].astype(np.int64) << 32) | b[same])
+                if not one_seg:
+                    same = seg[lo:n - d] == seg[lo + d:]
+                    a, b = a[same], b[same]
+                self._push((a.astype(np.int64) << 32) | b)
         else:
             for d1 in range(1, w - 1):
                 for d2 in range(d1 + 1, w):
