@@ -369,3 +369,19 @@ def test_arpa_last_value_short_at_the_end_of_the_file(tmp_path):
     m = load_ngram_model(p)
     assert m.backoff[0][:3].tolist() == pytest.approx([-0.123456789, 0.0, -1.0])
     assert m.logprob[0][:3].tolist() == pytest.approx([-1.234567891, -0.5, -1.0])
+
+
+def test_arpa_sections_parsed_in_chunks(tmp_path, monkeypatch, nlpkit_arpas):
+    """Tiny chunks (cut at line ends) give the same model, and errors keep their file lines."""
+    import nlpkit.lm.ngram.arpa as arpa
+
+    want = load_ngram_model(nlpkit_arpas[3])
+    monkeypatch.setattr(arpa, "CHUNK_BYTES", 40)
+    got = load_ngram_model(nlpkit_arpas[3])
+    assert got.vocab == want.vocab
+    assert all(np.array_equal(x, y) for x, y in zip(got.keys + got.logprob + got.backoff,
+                                                    want.keys + want.logprob + want.backoff))
+    msg = _arpa_error(tmp_path, SRILM.replace("-0.4\ta </s>", "x\ta </s>"))
+    assert "bad.arpa, line 15" in msg and "log10 probability" in msg
+    msg = _arpa_error(tmp_path, SRILM.replace("-0.4\ta </s>", "-0.4\ta zzz"))
+    assert "bad.arpa, line 15" in msg and "'zzz'" in msg

@@ -244,59 +244,128 @@ class _Vocab:
         return np.where(ok, ids, -1).astype(np.int32)
 
 
+CHUNK_BYTES = 1 << 25                        # a section is parsed 32 MB at a time: bounded temporaries
+
+
 def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, vocab: list[str], voc: _Vocab | None):
-    """The section after its header line (src at its first entry): (grams, values, backoffs, vocab)."""
+    """The section after its header line (src at its first entry): (grams, values, backoffs, vocab).
+
+    Its entries are the lines up to the first blank one (or the next line starting with a backslash);
+    they are parsed with numpy in chunks of about CHUNK_BYTES, cut at line ends. The count is checked
+    first (the lines before the blank ones that end the section); a blank line inside shows up in
+    its chunk."""
     data, start, header = src.data, src.pos, src.lineno
     j = data.find(b"\n\\", start - 1)                 # the next line that starts with a backslash
-    region_end = len(data) if j < 0 else j + 1
-    buf = np.frombuffer(data, dtype=np.uint8, count=region_end - start, offset=start) if region_end > start \
-        else np.zeros(0, dtype=np.uint8)
-    nl = np.flatnonzero(buf == 10)
-    n_lines = len(nl) + (1 if len(buf) and buf[-1] != 10 else 0)
-    line_end = np.append(nl, len(buf))[:n_lines]              # [L] offset of each line's end
-    line_start = np.concatenate([[0], nl + 1])[:n_lines]
-    word = ~_SEP[buf]
-    edges = np.diff(np.concatenate([[False], word, [False]]).view(np.int8))
-    t_start = np.flatnonzero(edges == 1)
-    t_end = np.flatnonzero(edges == -1)
-    fields = np.diff(np.searchsorted(t_start, np.append(line_start, len(buf))))   # tokens per line
-    blank = np.flatnonzero(fields == 0)
-    m = int(blank[0]) if len(blank) else n_lines              # entries: the lines before the first blank one
+    region_end = max(start, len(data) if j < 0 else j + 1)
+    end = region_end                                     # back over the blank lines that end the section
+    while end > start and data[end - 1] in b" \t\r\n":
+        end -= 1
+    nl = data.find(b"\n", end, region_end)
+    entries_end = region_end if nl < 0 else nl + 1
+    m = data.count(b"\n", start, entries_end) + (1 if entries_end > start and data[entries_end - 1] != 10 else 0)
 
-    def line_text(i: int) -> bytes:
-        return data[start + int(line_start[i]):start + int(line_end[i])].rstrip(b"\r")
+    def count_error(m: int) -> NlpkitError:
+        return src.error(header, f"the \\{k}-grams: section has {m} entries (lines {header + 1}-{header + m}) "
+                                 f"but line {declared_at} declares {n}")
+
+    def blank_inside(m: int) -> NlpkitError:                # entries end at line m: the rest must be blank
+        if m != n:
+            return count_error(m)
+        lines = data[start:region_end].split(b"\n")[m:]
+        i = next(i for i, line in enumerate(lines) if line.strip(b" \t\r"))
+        stray = _show(lines[i].rstrip(b"\r"))
+        return src.error(header + 1 + m + i, f"expected a blank line or a section header after the {m} entries of "
+                                             f"the \\{k}-grams: section, got {stray}")
 
     if m != n:
-        raise src.error(header, f"the \\{k}-grams: section has {m} entries (lines {header + 1}-{header + m}) "
-                                f"but line {declared_at} declares {n}")
-    rest = np.flatnonzero(fields[m:] > 0)
-    if len(rest):
-        i = m + int(rest[0])
-        raise src.error(header + 1 + i, f"expected a blank line or a section header after the {m} entries of "
-                                        f"the \\{k}-grams: section, got {_show(line_text(i))}")
-    n_tok = int(fields[:m].sum())
-    t_start, t_end, fields = t_start[:n_tok], t_end[:n_tok], fields[:m]
+        first_blank = data.find(b"\n\n", start, entries_end)       # an empty line inside explains it best
+        raise blank_inside(data.count(b"\n", start, first_blank) + 1) if first_blank >= 0 and \
+            data.count(b"\n", start, first_blank) + 1 < m else count_error(m)
+    bounds = [start]
+    while bounds[-1] + CHUNK_BYTES < entries_end:
+        e = data.find(b"\n", bounds[-1] + CHUNK_BYTES, entries_end)
+        if e < 0 or e + 1 >= entries_end:
+            break
+        bounds.append(e + 1)
+    bounds.append(entries_end)
+    parts, words_all, hashes, lens_all = [], [], [], []
+    lines_before = 0
+    for cs, ce in zip(bounds[:-1], bounds[1:]):
+        part = _parse_chunk(src, data, cs, ce, header + lines_before, k, kind, voc)
+        if isinstance(part, int):                          # a blank line inside: the entries end there
+            raise blank_inside(lines_before + part)
+        if k == 1:
+            words_all += part[3]
+            hashes.append(part[4])
+            lens_all.append(part[5])
+        parts.append(part[:3])
+        lines_before += len(part[1])
+    if k == 1:
+        h = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+        voc = _Vocab(words_all, h, np.concatenate(lens_all) if lens_all else np.zeros(0, np.int64))
+        if not voc.unique:                                     # a repeated word (or, rarely, two hashes alike)
+            seen: dict[bytes, int] = {}
+            for i, w in enumerate(words_all):
+                if w in seen:
+                    raise src.error(header + 1 + i, f"the unigram {_show(w)} appears twice")
+                seen[w] = i
+        vocab.extend(w.decode("utf-8", "surrogateescape") for w in words_all)
+        grams = np.arange(m, dtype=np.int32)[:, None]
+    else:
+        grams = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, k), dtype=np.int32)
+    vals = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    bo = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.float32)
+    src.pos = entries_end
+    src.lineno = header + m
+    return grams, vals.astype(np.float64 if kind == "counts" else np.float32), bo, voc
+
+
+def _parse_chunk(src: _Text, data: bytes, cs: int, ce: int, before: int, k: int, kind: str, voc: _Vocab | None):
+    """Entry lines data[cs:ce] -> (grams or None, values, backoffs[, words, hashes, lengths]), or the
+    index of the first blank line; `before` is the file line just before the chunk's first (for messages)."""
+    buf = np.frombuffer(data, dtype=np.uint8, count=ce - cs, offset=cs)
+    nl = np.flatnonzero(buf == 10)
+    m = len(nl) + (1 if len(buf) and buf[-1] != 10 else 0)
+    line_start = np.concatenate([[0], nl + 1])[:m]
+    line_end = np.append(nl, len(buf))[:m]
+    word = ~_SEP[buf]
+    edges = np.diff(np.concatenate([[False], word, [False]]).view(np.int8))
+    del word
+    t_start = np.flatnonzero(edges == 1)
+    t_end = np.flatnonzero(edges == -1)
+    del edges
+    fields = np.diff(np.searchsorted(t_start, np.append(line_start, len(buf))))   # tokens per line
+    blank = np.flatnonzero(fields == 0)
+    if len(blank):
+        return int(blank[0])
     t_len = t_end - t_start
+
+    def line_text(i: int) -> bytes:
+        return data[cs + int(line_start[i]):cs + int(line_end[i])].rstrip(b"\r")
+
+    def tok(t: int) -> bytes:
+        return data[cs + int(t_start[t]):cs + int(t_end[t])]
+
     max_fields = k + 1 if kind == "counts" else k + 2
     bad = np.flatnonzero((fields < k + 1) | (fields > max_fields))
     if len(bad):
         i = int(bad[0])
         form = "count words" if kind == "counts" else "log10-probability words [backoff]"
-        raise src.error(header + 1 + i, f"expected '{form}' with {k} word{'s' if k > 1 else ''}, "
+        raise src.error(before + 1 + i, f"expected '{form}' with {k} word{'s' if k > 1 else ''}, "
                                         f"got {_show(line_text(i))}")
     w8 = words8(buf)
     first = np.cumsum(fields) - fields                         # [m] token index of each line's first field
     vals = _parse_floats(w8, t_start[first], t_len[first])
     if vals is None or (kind == "counts" and (vals < 0).any()):
         for i in range(m):
-            tok = data[start + int(t_start[first[i]]):start + int(t_end[first[i]])]
+            text = tok(first[i])
             try:
-                v = float(tok)
+                v = float(text)
             except ValueError:
                 v = None
             if v is None or (kind == "counts" and v < 0):
                 what = "a count" if kind == "counts" else "a log10 probability"
-                raise src.error(header + 1 + i, f"expected {what} first, got {_show(tok)}")
+                raise src.error(before + 1 + i, f"expected {what} first, got {_show(text)}")
     bo = np.zeros(m, dtype=np.float32)
     rows = np.flatnonzero(fields == k + 2)
     if len(rows):
@@ -304,42 +373,29 @@ def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, voca
         b = _parse_floats(w8, t_start[last], t_len[last])
         if b is None:
             for i, t in zip(rows.tolist(), last.tolist()):
-                tok = data[start + int(t_start[t]):start + int(t_end[t])]
                 try:
-                    float(tok)
+                    float(tok(t))
                 except ValueError:
-                    raise src.error(header + 1 + i, f"expected a log10 backoff last, got {_show(tok)}") from None
+                    raise src.error(before + 1 + i, f"expected a log10 backoff last, got {_show(tok(t))}") from None
         bo[rows] = b
     widx = (first[:, None] + np.arange(1, k + 1)).ravel()      # [m * k] token index of every word
     w_start, w_len = t_start[widx], t_len[widx]
     h = hash_tokens(w8, w_start, w_len)
     if k == 1:
-        words = [data[start + s:start + s + ln] for s, ln in zip(w_start.tolist(), w_len.tolist())]
-        voc = _Vocab(words, h, w_len)
-        if not voc.unique:                                     # a repeated word (or, rarely, two hashes alike)
-            seen: dict[bytes, int] = {}
-            for i, w in enumerate(words):
-                if w in seen:
-                    raise src.error(header + 1 + i, f"the unigram {_show(w)} appears twice")
-                seen[w] = i
-        vocab.extend(w.decode("utf-8", "surrogateescape") for w in words)
-        grams = np.arange(m, dtype=np.int32)[:, None]
+        words = [data[cs + s:cs + s + ln] for s, ln in zip(w_start.tolist(), w_len.tolist())]
+        return None, vals, bo, words, h, w_len
+    if voc.dict is not None:
+        get = voc.dict.get
+        ids = np.fromiter((get(data[cs + s:cs + s + ln], -1) for s, ln in zip(w_start.tolist(), w_len.tolist())),
+                          dtype=np.int32, count=len(w_start))
     else:
-        if voc.dict is not None:
-            get = voc.dict.get
-            ids = np.fromiter((get(data[start + s:start + s + ln], -1) for s, ln in zip(w_start.tolist(), w_len.tolist())),
-                              dtype=np.int32, count=len(w_start))
-        else:
-            ids = voc.ids(h, w_len)
-        missing = np.flatnonzero(ids < 0)
-        if len(missing):
-            t = int(missing[0])
-            word = data[start + int(w_start[t]):start + int(w_start[t] + w_len[t])]
-            raise src.error(header + 1 + t // k, f"the word {_show(word)} is not among the unigrams")
-        grams = ids.reshape(m, k)
-    src.pos = start + (int(line_start[m]) if m < n_lines else len(buf))
-    src.lineno = header + m
-    return grams, vals.astype(np.float64 if kind == "counts" else np.float32), bo, voc
+        ids = voc.ids(h, w_len)
+    missing = np.flatnonzero(ids < 0)
+    if len(missing):
+        t = int(missing[0])
+        word = data[cs + int(w_start[t]):cs + int(w_start[t] + w_len[t])]
+        raise src.error(before + 1 + t // k, f"the word {_show(word)} is not among the unigrams")
+    return ids.reshape(m, k), vals, bo
 
 
 # ------------------------------------------------------------------------------ writing
