@@ -4,12 +4,15 @@
 
 1. Training on the whole Gutenberg corpus (30 novels, 33 MB, as distributed): `nlpkit ngram-train
    --order 5` against `lmplz -o 5 -S 2G --discount_fallback` (when built: $KENLM_BIN, see
-   tools/make_ngram_fixtures.py), each in its own process: wall time, CPU time and peak RSS; then both
-   ARPA files are loaded and compared (same n-grams, largest log10 difference).
+   tools/make_ngram_fixtures.py), each in its own process: wall time, CPU time and peak RSS (its own,
+   os.wait4). lmplz reads the files on stdin as nlpkit reads them: every file's last line ended
+   (`963-0.txt` has no final newline). Both ARPA files are then loaded and compared word by word
+   (same n-grams, largest log10 difference of probabilities and backoffs).
 2. Loading and querying a 5-gram ARPA of about 100 MB (trained by lmplz, else nlpkit, on the first
    novels up to 5 MB): load time, and the time to score Persuasion (`105.txt`, line by line, words and
    </s>) with nlpkit (`score_lines`) and with the `kenlm` module (`Model.full_scores` per line, the
-   same numbers as `query`; `pip install kenlm` builds it from source). Total log10 p is checked equal.
+   same numbers as `query`; `pip install kenlm` builds it from source), each summing every token's
+   log10 p; wall and CPU seconds, query the best of 3. Total log10 p is checked equal.
 3. Held-out perplexity of orders 2-5 on Persuasion, cleaned as the default model's card does
    (tools/gutenberg.py: header, licence, BOM removed, LF), trained on the other 29 novels cleaned the
    same way, beside the shipped neural model's bits per byte on the same novel (from its card,
