@@ -70,6 +70,7 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
       nlpkit tokenize --per-file --count --tokenizer tok/ *.txt
       echo '19556 905' | nlpkit tokenize -m model.gguf --decode
       echo 'What is 2+2?' | nlpkit tokenize -m model.gguf --chat --pieces
+      nlpkit tokenize -m model.gguf --chat --messages conversation.json --count
     """
     from nlpkit.bpe.batch import encode_file, encode_stream
     from nlpkit.io import display_name, iter_lines
