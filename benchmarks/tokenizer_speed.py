@@ -2,7 +2,7 @@
 
 Each contender runs in its own subprocess on the same 10 MB of shared/data/gutenberg, line by line,
 using every core this process may run on; the table gives MB/s (wall time, loading excluded)
-and the subprocess's peak RSS (nlpkit: the largest of the parent and its workers).
+and the subprocess's peak RSS (its own VmHWM, or its largest worker's if larger).
 
 - nlpkit: `Tokenizer.load` + `encode_stream` (what `nlpkit tokenize` runs), ids consumed as they come
   (a second run keeps them, to compare).
@@ -137,9 +137,23 @@ def run_one(kind: str, tok_path: str, text: str, ids_out: str) -> None:
         t = time.perf_counter()
         out = enc.encode_ordinary_batch(lines, num_threads=n)
         seconds = time.perf_counter() - t
+    peak = peak_rss_mb()  # before the ids are written out
     if ids_out:
         Path(ids_out).write_text(json.dumps(out), encoding="utf-8")
-    print(json.dumps({"seconds": seconds}))
+    print(json.dumps({"seconds": seconds, "peak_mb": peak}))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS since it started (VmHWM: ru_maxrss would also count the benchmark's
+    own memory, inherited at fork before exec) and its workers' (ru_maxrss of reaped children), in MB."""
+    import resource
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        hwm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return max(hwm, children)
 
 
 def measure(kind: str, tok_path: str, text: Path, ids_out: Path | str) -> tuple[float, float]:
@@ -147,12 +161,11 @@ def measure(kind: str, tok_path: str, text: Path, ids_out: Path | str) -> tuple[
     cmd = [sys.executable, __file__, "--child", kind, tok_path, str(text), str(ids_out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
     out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
+    if proc.wait() != 0:
         raise SystemExit(f"{kind} failed")
-    seconds = json.loads(out)["seconds"]
+    result = json.loads(out)
     mb = text.stat().st_size / 1e6
-    return mb / seconds, usage.ru_maxrss / 1024
+    return mb / result["seconds"], result["peak_mb"]
 
 
 def main() -> None:
