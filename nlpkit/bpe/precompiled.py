@@ -163,6 +163,10 @@ class Precompiled:
             if not ch:  # a key that ends inside a character: every text takes the cluster path
                 self._whole_chars = False
         self._single = single
+        # ASCII text needs work only where it holds an ASCII key (or a CR: CR LF is one cluster)
+        ascii_keys = sorted({c for c in single if c < 128} | {ord("\r")}) if self._whole_chars else None
+        self._ascii_keys = regex.compile("[" + "".join(regex.escape(chr(c)) for c in ascii_keys) + "]") \
+            if ascii_keys is not None else None
         self._cache = _Cache(self._cluster)
 
     def _replacement(self, value: int) -> str:
@@ -214,6 +218,8 @@ class Precompiled:
         return "".join(out)
 
     def __call__(self, text: str) -> str:
+        if self._ascii_keys is not None and text.isascii() and not self._ascii_keys.search(text):
+            return text  # the usual case: ASCII without controls
         if self._whole_chars and not _JOINERS.search(text):
             return text.translate(self._single) if self._single else text
         return "".join(map(self._cache.__getitem__, _GRAPHEME.findall(text)))
