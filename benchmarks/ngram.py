@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,6 +73,15 @@ def feed_lines(paths: list[Path], pipe) -> None:
             pipe.close()
         except BrokenPipeError:
             pass
+
+
+SCRATCH: list[Path] = []
+
+
+def scratch() -> Path:
+    """A temporary directory, removed when the benchmark ends (the ARPA files are large)."""
+    SCRATCH.append(Path(tempfile.mkdtemp(prefix="ngram-bench-")))
+    return SCRATCH[-1]
 
 
 def timed(fn, repeat: int = 1):
@@ -135,7 +145,7 @@ def bench_train(order: int) -> None:
     mb = sum(p.stat().st_size for p in paths) / 1e6
     print(f"\n== training, order {order}, {len(paths)} files, {mb:.1f} MB ({os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f})")
-    tmp = Path(tempfile.mkdtemp(prefix="ngram-bench-"))
+    tmp = scratch()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     mine = tmp / "nlpkit.arpa"
     o = run_measured([sys.executable, "-m", "nlpkit", "ngram-train", *map(str, paths), "-o", str(mine),
@@ -158,7 +168,7 @@ def bench_query(order: int) -> None:
     from nlpkit.lm.ngram.model import load_ngram_model
     from nlpkit.lm.ngram.scoring import score_lines
 
-    tmp = Path(tempfile.mkdtemp(prefix="ngram-bench-"))
+    tmp = scratch()
     paths, total = [], 0
     for p in sorted(DATA.glob("*.txt")):
         if p.name == "105.txt":
@@ -222,7 +232,7 @@ def bench_heldout() -> None:
     from nlpkit.lm.ngram.scoring import perplexity_of_lines
     from nlpkit.lm.ngram.train import train_ngram
 
-    tmp = Path(tempfile.mkdtemp(prefix="ngram-bench-"))
+    tmp = scratch()
     train = tmp / "train.txt"
     train.write_text("\n".join(d.rstrip("\n") for d in training_docs(DATA.parent)) + "\n", encoding="utf-8")
     held = held_out_text(DATA.parent)
@@ -254,12 +264,16 @@ def main() -> None:
     args = ap.parse_args()
     if not DATA.is_dir():
         sys.exit(f"no corpus at {DATA}")
-    if not args.skip_train:
-        bench_train(args.order)
-    if not args.skip_query:
-        bench_query(args.order)
-    if not args.skip_heldout:
-        bench_heldout()
+    try:
+        if not args.skip_train:
+            bench_train(args.order)
+        if not args.skip_query:
+            bench_query(args.order)
+        if not args.skip_heldout:
+            bench_heldout()
+    finally:
+        for d in SCRATCH:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":
