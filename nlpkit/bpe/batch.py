@@ -150,7 +150,12 @@ def encode_file(tok: Tokenizer, lines: Iterable[str], *, add_special: bool = Fal
     """The ids of one text given as lines (newlines kept), part by part (`file_parts`, on `workers`
     processes): their concatenation is ``tok.encode(text, add_special=add_special)``, and memory
     holds a few parts, not the text."""
-    parts = encode_stream(tok, file_parts(lines, tok.stream_cut(), size), workers=workers, block=1)
+    pieces = file_parts(lines, tok.stream_cut(), size)
+    head = list(islice(pieces, 2))
+    if len(head) < 2:  # one part (a short file): no worker processes
+        parts = iter([tok.encode(t, continued=c) for t, c in head])
+    else:
+        parts = encode_stream(tok, chain(head, pieces), workers=workers, block=1)
     bos = [tok.bos_id] if add_special and tok.add_bos and tok.bos_id is not None else []
     eos = [tok.eos_id] if add_special and tok.add_eos and tok.eos_id is not None else []
     ids = next(parts)
