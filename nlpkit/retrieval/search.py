@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from nlpkit.retrieval.bm25 import DEFAULTS, NONOCC_VARIANTS, BM25Index, add_documents, build_index
+from nlpkit.retrieval.bm25 import (DEFAULTS, NONOCC_VARIANTS, BM25Index, add_documents, build_index,
+                                   gc_paused)
 from nlpkit.retrieval.runs import Run
 from nlpkit.signature import make_signature
 from nlpkit.text import WordTokenizer
@@ -53,10 +54,11 @@ def index_texts(records: Sequence[tuple[str, str]], variant: str = "lucene",
     settings = tokenizer_settings(pattern, lowercase, stopwords)
     tok = make_tokenizer(settings)
     tokens = []
-    for i, (_, text) in enumerate(records, 1):
-        tokens.append(tok.tokenize(text))
-        if progress and i % 4096 == 0:
-            progress(i, len(records))
+    with gc_paused():
+        for i, (_, text) in enumerate(records, 1):
+            tokens.append(tok.tokenize(text))
+            if progress and i % 4096 == 0:
+                progress(i, len(records))
     return build_index(tokens, [rid for rid, _ in records], variant=variant, k1=k1, b=b,
                        delta=delta, tokenizer=settings, progress=progress)
 
