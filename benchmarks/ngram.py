@@ -10,9 +10,10 @@
    (same n-grams, largest log10 difference of probabilities and backoffs).
 2. Loading and querying a 5-gram ARPA of about 100 MB (trained by lmplz, else nlpkit, on the first
    novels up to 5 MB): load time, and the time to score Persuasion (`105.txt`, line by line, words and
-   </s>) with nlpkit (`score_lines`) and with the `kenlm` module (`Model.full_scores` per line, the
-   same numbers as `query`; `pip install kenlm` builds it from source), each summing every token's
-   log10 p; wall and CPU seconds, query the best of 3. Total log10 p is checked equal.
+   </s>) with nlpkit (`score_batches`: per-token arrays for 4096 lines at a time; also `score_lines`,
+   one object a line) and with the `kenlm` module (`Model.full_scores` per line, the same numbers as
+   `query`; `pip install kenlm` builds it from source), each summing every token's log10 p; wall and
+   CPU seconds, query the best of 3. Total log10 p is checked equal.
 3. Held-out perplexity of orders 2-5 on Persuasion, cleaned as the default model's card does
    (tools/gutenberg.py: header, licence, BOM removed, LF), trained on the other 29 novels cleaned the
    same way, beside the shipped neural model's bits per byte on the same novel, scored in the same
@@ -167,7 +168,7 @@ def bench_query(order: int) -> None:
     import numpy as np
 
     from nlpkit.lm.ngram.model import load_ngram_model
-    from nlpkit.lm.ngram.scoring import score_lines
+    from nlpkit.lm.ngram.scoring import score_batches, score_lines
 
     tmp = scratch()
     paths, total = [], 0
@@ -193,11 +194,19 @@ def bench_query(order: int) -> None:
 
     def nlpkit_scores() -> tuple[int, float]:      # per-token log10 of every line, used (summed), as below
         tokens, total = 0, 0.0
+        for b in score_batches(model, lines):      # flat per-token arrays for 4096 lines at a time
+            tokens += len(b.log10)
+            total += float(np.sum(b.log10, dtype=np.float64))
+        return tokens, total
+
+    def nlpkit_line_scores() -> tuple[int, float]:  # the same, through one LineScore object a line
+        tokens, total = 0, 0.0
         for s in score_lines(model, lines):
             tokens += len(s.log10)
             total += float(np.sum(s.log10, dtype=np.float64))
         return tokens, total
     score_n, (tokens, sum_n) = timed(nlpkit_scores, repeat=3)
+    score_l, _ = timed(nlpkit_line_scores, repeat=3)
     print(f"{'task':28s} {'nlpkit':>16s} {'kenlm':>16s} {'ratio':>7s}   (wall / cpu)")
     try:
         import kenlm
@@ -222,6 +231,9 @@ def bench_query(order: int) -> None:
     print(f"{'query tokens/s':28s} {tokens / score_n[0]:7.0f} / {tokens / score_n[1]:6.0f} "
           f"{tokens / score_k[0]:7.0f} / {tokens / score_k[1]:6.0f} {score_k[0] / score_n[0]:6.2f}x  "
           "(nlpkit speed / kenlm speed; best of 3)")
+    print(f"{'  per-line LineScore objects':28s} {tokens / score_l[0]:7.0f} / {tokens / score_l[1]:6.0f} "
+          f"{tokens / score_k[0]:7.0f} / {tokens / score_k[1]:6.0f} {score_k[0] / score_l[0]:6.2f}x  "
+          "(score_lines instead of score_batches)")
     print(f"check: {tokens} tokens; total log10 p nlpkit {sum_n:.4f}, kenlm {sum_k:.4f}")
 
 

@@ -69,7 +69,7 @@ def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_toke
     """`nlpkit perplexity --model lm.arpa`: KenLM query's figures plus NLL and bits per byte."""
     from nlpkit.errors import NlpkitError
     from nlpkit.io import iter_lines
-    from nlpkit.lm.ngram.scoring import NgramPerplexity, line_transform, score_lines
+    from nlpkit.lm.ngram.scoring import NgramPerplexity, line_transform, score_batches
 
     model = load(model_path, quiet)
     transform = line_transform(model)
@@ -81,20 +81,25 @@ def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_toke
         for path in paths:
             name = "-" if path == "-" else path
             total = NgramPerplexity()
-            for lineno, s in enumerate(score_lines(model, iter_lines(path, errors=encoding_errors), transform), 1):
-                total.add(s)
-                if per_token:
-                    where = {"file": name, "line": lineno} if per_line else {"file": name}
-                    out.write_many({**where, "position": i, "token": w, "id": int(t), "ngram": int(n),
-                                    "log10_prob": float(lp), "logprob": float(lp) * 2.302585092994046,
-                                    "oov": bool(o)}
-                                   for i, (w, t, n, lp, o) in enumerate(zip(s.words, s.ids, s.ngram, s.log10, s.oov)))
-                elif per_line:
-                    one = NgramPerplexity()
-                    one.add(s)
-                    rec = _record(one)
-                    rec.pop("sentences"), rec.pop("bytes")
-                    out.write({"file": name, "line": lineno, **rec})
+            lineno = 0
+            for batch in score_batches(model, iter_lines(path, errors=encoding_errors), transform):
+                total.add_batch(batch)
+                if not (per_token or per_line):
+                    continue
+                for lineno, s in enumerate(batch.lines(), lineno + 1):
+                    if per_token:
+                        where = {"file": name, "line": lineno} if per_line else {"file": name}
+                        out.write_many({**where, "position": i, "token": w, "id": int(t), "ngram": int(n),
+                                        "log10_prob": float(lp), "logprob": float(lp) * 2.302585092994046,
+                                        "oov": bool(o)}
+                                       for i, (w, t, n, lp, o)
+                                       in enumerate(zip(s.words, s.ids, s.ngram, s.log10, s.oov)))
+                    elif per_line:
+                        one = NgramPerplexity()
+                        one.add(s)
+                        rec = _record(one)
+                        rec.pop("sentences"), rec.pop("bytes")
+                        out.write({"file": name, "line": lineno, **rec})
             if total.sentences == 0 and not per_line:
                 raise NlpkitError(f"{'<stdin>' if path == '-' else path}: empty text, nothing to score")
             if not per_line and not per_token:

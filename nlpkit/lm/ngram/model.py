@@ -53,11 +53,12 @@ class NgramModel:
         self.bos_id = self.word_id.get("<s>", -1)
         self.eos_id = self.word_id.get("</s>", -1)
 
-    def word_id_with_break(self) -> dict[str, int]:
-        """`word_id` plus "\n" -> -2 (a line break, never a word), for scoring a batch of lines at once."""
-        d = self.__dict__.get("_with_break")
+    def word_id_with_break(self, sep: str = "\n") -> dict[str, int]:
+        """`word_id` plus `sep` -> -2 (a line break, never a word), for scoring a batch of lines at once."""
+        cache = self.__dict__.setdefault("_with_break", {})
+        d = cache.get(sep)
         if d is None:
-            d = self.__dict__["_with_break"] = {**self.word_id, "\n": -2}
+            d = cache[sep] = {**self.word_id, sep: -2}
         return d
 
     @property

@@ -72,6 +72,18 @@ class NgramPerplexity:
         self.bytes += s.bytes
         self.words += len(s.log10) - 1
 
+    def add_batch(self, b: "ScoredBatch") -> None:
+        """Add a batch of lines at once (the same totals as adding its lines one by one, up to rounding)."""
+        lines = len(b.start) - 1
+        self.sentences += lines
+        self.tokens += len(b.log10)
+        self.oov += int(np.count_nonzero(b.oov))
+        self.zero_prob += int(np.count_nonzero(np.isneginf(b.log10)))
+        self.log10_total += float(np.sum(b.log10, dtype=np.float64))
+        self.log10_oov += float(np.sum(b.log10[b.oov], dtype=np.float64))
+        self.bytes += b.bytes
+        self.words += len(b.log10) - lines
+
     @property
     def perplexity(self) -> float:
         return 10.0 ** (-self.log10_total / self.tokens) if self.tokens else math.nan
@@ -102,76 +114,123 @@ def line_transform(model: NgramModel) -> Callable[[str], str] | None:
     return text_transform(lower, model.options.get("tokenizer") or None)
 
 
-def score_lines(model: NgramModel, lines: Iterable[str], transform: Callable[[str], str] | None = None
-                ) -> Iterator[LineScore]:
-    """Score each line as a sentence, in batches of lines (vectorized over the batch)."""
+def score_batches(model: NgramModel, lines: Iterable[str], transform: Callable[[str], str] | None = None
+                  ) -> Iterator[ScoredBatch]:
+    """Score each line as a sentence, a batch of lines at a time (vectorized over the batch)."""
     batch: list[str] = []
     for line in lines:
         batch.append(line)
         if len(batch) >= BATCH_LINES:
-            yield from _score_batch(model, batch, transform)
+            yield _score_batch(model, batch, transform)
             batch = []
     if batch:
-        yield from _score_batch(model, batch, transform)
+        yield _score_batch(model, batch, transform)
+
+
+def score_lines(model: NgramModel, lines: Iterable[str], transform: Callable[[str], str] | None = None
+                ) -> Iterator[LineScore]:
+    """Score each line as a sentence: one `LineScore` a line (built from `score_batches`)."""
+    for batch in score_batches(model, lines, transform):
+        yield from batch.lines()
 
 
 _BATCH_WORDS = re.compile(r"[^ \t\n\r\x0b\x0c]+|\n")        # query's words, and the line breaks
+_SEP = "\x00"                                                 # line separator for str.split (a word to split())
+# str.split() also splits on these (not query's separators): a batch holding one goes through the regex
+_SPLIT_ONLY = re.compile("[\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 
 
-def _score_batch(model: NgramModel, original: list[str], transform) -> list[LineScore]:
-    lines = [transform(line) for line in original] if transform is not None else original
-    # One pass over the batch: words and "\n" tokens (lines never hold a newline: an embedded one
-    # would split the line in two, so those lines go word by word).
-    if any("\n" in line for line in lines):
+def _batch_ids(model: NgramModel, lines: list[str]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """The batch's words (each line's, then a separator), their ids (OOV -> <unk>), the OOV mask and
+    each line's word count."""
+    text = f" {_SEP} ".join(lines)
+    if text.isascii():
+        splits = text.count(_SEP) == len(lines) - 1 and not any(c in text for c in "\x1c\x1d\x1e\x1f")
+    else:
+        splits = text.count(_SEP) == len(lines) - 1 and _SPLIT_ONLY.search(text) is None
+    if splits:
+        # str.split() splits on query's separators (and "\n"); the separator word marks each line's end
+        tokens = text.split()
+        tokens.append(_SEP)
+        raw = np.fromiter(map(model.word_id_with_break(_SEP).get, tokens, repeat(-1)), dtype=np.int64,
+                          count=len(tokens))
+    elif any("\n" in line for line in lines):
+        # lines never hold a newline: an embedded one would split the line in two, so word by word
         words_of = [query_words(line) for line in lines]
-        tokens = [w for ws in words_of for w in ws]
         lengths = np.fromiter(map(len, words_of), dtype=np.int64, count=len(lines))
-        ids, oov = model.lookup(tokens)
-        begin = (np.cumsum(lengths) - lengths).tolist()             # each line's words in `tokens`
+        ids, oov = model.lookup([w for ws in words_of for w in ws])
+        return [w for ws in words_of for w in ws + ["\n"]], ids, oov, lengths
     else:
         tokens = _BATCH_WORDS.findall("\n".join(lines) + "\n")
         raw = np.fromiter(map(model.word_id_with_break().get, tokens, repeat(-1)), dtype=np.int64,
                           count=len(tokens))
-        breaks = np.flatnonzero(raw == -2)                          # one per line
-        lengths = np.diff(breaks, prepend=-1) - 1
-        begin = (breaks - lengths).tolist()
-        ids = raw[raw != -2]
-        oov = ids < 0
-        ids[oov] = model.unk_id
-    lengths = lengths + 2                                          # <s> ... </s>
+    breaks = np.flatnonzero(raw == -2)                              # one per line
+    lengths = np.diff(breaks, prepend=-1) - 1
+    keep = raw != -2
+    ids = raw[keep]
+    oov = ids < 0
+    ids[oov] = model.unk_id
+    return tokens, ids, oov, lengths
+
+
+@dataclass
+class ScoredBatch:
+    """Lines scored at once. Per token, flat over the batch (each line's words, then </s>): ids,
+    log10 p, n-gram length, OOV mask; line i's tokens are [start[i], start[i + 1]). `lines()` gives
+    one `LineScore` a line, built only when asked."""
+
+    original: list[str]
+    tokens: list[str]               # words, a separator after each line's: tokens[start[i]:start[i + 1] - 1]
+    start: np.ndarray               # [L + 1]
+    ids: np.ndarray
+    log10: np.ndarray
+    ngram: np.ndarray
+    oov: np.ndarray
+
+    @property
+    def bytes(self) -> int:
+        """UTF-8 bytes of the lines as given, each with its newline."""
+        text = "\n".join(self.original)
+        n = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        return n + 1 if self.original else 0
+
+    def lines(self) -> Iterator[LineScore]:
+        words, bos = self.tokens, self.start.tolist()
+        for i, line in enumerate(self.original):
+            b, e = bos[i], bos[i + 1]
+            yield LineScore(words=words[b:e - 1] + ["</s>"], ids=self.ids[b:e], log10=self.log10[b:e],
+                            ngram=self.ngram[b:e], oov=self.oov[b:e],
+                            bytes=(len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))) + 1)
+
+
+def _score_batch(model: NgramModel, original: list[str], transform) -> ScoredBatch:
+    lines = [transform(line) for line in original] if transform is not None else original
+    tokens, ids, oov, n_words = _batch_ids(model, lines)
+    lengths = n_words + 2                                          # <s> ... </s>
     starts = np.cumsum(lengths) - lengths
     seq = np.empty(int(lengths.sum()), dtype=np.int64)
     seq[starts] = model.bos_id
     seq[starts + lengths - 1] = model.eos_id
-    n_words = lengths - 2
     line_of = np.repeat(np.arange(len(lines)), n_words)
-    first_flat = np.cumsum(n_words) - n_words
-    rank = np.arange(len(ids)) - first_flat[line_of]
-    where = starts[line_of] + 1 + rank
-    seq[where] = ids
+    where = np.arange(len(ids)) + 1 + 2 * line_of                  # word k of line i sits after i + 1 <s>/</s> pairs
+    seq[where] = ids                                               # (less the </s> of line i: + 2i + 1)
     offset = np.arange(len(seq)) - np.repeat(starts, lengths)
     logp, ngram = model.score_sequence(seq, offset)
     oov_full = np.zeros(len(seq), dtype=bool)
     oov_full[where] = oov
     scored = offset >= 1
-    oov_scored = oov_full[scored]
-    ids_scored = seq[scored]
-    out = []
-    pos = 0
-    for i, (b, n) in enumerate(zip(begin, n_words.tolist())):
-        line = original[i]                                         # bytes of the text as given
-        out.append(LineScore(words=tokens[b:b + n] + ["</s>"], ids=ids_scored[pos:pos + n + 1],
-                             log10=logp[pos:pos + n + 1], ngram=ngram[pos:pos + n + 1], oov=oov_scored[pos:pos + n + 1],
-                             bytes=(len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))) + 1))
-        pos += n + 1
-    return out
+    start = np.zeros(len(lines) + 1, dtype=np.int64)
+    np.cumsum(n_words + 1, out=start[1:])
+    return ScoredBatch(original=original, tokens=tokens, start=start, ids=seq[scored], log10=logp,
+                       ngram=ngram, oov=oov_full[scored])
 
 
 def perplexity_of_lines(model: NgramModel, lines: Iterable[str], transform=None) -> NgramPerplexity:
     total = NgramPerplexity()
-    for s in score_lines(model, lines, transform):
-        total.add(s)
+    for b in score_batches(model, lines, transform):
+        total.add_batch(b)
     return total
 
 
-__all__ = ["query_words", "LineScore", "NgramPerplexity", "score_lines", "perplexity_of_lines", "line_transform"]
+__all__ = ["query_words", "LineScore", "ScoredBatch", "NgramPerplexity", "score_lines", "score_batches",
+           "perplexity_of_lines", "line_transform"]
