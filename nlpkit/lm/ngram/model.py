@@ -85,11 +85,14 @@ class NgramModel:
     def _find(self, k: int, prefix: np.ndarray, last: np.ndarray) -> np.ndarray:
         """Row of the k-gram (prefix row of order k-1, last word) in order k, -1 where absent."""
         keys = self.keys[k - 1]
-        if len(keys) == 0:
-            return np.full(len(last), -1, dtype=np.int64)
-        want = ngram_keys(np.maximum(prefix, 0), last, self.vocab_size)
+        out = np.full(len(last), -1, dtype=np.int64)
+        ok = np.flatnonzero(prefix >= 0)                # only these can be there (few, for long n-grams)
+        if len(keys) == 0 or len(ok) == 0:
+            return out
+        want = ngram_keys(prefix[ok], last[ok], self.vocab_size)
         pos = _sorted_search(keys, want)
-        return np.where((prefix >= 0) & (keys[pos] == want), pos, -1)
+        out[ok] = np.where(keys[pos] == want, pos, -1)
+        return out
 
     # ------------------------------------------------------------------ scoring
     def score_sequence(self, seq: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
