@@ -111,35 +111,36 @@ class NgramModel:
             e[1:] = self._find(j, ends[j - 1][:-1], seq[1:])
             e[offset < j - 1] = -1
             ends.append(e)
-        ctx = [None]
-        for j in range(1, N):                          # ctx[j][p]: row of the j words before p
-            c = np.full(T, -1, dtype=np.int64)
-            c[1:] = ends[j][:-1]
-            c[offset < j] = -1
-            ctx.append(c)
         pos = np.flatnonzero(offset >= 1)
         w = seq[pos]
         if self.kind == "counts":
+            ctx = [None]
+            for j in range(1, N):                      # ctx[j][p]: row of the j words before p
+                c = np.full(T, -1, dtype=np.int64)
+                c[1:] = ends[j][:-1]
+                c[offset < j] = -1
+                ctx.append(c)
             return self._score_counts(ctx, pos, w, offset)
-        logp = self.logprob[0][w].astype(np.float64)
+        # At a scored position p (offset >= 1) the j words before p are the j-gram ending at p - 1:
+        # ends[j][p - 1], already -1 when it would cross <s>.
+        before = pos - 1
+        found = [ends[j + 1][pos] for j in range(1, N)]           # found[j - 1]: the (j+1)-gram ending at p
         length = np.ones(len(pos), dtype=np.int64)
+        for j in range(1, N):                                     # the longest n-gram the model has
+            length[found[j - 1] >= 0] = j + 1
+        # backoffs of the histories longer than the n-gram's own, added longest first (as `query`)
         backoff_sum = np.zeros(len(pos), dtype=np.float64)
-        rows = [None] + [c[pos] for c in ctx[1:]]
-        found = [ends[j + 1][pos] for j in range(1, N)]
-        # Walk down from the longest history: backoffs add until an n-gram matches.
-        done = np.zeros(len(pos), dtype=bool)
-        result = np.zeros(len(pos), dtype=np.float64)
         for j in range(N - 1, 0, -1):
-            r = found[j - 1]
-            hit = ~done & (r >= 0)
-            result[hit] = self.logprob[j][r[hit]] + backoff_sum[hit]
-            length[hit] = j + 1
-            done |= hit
-            c = rows[j]
-            has = ~done & (c >= 0)
-            backoff_sum[has] += self.backoff[j - 1][c[has]]
-        rest = ~done
-        result[rest] = logp[rest] + backoff_sum[rest]
+            c = ends[j][before]
+            has = np.flatnonzero((length <= j) & (c >= 0))
+            if len(has):
+                backoff_sum[has] += self.backoff[j - 1][c[has]]
+        result = self.logprob[0][w].astype(np.float64)
+        for j in range(1, N):
+            hit = np.flatnonzero(length == j + 1)
+            if len(hit):
+                result[hit] = self.logprob[j][found[j - 1][hit]]
+        result += backoff_sum
         return result, length
 
     def _score_counts(self, ctx, pos, w, offset) -> tuple[np.ndarray, np.ndarray]:
