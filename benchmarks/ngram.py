@@ -10,10 +10,10 @@
    (same n-grams, largest log10 difference of probabilities and backoffs).
 2. Loading and querying a 5-gram ARPA of about 100 MB (trained by lmplz, else nlpkit, on the first
    novels up to 5 MB): load time, and the time to score Persuasion (`105.txt`, line by line, words and
-   </s>) with nlpkit (`score_batches`: per-token arrays for 4096 lines at a time; also `score_lines`,
-   one object a line) and with the `kenlm` module (`Model.full_scores` per line, the same numbers as
-   `query`; `pip install kenlm` builds it from source), each summing every token's log10 p; wall and
-   CPU seconds, query the best of 3. Total log10 p is checked equal.
+   </s>) with nlpkit (`score_batches`: per-token arrays for up to 16384 lines, 2M characters, at a
+   time; also `score_lines`, one object a line) and with the `kenlm` module (`Model.full_scores` per
+   line, the same numbers as `query`; `pip install kenlm` builds it from source), each summing every
+   token's log10 p; wall and CPU seconds, query the best of 3. Total log10 p is checked equal.
 3. Held-out perplexity of orders 2-5 on Persuasion, cleaned as the default model's card does
    (tools/gutenberg.py: header, licence, BOM removed, LF), trained on the other 29 novels cleaned the
    same way, beside the shipped neural model's bits per byte on the same novel, scored in the same
@@ -194,7 +194,7 @@ def bench_query(order: int) -> None:
 
     def nlpkit_scores() -> tuple[int, float]:      # per-token log10 of every line, used (summed), as below
         tokens, total = 0, 0.0
-        for b in score_batches(model, lines):      # flat per-token arrays for 4096 lines at a time
+        for b in score_batches(model, lines):      # flat per-token arrays, up to 16384 lines at a time
             tokens += len(b.log10)
             total += float(np.sum(b.log10, dtype=np.float64))
         return tokens, total

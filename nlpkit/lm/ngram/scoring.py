@@ -26,7 +26,8 @@ import numpy as np
 from nlpkit.lm.ngram.model import NgramModel
 
 _QUERY_SPACES = str.maketrans({"\t": " ", "\n": " ", "\r": " ", "\x0b": " ", "\x0c": " "})
-BATCH_LINES = 4096
+BATCH_LINES = 16384
+BATCH_CHARS = 1 << 21              # a batch: at most this many lines, or about this many characters
 
 
 def query_words(line: str) -> list[str]:
@@ -118,11 +119,13 @@ def score_batches(model: NgramModel, lines: Iterable[str], transform: Callable[[
                   ) -> Iterator[ScoredBatch]:
     """Score each line as a sentence, a batch of lines at a time (vectorized over the batch)."""
     batch: list[str] = []
+    chars = 0
     for line in lines:
         batch.append(line)
-        if len(batch) >= BATCH_LINES:
+        chars += len(line)
+        if len(batch) >= BATCH_LINES or chars >= BATCH_CHARS:
             yield _score_batch(model, batch, transform)
-            batch = []
+            batch, chars = [], 0
     if batch:
         yield _score_batch(model, batch, transform)
 
