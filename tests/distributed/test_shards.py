@@ -105,3 +105,21 @@ def test_bm25_part_merge_is_independent_of_the_chunk(files, tmp_path):
     docs = results[0]["postings"] & ((1 << 12) - 1)
     for t in range(len(vocab)):                       # each term's documents ascending
         assert (np.diff(docs[indptr[t]:indptr[t + 1]].astype(np.int64)) > 0).all()
+
+
+class _FakeClient:
+    def __init__(self, workers: int) -> None:
+        self.workers = {f"w{i}": {} for i in range(workers)}
+
+    def scheduler_info(self) -> dict:
+        return {"workers": self.workers}
+
+
+def test_one_worker_counts_in_one_task_with_auto_size(files):
+    """--shard-size auto on one worker: one counting task (more would only be merged again on it)."""
+    from nlpkit.distributed.stages import count_tasks
+
+    big = [files[0]] * 300
+    assert count_tasks(_FakeClient(1), big, None) == [plan_shards(big, SHARD_BYTES)]
+    assert len(count_tasks(_FakeClient(2), big, None)) > 1
+    assert len(count_tasks(_FakeClient(1), big, 1000)) > 1        # an explicit size is kept
