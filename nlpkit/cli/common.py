@@ -131,7 +131,8 @@ def dask_options(f):
     """--dask ADDRESS ($NLPKIT_DASK) and --shard-size: run the counting stage on a Dask cluster."""
     f = click.option("--shard-size", default="auto", show_default=True, metavar="SIZE",
                      help="With --dask: bytes of input per task (64M, 1G; cut at record ends; "
-                          "a compressed file is one task; auto: 2 tasks per worker, at most 64M).")(f)
+                          "a compressed file is one task; auto: 2 tasks per worker, at most 64M, "
+                          "and one counting task on a single worker).")(f)
     return click.option("--dask", "dask", default=None, envvar="NLPKIT_DASK", metavar="ADDRESS",
                         help="Run on Dask: local, local:N (N worker processes), tcp://HOST:PORT, "
                              "tls://HOST:PORT or a scheduler file [$NLPKIT_DASK]; needs "
