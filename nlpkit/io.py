@@ -435,6 +435,14 @@ def _render_records(table, columns, console) -> None:
         console.print(block)
 
 
+def silence_stdout() -> None:
+    """After a broken pipe (`| head`), point stdout at /dev/null so the final flush cannot fail."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def write_text(text: str, stream: IO[str] | None = None) -> None:
     """Write raw text to stdout (for formats that are not records: TREC runs, MatrixMarket)."""
     (stream or sys.stdout).write(text)

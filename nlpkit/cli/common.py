@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import click
 
@@ -181,6 +181,33 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def stream_line(pieces: Iterable[str], echo: str = "") -> bool:
+    """Write `echo`, then each text piece as it comes, to stdout, and end with a newline (on a
+    terminal and in a pipe alike) unless the text already ends with one. False when the reader went
+    away (`| head`): stdout is silenced and the caller stops quietly."""
+    from nlpkit.io import silence_stdout
+
+    out = sys.stdout
+    try:
+        last = ""
+        if echo:
+            out.write(echo)
+            out.flush()
+            last = echo
+        for piece in pieces:
+            if piece:
+                out.write(piece)
+                out.flush()
+                last = piece
+        if not last.endswith("\n"):
+            out.write("\n")
+        out.flush()
+    except BrokenPipeError:
+        silence_stdout()
+        return False
+    return True
 
 
 @contextmanager

@@ -11,7 +11,7 @@ import sys
 import click
 
 from nlpkit.cli.common import (common_options, model_name, model_options, open_writer, rope_label,
-                               warn)
+                               stream_line, warn)
 
 
 def _seed(ctx, param, value):
@@ -228,16 +228,6 @@ def print_stats(stats, quiet: bool = False, show: bool = False, seed: int | None
             f"finish: {stats.finish}" + (f"; seed: {seed}" if seed is not None else "") + "\n")
 
 
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the final flush after a broken pipe cannot fail (click would exit 1)."""
-    import os
-
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
-
-
 @click.command("generate")
 @click.argument("prompt", required=False)
 @click.option("--prompts", "prompts_file", metavar="FILE", default=None,
@@ -335,22 +325,6 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, m
     if chat and echo:
         text = model.tokenizer.decode(ids)  # echo what the model sees: the rendered conversation
     st = GenerationStats()
-    out = sys.stdout
-    try:
-        last = ""
-        if echo and text:
-            out.write(text)
-            out.flush()
-            last = text
-        for piece in generate(model, ids, stats=st, **kwargs):
-            if piece:
-                out.write(piece)
-                out.flush()
-                last = piece
-        if not last.endswith("\n"):   # a terminal and a pipe alike: the output is a whole line
-            out.write("\n")
-        out.flush()
-    except BrokenPipeError:  # `| head`: the reader has gone; stop quietly with status 0
-        _silence_stdout()
+    if not stream_line(generate(model, ids, stats=st, **kwargs), (text or "") if echo else ""):
         return
     print_stats(st, quiet, stats, seed, warm)

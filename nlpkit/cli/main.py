@@ -71,12 +71,9 @@ def cli() -> None:
 
 
 def _silence_stdout() -> None:
-    """After a broken pipe, point stdout at /dev/null so the final flush cannot fail."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
+    from nlpkit.io import silence_stdout
+
+    silence_stdout()
 
 
 def check_arguments(argv: list[str]) -> None:

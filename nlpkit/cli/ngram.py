@@ -11,7 +11,7 @@ from typing import Iterator
 
 import click
 
-from nlpkit.cli.common import open_writer, progress, warn
+from nlpkit.cli.common import open_writer, progress, stream_line, warn
 
 SUMMARY = ["file", "sentences", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_no_oov", "mean_nll",
            "bits_per_byte", "bytes"]
@@ -176,8 +176,6 @@ def ngram_generate(model_path: str, prompt_text: str | None, prompts: list[str] 
                    quiet: bool) -> None:
     """`nlpkit generate --model lm.arpa`: one continuation streamed word by word, as the neural path
     streams it (the prompt echoed on a terminal, a final newline); records with --format or --prompts."""
-    import sys
-
     from nlpkit.io import stdout_is_terminal
     from nlpkit.lm.ngram.sampling import NgramStats, generate_ngram, prompt_history
     from nlpkit.lm.ngram.scoring import line_transform
@@ -207,24 +205,6 @@ def ngram_generate(model_path: str, prompt_text: str | None, prompts: list[str] 
     if echo is None:
         echo = stdout_is_terminal()
     st = NgramStats(prompt_tokens=len(history))
-    out = sys.stdout
-    try:
-        last = ""
-        if echo and prompt_text:
-            out.write(prompt_text)
-            last = prompt_text
-        for piece in run(prompt_text or "", history, st):
-            if piece:
-                out.write(piece)
-                out.flush()
-                last = piece
-        if not last.endswith("\n"):   # a terminal and a pipe alike: the output is a whole line
-            out.write("\n")
-        out.flush()
-    except BrokenPipeError:  # `| head`: the reader has gone; stop quietly (stdout -> /dev/null for the last flush)
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
+    if not stream_line(run(prompt_text or "", history, st), prompt_text if echo and prompt_text else ""):
         return
     _stats_line(st, stats)
