@@ -135,16 +135,17 @@ def _stats_line(st, show: bool) -> None:
     import sys
 
     if show:
-        tps = st.new_tokens / st.seconds if st.seconds > 0 else float("inf")
+        tps = st.new_tokens / st.decode_seconds if st.decode_seconds > 0 else float("inf")
         rows = f" x {st.batch} rows" if st.batch > 1 else ""
         sys.stderr.write(f"prompt: {st.prompt_tokens} words; decode: {st.new_tokens}{rows} words in "
-                         f"{st.seconds:.3f} s ({tps:.1f} words/s); finish: {st.finish}\n")
+                         f"{st.decode_seconds:.3f} s ({tps:.1f} words/s); finish: {st.finish}\n")
 
 
 def ngram_sample(model_path: str, prompt_text: str, n: int, dist: bool, cfg, max_new_tokens: int, seed: int,
                  stops, ignore_eos: bool, stats: bool, fmt, no_signature: bool, quiet: bool) -> None:
     """`nlpkit sample --model lm.arpa`: N drawn continuations, or the next-word distribution."""
-    from nlpkit.lm.ngram.sampling import NgramStats, next_word_distribution, sample_ngram
+    from nlpkit.lm.generation import GenerationStats
+    from nlpkit.lm.ngram.sampling import next_word_distribution, sample_ngram
 
     model, history, detok = _decoding(model_path, prompt_text, quiet)
     sampled = not cfg.greedy
@@ -159,7 +160,7 @@ def ngram_sample(model_path: str, prompt_text: str, n: int, dist: bool, cfg, max
                 cum += p
                 out.write({"token": model.vocab[tid], "id": tid, "probability": p, "cumulative": cum})
         return
-    st = NgramStats()
+    st = GenerationStats()
     samples = sample_ngram(model, history, n, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
                            ignore_eos=ignore_eos, detok=detok, stats=st)
     sig = _signature("sample", model, **common, max_new=max_new_tokens, stop=len(stops), n=n)
@@ -177,7 +178,8 @@ def ngram_generate(model_path: str, prompt_text: str | None, prompts: list[str] 
     """`nlpkit generate --model lm.arpa`: one continuation streamed word by word, as the neural path
     streams it (the prompt echoed on a terminal, a final newline); records with --format or --prompts."""
     from nlpkit.io import stdout_is_terminal
-    from nlpkit.lm.ngram.sampling import NgramStats, generate_ngram, prompt_history
+    from nlpkit.lm.generation import GenerationStats
+    from nlpkit.lm.ngram.sampling import generate_ngram, prompt_history
     from nlpkit.lm.ngram.scoring import line_transform
 
     model, history, detok = _decoding(model_path, prompt_text or "", quiet)
@@ -196,7 +198,7 @@ def ngram_generate(model_path: str, prompt_text: str | None, prompts: list[str] 
         transform = line_transform(model)
         with open_writer(["index", "prompt", "text", "tokens", "finish"], fmt, sig, no_signature) as out:
             for i, line in enumerate(prompts if prompts is not None else [prompt_text or ""]):
-                st = NgramStats(prompt_tokens=len(history))
+                st = GenerationStats(prompt_tokens=len(history))
                 text = "".join(run(line, prompt_history(model, line, transform), st))
                 out.write({"index": i, "prompt": line, "text": text,
                            "tokens": st.new_tokens - (st.finish == "eos"), "finish": st.finish})
@@ -204,7 +206,7 @@ def ngram_generate(model_path: str, prompt_text: str | None, prompts: list[str] 
         return
     if echo is None:
         echo = stdout_is_terminal()
-    st = NgramStats(prompt_tokens=len(history))
+    st = GenerationStats(prompt_tokens=len(history))
     if not stream_line(run(prompt_text or "", history, st), prompt_text if echo and prompt_text else ""):
         return
     _stats_line(st, stats)

@@ -12,27 +12,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from nlpkit.errors import UsageError
-from nlpkit.lm.generation import Sample
+from nlpkit.lm.generation import GenerationStats, Sample
 from nlpkit.lm.ngram.model import NgramModel
 from nlpkit.lm.ngram.scoring import query_words
 from nlpkit.lm.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
 
 LN10 = math.log(10.0)
-
-
-@dataclass
-class NgramStats:
-    prompt_tokens: int = 0
-    new_tokens: int = 0
-    batch: int = 1
-    seconds: float = 0.0
-    finish: str = ""
 
 
 def prompt_history(model: NgramModel, text: str, transform: Callable[[str], str] | None = None) -> list[int]:
@@ -63,12 +53,12 @@ def next_word_distribution(model: NgramModel, history: list[int], cfg: SamplingC
 
 def sample_ngram(model: NgramModel, history: list[int], n: int, *, max_new_tokens: int, sampling: SamplingConfig,
                  seed: int | None, stop: Sequence[str] = (), ignore_eos: bool = False, joiner: str = " ",
-                 detok: Callable[[list[str]], str] | None = None, stats: NgramStats | None = None
+                 detok: Callable[[list[str]], str] | None = None, stats: GenerationStats | None = None
                  ) -> list[Sample]:
     """N continuations drawn together (one [n, V] array of logits per step)."""
     if n < 1:
         raise UsageError(f"-n must be at least 1, got {n}")
-    stats = stats if stats is not None else NgramStats()
+    stats = stats if stats is not None else GenerationStats()
     stats.prompt_tokens, stats.batch = len(history), n
     samples = [Sample(i) for i in range(n)]
     hists = [list(history) for _ in range(n)]
@@ -122,7 +112,7 @@ def _join(words: list[str], joiner: str, detok) -> str:
 
 
 def stream_steps(model: NgramModel, hists: list[list[int]], active: np.ndarray, cfg: SamplingConfig,
-                 seed: int | None, stats: NgramStats) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                 seed: int | None, stats: GenerationStats) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Draw one word for every active row per step, appending it to its history; yields the drawn
     words' log-probabilities under the model and under the filtered distribution ([n], [n])."""
     cfg = cfg.validate()
@@ -147,16 +137,16 @@ def stream_steps(model: NgramModel, hists: list[list[int]], active: np.ndarray, 
         for i in np.flatnonzero(active):
             hists[i].append(int(ids[i]))
         stats.new_tokens += 1
-        stats.seconds += time.perf_counter() - t0
+        stats.decode_seconds += time.perf_counter() - t0
         yield lp, lpf
 
 
 def generate_ngram(model: NgramModel, history: list[int], *, max_new_tokens: int, sampling: SamplingConfig,
                    seed: int | None, stop: Sequence[str] = (), ignore_eos: bool = False, lead: str = " ",
                    detok: Callable[[list[str]], str] | None = None,
-                   stats: NgramStats | None = None) -> Iterator[str]:
+                   stats: GenerationStats | None = None) -> Iterator[str]:
     """One continuation as text pieces, streamed word by word (`lead` goes before the first word)."""
-    stats = stats if stats is not None else NgramStats()
+    stats = stats if stats is not None else GenerationStats()
     sample = Sample(0)
     printed = ""
     hists = [list(history)]
@@ -197,5 +187,4 @@ def generate_ngram(model: NgramModel, history: list[int], *, max_new_tokens: int
         yield text[len(printed):]
 
 
-__all__ = ["sample_ngram", "generate_ngram", "next_word_distribution", "prompt_history", "Sample",
-           "NgramStats"]
+__all__ = ["sample_ngram", "generate_ngram", "next_word_distribution", "prompt_history", "Sample"]
