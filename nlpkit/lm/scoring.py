@@ -200,9 +200,8 @@ def score_windows(model, seq: list[int], windows: list[Window], progress=None,
     res = Scored()
     weighted, weights = 0.0, 0
     for k, (w, lp) in enumerate(zip(windows, results)):
-        chunk = w.tokens(seq)  # [end - start]
         res.positions += w.positions
-        res.ids += chunk[max(w.first, 1):]
+        res.ids += seq[w.positions.start:w.end]  # a swapped-in first token is never scored
         res.logprobs += lp.tolist()
         if len(lp) and w.weight:
             weighted += float(-lp.mean()) * w.weight
