@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.lm.ngram.arpa import read_model_file
@@ -385,3 +387,78 @@ def test_arpa_sections_parsed_in_chunks(tmp_path, monkeypatch, nlpkit_arpas):
     assert "bad.arpa, line 15" in msg and "log10 probability" in msg
     msg = _arpa_error(tmp_path, SRILM.replace("-0.4\ta </s>", "-0.4\ta zzz"))
     assert "bad.arpa, line 15" in msg and "'zzz'" in msg
+
+
+# ------------------------------------------------------------------------- vectorized scoring
+
+def _unigram_model(words: list[str]):
+    """An order-1 ARPA model over `words` (+ <s>, </s>, <unk>): enough to look words up."""
+    from nlpkit.lm.ngram.model import NgramModel
+
+    vocab = ["<unk>", "<s>", "</s>", *dict.fromkeys(w for w in words if w not in ("<unk>", "<s>", "</s>"))]
+    V = len(vocab)
+    return NgramModel(kind="arpa", vocab=vocab, keys=[np.arange(V)], logprob=[np.full(V, -1.0, np.float32)],
+                      backoff=[np.zeros(V, np.float32)])
+
+
+def _dict_ids(model, lines):
+    """What query does, a word at a time: split on its six ASCII separators, look each word up."""
+    words = [w for line in lines for w in query_words(line)]
+    ids = [model.word_id.get(w, -1) for w in words]
+    return [i if i >= 0 else model.unk_id for i in ids], [i < 0 for i in ids], [len(query_words(x)) for x in lines]
+
+
+_PIECES = ["a", "ab", "abcdefgh", "abcdefghi", "abcdefghijklmnopq", "é", "😀", "\u00a0", "\u3000", "\ufeff",
+           "\x1c", "\x85", "\udcff", " ", "  ", "\t", "\r", "\x0b", "\x0c", "x" * 30]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), min_size=1, max_size=8),
+       st.lists(st.lists(st.sampled_from(_PIECES[:13]), min_size=1, max_size=4).map("".join), max_size=10))
+def test_batch_word_ids_equal_a_dict_lookup_per_word(lines, vocab):
+    """The numpy word lookup (UTF-8 bytes split on query's separators, hashed, checked byte for byte)
+    gives the ids a dict gives: a no-break space, U+3000, a BOM, U+001C and U+0085 stay inside words
+    (str.split would split on some), long words and lone surrogates included."""
+    from nlpkit.lm.ngram.scoring import _batch_ids
+
+    model = _unigram_model(vocab + [w for line in lines[:1] for w in query_words(line)])
+    ids, oov, lengths = _batch_ids(model, lines)
+    want_ids, want_oov, want_lengths = _dict_ids(model, lines)
+    assert ids.tolist() == want_ids and oov.tolist() == want_oov and lengths.tolist() == want_lengths
+
+
+def test_word_lookup_compares_bytes_not_only_hashes(monkeypatch):
+    """Words that share a hash (forced: the hash is the length) are told apart by their bytes, in the
+    first eight bytes and after them."""
+    import nlpkit.lm.ngram.lookup as lookup
+    from nlpkit.lm.ngram.scoring import _batch_ids
+
+    monkeypatch.setattr(lookup, "hash_tokens", lambda w8, starts, lens, head=None: lens.astype(np.uint64))
+    model = _unigram_model(["abcdef", "abcdefghij", "ab"])     # <unk> 5, <s> 3, </s> 4 bytes: all distinct
+    assert model.word_index() is not None
+    ids, oov, _ = _batch_ids(model, ["abcdef xyzxyz abcdefghij abcdefghiX ab zz"])
+    assert [model.vocab[i] for i in ids] == ["abcdef", "<unk>", "abcdefghij", "<unk>", "ab", "<unk>"]
+    assert oov.tolist() == [False, True, False, True, False, True]
+
+
+def test_vocabulary_hash_collision_falls_back_to_a_dict(monkeypatch):
+    import nlpkit.lm.ngram.lookup as lookup
+    from nlpkit.lm.ngram.scoring import _batch_ids
+
+    monkeypatch.setattr(lookup, "hash_tokens", lambda w8, starts, lens, head=None: np.zeros(len(starts), np.uint64))
+    model = _unigram_model(["abc", "de"])
+    assert model.word_index() is None
+    ids, oov, lengths = _batch_ids(model, ["abc x", "de", "a\nde"])
+    assert (ids.tolist(), oov.tolist(), lengths.tolist()) == tuple(_dict_ids(model, ["abc x", "de", "a\nde"]))
+
+
+@pytest.mark.parametrize("load", [0.5, 0.125])
+def test_hash_index_finds_what_a_dict_finds(load):
+    from nlpkit.lm.ngram.hashing import HashIndex
+
+    rng = np.random.default_rng(load.as_integer_ratio()[1])
+    keys = np.unique(rng.integers(0, 1 << 20, 5000))              # int64 keys, dense: long probe runs
+    index = HashIndex(keys, load=load)
+    q = rng.integers(0, 1 << 20, 20000)
+    where = {k: i for i, k in enumerate(keys.tolist())}
+    assert index.find(q).tolist() == [where.get(k, -1) for k in q.tolist()]

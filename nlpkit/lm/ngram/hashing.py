@@ -30,13 +30,14 @@ def chunk(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray, c: int) -> np.nd
     return w8[np.minimum(starts + 8 * c, len(w8) - 1)] & _LOW[np.clip(lens - 8 * c, 0, 8)]
 
 
-def hash_tokens(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each token (bytes starts[i]:starts[i] + lens[i] of `words8`'s buffer).  # [n] uint64"""
+def hash_tokens(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray, head: np.ndarray | None = None
+                ) -> np.ndarray:
+    """A 64-bit hash of each token (bytes starts[i]:starts[i] + lens[i] of `words8`'s buffer); `head`,
+    if given, is their `chunk(.., 0)`.  # [n] uint64"""
     n = len(starts)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
-    h = w8[starts]
-    h &= _LOW[np.minimum(lens, 8)]
+    h = chunk(w8, starts, lens, 0) if head is None else head.copy()
     h ^= _OFFSET
     h *= _PRIME
     for c in range(1, (int(lens.max()) + 7) // 8):
@@ -68,46 +69,54 @@ def hash_rows(ids: np.ndarray) -> np.ndarray:
 class HashIndex:
     """Unique uint64 keys -> their index in the key array; `find` gives -1 for a key not there.
 
+    The table holds only positions (int32 while they fit): a probe reads the key it points at in the
+    caller's array, which the index keeps. Open addressing with linear probing, at most `load` full.
+
     ``HashIndex(np.array([7, 9], np.uint64)).find(np.array([9, 8], np.uint64)) -> [1, -1]``
     """
 
-    def __init__(self, keys: np.ndarray) -> None:
+    def __init__(self, keys: np.ndarray, load: float = 0.5) -> None:
         n = len(keys)
-        bits = max(4, int(np.ceil(np.log2(max(n, 1) * 1.5))))   # load factor <= 2/3
+        self.source = keys.view(np.uint64) if keys.dtype == np.int64 else keys
+        bits = max(4, int(np.ceil(np.log2(max(n, 1) / load))))     # at most `load` full
         self.mask = (1 << bits) - 1
         self.shift = np.uint64(64 - bits)
-        self.keys = np.zeros(1 << bits, dtype=np.uint64)
         self.vals = np.full(1 << bits, -1, dtype=np.int32 if n < 2**31 else np.int64)
         pending = np.arange(n)
-        slot = self._slot(keys)
+        slot = self._slot(self.source)
         while len(pending):
             s = slot[pending]
             free = self.vals[s] < 0
             cand, cs = pending[free], s[free]
             self.vals[cs] = cand                   # one of the keys that want a slot gets it
-            won = self.vals[cs] == cand
-            self.keys[cs[won]] = keys[cand[won]]
             placed = np.zeros(n, dtype=bool)
-            placed[cand[won]] = True
+            placed[cand[self.vals[cs] == cand]] = True
             pending = pending[~placed[pending]]
             slot[pending] = (slot[pending] + 1) & self.mask
 
     def _slot(self, keys: np.ndarray) -> np.ndarray:
-        return ((keys * _GOLDEN) >> self.shift).astype(np.int64)
+        return ((keys * _GOLDEN) >> self.shift).astype(np.intp)
 
     def find(self, q: np.ndarray) -> np.ndarray:
+        """Index of each of `q` in the keys, -1 where absent.  # [m] uint64 (or int64) -> [m] int64"""
+        q = q.view(np.uint64) if q.dtype == np.int64 else q
         slot = self._slot(q)
-        out = self.vals[slot].astype(np.int64)
-        hit = (out >= 0) & (self.keys[slot] == q)
-        active = np.flatnonzero((out >= 0) & ~hit)           # collided: probe on
+        v = self.vals.take(slot)
+        hit = self.source.take(v) == q                        # v = -1 (empty) reads the last key: masked
+        taken = v >= 0
+        hit &= taken
+        out = v.astype(np.int64)
         out[~hit] = -1
+        active = np.flatnonzero(taken ^ hit)                  # a key there, not ours: probe on
         while len(active):
-            s = (slot[active] + 1) & self.mask
+            s = (slot.take(active) + 1) & self.mask
             slot[active] = s
-            v = self.vals[s]
-            hit = (v >= 0) & (self.keys[s] == q[active])
+            v = self.vals.take(s)
+            taken = v >= 0
+            hit = self.source.take(v) == q.take(active)
+            hit &= taken
             out[active[hit]] = v[hit]
-            active = active[(v >= 0) & ~hit]
+            active = active[taken ^ hit]
         return out
 
 

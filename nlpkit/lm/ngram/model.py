@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nlpkit.errors import NlpkitError
+from nlpkit.lm.ngram.hashing import HashIndex
 from nlpkit.lm.ngram.kneser_ney import index_of, ngram_keys
 
 LOG10_ZERO = -np.inf
@@ -52,6 +53,9 @@ class NgramModel:
         self.unk_id = self.word_id.get("<unk>", -1)
         self.bos_id = self.word_id.get("<s>", -1)
         self.eos_id = self.word_id.get("</s>", -1)
+        # per order k >= 2, a hash table over its keys (KenLM's "probing" structure): a lookup is a
+        # probe or two, where a binary search over millions of sorted keys misses the cache ~20 times
+        self.key_index = [None] + [HashIndex(k) for k in self.keys[1:]]
 
     def word_id_with_break(self, sep: str = "\n") -> dict[str, int]:
         """`word_id` plus `sep` -> -2 (a line break, never a word), for scoring a batch of lines at once."""
@@ -60,6 +64,15 @@ class NgramModel:
         if d is None:
             d = cache[sep] = {**self.word_id, sep: -2}
         return d
+
+    def word_index(self):
+        """A `lookup.WordIndex` of the vocabulary (built once), None if two words share a 64-bit hash."""
+        if "_word_index" not in self.__dict__:
+            from nlpkit.lm.ngram.lookup import WordIndex
+
+            index = WordIndex(self.vocab)
+            self.__dict__["_word_index"] = index if index.index is not None else None
+        return self.__dict__["_word_index"]
 
     @property
     def order(self) -> int:
@@ -89,9 +102,7 @@ class NgramModel:
         ok = np.flatnonzero(prefix >= 0)                # only these can be there (few, for long n-grams)
         if len(keys) == 0 or len(ok) == 0:
             return out
-        want = ngram_keys(prefix[ok], last[ok], self.vocab_size)
-        pos = _sorted_search(keys, want)
-        out[ok] = np.where(keys[pos] == want, pos, -1)
+        out[ok] = self.key_index[k - 1].find(ngram_keys(prefix[ok], last[ok], self.vocab_size))
         return out
 
     # ------------------------------------------------------------------ scoring
@@ -101,47 +112,55 @@ class NgramModel:
         `seq` holds sentences ``<s> w1 .. wn </s>`` back to back; `offset` is each position's
         place in its sentence (see `counting.sentences_array`).  # [T], [T] -> [P], [P]
         """
-        seq = seq.astype(np.int64)
+        seq = seq.astype(np.int64, copy=False)
+        if self.kind == "counts":
+            return self._score_counts_sequence(seq, offset)
+        T, N, V = len(seq), self.order, self.vocab_size
+        # One slot past the end (offset -1: no n-gram reaches it) spares a bounds check per order.
+        seq_x, offset_x = np.append(seq, 0), np.append(offset, -1)
+        result = self.logprob[0].take(seq_x).astype(np.float64)       # the unigram's, until a longer one is found
+        length = np.ones(T + 1, dtype=np.int8)
+        # at[j - 1]: the positions where a j-gram of the model ends (never crossing <s>); rows[j - 1]: its row.
+        # A (j+1)-gram ending at p is the j-gram ending at p - 1 (its row, the prefix) and the word at p.
+        at, rows = [np.arange(T)], [seq]
+        for j in range(2, N + 1):
+            nxt = at[-1] + 1
+            ok = np.flatnonzero(offset_x.take(nxt) >= j - 1)
+            nxt = nxt.take(ok)
+            r = self.key_index[j - 1].find(ngram_keys(rows[-1].take(ok), seq_x.take(nxt), V))
+            hit = np.flatnonzero(r >= 0)
+            at.append(nxt.take(hit))
+            rows.append(r.take(hit))
+            length[at[-1]] = j                                          # the longest n-gram the model has
+            result[at[-1]] = self.logprob[j - 1].take(rows[-1])
+        # the backoffs of the histories longer than the n-gram's own, added longest first (as `query`):
+        # the history of length j before p is the j-gram ending at p - 1
+        backoff_sum = np.zeros(T + 1, dtype=np.float64)
+        for j in range(N - 1, 0, -1):
+            nxt = at[j - 1] + 1
+            use = np.flatnonzero((offset_x.take(nxt) >= 1) & (length.take(nxt) <= j))
+            backoff_sum[nxt.take(use)] += self.backoff[j - 1].take(rows[j - 1].take(use))
+        result += backoff_sum
+        pos = np.flatnonzero(offset >= 1)
+        return result.take(pos), length.take(pos).astype(np.int64)
+
+    def _score_counts_sequence(self, seq: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         T, N = len(seq), self.order
         # ends[j][p]: row of the j-gram seq[p-j+1:p+1] in order j, -1 when absent or crossing <s>.
-        # A history is the j-gram ending one position earlier; a hit, the (j+1)-gram ending here.
         ends = [None, seq]
-        for j in range(2, N + 1 if self.kind == "arpa" else N):    # counts models look up their own
+        for j in range(2, N):
             e = np.full(T, -1, dtype=np.int64)
             e[1:] = self._find(j, ends[j - 1][:-1], seq[1:])
             e[offset < j - 1] = -1
             ends.append(e)
         pos = np.flatnonzero(offset >= 1)
-        w = seq[pos]
-        if self.kind == "counts":
-            ctx = [None]
-            for j in range(1, N):                      # ctx[j][p]: row of the j words before p
-                c = np.full(T, -1, dtype=np.int64)
-                c[1:] = ends[j][:-1]
-                c[offset < j] = -1
-                ctx.append(c)
-            return self._score_counts(ctx, pos, w, offset)
-        # At a scored position p (offset >= 1) the j words before p are the j-gram ending at p - 1:
-        # ends[j][p - 1], already -1 when it would cross <s>.
-        before = pos - 1
-        found = [ends[j + 1][pos] for j in range(1, N)]           # found[j - 1]: the (j+1)-gram ending at p
-        length = np.ones(len(pos), dtype=np.int64)
-        for j in range(1, N):                                     # the longest n-gram the model has
-            length[found[j - 1] >= 0] = j + 1
-        # backoffs of the histories longer than the n-gram's own, added longest first (as `query`)
-        backoff_sum = np.zeros(len(pos), dtype=np.float64)
-        for j in range(N - 1, 0, -1):
-            c = ends[j][before]
-            has = np.flatnonzero((length <= j) & (c >= 0))
-            if len(has):
-                backoff_sum[has] += self.backoff[j - 1][c[has]]
-        result = self.logprob[0][w].astype(np.float64)
-        for j in range(1, N):
-            hit = np.flatnonzero(length == j + 1)
-            if len(hit):
-                result[hit] = self.logprob[j][found[j - 1][hit]]
-        result += backoff_sum
-        return result, length
+        ctx = [None]
+        for j in range(1, N):                      # ctx[j][p]: row of the j words before p
+            c = np.full(T, -1, dtype=np.int64)
+            c[1:] = ends[j][:-1]
+            c[offset < j] = -1
+            ctx.append(c)
+        return self._score_counts(ctx, pos, seq[pos], offset)
 
     def _score_counts(self, ctx, pos, w, offset) -> tuple[np.ndarray, np.ndarray]:
         N, V = self.order, self.vocab_size

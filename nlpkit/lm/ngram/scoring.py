@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import math
 import re
-from itertools import repeat
+from itertools import islice, repeat
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from nlpkit.lm.ngram.lookup import split_words
 from nlpkit.lm.ngram.model import NgramModel
 
 _QUERY_SPACES = str.maketrans({"\t": " ", "\n": " ", "\r": " ", "\x0b": " ", "\x0c": " "})
@@ -118,16 +120,19 @@ def line_transform(model: NgramModel) -> Callable[[str], str] | None:
 def score_batches(model: NgramModel, lines: Iterable[str], transform: Callable[[str], str] | None = None
                   ) -> Iterator[ScoredBatch]:
     """Score each line as a sentence, a batch of lines at a time (vectorized over the batch)."""
-    batch: list[str] = []
-    chars = 0
-    for line in lines:
-        batch.append(line)
-        chars += len(line)
-        if len(batch) >= BATCH_LINES or chars >= BATCH_CHARS:
-            yield _score_batch(model, batch, transform)
-            batch, chars = [], 0
-    if batch:
-        yield _score_batch(model, batch, transform)
+    it = iter(lines)
+    while batch := list(islice(it, BATCH_LINES)):
+        sizes = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
+        cuts = [0]
+        if sizes.sum() >= BATCH_CHARS:                   # long lines: cut where BATCH_CHARS is reached
+            ends = np.cumsum(sizes)
+            while cuts[-1] < len(batch):
+                base = ends[cuts[-1] - 1] if cuts[-1] else 0
+                cuts.append(min(int(np.searchsorted(ends, base + BATCH_CHARS)) + 1, len(batch)))
+        else:
+            cuts.append(len(batch))
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            yield _score_batch(model, batch[a:b], transform)
 
 
 def score_lines(model: NgramModel, lines: Iterable[str], transform: Callable[[str], str] | None = None
@@ -138,42 +143,33 @@ def score_lines(model: NgramModel, lines: Iterable[str], transform: Callable[[st
 
 
 _BATCH_WORDS = re.compile(r"[^ \t\n\r\x0b\x0c]+|\n")        # query's words, and the line breaks
-_SEP = "\x00"                                                 # line separator for str.split (a word to split())
-# str.split() also splits on these (not query's separators): a batch holding one goes through the regex
-_SPLIT_ONLY = re.compile("[\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 
 
-def _batch_ids(model: NgramModel, lines: list[str]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """The batch's words (each line's, then a separator), their ids (OOV -> <unk>), the OOV mask and
-    each line's word count."""
-    text = f" {_SEP} ".join(lines)
-    if text.isascii():
-        splits = text.count(_SEP) == len(lines) - 1 and not any(c in text for c in "\x1c\x1d\x1e\x1f")
-    else:
-        splits = text.count(_SEP) == len(lines) - 1 and _SPLIT_ONLY.search(text) is None
-    if splits:
-        # str.split() splits on query's separators (and "\n"); the separator word marks each line's end
-        tokens = text.split()
-        tokens.append(_SEP)
-        raw = np.fromiter(map(model.word_id_with_break(_SEP).get, tokens, repeat(-1)), dtype=np.int64,
-                          count=len(tokens))
-    elif any("\n" in line for line in lines):
-        # lines never hold a newline: an embedded one would split the line in two, so word by word
-        words_of = [query_words(line) for line in lines]
-        lengths = np.fromiter(map(len, words_of), dtype=np.int64, count=len(lines))
-        ids, oov = model.lookup([w for ws in words_of for w in ws])
-        return [w for ws in words_of for w in ws + ["\n"]], ids, oov, lengths
-    else:
-        tokens = _BATCH_WORDS.findall("\n".join(lines) + "\n")
+def _batch_tokens(lines: list[str]) -> list[str]:
+    """Each line's words, then "\n" (a line break, never a word: query splits on it)."""
+    text = "\n".join(lines)
+    if text.count("\n") == len(lines) - 1:
+        return _BATCH_WORDS.findall(text + "\n")
+    return [t for line in lines for t in (*query_words(line), "\n")]     # a line holds a newline
+
+
+def _batch_ids(model: NgramModel, lines: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The batch's word ids (OOV -> <unk>), the OOV mask and each line's word count."""
+    text = "\n".join(lines)
+    index = model.word_index()
+    if index is not None and text.count("\n") == len(lines) - 1:      # line feeds are line ends
+        w8, starts, lens, lengths = split_words(text, len(lines))
+        ids = index.find(w8, starts, lens)
+    else:                                                              # a word per dict lookup
+        tokens = _batch_tokens(lines)
         raw = np.fromiter(map(model.word_id_with_break().get, tokens, repeat(-1)), dtype=np.int64,
                           count=len(tokens))
-    breaks = np.flatnonzero(raw == -2)                              # one per line
-    lengths = np.diff(breaks, prepend=-1) - 1
-    keep = raw != -2
-    ids = raw[keep]
+        breaks = np.flatnonzero(raw == -2)                             # one per line
+        lengths = np.diff(breaks, prepend=-1) - 1
+        ids = raw[raw != -2]
     oov = ids < 0
     ids[oov] = model.unk_id
-    return tokens, ids, oov, lengths
+    return ids, oov, lengths
 
 
 @dataclass
@@ -183,12 +179,17 @@ class ScoredBatch:
     one `LineScore` a line, built only when asked."""
 
     original: list[str]
-    tokens: list[str]               # words, a separator after each line's: tokens[start[i]:start[i + 1] - 1]
+    scored: list[str]               # the lines as scored (after the model's lowercasing / tokenizer)
     start: np.ndarray               # [L + 1]
     ids: np.ndarray
     log10: np.ndarray
     ngram: np.ndarray
     oov: np.ndarray
+
+    @cached_property
+    def tokens(self) -> list[str]:
+        """Each line's words, then a line break: line i's words are tokens[start[i]:start[i + 1] - 1]."""
+        return _batch_tokens(self.scored)
 
     @property
     def bytes(self) -> int:
@@ -208,7 +209,7 @@ class ScoredBatch:
 
 def _score_batch(model: NgramModel, original: list[str], transform) -> ScoredBatch:
     lines = [transform(line) for line in original] if transform is not None else original
-    tokens, ids, oov, n_words = _batch_ids(model, lines)
+    ids, oov, n_words = _batch_ids(model, lines)
     lengths = n_words + 2                                          # <s> ... </s>
     starts = np.cumsum(lengths) - lengths
     seq = np.empty(int(lengths.sum()), dtype=np.int64)
@@ -224,7 +225,7 @@ def _score_batch(model: NgramModel, original: list[str], transform) -> ScoredBat
     scored = offset >= 1
     start = np.zeros(len(lines) + 1, dtype=np.int64)
     np.cumsum(n_words + 1, out=start[1:])
-    return ScoredBatch(original=original, tokens=tokens, start=start, ids=seq[scored], log10=logp,
+    return ScoredBatch(original=original, scored=lines, start=start, ids=seq[scored], log10=logp,
                        ngram=ngram, oov=oov_full[scored])
 
 
