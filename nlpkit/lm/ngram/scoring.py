@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from itertools import islice, repeat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable, Iterable, Iterator
 

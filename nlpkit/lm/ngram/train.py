@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.lm.ngram.counting import NgramCounts, count_ngrams
+from nlpkit.lm.ngram.counting import count_ngrams
 
 SMOOTHINGS = ("kneser-ney", "mle", "add-k")
 FORMAT_VERSION = "1"
