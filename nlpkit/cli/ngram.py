@@ -86,20 +86,20 @@ def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_toke
                 total.add_batch(batch)
                 if not (per_token or per_line):
                     continue
-                for lineno, s in enumerate(batch.lines(), lineno + 1):
-                    if per_token:
-                        where = {"file": name, "line": lineno} if per_line else {"file": name}
-                        out.write_many({**where, "position": i, "token": w, "id": int(t), "ngram": int(n),
-                                        "log10_prob": float(lp), "logprob": float(lp) * 2.302585092994046,
-                                        "oov": bool(o)}
-                                       for i, (w, t, n, lp, o)
-                                       in enumerate(zip(s.words, s.ids, s.ngram, s.log10, s.oov)))
-                    elif per_line:
-                        one = NgramPerplexity()
-                        one.add(s)
+                if not per_token:
+                    for lineno, one in enumerate(batch.line_totals(), lineno + 1):
                         rec = _record(one)
                         rec.pop("sentences"), rec.pop("bytes")
                         out.write({"file": name, "line": lineno, **rec})
+                    continue
+                for lineno, s in enumerate(batch.lines(), lineno + 1):
+                    where = {"file": name, "line": lineno} if per_line else {"file": name}
+                    out.write_many({**where, "position": i, "token": w, "id": int(t), "ngram": int(n),
+                                    "log10_prob": float(lp), "logprob": float(lp) * 2.302585092994046,
+                                    "oov": bool(o)}
+                                   for i, (w, t, n, lp, o)
+                                   in enumerate(zip(s.words, s.ids.tolist(), s.ngram.tolist(), s.log10.tolist(),
+                                                    s.oov.tolist())))
             if total.sentences == 0 and not per_line:
                 raise NlpkitError(f"{'<stdin>' if path == '-' else path}: empty text, nothing to score")
             if not per_line and not per_token:

@@ -428,28 +428,30 @@ def test_batch_word_ids_equal_a_dict_lookup_per_word(lines, vocab):
 
 
 def test_word_lookup_compares_bytes_not_only_hashes(monkeypatch):
-    """Words that share a hash (forced: the hash is the length) are told apart by their bytes, in the
-    first eight bytes and after them."""
+    """Long words that share a hash (forced: the hash is the length) are told apart by their bytes, in
+    the first eight bytes and after them; short words are keyed by their bytes."""
     import nlpkit.lm.ngram.lookup as lookup
     from nlpkit.lm.ngram.scoring import _batch_ids
 
-    monkeypatch.setattr(lookup, "hash_tokens", lambda w8, starts, lens, head=None: lens.astype(np.uint64))
-    model = _unigram_model(["abcdef", "abcdefghij", "ab"])     # <unk> 5, <s> 3, </s> 4 bytes: all distinct
+    monkeypatch.setattr(lookup, "hash_tokens", lambda w8, starts, lens: lens.astype(np.uint64))
+    model = _unigram_model(["abcdef", "abcdefghij", "ab", "abcdefghijklmnopqrstu"])
     assert model.word_index() is not None
-    ids, oov, _ = _batch_ids(model, ["abcdef xyzxyz abcdefghij abcdefghiX ab zz"])
-    assert [model.vocab[i] for i in ids] == ["abcdef", "<unk>", "abcdefghij", "<unk>", "ab", "<unk>"]
-    assert oov.tolist() == [False, True, False, True, False, True]
+    ids, oov, _ = _batch_ids(model, ["abcdef xyzxyz abcdefghij Xbcdefghij abcdefghiX ab zz ab\x00 "
+                                     "abcdefghijklmnopqrstu abcdefghijklmnopqrstX"])
+    assert [model.vocab[i] for i in ids] == ["abcdef", "<unk>", "abcdefghij", "<unk>", "<unk>", "ab", "<unk>",
+                                             "<unk>", "abcdefghijklmnopqrstu", "<unk>"]
 
 
 def test_vocabulary_hash_collision_falls_back_to_a_dict(monkeypatch):
     import nlpkit.lm.ngram.lookup as lookup
     from nlpkit.lm.ngram.scoring import _batch_ids
 
-    monkeypatch.setattr(lookup, "hash_tokens", lambda w8, starts, lens, head=None: np.zeros(len(starts), np.uint64))
-    model = _unigram_model(["abc", "de"])
+    monkeypatch.setattr(lookup, "hash_tokens", lambda w8, starts, lens: np.zeros(len(starts), np.uint64))
+    model = _unigram_model(["abcdefghi", "defghijkl", "de"])       # two long words, one hash
     assert model.word_index() is None
-    ids, oov, lengths = _batch_ids(model, ["abc x", "de", "a\nde"])
-    assert (ids.tolist(), oov.tolist(), lengths.tolist()) == tuple(_dict_ids(model, ["abc x", "de", "a\nde"]))
+    lines = ["abcdefghi x", "de defghijkl", "a\nde"]
+    ids, oov, lengths = _batch_ids(model, lines)
+    assert (ids.tolist(), oov.tolist(), lengths.tolist()) == tuple(_dict_ids(model, lines))
 
 
 @pytest.mark.parametrize("load", [0.5, 0.125])
@@ -462,3 +464,25 @@ def test_hash_index_finds_what_a_dict_finds(load):
     q = rng.integers(0, 1 << 20, 20000)
     where = {k: i for i, k in enumerate(keys.tolist())}
     assert index.find(q).tolist() == [where.get(k, -1) for k in q.tolist()]
+
+
+@pytest.mark.parametrize("smoothing", ["kneser-ney", "mle"])
+def test_line_totals_equal_each_line_score_added(tmp_path, smoothing):
+    """perplexity --per-line sums each line over the batch at once: the same totals as a LineScore a
+    line (OOVs, an MLE model's zero probabilities, non-ASCII bytes)."""
+    from nlpkit.lm.ngram.scoring import score_batches
+
+    model_path = tmp_path / "m.arpa"
+    train_ngram([str(FIX / "train.txt")], str(model_path), order=3, smoothing=smoothing)
+    model = load_ngram_model(model_path)
+    lines = heldout_lines()[:200] + ["", "naïve café zzzunseen", "  "]
+    for batch in score_batches(model, lines):
+        for got, s in zip(batch.line_totals(), batch.lines(), strict=True):
+            want = NgramPerplexity()
+            want.add(s)
+            assert (got.tokens, got.oov, got.zero_prob, got.bytes, got.words) == \
+                   (want.tokens, want.oov, want.zero_prob, want.bytes, want.words)
+            assert got.log10_total == pytest.approx(want.log10_total, rel=1e-12, abs=1e-9) or \
+                   got.log10_total == want.log10_total
+            assert got.log10_oov == pytest.approx(want.log10_oov, rel=1e-12, abs=1e-9) or \
+                   got.log10_oov == want.log10_oov

@@ -30,14 +30,12 @@ def chunk(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray, c: int) -> np.nd
     return w8[np.minimum(starts + 8 * c, len(w8) - 1)] & _LOW[np.clip(lens - 8 * c, 0, 8)]
 
 
-def hash_tokens(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray, head: np.ndarray | None = None
-                ) -> np.ndarray:
-    """A 64-bit hash of each token (bytes starts[i]:starts[i] + lens[i] of `words8`'s buffer); `head`,
-    if given, is their `chunk(.., 0)`.  # [n] uint64"""
+def hash_tokens(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each token (bytes starts[i]:starts[i] + lens[i] of `words8`'s buffer).  # [n] uint64"""
     n = len(starts)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
-    h = chunk(w8, starts, lens, 0) if head is None else head.copy()
+    h = chunk(w8, starts, lens, 0)
     h ^= _OFFSET
     h *= _PRIME
     for c in range(1, (int(lens.max()) + 7) // 8):
@@ -108,15 +106,18 @@ class HashIndex:
         out = v.astype(np.int64)
         out[~hit] = -1
         active = np.flatnonzero(taken ^ hit)                  # a key there, not ours: probe on
+        slot, q = slot.take(active), q.take(active)            # the probing keys' slots and keys, compacted
         while len(active):
-            s = (slot.take(active) + 1) & self.mask
-            slot[active] = s
-            v = self.vals.take(s)
+            slot += 1
+            slot &= self.mask
+            v = self.vals.take(slot)
             taken = v >= 0
-            hit = self.source.take(v) == q.take(active)
+            hit = self.source.take(v) == q
             hit &= taken
-            out[active[hit]] = v[hit]
-            active = active[taken ^ hit]
+            if hit.any():
+                out[active[hit]] = v[hit]
+                taken ^= hit
+            active, slot, q = active[taken], slot[taken], q[taken]
         return out
 
 

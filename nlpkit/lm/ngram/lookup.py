@@ -17,13 +17,13 @@ import numpy as np
 
 from nlpkit.lm.ngram.hashing import HashIndex, all_distinct, chunk, hash_tokens, words8
 
-SEPARATORS = b" \t\n\r\x0b\x0c"                # query's word separators
-
-
 class WordIndex:
-    """The vocabulary's UTF-8 bytes in one pool, and a hash table over them.
+    """The vocabulary's UTF-8 bytes in one pool, and a hash table over the words' keys.
 
-    ``WordIndex(["a", "bc"]).find(*split_words("bc x a")[:3]) -> [1, -1, 0]``
+    A word of up to 8 bytes is its own key (its bytes as a little-endian uint64; with its length, that
+    is the word), a longer one is keyed by its 64-bit hash and compared byte for byte when found.
+
+    ``WordIndex(["a", "bc"]).find(*split_words("bc x a", 1)[:3]) -> [1, -1, 0]``
     """
 
     def __init__(self, vocab: list[str]) -> None:
@@ -31,25 +31,32 @@ class WordIndex:
         self.lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         self.starts = np.cumsum(self.lens) - self.lens
         self.w8 = words8(np.frombuffer(b"".join(encoded), dtype=np.uint8))
-        self.head = chunk(self.w8, self.starts, self.lens, 0)
-        hashes = hash_tokens(self.w8, self.starts, self.lens, self.head)
-        self.index = HashIndex(hashes, load=0.125) if all_distinct(hashes) else None   # None: a shared hash
+        keys = word_keys(self.w8, self.starts, self.lens)
+        self.index = HashIndex(keys, load=0.125) if all_distinct(keys) else None     # None: a shared key
 
     def find(self, w8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
         """The id of each word (bytes starts[i]:starts[i] + lens[i] of `w8`'s buffer), -1 if not in the
         vocabulary.  # [n] int64"""
-        head = chunk(w8, starts, lens, 0)                                 # the first 8 bytes
-        ids = self.index.find(hash_tokens(w8, starts, lens, head))
-        hit = np.flatnonzero(ids >= 0)
-        cand = ids.take(hit)
-        n = lens.take(hit)
-        same = self.lens.take(cand) == n
-        same &= self.head.take(cand) == head.take(hit)
-        for c in range(1, (int(n.max()) + 7) // 8 if len(n) else 0):    # longer words: 8 bytes at a time
-            sel = np.flatnonzero(same & (n > 8 * c))
-            same[sel] = chunk(w8, starts[hit[sel]], n[sel], c) == chunk(self.w8, self.starts[cand[sel]], n[sel], c)
-        ids[hit[~same]] = -1
+        ids = self.index.find(word_keys(w8, starts, lens))
+        found = ids >= 0
+        same = self.lens.take(ids) == lens                   # a short word: same key and length, same bytes
+        long = np.flatnonzero(same & found & (lens > 8))      # a long one: compare 8 bytes at a time
+        if len(long):
+            at, vs, ln = starts.take(long), self.starts.take(ids.take(long)), lens.take(long)
+            for c in range((int(ln.max()) + 7) // 8):
+                sel = np.flatnonzero(ln > 8 * c)
+                same[long[sel]] &= chunk(w8, at[sel], ln[sel], c) == chunk(self.w8, vs[sel], ln[sel], c)
+        ids[~same] = -1                                      # (ids -1 read the last word's length: harmless)
         return ids
+
+
+def word_keys(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """A word's key: its bytes if they fit in 8, else its `hash_tokens` hash.  # [n] uint64"""
+    key = chunk(w8, starts, lens, 0)
+    long = np.flatnonzero(lens > 8)
+    if len(long):
+        key[long] = hash_tokens(w8, starts[long], lens[long])
+    return key
 
 
 def split_words(text: str, lines: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -68,4 +75,4 @@ def split_words(text: str, lines: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return words8(buf), starts, ends - starts, np.diff(at_lf, prepend=0, append=len(starts))
 
 
-__all__ = ["SEPARATORS", "WordIndex", "split_words"]
+__all__ = ["WordIndex", "split_words", "word_keys"]

@@ -142,15 +142,24 @@ def score_lines(model: NgramModel, lines: Iterable[str], transform: Callable[[st
         yield from batch.lines()
 
 
-_BATCH_WORDS = re.compile(r"[^ \t\n\r\x0b\x0c]+|\n")        # query's words, and the line breaks
+_SEP = "\x00"                                                 # line separator for str.split (a word to split())
+# str.split() also splits on these (not query's separators): a batch holding one is split line by line
+_SPLIT_ONLY = re.compile("[\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 
 
-def _batch_tokens(lines: list[str]) -> list[str]:
-    """Each line's words, then "\n" (a line break, never a word: query splits on it)."""
-    text = "\n".join(lines)
-    if text.count("\n") == len(lines) - 1:
-        return _BATCH_WORDS.findall(text + "\n")
-    return [t for line in lines for t in (*query_words(line), "\n")]     # a line holds a newline
+def _batch_tokens(lines: list[str]) -> tuple[list[str], str]:
+    """Each line's words, then a line break that is never a word (returned too): `_SEP` after one
+    str.split() of the batch when that splits as query does, else "\n" after each line's words."""
+    text = f" {_SEP} ".join(lines)
+    if text.isascii():
+        splits = not any(c in text for c in "\x1c\x1d\x1e\x1f")
+    else:
+        splits = _SPLIT_ONLY.search(text) is None
+    if splits and text.count(_SEP) == len(lines) - 1:
+        tokens = text.split()
+        tokens.append(_SEP)
+        return tokens, _SEP
+    return [t for line in lines for t in (*query_words(line), "\n")], "\n"
 
 
 def _batch_ids(model: NgramModel, lines: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -161,8 +170,8 @@ def _batch_ids(model: NgramModel, lines: list[str]) -> tuple[np.ndarray, np.ndar
         w8, starts, lens, lengths = split_words(text, len(lines))
         ids = index.find(w8, starts, lens)
     else:                                                              # a word per dict lookup
-        tokens = _batch_tokens(lines)
-        raw = np.fromiter(map(model.word_id_with_break().get, tokens, repeat(-1)), dtype=np.int64,
+        tokens, brk = _batch_tokens(lines)
+        raw = np.fromiter(map(model.word_id_with_break(brk).get, tokens, repeat(-1)), dtype=np.int64,
                           count=len(tokens))
         breaks = np.flatnonzero(raw == -2)                             # one per line
         lengths = np.diff(breaks, prepend=-1) - 1
@@ -189,7 +198,7 @@ class ScoredBatch:
     @cached_property
     def tokens(self) -> list[str]:
         """Each line's words, then a line break: line i's words are tokens[start[i]:start[i + 1] - 1]."""
-        return _batch_tokens(self.scored)
+        return _batch_tokens(self.scored)[0]
 
     @property
     def bytes(self) -> int:
@@ -198,13 +207,31 @@ class ScoredBatch:
         n = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
         return n + 1 if self.original else 0
 
+    def line_bytes(self) -> list[int]:
+        """UTF-8 bytes of each line as given, with its newline."""
+        if "".join(self.original).isascii():
+            return [n + 1 for n in map(len, self.original)]
+        return [len(line.encode("utf-8", "surrogatepass")) + 1 for line in self.original]
+
+    def line_totals(self) -> list[NgramPerplexity]:
+        """Each line's totals, as `NgramPerplexity.add` of its `LineScore` gives (sums per line over the
+        batch at once, not an object per line first)."""
+        first = self.start[:-1]
+        tokens = np.diff(self.start)
+        oov = np.add.reduceat(self.oov, first, dtype=np.int64)
+        zero = np.add.reduceat(np.isneginf(self.log10), first, dtype=np.int64)
+        total = np.add.reduceat(self.log10, first, dtype=np.float64)
+        total_oov = np.add.reduceat(np.where(self.oov, self.log10, 0.0), first, dtype=np.float64)
+        return [NgramPerplexity(1, t, o, z, lp, lo, nb, t - 1) for t, o, z, lp, lo, nb in
+                zip(tokens.tolist(), oov.tolist(), zero.tolist(), total.tolist(), total_oov.tolist(),
+                    self.line_bytes())] if len(first) else []
+
     def lines(self) -> Iterator[LineScore]:
         words, bos = self.tokens, self.start.tolist()
-        for i, line in enumerate(self.original):
+        for i, n in enumerate(self.line_bytes()):
             b, e = bos[i], bos[i + 1]
             yield LineScore(words=words[b:e - 1] + ["</s>"], ids=self.ids[b:e], log10=self.log10[b:e],
-                            ngram=self.ngram[b:e], oov=self.oov[b:e],
-                            bytes=(len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))) + 1)
+                            ngram=self.ngram[b:e], oov=self.oov[b:e], bytes=n)
 
 
 def _score_batch(model: NgramModel, original: list[str], transform) -> ScoredBatch:
