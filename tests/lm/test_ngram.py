@@ -333,11 +333,12 @@ def test_float_format_is_the_shortest_round_trip_of_7_8_9_digits():
 
 def test_arpa_reading_survives_hash_collisions(tmp_path, monkeypatch, nlpkit_arpas):
     """Every word and n-gram hashing alike sends the reader to its exact fallbacks: same model."""
-    import nlpkit.lm.ngram.arpa as arpa
     import nlpkit.lm.ngram.hashing as hashing
+    import nlpkit.lm.ngram.lookup as lookup
 
     want = load_ngram_model(nlpkit_arpas[3])
-    monkeypatch.setattr(arpa, "hash_tokens", lambda w8, starts, lens: np.zeros(len(starts), dtype=np.uint64))
+    assert sum(len(w.encode()) > 8 for w in want.vocab) >= 2            # long words: keyed by their hash
+    monkeypatch.setattr(lookup, "hash_tokens", lambda w8, starts, lens: np.zeros(len(starts), dtype=np.uint64))
     monkeypatch.setattr(hashing, "hash_rows", lambda ids: np.zeros(len(ids), dtype=np.uint64))
     got = load_ngram_model(nlpkit_arpas[3])
     assert got.vocab == want.vocab

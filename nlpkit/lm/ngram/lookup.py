@@ -27,7 +27,16 @@ class WordIndex:
     """
 
     def __init__(self, vocab: list[str]) -> None:
-        encoded = [w.encode("utf-8", "surrogatepass") for w in vocab]
+        self._build([w.encode("utf-8", "surrogatepass") for w in vocab])
+
+    @classmethod
+    def from_bytes(cls, words: list[bytes]) -> "WordIndex":
+        """The index of words given as bytes (an ARPA file's unigrams, as read)."""
+        index = cls.__new__(cls)
+        index._build(words)
+        return index
+
+    def _build(self, encoded: list[bytes]) -> None:
         self.lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         self.starts = np.cumsum(self.lens) - self.lens
         self.w8 = words8(np.frombuffer(b"".join(encoded), dtype=np.uint8))
