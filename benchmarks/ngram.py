@@ -13,7 +13,9 @@
    </s>) with nlpkit (`score_batches`: per-token arrays for up to 16384 lines, 2M characters, at a
    time; also `score_lines`, one object a line) and with the `kenlm` module (`Model.full_scores` per
    line, the same numbers as `query`; `pip install kenlm` builds it from source), each summing every
-   token's log10 p; wall and CPU seconds, query the best of 3. Total log10 p is checked equal.
+   token's log10 p; then each line's total alone (nlpkit's `line_totals`, as `perplexity --per-line`
+   prints them, against `Model.score`); wall and CPU seconds, the best of 5. Total log10 p is checked
+   equal. Each side's peak memory is that of a process that only loads the model (os.wait4).
 3. Held-out perplexity of orders 2-5 on Persuasion, cleaned as the default model's card does
    (tools/gutenberg.py: header, licence, BOM removed, LF), trained on the other 29 novels cleaned the
    same way, beside the shipped neural model's bits per byte on the same novel, scored in the same
@@ -38,6 +40,7 @@ sys.path.insert(0, str(REPO))
 DATA = Path(os.environ.get("NLPKIT_DATA", REPO.parent / "shared" / "data")) / "gutenberg"
 KENLM_BIN = Path(os.environ.get("KENLM_BIN", "/work/build/kenlm/build/bin"))
 NEURAL_BPB = 1.508      # default model card, whole held-out novel
+REPEAT = 5              # query timings: the best of this many runs, for each side
 
 
 def run_measured(cmd: list[str], stdin_paths: list[Path] | None = None, env=None) -> tuple[float, float, float]:
@@ -190,6 +193,15 @@ def bench_query(order: int) -> None:
     lines = (DATA / "105.txt").read_text(encoding="utf-8").splitlines()
     print(f"\n== loading and querying a {order}-gram ARPA of {arpa.stat().st_size / 1e6:.0f} MB ({made}, "
           f"{total / 1e6:.1f} MB of text); scoring Persuasion, {len(lines)} lines")
+    # Each side's memory first, in a process of its own that only loads the model: a child's peak RSS
+    # counts what it inherited at fork, so the benchmark itself must not hold a model yet.
+    mem_n = run_measured([sys.executable, "-c", f"from nlpkit.lm.ngram.model import load_ngram_model; "
+                                                f"load_ngram_model({str(arpa)!r})"],
+                         env={**os.environ, "PYTHONPATH": str(REPO)})[2]
+    try:
+        mem_k = run_measured([sys.executable, "-c", f"import kenlm; kenlm.Model({str(arpa)!r})"])[2]
+    except SystemExit:
+        mem_k = None                                # the kenlm module is not installed
     load_n, model = timed(lambda: load_ngram_model(arpa))
 
     def nlpkit_scores() -> tuple[int, float]:      # per-token log10 of every line, used (summed), as below
@@ -199,42 +211,52 @@ def bench_query(order: int) -> None:
             total += float(np.sum(b.log10, dtype=np.float64))
         return tokens, total
 
-    def nlpkit_line_scores() -> tuple[int, float]:  # the same, through one LineScore object a line
-        tokens, total = 0, 0.0
-        for s in score_lines(model, lines):
-            tokens += len(s.log10)
-            total += float(np.sum(s.log10, dtype=np.float64))
-        return tokens, total
-    score_n, (tokens, sum_n) = timed(nlpkit_scores, repeat=3)
-    score_l, _ = timed(nlpkit_line_scores, repeat=3)
-    print(f"{'task':28s} {'nlpkit':>16s} {'kenlm':>16s} {'ratio':>7s}   (wall / cpu)")
+    def nlpkit_line_scores() -> float:             # the same, through one LineScore object a line
+        return sum(s.log10.sum(dtype=np.float64) for s in score_lines(model, lines))
+
+    def nlpkit_line_totals() -> float:             # each line's total (what perplexity --per-line prints)
+        return sum(t.log10_total for b in score_batches(model, lines) for t in b.line_totals())
+    score_n, (tokens, sum_n) = timed(nlpkit_scores, repeat=REPEAT)
+    score_l, _ = timed(nlpkit_line_scores, repeat=REPEAT)
+    score_t, sum_t = timed(nlpkit_line_totals, repeat=REPEAT)
+    print(f"{'task':30s} {'nlpkit':>16s} {'kenlm':>16s} {'ratio':>7s}   (wall / cpu)")
     try:
         import kenlm
     except ImportError:
         kenlm = None
     if kenlm is None:
-        print(f"{'load s':28s} {load_n[0]:7.2f} / {load_n[1]:6.2f} {'-':>16s}")
-        print(f"{'query tokens/s':28s} {tokens / score_n[0]:7.0f} / {tokens / score_n[1]:6.0f} {'-':>16s}   "
+        print(f"{'load s':30s} {load_n[0]:7.2f} / {load_n[1]:6.2f} {'-':>16s}")
+        print(f"{'load, peak RSS MB (own process)':30s} {mem_n:16.0f} {'-':>16s}")
+        print(f"{'query tokens/s':30s} {tokens / score_n[0]:7.0f} / {tokens / score_n[1]:6.0f} {'-':>16s}   "
               "(pip install kenlm for the peer)")
         return
     load_k, km = timed(lambda: kenlm.Model(str(arpa)))
 
-    def kenlm_scores() -> float:
+    def kenlm_scores() -> float:                   # per token, as query prints (Model.full_scores)
         total = 0.0
         for line in lines:
             for lp, _, _ in km.full_scores(line, bos=True, eos=True):
                 total += lp
         return total
-    score_k, sum_k = timed(kenlm_scores, repeat=3)
-    print(f"{'load s':28s} {load_n[0]:7.2f} / {load_n[1]:6.2f} {load_k[0]:7.2f} / {load_k[1]:6.2f} "
+
+    def kenlm_line_totals() -> float:              # each line's total (Model.score, summed in C++)
+        return sum(km.score(line, bos=True, eos=True) for line in lines)
+    score_k, sum_k = timed(kenlm_scores, repeat=REPEAT)
+    score_kt, _ = timed(kenlm_line_totals, repeat=REPEAT)
+
+    def row(name: str, mine, theirs, what: str) -> None:
+        print(f"{name:30s} {tokens / mine[0]:7.0f} / {tokens / mine[1]:6.0f} "
+              f"{tokens / theirs[0]:7.0f} / {tokens / theirs[1]:6.0f} {theirs[0] / mine[0]:6.2f}x  {what}")
+    print(f"{'load s':30s} {load_n[0]:7.2f} / {load_n[1]:6.2f} {load_k[0]:7.2f} / {load_k[1]:6.2f} "
           f"{load_n[0] / load_k[0]:6.1f}x  (nlpkit time / kenlm time)")
-    print(f"{'query tokens/s':28s} {tokens / score_n[0]:7.0f} / {tokens / score_n[1]:6.0f} "
-          f"{tokens / score_k[0]:7.0f} / {tokens / score_k[1]:6.0f} {score_k[0] / score_n[0]:6.2f}x  "
-          "(nlpkit speed / kenlm speed; best of 3)")
-    print(f"{'  per-line LineScore objects':28s} {tokens / score_l[0]:7.0f} / {tokens / score_l[1]:6.0f} "
-          f"{tokens / score_k[0]:7.0f} / {tokens / score_k[1]:6.0f} {score_k[0] / score_l[0]:6.2f}x  "
-          "(score_lines instead of score_batches)")
-    print(f"check: {tokens} tokens; total log10 p nlpkit {sum_n:.4f}, kenlm {sum_k:.4f}")
+    print(f"{'load, peak RSS MB (own process)':30s} {mem_n:16.0f} {mem_k:16.0f} {mem_n / mem_k:6.1f}x  "
+          "(nlpkit / kenlm)")
+    row("query tokens/s, per token", score_n, score_k,
+        f"(nlpkit speed / kenlm speed; best of {REPEAT}): score_batches / full_scores")
+    row("  per-line LineScore objects", score_l, score_k, "score_lines / full_scores")
+    row("  per-line totals", score_t, score_kt, "ScoredBatch.line_totals / Model.score")
+    print(f"check: {tokens} tokens; total log10 p nlpkit {sum_n:.4f} (per-line totals {sum_t:.4f}), "
+          f"kenlm {sum_k:.4f}")
 
 
 def bench_heldout(neural: bool = True) -> None:

@@ -245,7 +245,7 @@ class _Vocab:
         self.dict = None if self.unique else {w: i for i, w in enumerate(words)}
 
 
-CHUNK_BYTES = 1 << 25                        # a section is parsed 32 MB at a time: bounded temporaries
+CHUNK_BYTES = 1 << 22                        # a section is parsed 4 MB at a time: small temporaries, in cache
 
 
 def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, vocab: list[str], voc: _Vocab | None):
