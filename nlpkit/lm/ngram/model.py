@@ -46,6 +46,7 @@ class NgramModel:
     smoothing: str = "backoff"
     k: float = 0.0
     word_id: dict[str, int] = field(default_factory=dict)
+    key_index: list = field(default_factory=list, repr=False)    # per order k >= 2: a HashIndex of keys[k - 1]
 
     def __post_init__(self) -> None:
         if not self.word_id:
@@ -55,7 +56,8 @@ class NgramModel:
         self.eos_id = self.word_id.get("</s>", -1)
         # per order k >= 2, a hash table over its keys (KenLM's "probing" structure): a lookup is a
         # probe or two, where a binary search over millions of sorted keys misses the cache ~20 times
-        self.key_index = [None] + [HashIndex(k) for k in self.keys[1:]]
+        if not self.key_index:
+            self.key_index = [None] + [HashIndex(k) for k in self.keys[1:]]
 
     def word_id_with_break(self, sep: str = "\n") -> dict[str, int]:
         """`word_id` plus `sep` -> -2 (a line break, never a word), for scoring a batch of lines at once."""
@@ -238,32 +240,18 @@ class NgramModel:
 
 # ---------------------------------------------------------------------- building models
 
-def _prefix_rows(table: np.ndarray, keys: list[np.ndarray], grams: np.ndarray, V: int) -> np.ndarray:
-    """Row of each of `grams` [m, j] in the sorted j-gram `table` [n, j], -1 where absent: a hash join
-    (every hit checked word by word), with `index_of`'s binary searches for what the hashes miss."""
-    from nlpkit.lm.ngram.hashing import HashIndex, all_distinct, hash_rows
-
-    if grams.shape[1] == 1:
-        return grams[:, 0].astype(np.int64)
-    th = hash_rows(table)
-    if not all_distinct(th):                      # two n-grams with one hash: no join
-        return index_of(keys, grams, V)
-    idx = HashIndex(th).find(hash_rows(grams))
-    ok = idx >= 0
-    ok[ok] = (table[idx[ok]] == grams[ok]).all(axis=1)
-    if not ok.all():
-        bad = np.flatnonzero(~ok)
-        idx[bad] = index_of(keys, grams[bad], V)
-    return idx
-
-
 def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: list[int], vocab: list[str]):
-    """Sorted keys per order and the permutation from file order; a missing prefix or a repeat is an error."""
-    keys, perms = [np.arange(len(raw_ngrams[0]), dtype=np.int64)], [np.arange(len(raw_ngrams[0]))]
-    table = raw_ngrams[0]                                  # the previous order's n-grams, sorted
+    """Sorted keys per order, the permutation from file order, and each order's `HashIndex` (as the
+    model keeps them); a missing prefix or a repeat is an error.
+
+    An n-gram's prefix row is found by walking its words up the orders already indexed: k - 2 hash
+    lookups of exact integer keys for a k-gram (nothing to verify, no row hashing)."""
+    keys, perms, index = [np.arange(len(raw_ngrams[0]), dtype=np.int64)], [np.arange(len(raw_ngrams[0]))], [None]
     for k in range(2, len(raw_ngrams) + 1):
         g = raw_ngrams[k - 1]
-        prefix = _prefix_rows(table, keys, g[:, :-1], V)
+        prefix = g[:, 0].astype(np.int64)
+        for j in range(1, k - 1):                 # -1 (absent) stays -1: its key is negative, never found
+            prefix = index[j].find(ngram_keys(prefix, g[:, j], V))
         if (prefix < 0).any():
             i = int(np.flatnonzero(prefix < 0)[0])
             words = " ".join(vocab[x] for x in g[i])
@@ -274,7 +262,7 @@ def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: lis
             perm = np.arange(len(key))
         else:
             perm = np.argsort(key)
-        key = key[perm]
+            key = key[perm]
         dup = np.flatnonzero(key[1:] == key[:-1])
         if len(dup):
             i = int(max(perm[dup[0]], perm[dup[0] + 1]))          # the later of the two lines
@@ -282,8 +270,8 @@ def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: lis
                               f"{' '.join(vocab[x] for x in g[i])!r} appears twice")
         keys.append(key)
         perms.append(perm)
-        table = g[perm] if k < len(raw_ngrams) else None
-    return keys, perms
+        index.append(HashIndex(key))
+    return keys, perms, index
 
 
 def load_ngram_model(path: str | os.PathLike, warn=None) -> NgramModel:
@@ -294,7 +282,7 @@ def load_ngram_model(path: str | os.PathLike, warn=None) -> NgramModel:
     raw = read_model_file(path)
     vocab = raw.vocab
     V = len(vocab)
-    keys, perms = _sort_order(raw.ngrams, V, path, raw.first_line, vocab)
+    keys, perms, index = _sort_order(raw.ngrams, V, path, raw.first_line, vocab)
     opts = raw.options
     if raw.kind == "arpa":
         logprob = [raw.values[k][perms[k]].astype(np.float32) for k in range(len(keys))]
@@ -307,11 +295,12 @@ def load_ngram_model(path: str | os.PathLike, warn=None) -> NgramModel:
             backoff[0] = np.append(backoff[0], np.float32(0.0))
             keys[0] = np.arange(len(vocab), dtype=np.int64)
             keys = [keys[0]] + [_rekey(keys[k], V, V + 1) for k in range(1, len(keys))]
+            index = []                                # rebuilt over the new keys
         for name in ("<s>", "</s>"):
             if name not in vocab:
                 raise NlpkitError(f"{path}: the model has no {name} unigram")
         return NgramModel(kind="arpa", vocab=vocab, keys=keys, logprob=logprob, backoff=backoff, options=opts,
-                          source=path)
+                          source=path, key_index=index)
     counts = [raw.values[k][perms[k]].astype(np.int64) for k in range(len(keys))]
     # context_total[j][r]: sum over v of C(h v) for the history h in row r of order j (j = 0: all words)
     totals = [np.array([counts[0].sum()], dtype=np.int64)]
@@ -323,7 +312,7 @@ def load_ngram_model(path: str | os.PathLike, warn=None) -> NgramModel:
         if name not in vocab:
             raise NlpkitError(f"{path}: the counts model has no {name} unigram")
     return NgramModel(kind="counts", vocab=vocab, keys=keys, logprob=[], backoff=[], counts=counts,
-                      context_total=totals, options=opts, source=path, smoothing=smoothing, k=kk)
+                      context_total=totals, options=opts, source=path, smoothing=smoothing, k=kk, key_index=index)
 
 
 def _rekey(keys: np.ndarray, old_v: int, new_v: int) -> np.ndarray:
