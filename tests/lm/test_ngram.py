@@ -424,22 +424,25 @@ def _dict_ids(model, lines):
 
 
 _PIECES = ["a", "ab", "abcdefgh", "abcdefghi", "abcdefghijklmnopq", "é", "😀", "\u00a0", "\u3000", "\ufeff",
-           "\x1c", "\x85", "\udcff", " ", "  ", "\t", "\r", "\x0b", "\x0c", "x" * 30]
+           "\x1c", "\x85", "\udcff", "\x00", " ", "  ", "\t", "\r", "\x0b", "\x0c", "x" * 30]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=12).map("".join), min_size=1, max_size=8),
-       st.lists(st.lists(st.sampled_from(_PIECES[:13]), min_size=1, max_size=4).map("".join), max_size=10))
+       st.lists(st.lists(st.sampled_from(_PIECES[:14]), min_size=1, max_size=4).map("".join), max_size=10))
 def test_batch_word_ids_equal_a_dict_lookup_per_word(lines, vocab):
     """The numpy word lookup (UTF-8 bytes split on query's separators, hashed, checked byte for byte)
     gives the ids a dict gives: a no-break space, U+3000, a BOM, U+001C and U+0085 stay inside words
-    (str.split would split on some), long words and lone surrogates included."""
+    (str.split would split on some), NUL, long words and lone surrogates included."""
     from nlpkit.lm.ngram.scoring import _batch_ids
 
     model = _unigram_model(vocab + [w for line in lines[:1] for w in query_words(line)])
     ids, oov, lengths = _batch_ids(model, lines)
     want_ids, want_oov, want_lengths = _dict_ids(model, lines)
     assert ids.tolist() == want_ids and oov.tolist() == want_oov and lengths.tolist() == want_lengths
+    scored = list(score_lines(model, lines))                          # and the words each line reports
+    assert [s.words for s in scored] == [query_words(line) + ["</s>"] for line in lines]
+    assert [s.bytes for s in scored] == [len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines]
 
 
 def test_word_lookup_compares_bytes_not_only_hashes(monkeypatch):
