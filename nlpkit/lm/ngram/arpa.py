@@ -27,7 +27,7 @@ from __future__ import annotations
 import gzip
 import os
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Iterable, Sequence
 
 import numpy as np
 
@@ -547,12 +547,15 @@ def _lines(grams: np.ndarray, words: _Strings, first: _Strings, last: _Strings |
     return out.tobytes()
 
 
-def write_model_file(path: str, kind: str, vocab: list[str], ngrams: list[np.ndarray], values: list[np.ndarray],
-                     backoffs: list[np.ndarray] | None, options: dict[str, str], comments: list[str] = ()) -> None:
+def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], sections: Iterable[tuple],
+                     options: dict[str, str], comments: Sequence[str] = ()) -> None:
     """Write an ARPA file (kind "arpa") or a counts file ("counts"); `.gz` compresses.
 
-    `ngrams[k-1]` [n_k, k] word ids, in the order to write (the trainer's is lexicographic). The
-    lines are assembled as bytes with numpy, WRITE_ROWS at a time.
+    `sizes[k-1]` is the number of k-grams (the header comes first); `sections` yields, order by
+    order, (rows, values, backoffs or None): `rows` [n_k, k] word ids in the order to write (an
+    array, or anything whose slices are, such as `NgramRows`; the trainer's is lexicographic).
+    Each section is written as it comes (the trainer estimates an order while the one below is
+    written out), its lines assembled as bytes with numpy, WRITE_ROWS at a time.
     """
     words = _Strings.of([w.encode("utf-8", "surrogateescape") for w in vocab])
     opener = gzip.open if path.endswith(".gz") else open
@@ -560,19 +563,18 @@ def write_model_file(path: str, kind: str, vocab: list[str], ngrams: list[np.nda
         with opener(path, "wb") as out:
             head = [f"# {c}\n" for c in comments] + [f"{OPTION_PREFIX}{key}={value}\n" for key, value in options.items()]
             head.append("\\data\\\n" if kind == "arpa" else "\\counts\\\n")
-            head += [f"ngram {k}={len(g)}\n" for k, g in enumerate(ngrams, 1)]
+            head += [f"ngram {k}={n}\n" for k, n in enumerate(sizes, 1)]
             out.write("".join(head).encode("utf-8", "surrogateescape") + b"\n")
-            top = len(ngrams)
-            for k in range(1, top + 1):
+            top = len(sizes)
+            for k, (g, values, backoffs) in enumerate(sections, 1):
                 out.write(f"\\{k}-grams:\n".encode())
-                g = ngrams[k - 1]
                 for r in range(0, len(g), WRITE_ROWS):
                     sl = slice(r, r + WRITE_ROWS)
                     if kind == "counts":
-                        first, last = _format_ints(values[k - 1][sl]), None
+                        first, last = _format_ints(values[sl]), None
                     else:
-                        first = _format_floats(values[k - 1][sl])
-                        last = _format_floats(backoffs[k - 1][sl]) if k < top else None
+                        first = _format_floats(values[sl])
+                        last = _format_floats(backoffs[sl]) if k < top else None
                     out.write(_lines(g[sl], words, first, last))
                 out.write(b"\n")
             out.write(b"\\end\\\n")

@@ -17,50 +17,27 @@ lmplz's steps (Heafield et al. 2013, "Scalable modified Kneser-Ney language mode
 5. Backoff of an n-gram that is a context (and does not end in <unk> or </s>): gamma; else 1.
 
 The arithmetic is in float32, as lmplz does it, so probabilities agree to a few 1e-7.
+
+All of it is computed on the counts' keys: an n-gram's context is its key's prefix row (the
+rows of one context are consecutive), its suffix row comes from counting, and the n-grams that
+start with ``<s>`` are one run of rows per order. Orders are estimated in turn and handed out
+as soon as their backoffs are known (`kneser_ney_orders`), so a writer can write each one and
+let it go.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 import numpy as np
 
-from nlpkit.errors import NlpkitError
-from nlpkit.lm.ngram.counting import BOS, EOS, UNK, NgramCounts
+from nlpkit.lm.ngram.counting import BOS, EOS, UNK, NgramCounts, ngram_keys
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 F32 = np.float32
 
 
-@dataclass
-class NgramTable:
-    """An n-gram model in backoff form: what an ARPA file holds.
-
-    ``ngrams[k-1]`` int32 [n_k, k] (sorted lexicographically), ``logprob[k-1]`` float32 [n_k]
-    log10 p, ``backoff[k-1]`` float32 [n_k] log10 backoff (zeros for the highest order).
-    """
-
-    vocab: list[str]
-    ngrams: list[np.ndarray]
-    logprob: list[np.ndarray]
-    backoff: list[np.ndarray]
-    discounts: list[tuple[float, float, float]] = field(default_factory=list)
-    fallback_orders: list[int] = field(default_factory=list)
-
-    @property
-    def order(self) -> int:
-        return len(self.ngrams)
-
-
 # ------------------------------------------------------------------------- indexing
-
-def ngram_keys(prefix_index: np.ndarray, last: np.ndarray, vocab_size: int) -> np.ndarray:
-    """One int64 key per n-gram: (index of its first k-1 words in the (k-1)-gram table) * V + last word.
-
-    With both tables sorted lexicographically the keys are sorted too: ``(2, 7), V=10 -> 27``.
-    """
-    return prefix_index.astype(np.int64) * vocab_size + last.astype(np.int64)
-
 
 def index_of(tables_keys: list[np.ndarray], grams: np.ndarray, vocab_size: int) -> np.ndarray:
     """Row index of each n-gram of `grams` [m, j] in its order's table, -1 where absent.
@@ -81,100 +58,31 @@ def index_of(tables_keys: list[np.ndarray], grams: np.ndarray, vocab_size: int) 
     return np.where(ok, idx, -1)
 
 
-class RowFinder:
-    """Row of n-grams in their order's table (`ngrams`, sorted, every prefix present): a hash join
-    per order, each hit checked word by word, with `index_of`'s binary searches for the rest.
-
-    ``find(grams [m, j]) -> [m]`` rows in order j, -1 where absent; ``keys`` as `table_keys` gives.
-    """
-
-    def __init__(self, ngrams: list[np.ndarray], vocab_size: int) -> None:
-        self.ngrams, self.V = ngrams, vocab_size
-        self.index: dict[int, object] = {}
-        self._keys: list[np.ndarray] | None = None
-
-    @property
-    def keys(self) -> list[np.ndarray]:
-        """Sorted keys of every order (only the binary-search fallback needs them: made on demand)."""
-        if self._keys is None:
-            keys = [self.ngrams[0][:, 0].astype(np.int64)]
-            for k in range(2, len(self.ngrams) + 1):
-                prefix = index_of(keys, self.ngrams[k - 1][:, :-1], self.V)
-                if (prefix < 0).any():
-                    raise AssertionError("an n-gram without its prefix")
-                keys.append(ngram_keys(prefix, self.ngrams[k - 1][:, -1], self.V))
-            self._keys = keys
-        return self._keys
-
-    def forget(self, j: int) -> None:
-        """Drop the hash index of order j (memory)."""
-        self.index.pop(j, None)
-
-    def find(self, grams: np.ndarray) -> np.ndarray:
-        from nlpkit.lm.ngram.hashing import HashIndex, all_distinct, hash_rows
-
-        j = grams.shape[1]
-        if j == 1:
-            return grams[:, 0].astype(np.int64)
-        table = self.ngrams[j - 1]
-        if j not in self.index:
-            th = hash_rows(table)
-            self.index[j] = HashIndex(th) if all_distinct(th) else None
-        hi = self.index[j]
-        if hi is None:                                  # two n-grams with one hash: binary search
-            return index_of(self.keys, grams, self.V)
-        idx = hi.find(hash_rows(grams))
-        ok = idx >= 0
-        ok[ok] = (table[idx[ok]] == grams[ok]).all(axis=1)
-        if not ok.all():
-            bad = np.flatnonzero(~ok)
-            idx[bad] = index_of(self.keys, grams[bad], self.V)
-        return idx
-
-
-def table_keys(ngrams: list[np.ndarray], vocab_size: int) -> list[np.ndarray]:
-    """Sorted keys of every order (unigrams: word ids)."""
-    return RowFinder(ngrams, vocab_size).keys
-
-
-def _group_starts(grams: np.ndarray) -> np.ndarray:
-    """Start rows of the runs of equal contexts (all but the last word) in a sorted [n, k] array."""
-    n, k = grams.shape
-    if k == 1:
-        return np.zeros(1 if n else 0, dtype=np.int64)
-    new = np.ones(n, dtype=bool)
-    new[1:] = (grams[1:, :-1] != grams[:-1, :-1]).any(axis=1)
-    return np.flatnonzero(new)
-
-
 # ------------------------------------------------------------------------- the estimate
 
-def adjusted_counts(counts: NgramCounts, keys=None, suffixes: list[np.ndarray] | None = None) -> list[np.ndarray]:
-    """lmplz's adjusted counts per order (step 1 of the module docstring).
-
-    `suffixes[k-1]`: row of each k-gram's last k-1 words in order k-1 (computed when not given)."""
-    order, V = counts.order, len(counts.vocab)
-    if suffixes is None:
-        suffixes = suffix_rows(counts.ngrams, RowFinder(counts.ngrams, V))
-    out = []
-    for k in range(1, order + 1):
-        raw = counts.counts[k - 1]
-        if k == order:
-            out.append(raw.copy())
-            continue
-        suffix = suffixes[k]                                        # every suffix exists
-        cont = np.bincount(suffix, minlength=len(raw)).astype(np.int64)
-        a = np.where(counts.ngrams[k - 1][:, 0] == BOS, raw, cont)
-        if k == 1:
-            a[UNK] = 0
-            a[BOS] = 0
-        out.append(a)
-    return out
+def bos_rows(counts: NgramCounts, k: int) -> slice:
+    """The rows of order k whose first word is <s>: one run, since the keys sort lexicographically
+    (the k-grams whose prefix row is in the (k-1)-grams' run)."""
+    lo, hi = BOS, BOS + 1
+    V = len(counts.vocab)
+    for j in range(2, k + 1):
+        keys = counts.keys[j - 1]
+        lo, hi = (int(x) for x in np.searchsorted(keys, [lo * V, hi * V]))
+    return slice(lo, hi)
 
 
-def suffix_rows(ngrams: list[np.ndarray], rows: RowFinder) -> list[np.ndarray]:
-    """Per order k >= 2: the row of each k-gram's suffix (its last k-1 words) in order k-1."""
-    return [np.zeros(0, dtype=np.int64)] + [rows.find(ngrams[k - 1][:, 1:]) for k in range(2, len(ngrams) + 1)]
+def adjusted_counts(counts: NgramCounts, k: int) -> np.ndarray:
+    """lmplz's adjusted counts of order k (step 1 of the module docstring).  # [n_k]"""
+    raw = counts.counts[k - 1]
+    if k == counts.order:
+        return raw
+    a = np.bincount(counts.suffix[k], minlength=len(raw)).astype(raw.dtype)   # distinct left neighbours
+    bos = bos_rows(counts, k)
+    a[bos] = raw[bos]
+    if k == 1:
+        a[UNK] = 0
+        a[BOS] = 0
+    return a
 
 
 def count_of_counts(adjusted: np.ndarray) -> list[int]:
@@ -197,19 +105,12 @@ def discounts_from(n: list[int]) -> tuple[float, float, float] | None:
     return ds[0], ds[1], ds[2]
 
 
-def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
-    """Interpolated modified Kneser-Ney (the module docstring) from raw counts."""
-    order, V = counts.order, len(counts.vocab)
-    rows = RowFinder(counts.ngrams, V)
-    suffixes = suffix_rows(counts.ngrams, rows)
-    group_starts = [_group_starts(g) for g in counts.ngrams]
-    # contexts[k-1]: row in order k of each context (all but the last word) of order k+1
-    contexts = [rows.find(counts.ngrams[k][group_starts[k], :-1]) for k in range(1, order)]
-    rows.index.clear()                                      # memory: the hash indexes are done with
-    adj = adjusted_counts(counts, suffixes=suffixes)
+def estimate_discounts(counts: NgramCounts, warn: Callable[[str], None] | None = None
+                       ) -> tuple[list[tuple[float, float, float]], list[int]]:
+    """The discounts of every order (step 2), and the orders that fell back (a warning each)."""
     discounts, fallback = [], []
-    for k in range(1, order + 1):
-        n = count_of_counts(adj[k - 1])
+    for k in range(1, counts.order + 1):
+        n = count_of_counts(adjusted_counts(counts, k))
         d = discounts_from(n)
         if d is None:
             d = FALLBACK_DISCOUNTS
@@ -219,65 +120,74 @@ def estimate_kneser_ney(counts: NgramCounts, *, warn=None) -> NgramTable:
                      f"artificial data?); using the fallback D1={d[0]} D2={d[1]} D3+={d[2]} "
                      "(lmplz --discount_fallback)")
         discounts.append(d)
+    return discounts, fallback
 
-    uninterp, gamma_ctx = [], []          # per order: u(w|c) per row; gamma per row's context
+
+def _context_groups(keys: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted keys of one order -> (the first row of each context's run [G], each row's run [n] int32)."""
+    ctx = keys // V                                                 # [n] the context's row in the order below
+    new = np.empty(len(keys), dtype=bool)
+    new[:1] = True
+    np.not_equal(ctx[1:], ctx[:-1], out=new[1:])
+    del ctx
+    return np.flatnonzero(new), np.cumsum(new, dtype=np.int32) - 1
+
+
+def _interpolation(a: np.ndarray, d: tuple[float, float, float], starts: np.ndarray, group: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Step 3 for one order: (u(w|c) per row [n], gamma(c) per context [G]), float32."""
+    dvec = np.array([0.0, *d], dtype=F32)
+    capped = np.minimum(a, 3).astype(np.int8)                       # [n] which discount applies
+    denom = np.add.reduceat(a, starts, dtype=np.int64).astype(F32)  # [G] sum_w a(cw)
+    gamma = np.zeros(len(starts), dtype=F32)
+    for j in (1, 2, 3):                                             # D1 N1(c) + D2 N2(c) + D3 N3+(c)
+        n_j = np.bincount(group[capped == j], minlength=len(starts))
+        gamma = gamma + dvec[j] * n_j.astype(F32)
+    gamma = gamma / denom
+    u = (a.astype(F32) - dvec[capped]) / denom[group]
+    return u, gamma
+
+
+def kneser_ney_orders(counts: NgramCounts, discounts: list[tuple[float, float, float]]
+                      ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(log10 p [n_k], log10 backoff [n_k]) float32 of each order k = 1..N in turn (steps 3-5).
+
+    Order k is handed out once order k+1's contexts have given its backoffs; then only its
+    probabilities stay, for order k+1's interpolation."""
+    order, V = counts.order, len(counts.vocab)
+    lower = None                                   # p of the order below, per row
+    done = None                                    # (logprob, backoff) of the order below
     for k in range(1, order + 1):
-        grams, a = counts.ngrams[k - 1], adj[k - 1]
-        dvec = np.array([0.0, *discounts[k - 1]], dtype=F32)
-        disc = dvec[np.minimum(a, 3)]
-        starts = group_starts[k - 1]
-        denom = np.add.reduceat(a, starts).astype(F32) if len(a) else np.zeros(0, F32)
-        nz = a > 0
-        gamma = np.zeros(len(starts), dtype=F32)
-        for j in (1, 2, 3):
-            hit = (np.minimum(a, 3) == j) & nz
-            gamma = gamma + dvec[j] * np.add.reduceat(hit.astype(np.int64), starts).astype(F32)
-        gamma = gamma / denom
-        group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(a))))
-        u = (a.astype(F32) - disc) / denom[group]
+        a = adjusted_counts(counts, k)
+        starts, group = _context_groups(counts.keys[k - 1], V)
+        u, gamma = _interpolation(a, discounts[k - 1], starts, group)
+        del a
         g = gamma[group]
+        del group
         if k == 1:
             u[UNK] = 0.0
             u[BOS], g[BOS] = 1.0, 0.0
-        uninterp.append(u.astype(F32, copy=False))
-        gamma_ctx.append((g.astype(F32, copy=False), starts, gamma))
-        adj[k - 1] = None                                   # memory: each step frees what is done with
-
-    probs = []
-    uniform = F32(1.0 / F32(V - 1))          # includes <unk>, excludes <s>
-    for k in range(1, order + 1):
-        u, (g, _, _) = uninterp[k - 1], gamma_ctx[k - 1]
-        if k == 1:
-            lower = np.full(len(u), uniform, dtype=F32)
+            lower = np.full(len(u), F32(1.0 / F32(V - 1)), dtype=F32)    # uniform: <unk> in, <s> out
         else:
-            lower = probs[k - 2][suffixes[k - 1]]
-        probs.append((u + g * lower).astype(F32, copy=False))
-        uninterp[k - 1], suffixes[k - 1] = None, None
-        gamma_ctx[k - 1] = (None, *gamma_ctx[k - 1][1:])
-
-    logprob, backoff = [], []
-    for k in range(1, order + 1):
-        grams = counts.ngrams[k - 1]
-        with np.errstate(divide="ignore"):
-            lp = np.minimum(F32(0.0), np.log10(probs[k - 1])).astype(F32, copy=False)
-        probs[k - 1] = None
-        bo = np.zeros(len(grams), dtype=F32)
-        if k < order:
-            gamma = gamma_ctx[k][2]
-            ctx = contexts[k - 1]                                     # the contexts of order k+1
-            last = grams[ctx, -1]
+            lower = lower[counts.suffix[k - 1]]
+        g *= lower
+        del lower
+        u += g                                      # p(w|c) = u(w|c) + gamma(c) p(w|c')
+        del g
+        p = u
+        if done is not None:                        # the contexts of this order are rows of the order below
+            ctx = counts.keys[k - 1][starts] // V
+            last = counts.keys[k - 2][ctx] % V
             ok = (last != UNK) & (last != EOS)
-            bo[ctx[ok]] = np.log10(gamma[ok]).astype(F32)
-        logprob.append(lp)
-        backoff.append(bo)
-    return NgramTable(vocab=counts.vocab, ngrams=counts.ngrams, logprob=logprob, backoff=backoff,
-                      discounts=discounts, fallback_orders=fallback)
+            done[1][ctx[ok]] = np.log10(gamma[ok])
+            yield done
+        del starts, gamma
+        with np.errstate(divide="ignore"):
+            lp = np.minimum(F32(0.0), np.log10(p))
+        done = (lp, np.zeros(len(p), dtype=F32))
+        lower = p
+    yield done
 
 
-def check_estimable(counts: NgramCounts) -> None:
-    if counts.tokens == 0:
-        raise NlpkitError("the corpus has no words (only empty lines): nothing to estimate")
-
-
-__all__ = ["NgramTable", "RowFinder", "estimate_kneser_ney", "adjusted_counts", "count_of_counts", "discounts_from",
-           "ngram_keys", "index_of", "table_keys", "FALLBACK_DISCOUNTS"]
+__all__ = ["estimate_discounts", "kneser_ney_orders", "adjusted_counts", "count_of_counts", "discounts_from",
+           "ngram_keys", "index_of", "FALLBACK_DISCOUNTS"]

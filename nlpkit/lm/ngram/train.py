@@ -119,24 +119,26 @@ def train_ngram(paths: Sequence[str], output: str, *, order: int = 3, smoothing:
         options["k"] = repr(float(k))
     if tok_path:
         options["tokenizer"] = tok_path
+    sizes = counts.sizes()
     result = TrainResult(path=output, order=order, smoothing=smoothing, sentences=counts.sentences,
-                         tokens=counts.tokens, vocab_size=len(counts.vocab),
-                         ngrams=[len(g) for g in counts.ngrams], skipped_symbols=counts.skipped_symbols)
+                         tokens=counts.tokens, vocab_size=len(counts.vocab), ngrams=sizes,
+                         skipped_symbols=counts.skipped_symbols)
+    rows = [counts.rows(j) for j in range(1, order + 1)]
     if smoothing == "kneser-ney":
-        from nlpkit.lm.ngram.kneser_ney import estimate_kneser_ney
+        from nlpkit.lm.ngram.kneser_ney import estimate_discounts, kneser_ney_orders
 
-        table = estimate_kneser_ney(counts, warn=warn)
-        result.discounts, result.fallback_orders = table.discounts, table.fallback_orders
+        result.discounts, result.fallback_orders = estimate_discounts(counts, warn=warn)
         comments = ["nlpkit ngram-train: interpolated modified Kneser-Ney (as KenLM lmplz)",
                     "discounts D1 D2 D3+ per order: " + "; ".join(" ".join(f"{d:.6g}" for d in ds)
-                                                              for ds in table.discounts)]
-        write_model_file(output, "arpa", table.vocab, table.ngrams, table.logprob, table.backoff, options,
-                         comments)
+                                                              for ds in result.discounts)]
+        sections = ((g, lp, bo) for g, (lp, bo) in zip(rows, kneser_ney_orders(counts, result.discounts)))
+        write_model_file(output, "arpa", counts.vocab, sizes, sections, options, comments)
     else:
         what = "maximum likelihood" if smoothing == "mle" else f"add-{k:g}"
         comments = [f"nlpkit ngram-train: n-gram counts for {what} estimates (nlpkit counts format, not ARPA)",
                     "p(w|h) = (C(h w) + k) / (sum_v C(h v) + k |V|); |V| = unigram lines (words, <s>, </s>, <unk>)"]
-        write_model_file(output, "counts", counts.vocab, counts.ngrams, counts.counts, None, options, comments)
+        write_model_file(output, "counts", counts.vocab, sizes, zip(rows, counts.counts, [None] * order), options,
+                         comments)
     return result
 
 
