@@ -2,10 +2,12 @@
 
 KenLM's ``query`` splits a line on six ASCII bytes (space, tab, LF, CR, VT, FF). Those bytes never
 occur inside a multi-byte UTF-8 character, so the batch's text is split on its UTF-8 bytes in one
-numpy pass; every word is hashed eight bytes at a time (`hashing.hash_tokens`), looked up in a
-`HashIndex` of the vocabulary's hashes, and a hit is then compared byte for byte with the word it
-found: a hash collision can never give a wrong id. A Python dict lookup per word costs about
-200 ns (a fresh string hashes itself first); this costs a few numpy passes over the batch.
+numpy pass. A word of up to 8 bytes is its own key (its bytes as one uint64); a longer one is keyed
+by its 64-bit hash (`hashing.hash_tokens`, eight bytes at a time) and compared byte for byte with
+the word it finds, so a hash collision can never give a wrong id. Keys are looked up in a
+`HashIndex` of the vocabulary's. A Python dict lookup per word costs about 200 ns (a fresh string
+hashes itself first); this costs a few numpy passes over the batch. The ARPA reader maps the
+words of its n-gram lines through the same index.
 
 Text is encoded with ``surrogatepass`` on both sides (the vocabulary and the lines), so a line read
 with ``--encoding-errors surrogateescape`` still finds its words.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from nlpkit.lm.ngram.hashing import HashIndex, all_distinct, chunk, hash_tokens, words8
+
 
 class WordIndex:
     """The vocabulary's UTF-8 bytes in one pool, and a hash table over the words' keys.
