@@ -504,3 +504,21 @@ def test_line_totals_equal_each_line_score_added(tmp_path, smoothing):
                    got.log10_total == want.log10_total
             assert got.log10_oov == pytest.approx(want.log10_oov, rel=1e-12, abs=1e-9) or \
                    got.log10_oov == want.log10_oov
+
+
+@pytest.mark.parametrize("smoothing", ["kneser-ney", "mle"])
+def test_an_order_without_ngrams_is_written_read_and_scored(tmp_path, smoothing):
+    """Order 5 on lines of two words: the file declares `ngram 5=0` and an empty section; it loads,
+    and a 5-gram lookup finds nothing (no error), as a model with no 5-grams should."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b\nb a\n")
+    path = tmp_path / ("m.arpa" if smoothing == "kneser-ney" else "m.ngram")
+    train_ngram([str(corpus)], str(path), order=5, smoothing=smoothing)
+    assert "ngram 5=0" in path.read_text()
+    model = load_ngram_model(path)
+    assert model.order == 5 and len(model.keys[4]) == 0
+    s = list(score_lines(model, ["a b", "b b b"]))
+    if smoothing == "kneser-ney":
+        assert [int(x.ngram.max()) for x in s] == [4, 2]     # the longest n-grams the model has
+    assert np.isfinite(s[0].log10).all()
+    assert np.isfinite(s[1].log10).all() == (smoothing == "kneser-ney")   # MLE: "b b" was never seen

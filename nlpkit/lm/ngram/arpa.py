@@ -262,7 +262,7 @@ def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, voca
     while end > start and data[end - 1] in b" \t\r\n":
         end -= 1
     nl = data.find(b"\n", end, region_end)
-    entries_end = region_end if nl < 0 else nl + 1
+    entries_end = start if end == start else region_end if nl < 0 else nl + 1    # (no entries: "ngram 5=0")
     m = data.count(b"\n", start, entries_end) + (1 if entries_end > start and data[entries_end - 1] != 10 else 0)
 
     def count_error(m: int) -> NlpkitError:

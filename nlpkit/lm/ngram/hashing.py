@@ -98,6 +98,8 @@ class HashIndex:
     def find(self, q: np.ndarray) -> np.ndarray:
         """Index of each of `q` in the keys, -1 where absent.  # [m] uint64 (or int64) -> [m] int64"""
         q = q.view(np.uint64) if q.dtype == np.int64 else q
+        if len(self.source) == 0:
+            return np.full(len(q), -1, dtype=np.int64)
         slot = self._slot(q)
         v = self.vals.take(slot)
         hit = self.source.take(v) == q                        # v = -1 (empty) reads the last key: masked

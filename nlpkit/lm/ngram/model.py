@@ -178,9 +178,8 @@ class NgramModel:
                 den[sel] = self.context_total[0][0]
                 continue
             c = ctx[j][pos[sel]]
-            r = self._find(j + 1, c, w[sel])
-            num[sel] = np.where(r >= 0, self.counts[j][np.maximum(r, 0)], 0)
-            den[sel] = np.where(c >= 0, self.context_total[j][np.maximum(c, 0)], 0)
+            num[sel] = _at(self.counts[j], self._find(j + 1, c, w[sel]))
+            den[sel] = _at(self.context_total[j], c)
         kk = self.k
         with np.errstate(divide="ignore", invalid="ignore"):
             p = (num + kk) / (den + kk * V)
@@ -236,6 +235,14 @@ class NgramModel:
             denom = den + self.k * V
             p = (num + self.k) / denom if denom > 0 else np.zeros(V)
             return np.log10(p)
+
+
+def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """values[rows], 0 where a row is -1 (absent); `values` may be empty (an order without n-grams)."""
+    out = np.zeros(len(rows), dtype=values.dtype)
+    ok = np.flatnonzero(rows >= 0)
+    out[ok] = values[rows[ok]]
+    return out
 
 
 # ---------------------------------------------------------------------- building models
