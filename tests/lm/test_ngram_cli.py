@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -87,6 +88,21 @@ def test_bad_inputs_exit_codes(tmp_path):
     bad.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-1\t<s>\n\n\\end\\\n")
     r = run("perplexity", str(FIX / "heldout.txt"), "--model", str(bad))
     assert r.returncode == 1 and "bad.arpa, line 4" in r.stderr and "line 2 declares 2" in r.stderr
+
+
+@pytest.mark.parametrize("name, content, why", [
+    ("empty.arpa", b"", "(the file is empty)"),
+    ("nothing.arpa.gz", gzip.compress(b""), "(it decompresses to nothing)"),
+    ("broken.arpa.gz", b"\x1f\x8b not gzip at all", "(a gzip file that does not decompress)"),
+    ("words.lm", b"just some words\n", "no \\data\\ (ARPA) or \\counts\\ (nlpkit) line"),
+])
+def test_a_file_named_like_an_ngram_model_but_not_one_says_so(tmp_path, name, content, why):
+    """Not "not a GGUF file": a file named .arpa/.lm/.ngram (.gz) that holds no model says what is missing."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    r = run("perplexity", "--model", str(path), input="a b\n")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert f"{name}: not an n-gram model" in r.stderr and why in r.stderr
 
 
 def test_lowercase_recorded_and_applied_when_scoring(tmp_path):

@@ -28,6 +28,9 @@ def resolve_model_path(path: str | os.PathLike | None) -> Path:
     return Path(path)
 
 
+NGRAM_SUFFIXES = (".arpa", ".arpa.gz", ".lm", ".lm.gz", ".ngram", ".ngram.gz")   # what n-gram models are named
+
+
 def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | None = None,
                rope_factor: float | None = None):
     """Load a model: HF directory (config.json + safetensors) or .gguf file; optional RoPE scaling override.
@@ -52,13 +55,31 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
         except OSError as e:
             raise NlpkitError(f"{p}: cannot read: {e.strerror or e}") from None
         if magic != b"GGUF":
+            if any(p.name.lower().endswith(s) for s in NGRAM_SUFFIXES):
+                raise NlpkitError(f"{p}: not an n-gram model: no \\data\\ (ARPA) or \\counts\\ (nlpkit) line "
+                                  f"before its first entry{_why_not_text(p, magic)}")
             raise NlpkitError(f"{p}: not a GGUF file or a model directory (expected a Hugging Face directory with "
-                              "config.json, or a .gguf file)")
+                              "config.json, a .gguf file, or an n-gram model: ARPA or nlpkit counts)")
         from nlpkit.lm.loaders.gguf import load_gguf
         model = load_gguf(p)
     if rope_scaling is not None or rope_factor is not None:
         model.set_rope(rope_scaling, rope_factor)
     return model
+
+
+def _why_not_text(p: Path, magic: bytes) -> str:
+    """Why a file named like an n-gram model has no text to read, when that is the reason."""
+    if p.stat().st_size == 0:
+        return " (the file is empty)"
+    if magic[:2] == b"\x1f\x8b":
+        import gzip
+
+        try:
+            with gzip.open(p) as f:
+                return " (it decompresses to nothing)" if not f.read(1) else ""
+        except (OSError, EOFError):
+            return " (a gzip file that does not decompress)"
+    return ""
 
 
 __all__ = ["load_model", "resolve_model_path", "DEFAULT_MODEL_DIR"]
