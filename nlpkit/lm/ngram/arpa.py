@@ -25,6 +25,7 @@ ARPA readers refuse it (no ``\data\`` line), so it is never mistaken for an ARPA
 from __future__ import annotations
 
 import gzip
+import mmap
 import os
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Sequence
@@ -56,7 +57,9 @@ class RawModel:
     first_line: list[int] = field(default_factory=list)
 
 
-def _open_read(path: str) -> bytes:
+def _open_read(path: str):
+    """The file's bytes: a read-only memory map of a plain file (its pages are let go as the parser
+    passes them, see `_release`), the decompressed bytes of a .gz one."""
     try:
         with open(path, "rb") as f:
             head = f.read(2)
@@ -64,11 +67,33 @@ def _open_read(path: str) -> bytes:
             if head == b"\x1f\x8b":
                 with gzip.open(f) as g:
                     return g.read()
-            return f.read()
+            if os.fstat(f.fileno()).st_size == 0:
+                return b""
+            try:
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):                  # no mmap here (a pipe, a special file)
+                return f.read()
     except FileNotFoundError:
         raise NlpkitError(f"{path}: no such file") from None
     except (OSError, EOFError) as e:
         raise NlpkitError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+
+
+def _release(data, end: int) -> None:
+    """Let the pages of a memory-mapped file before `end` go (they are parsed): the file's size does
+    not add to the peak memory. Reading them again (an error message) maps them back in."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        upto = end - end % mmap.PAGESIZE
+        if upto > 0:
+            data.madvise(mmap.MADV_DONTNEED, 0, upto)
+
+
+def _count_lf(data, start: int, end: int) -> int:
+    """Line feeds in data[start:end] (bytes or a memory map, which has no .count)."""
+    if isinstance(data, bytes):
+        return data.count(b"\n", start, end)
+    end = max(start, end)
+    return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8, count=end - start, offset=start) == 10))
 
 
 def sniff(path: str | os.PathLike) -> str | None:
@@ -263,7 +288,7 @@ def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, voca
         end -= 1
     nl = data.find(b"\n", end, region_end)
     entries_end = start if end == start else region_end if nl < 0 else nl + 1    # (no entries: "ngram 5=0")
-    m = data.count(b"\n", start, entries_end) + (1 if entries_end > start and data[entries_end - 1] != 10 else 0)
+    m = _count_lf(data, start, entries_end) + (1 if entries_end > start and data[entries_end - 1] != 10 else 0)
 
     def count_error(m: int) -> NlpkitError:
         return src.error(header, f"the \\{k}-grams: section has {m} entries (lines {header + 1}-{header + m}) "
@@ -280,8 +305,8 @@ def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, voca
 
     if m != n:
         first_blank = data.find(b"\n\n", start, entries_end)       # an empty line inside explains it best
-        raise blank_inside(data.count(b"\n", start, first_blank) + 1) if first_blank >= 0 and \
-            data.count(b"\n", start, first_blank) + 1 < m else count_error(m)
+        raise blank_inside(_count_lf(data, start, first_blank) + 1) if first_blank >= 0 and \
+            _count_lf(data, start, first_blank) + 1 < m else count_error(m)
     bounds = [start]
     while bounds[-1] + CHUNK_BYTES < entries_end:
         e = data.find(b"\n", bounds[-1] + CHUNK_BYTES, entries_end)
@@ -297,7 +322,8 @@ def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, voca
             raise blank_inside(lines_before + part)
         if k == 1:
             words_all += part[3]
-        parts.append(part[:3])
+        parts.append((part[0], part[1].astype(np.float64 if kind == "counts" else np.float32), part[2]))
+        _release(data, ce)
         lines_before += len(part[1])
     if k == 1:
         voc = _Vocab(words_all)
@@ -311,7 +337,7 @@ def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, voca
         grams = np.arange(m, dtype=np.int32)[:, None]
     else:
         grams = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, k), dtype=np.int32)
-    vals = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    vals = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)   # (float32 for log10 p)
     bo = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, dtype=np.float32)
     src.pos = entries_end
     src.lineno = header + m

@@ -64,6 +64,9 @@ def hash_rows(ids: np.ndarray) -> np.ndarray:
     return h
 
 
+_FIND_BLOCK = 1 << 20
+
+
 class HashIndex:
     """Unique uint64 keys -> their index in the key array; `find` gives -1 for a key not there.
 
@@ -100,6 +103,11 @@ class HashIndex:
         q = q.view(np.uint64) if q.dtype == np.int64 else q
         if len(self.source) == 0:
             return np.full(len(q), -1, dtype=np.int64)
+        if len(q) > _FIND_BLOCK:                   # bounded temporaries for millions of keys (loading)
+            return np.concatenate([self._find(q[i:i + _FIND_BLOCK]) for i in range(0, len(q), _FIND_BLOCK)])
+        return self._find(q)
+
+    def _find(self, q: np.ndarray) -> np.ndarray:
         slot = self._slot(q)
         v = self.vals.take(slot)
         hit = self.source.take(v) == q                        # v = -1 (empty) reads the last key: masked

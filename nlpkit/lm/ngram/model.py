@@ -249,7 +249,7 @@ def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: list[int], vocab: list[str]):
     """Sorted keys per order, the permutation from file order, and each order's `HashIndex` (as the
-    model keeps them); a missing prefix or a repeat is an error.
+    model keeps them); a missing prefix or a repeat is an error. `raw_ngrams` is emptied as it goes.
 
     An n-gram's prefix row is found by walking its words up the orders already indexed: k - 2 hash
     lookups of exact integer keys for a k-gram (nothing to verify, no row hashing)."""
@@ -278,6 +278,7 @@ def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: lis
         keys.append(key)
         perms.append(perm)
         index.append(HashIndex(key))
+        raw_ngrams[k - 1] = g = None              # the file-order words are done with: let them go
     return keys, perms, index
 
 
@@ -292,8 +293,11 @@ def load_ngram_model(path: str | os.PathLike, warn=None) -> NgramModel:
     keys, perms, index = _sort_order(raw.ngrams, V, path, raw.first_line, vocab)
     opts = raw.options
     if raw.kind == "arpa":
-        logprob = [raw.values[k][perms[k]].astype(np.float32) for k in range(len(keys))]
-        backoff = [raw.backoffs[k][perms[k]].astype(np.float32) for k in range(len(keys))]
+        logprob, backoff = [], []
+        for k in range(len(keys)):                    # each file-order array let go once permuted
+            logprob.append(raw.values[k][perms[k]].astype(np.float32))
+            backoff.append(raw.backoffs[k][perms[k]].astype(np.float32))
+            raw.values[k] = raw.backoffs[k] = None
         if "<unk>" not in vocab:                      # as KenLM: an <unk> with log10 p = -100
             if warn is not None:
                 warn(f"{path}: the model has no <unk>; unknown words get log10 probability -100 (as KenLM)")
