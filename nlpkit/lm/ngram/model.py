@@ -121,7 +121,7 @@ class NgramModel:
         # One slot past the end (offset -1: no n-gram reaches it) spares a bounds check per order.
         seq_x, offset_x = np.append(seq, 0), np.append(offset, -1)
         result = self.logprob[0].take(seq_x).astype(np.float64)       # the unigram's, until a longer one is found
-        length = np.ones(T + 1, dtype=np.int8)
+        length = np.ones(T + 1, dtype=np.int16)
         # at[j - 1]: the positions where a j-gram of the model ends (never crossing <s>); rows[j - 1]: its row.
         # A (j+1)-gram ending at p is the j-gram ending at p - 1 (its row, the prefix) and the word at p.
         at, rows = [np.arange(T)], [seq]
