@@ -28,7 +28,7 @@ import gzip
 import mmap
 import os
 from dataclasses import dataclass, field
-from typing import IO, Iterable, Sequence
+from typing import IO, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -424,17 +424,8 @@ def _parse_chunk(src: _Text, data: bytes, cs: int, ce: int, before: int, k: int,
 # ------------------------------------------------------------------------------ writing
 
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
-WRITE_ROWS = 1 << 18                      # rows formatted at a time: memory stays small
-
-
-def _scatter(out: np.ndarray, dest: np.ndarray, pool: np.ndarray, src: np.ndarray, lens: np.ndarray) -> None:
-    """out[dest[i]:dest[i] + lens[i]] = pool[src[i]:src[i] + lens[i]] for every i, in one numpy step."""
-    total = int(lens.sum())
-    if total == 0:
-        return
-    begins = np.cumsum(lens) - lens
-    ar = np.arange(total, dtype=np.int64)
-    out[ar + np.repeat(dest - begins, lens)] = pool[ar + np.repeat(src - begins, lens)]
+WRITE_ROWS = 1 << 14                      # rows assembled at a time: memory stays small
+FORMAT_CHUNK = 1 << 16                    # values formatted at a time
 
 
 class _Strings:
@@ -450,8 +441,24 @@ class _Strings:
         return cls(pool, np.cumsum(lens) - lens, lens)
 
 
+def _ragged(pool: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The segments pool[starts[i]:starts[i] + lens[i]] (lens >= 1) one after another, in one gather:
+    the gather index is a running sum of ones that jumps at each segment's start.  # [sum(lens)] uint8
+
+    ``pool b"ab cd", starts [3, 2, 0], lens [2, 1, 2] -> b"cd ab"``
+    """
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.uint8)
+    step = np.ones(total, dtype=np.int64)                          # int64: numpy gathers fastest with intp
+    begins = np.cumsum(lens[:-1])                                  # where segments 1.. start in the output
+    step[0] = starts[0]
+    step[begins] = starts[1:] - (starts[:-1] + lens[:-1] - 1)
+    return pool[np.cumsum(step, dtype=step.dtype, out=step)]
+
+
 def _digits(v: np.ndarray, width: int) -> np.ndarray:
-    """The `width` low decimal digits of integers held exactly in float64, most significant first.  # [n, width] uint8"""
+    """The `width` low decimal digits of integers held exactly in float64, most significant first.  # [n, width]"""
     out = np.empty((len(v), width), dtype=np.uint8)
     r = v.copy()
     for j in range(width):
@@ -462,9 +469,10 @@ def _digits(v: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def _decimal(x: np.ndarray) -> tuple[_Strings, np.ndarray]:
+def _decimal(x: np.ndarray, end: bytes) -> tuple[_Strings, np.ndarray]:
     """'%.{7,8,9}g' (the fewest digits that read back to the same float32) of float32 values
-    with 1e-4 <= |x| < 1e4, or 0, vectorized; and a mask of the values this could not do."""
+    with 1e-4 <= |x| < 1e4, or 0, vectorized, each followed by `end` (one byte or none); and a
+    mask of the values this could not do."""
     a32 = np.abs(x)
     a = a32.astype(np.float64)
     zero = a == 0
@@ -490,7 +498,8 @@ def _decimal(x: np.ndarray) -> tuple[_Strings, np.ndarray]:
         nd += ip >= _POW10[j]
     ID = int(nd.max(initial=1))
     ints = _digits(ip.astype(np.float64), ID)                      # [n, ID], right-aligned
-    chars = np.empty((len(x), 2 + ID + FD), dtype=np.uint8)
+    E = len(end)
+    chars = np.empty((len(x), 2 + ID + FD + E), dtype=np.uint8)
     keep = np.empty(chars.shape, dtype=bool)
     chars[:, 0] = ord("-")
     keep[:, 0] = np.signbit(x)
@@ -498,36 +507,44 @@ def _decimal(x: np.ndarray) -> tuple[_Strings, np.ndarray]:
     keep[:, 1:1 + ID] = np.arange(ID)[None, :] >= (ID - nd)[:, None]
     chars[:, 1 + ID] = ord(".")
     keep[:, 1 + ID] = flen > 0
-    chars[:, 2 + ID:] = frac + ord("0")
-    keep[:, 2 + ID:] = np.arange(FD)[None, :] < flen[:, None]
+    chars[:, 2 + ID:2 + ID + FD] = frac + ord("0")
+    keep[:, 2 + ID:2 + ID + FD] = np.arange(FD)[None, :] < flen[:, None]
+    if E:
+        chars[:, -1] = end[0]
+        keep[:, -1] = True
     lens = keep.sum(axis=1)
     return _Strings(chars[keep], np.cumsum(lens) - lens, lens), bad
 
 
-def _format_floats(x: np.ndarray) -> _Strings:
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative int64 keys (consumed) -> (the index of one occurrence of each distinct key [u],
+    the distinct key of every element [n]): what is formatted once and what points at it."""
+    from nlpkit.lm.ngram.counting import sorted_unique
+
+    table, _, rows = sorted_unique(keys)
+    first = np.empty(len(table), dtype=np.int64)
+    first[rows] = np.arange(len(rows))
+    return first, rows
+
+
+def _shortest(u: np.ndarray, end: bytes) -> _Strings:
     """float32 values as the shortest of '%.7g', '%.8g', '%.9g' that reads back to the same float32
-    (lmplz prints the shortest round-trip form: the values agree to the last bit). Each distinct
-    value once; vectorized for 0 and 1e-4 <= |x| < 1e4 (every log10 probability and backoff in
-    practice), Python for the rest."""
-    x = np.asarray(x, dtype=np.float32)
-    if len(x) == 0:
-        return _Strings(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    order = np.argsort(x.view(np.int32))            # bit patterns: -0.0 and 0.0 apart
-    xs = x[order]
-    new = np.ones(len(x), dtype=bool)
-    new[1:] = xs.view(np.int32)[1:] != xs.view(np.int32)[:-1]
-    inv = np.empty(len(x), dtype=np.int64)
-    inv[order] = np.cumsum(new) - 1
-    u = xs[new]
+    (lmplz prints the shortest round-trip form: the values agree to the last bit), each followed by
+    `end`; vectorized for 0 and 1e-4 <= |x| < 1e4 (every log10 probability and backoff in practice),
+    FORMAT_CHUNK values at a time (in cache), Python for the rest."""
     au = np.abs(u)
-    fast = (au == 0) | ((au >= 1e-4) & (au < 1e4))
-    st, bad = _decimal(u[fast])
-    ustarts = np.zeros(len(u), dtype=np.int64)
-    ulens = np.zeros(len(u), dtype=np.int64)
-    ustarts[np.flatnonzero(fast)], ulens[np.flatnonzero(fast)] = st.starts, st.lens
-    pool = st.pool
-    slow = np.flatnonzero(~fast)
-    slow = np.concatenate([slow, np.flatnonzero(fast)[bad]])
+    vectorized = (au == 0) | ((au >= 1e-4) & (au < 1e4))
+    fast = np.flatnonzero(vectorized)
+    parts = [_decimal(u[fast[i:i + FORMAT_CHUNK]], end) for i in range(0, len(fast), FORMAT_CHUNK)]
+    pool = [p[0].pool for p in parts]                              # the strings of `fast`, in order
+    lens = np.zeros(len(u), dtype=np.int64)
+    starts = np.zeros(len(u), dtype=np.int64)
+    if parts:
+        lens[fast] = np.concatenate([p[0].lens for p in parts])
+        starts[fast] = np.cumsum(lens[fast]) - lens[fast]
+    slow = np.flatnonzero(~vectorized)
+    if parts:
+        slow = np.concatenate([slow, fast[np.concatenate([p[1] for p in parts])]])
     if len(slow):
         extra = []
         for i in slow.tolist():                                    # exponents, inf, nan
@@ -536,41 +553,58 @@ def _format_floats(x: np.ndarray) -> _Strings:
                 t = f"%.{digits}g" % v
                 if v != v or np.float32(float(t)) == u[i]:
                     break
-            extra.append(t.encode())
+            extra.append(t.encode() + end)
         more = _Strings.of(extra)
-        ustarts[slow] = more.starts + len(pool)
-        ulens[slow] = more.lens
-        pool = np.concatenate([pool, more.pool])
-    return _Strings(pool, ustarts[inv], ulens[inv])
+        starts[slow] = more.starts + sum(len(p) for p in pool)
+        lens[slow] = more.lens
+        pool.append(more.pool)
+    return _Strings(np.concatenate(pool) if pool else np.zeros(0, np.uint8), starts, lens)
 
 
-def _format_ints(x: np.ndarray) -> _Strings:
-    items = [str(int(v)).encode() for v in x.tolist()]
-    return _Strings.of(items)
+def _float_strings(x: np.ndarray, end: bytes = b"") -> tuple[_Strings, np.ndarray]:
+    """`_shortest` of float32 values, each distinct one formatted once: (the strings of the distinct
+    values, the string of every value [n])."""
+    x = np.asarray(x, dtype=np.float32)
+    first, rows = _distinct(x.view(np.uint32).astype(np.int64))  # bit patterns: -0.0 and 0.0 apart
+    return _shortest(x[first], end), rows
 
 
-def _lines(grams: np.ndarray, words: _Strings, first: _Strings, last: _Strings | None) -> bytes:
-    """'first<TAB>w1 w2 ... wk[<TAB>last]\n' for every row, assembled as bytes with numpy."""
-    n, k = grams.shape
-    wl = words.lens[grams]                                        # [n, k]
-    row_len = first.lens + 1 + wl.sum(axis=1) + (k - 1) + 1
-    if last is not None:
-        row_len = row_len + 1 + last.lens
-    row_start = np.cumsum(row_len) - row_len
-    out = np.empty(int(row_len.sum()), dtype=np.uint8)
-    _scatter(out, row_start, first.pool, first.starts, first.lens)
-    pos = row_start + first.lens
-    out[pos] = ord("\t")
-    pos = pos + 1
-    for j in range(k):
-        _scatter(out, pos, words.pool, words.starts[grams[:, j]], wl[:, j])
-        pos = pos + wl[:, j]
-        out[pos] = ord(" ") if j < k - 1 else (ord("\t") if last is not None else ord("\n"))
-        pos = pos + 1
-    if last is not None:
-        _scatter(out, pos, last.pool, last.starts, last.lens)
-        out[pos + last.lens] = ord("\n")
-    return out.tobytes()
+def _format_floats(x: np.ndarray) -> _Strings:
+    """`_float_strings` one string per value (without an end)."""
+    s, rows = _float_strings(x)
+    return _Strings(s.pool, s.starts[rows], s.lens[rows])
+
+
+def _int_strings(x: np.ndarray, end: bytes = b"") -> tuple[_Strings, np.ndarray]:
+    """Counts in decimal, each followed by `end`: as `_float_strings` (each distinct count once)."""
+    x = np.asarray(x)
+    first, rows = _distinct(x.astype(np.int64))                   # a copy: _distinct sorts it
+    return _Strings.of([b"%d%s" % (v, end) for v in x[first].tolist()]), rows
+
+
+def _section_lines(g, words: list[_Strings], first: tuple[_Strings, np.ndarray],
+                   last: tuple[_Strings, np.ndarray] | None) -> Iterator[np.ndarray]:
+    """The lines of one section, WRITE_ROWS at a time (uint8 arrays): `first` and `last` are the
+    (strings, string of each row) of the value (with its tab) and the backoff (with its newline),
+    `words` the vocabulary followed by a space, a tab and a newline. A line is its strings one after
+    another: value, every word (the last one's separator ends the words), backoff."""
+    strings = [words[0], words[1 if last is not None else 2], first[0]] + ([last[0]] if last is not None else [])
+    base = np.cumsum([0] + [len(s.pool) for s in strings])[:-1]            # each one's offset in the pool
+    pool = np.concatenate([s.pool for s in strings])
+
+    def column(i: int, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return strings[i].starts[which] + base[i], strings[i].lens[which]
+
+    for r in range(0, len(g), WRITE_ROWS):
+        sl = slice(r, r + WRITE_ROWS)
+        ids = g[sl]                                                          # [m, k]
+        k = ids.shape[1]
+        cols = [column(2, first[1][sl])] + [column(0 if j < k - 1 else 1, ids[:, j]) for j in range(k)]
+        if last is not None:
+            cols.append(column(3, last[1][sl]))
+        starts = np.stack([c[0] for c in cols], axis=1).ravel()            # [m * columns] row-major
+        lens = np.stack([c[1] for c in cols], axis=1).ravel()
+        yield _ragged(pool, starts, lens)
 
 
 def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], sections: Iterable[tuple],
@@ -581,9 +615,11 @@ def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], s
     order, (rows, values, backoffs or None): `rows` [n_k, k] word ids in the order to write (an
     array, or anything whose slices are, such as `NgramRows`; the trainer's is lexicographic).
     Each section is written as it comes (the trainer estimates an order while the one below is
-    written out), its lines assembled as bytes with numpy, WRITE_ROWS at a time.
+    written out); each distinct value is formatted once per section, and the lines are gathered
+    from byte strings with numpy (`_section_lines`).
     """
-    words = _Strings.of([w.encode("utf-8", "surrogateescape") for w in vocab])
+    encoded = [w.encode("utf-8", "surrogateescape") for w in vocab]
+    words = [_Strings.of([w + sep for w in encoded]) for sep in (b" ", b"\t", b"\n")]
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "wb") as out:
@@ -591,17 +627,12 @@ def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], s
             head.append("\\data\\\n" if kind == "arpa" else "\\counts\\\n")
             head += [f"ngram {k}={n}\n" for k, n in enumerate(sizes, 1)]
             out.write("".join(head).encode("utf-8", "surrogateescape") + b"\n")
-            top = len(sizes)
             for k, (g, values, backoffs) in enumerate(sections, 1):
                 out.write(f"\\{k}-grams:\n".encode())
-                for r in range(0, len(g), WRITE_ROWS):
-                    sl = slice(r, r + WRITE_ROWS)
-                    if kind == "counts":
-                        first, last = _format_ints(values[sl]), None
-                    else:
-                        first = _format_floats(values[sl])
-                        last = _format_floats(backoffs[sl]) if k < top else None
-                    out.write(_lines(g[sl], words, first, last))
+                first = (_float_strings if kind == "arpa" else _int_strings)(values, b"\t")
+                last = _float_strings(backoffs, b"\n") if kind == "arpa" and k < len(sizes) else None
+                for lines in _section_lines(g, words, first, last):
+                    out.write(lines)
                 out.write(b"\n")
             out.write(b"\\end\\\n")
     except OSError as e:

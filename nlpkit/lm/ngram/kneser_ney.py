@@ -148,17 +148,30 @@ def _interpolation(a: np.ndarray, d: tuple[float, float, float], starts: np.ndar
     return u, gamma
 
 
-def kneser_ney_orders(counts: NgramCounts, discounts: list[tuple[float, float, float]]
+def _set_backoffs(backoff: np.ndarray, counts: NgramCounts, k: int, starts: np.ndarray, gamma: np.ndarray) -> None:
+    """Step 5: log10 gamma into the backoffs of order k-1 [n_{k-1}] at the contexts of order k (their
+    runs start at `starts`), but not for contexts that end in <unk> or </s>."""
+    V = len(counts.vocab)
+    ctx = counts.keys[k - 1][starts] // V                    # [G] rows of order k-1
+    last = counts.keys[k - 2][ctx] % V
+    ok = (last != UNK) & (last != EOS)
+    backoff[ctx[ok]] = np.log10(gamma[ok])
+
+
+def kneser_ney_orders(counts: NgramCounts, discounts: list[tuple[float, float, float]], release: bool = False
                       ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(log10 p [n_k], log10 backoff [n_k]) float32 of each order k = 1..N in turn (steps 3-5).
 
     Order k is handed out once order k+1's contexts have given its backoffs; then only its
-    probabilities stay, for order k+1's interpolation."""
+    probabilities stay, for order k+1's interpolation. With `release`, each order's raw counts
+    and suffix rows are dropped from `counts` once used (memory: `counts` keeps only its keys)."""
     order, V = counts.order, len(counts.vocab)
     lower = None                                   # p of the order below, per row
     done = None                                    # (logprob, backoff) of the order below
     for k in range(1, order + 1):
         a = adjusted_counts(counts, k)
+        if release:
+            counts.counts[k - 1] = None
         starts, group = _context_groups(counts.keys[k - 1], V)
         u, gamma = _interpolation(a, discounts[k - 1], starts, group)
         del a
@@ -170,18 +183,19 @@ def kneser_ney_orders(counts: NgramCounts, discounts: list[tuple[float, float, f
             lower = np.full(len(u), F32(1.0 / F32(V - 1)), dtype=F32)    # uniform: <unk> in, <s> out
         else:
             lower = lower[counts.suffix[k - 1]]
+            if release:
+                counts.suffix[k - 1] = None
         g *= lower
         del lower
         u += g                                      # p(w|c) = u(w|c) + gamma(c) p(w|c')
         del g
         p = u
-        if done is not None:                        # the contexts of this order are rows of the order below
-            ctx = counts.keys[k - 1][starts] // V
-            last = counts.keys[k - 2][ctx] % V
-            ok = (last != UNK) & (last != EOS)
-            done[1][ctx[ok]] = np.log10(gamma[ok])
-            yield done
+        if done is not None:
+            _set_backoffs(done[1], counts, k, starts, gamma)
         del starts, gamma
+        if done is not None:
+            yield done
+            done = None
         with np.errstate(divide="ignore"):
             lp = np.minimum(F32(0.0), np.log10(p))
         done = (lp, np.zeros(len(p), dtype=F32))

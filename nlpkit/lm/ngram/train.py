@@ -131,7 +131,8 @@ def train_ngram(paths: Sequence[str], output: str, *, order: int = 3, smoothing:
         comments = ["nlpkit ngram-train: interpolated modified Kneser-Ney (as KenLM lmplz)",
                     "discounts D1 D2 D3+ per order: " + "; ".join(" ".join(f"{d:.6g}" for d in ds)
                                                               for ds in result.discounts)]
-        sections = ((g, lp, bo) for g, (lp, bo) in zip(rows, kneser_ney_orders(counts, result.discounts)))
+        orders = kneser_ney_orders(counts, result.discounts, release=True)      # counts is spent as it goes
+        sections = ((g, lp, bo) for g, (lp, bo) in zip(rows, orders))
         write_model_file(output, "arpa", counts.vocab, sizes, sections, options, comments)
     else:
         what = "maximum likelihood" if smoothing == "mle" else f"add-{k:g}"
