@@ -592,19 +592,19 @@ def _section_lines(g, words: list[_Strings], first: tuple[_Strings, np.ndarray],
     base = np.cumsum([0] + [len(s.pool) for s in strings])[:-1]            # each one's offset in the pool
     pool = np.concatenate([s.pool for s in strings])
 
-    def column(i: int, which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return strings[i].starts[which] + base[i], strings[i].lens[which]
-
     for r in range(0, len(g), WRITE_ROWS):
         sl = slice(r, r + WRITE_ROWS)
         ids = g[sl]                                                          # [m, k]
-        k = ids.shape[1]
-        cols = [column(2, first[1][sl])] + [column(0 if j < k - 1 else 1, ids[:, j]) for j in range(k)]
+        m, k = ids.shape
+        which = [(2, first[1][sl])] + [(0 if j < k - 1 else 1, ids[:, j]) for j in range(k)]
         if last is not None:
-            cols.append(column(3, last[1][sl]))
-        starts = np.stack([c[0] for c in cols], axis=1).ravel()            # [m * columns] row-major
-        lens = np.stack([c[1] for c in cols], axis=1).ravel()
-        yield _ragged(pool, starts, lens)
+            which.append((3, last[1][sl]))
+        starts = np.empty((m, len(which)), dtype=np.int64)                   # [m, columns]: row-major is line order
+        lens = np.empty((m, len(which)), dtype=np.int64)
+        for c, (i, at) in enumerate(which):
+            np.add(strings[i].starts[at], base[i], out=starts[:, c])
+            lens[:, c] = strings[i].lens[at]
+        yield _ragged(pool, starts.ravel(), lens.ravel())
 
 
 def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], sections: Iterable[tuple],

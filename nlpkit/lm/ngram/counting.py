@@ -89,7 +89,10 @@ def ngram_keys(prefix_rows: np.ndarray, last: np.ndarray, vocab_size: int) -> np
 
     With both tables sorted lexicographically the keys are sorted too: ``(2, 7), V=10 -> 27``.
     """
-    return prefix_rows.astype(np.int64) * vocab_size + last.astype(np.int64)
+    keys = prefix_rows.astype(np.int64)                 # a copy, then in place: one array, not four
+    keys *= vocab_size
+    keys += last
+    return keys
 
 
 def row_dtype(n: int) -> type:
@@ -113,9 +116,11 @@ def sorted_unique(keys: np.ndarray, weights: np.ndarray | None = None
     if int(keys.max()).bit_length() + pos_bits <= 64:
         packed = keys.view(np.uint64)
         packed <<= np.uint64(pos_bits)
-        packed |= np.arange(n, dtype=np.uint64)
+        positions = np.arange(n, dtype=np.uint64)
+        packed |= positions
         packed.sort()
-        order = (packed & np.uint64((1 << pos_bits) - 1)).view(np.int64)
+        order = np.bitwise_and(packed, np.uint64((1 << pos_bits) - 1), out=positions).view(np.int64)
+        del positions
         packed >>= np.uint64(pos_bits)
     else:
         order = np.argsort(keys)
@@ -130,8 +135,10 @@ def sorted_unique(keys: np.ndarray, weights: np.ndarray | None = None
     else:
         counts = np.add.reduceat(weights[order], starts, dtype=np.int64)
     del starts, keys
-    rows = np.empty(n, dtype=row_dtype(len(table)))
-    rows[order] = np.cumsum(new, dtype=rows.dtype) - 1
+    rank = np.cumsum(new, dtype=row_dtype(len(table)))
+    rank -= 1
+    rows = np.empty(n, dtype=rank.dtype)
+    rows[order] = rank
     return table, counts, rows
 
 
@@ -155,7 +162,11 @@ def count_orders(seq: np.ndarray, offset: np.ndarray, order: int, vocab_size: in
     rows = seq                                            # [T] row of the (k-1)-gram ending at each position
     for k in range(2, order + 1):
         ends = np.flatnonzero(offset >= k - 1)            # [n] positions where a k-gram ends
-        table, c, at = sorted_unique(ngram_keys(rows[ends - 1], seq[ends], V))
+        ends -= 1                                         # (in place, as below: no copy of n positions)
+        prefix = rows[ends]
+        ends += 1
+        table, c, at = sorted_unique(ngram_keys(prefix, seq[ends], V))
+        del prefix
         suf = np.empty(len(table), dtype=np.int32)
         suf[at] = rows[ends]                              # every k-gram at a row has the same suffix
         if k < order:
