@@ -28,7 +28,7 @@ import gzip
 import mmap
 import os
 from dataclasses import dataclass, field
-from typing import IO, Iterable, Iterator, Sequence
+from typing import IO, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -426,6 +426,7 @@ def _parse_chunk(src: _Text, data: bytes, cs: int, ce: int, before: int, k: int,
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 WRITE_ROWS = 1 << 14                      # rows assembled at a time: memory stays small
 FORMAT_CHUNK = 1 << 16                    # values formatted at a time
+FORMAT_ROWS = 1 << 20                     # rows whose distinct values are formatted together
 
 
 class _Strings:
@@ -582,29 +583,33 @@ def _int_strings(x: np.ndarray, end: bytes = b"") -> tuple[_Strings, np.ndarray]
     return _Strings.of([b"%d%s" % (v, end) for v in x[first].tolist()]), rows
 
 
-def _section_lines(g, words: list[_Strings], first: tuple[_Strings, np.ndarray],
-                   last: tuple[_Strings, np.ndarray] | None) -> Iterator[np.ndarray]:
-    """The lines of one section, WRITE_ROWS at a time (uint8 arrays): `first` and `last` are the
-    (strings, string of each row) of the value (with its tab) and the backoff (with its newline),
-    `words` the vocabulary followed by a space, a tab and a newline. A line is its strings one after
-    another: value, every word (the last one's separator ends the words), backoff."""
-    strings = [words[0], words[1 if last is not None else 2], first[0]] + ([last[0]] if last is not None else [])
-    base = np.cumsum([0] + [len(s.pool) for s in strings])[:-1]            # each one's offset in the pool
-    pool = np.concatenate([s.pool for s in strings])
-
-    for r in range(0, len(g), WRITE_ROWS):
-        sl = slice(r, r + WRITE_ROWS)
-        ids = g[sl]                                                          # [m, k]
-        m, k = ids.shape
-        which = [(2, first[1][sl])] + [(0 if j < k - 1 else 1, ids[:, j]) for j in range(k)]
-        if last is not None:
-            which.append((3, last[1][sl]))
-        starts = np.empty((m, len(which)), dtype=np.int64)                   # [m, columns]: row-major is line order
-        lens = np.empty((m, len(which)), dtype=np.int64)
-        for c, (i, at) in enumerate(which):
-            np.add(strings[i].starts[at], base[i], out=starts[:, c])
-            lens[:, c] = strings[i].lens[at]
-        yield _ragged(pool, starts.ravel(), lens.ravel())
+def _section_lines(g, values: np.ndarray, backoffs: np.ndarray | None, words: list[_Strings],
+                   value_strings: Callable) -> Iterator[np.ndarray]:
+    """The lines of one section, WRITE_ROWS at a time (uint8 arrays). A line is strings one after
+    another: the value and a tab, every word and a space (the last a tab, or a newline when there is no
+    backoff: `words` holds the vocabulary followed by each), the backoff and a newline. Values are
+    formatted FORMAT_ROWS rows at a time, each distinct one once (`value_strings`, `_float_strings`)."""
+    for b in range(0, len(g), FORMAT_ROWS):
+        block = slice(b, b + FORMAT_ROWS)
+        first = value_strings(values[block], b"\t")
+        last = _float_strings(backoffs[block], b"\n") if backoffs is not None else None
+        strings = [words[0], words[1 if last is not None else 2], first[0]] + ([last[0]] if last else [])
+        base = np.cumsum([0] + [len(s.pool) for s in strings])[:-1]        # each one's offset in the pool
+        pool = np.concatenate([s.pool for s in strings])
+        n = len(first[1])                                                    # rows in this block
+        for r in range(0, n, WRITE_ROWS):
+            sl = slice(r, min(r + WRITE_ROWS, n))
+            ids = g[b + sl.start:b + sl.stop]                                # [m, k]
+            m, k = ids.shape
+            which = [(2, first[1][sl])] + [(0 if j < k - 1 else 1, ids[:, j]) for j in range(k)]
+            if last is not None:
+                which.append((3, last[1][sl]))
+            starts = np.empty((m, len(which)), dtype=np.int64)               # [m, columns]: row-major is line order
+            lens = np.empty((m, len(which)), dtype=np.int64)
+            for c, (i, at) in enumerate(which):
+                np.add(strings[i].starts[at], base[i], out=starts[:, c])
+                lens[:, c] = strings[i].lens[at]
+            yield _ragged(pool, starts.ravel(), lens.ravel())
 
 
 def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], sections: Iterable[tuple],
@@ -615,8 +620,7 @@ def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], s
     order, (rows, values, backoffs or None): `rows` [n_k, k] word ids in the order to write (an
     array, or anything whose slices are, such as `NgramRows`; the trainer's is lexicographic).
     Each section is written as it comes (the trainer estimates an order while the one below is
-    written out); each distinct value is formatted once per section, and the lines are gathered
-    from byte strings with numpy (`_section_lines`).
+    written out); the lines are gathered from byte strings with numpy (`_section_lines`).
     """
     encoded = [w.encode("utf-8", "surrogateescape") for w in vocab]
     words = [_Strings.of([w + sep for w in encoded]) for sep in (b" ", b"\t", b"\n")]
@@ -629,9 +633,9 @@ def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], s
             out.write("".join(head).encode("utf-8", "surrogateescape") + b"\n")
             for k, (g, values, backoffs) in enumerate(sections, 1):
                 out.write(f"\\{k}-grams:\n".encode())
-                first = (_float_strings if kind == "arpa" else _int_strings)(values, b"\t")
-                last = _float_strings(backoffs, b"\n") if kind == "arpa" and k < len(sizes) else None
-                for lines in _section_lines(g, words, first, last):
+                has_backoff = kind == "arpa" and k < len(sizes)
+                value_strings = _float_strings if kind == "arpa" else _int_strings
+                for lines in _section_lines(g, values, backoffs if has_backoff else None, words, value_strings):
                     out.write(lines)
                 out.write(b"\n")
             out.write(b"\\end\\\n")

@@ -102,8 +102,9 @@ def row_dtype(n: int) -> type:
 
 def sorted_unique(keys: np.ndarray, weights: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Non-negative int64 keys [n] -> (the distinct keys sorted [u], how often each occurs or the sum
-    of its `weights` [u] int64, the row of every key in them [n]). `keys` is consumed (sorted in place).
+    """Non-negative int64 keys [n] -> (the distinct keys sorted [u], how often each occurs (int32 while
+    n fits) or the sum of its `weights` (int64) [u], the row of every key in them [n]). `keys` is
+    consumed (sorted in place).
 
     One sort: when a key and its position fit in 64 bits together they are sorted as one uint64
     (numpy's vectorized sort, ~5x faster than an argsort), else argsort.
@@ -130,8 +131,10 @@ def sorted_unique(keys: np.ndarray, weights: np.ndarray | None = None
     np.not_equal(keys[1:], keys[:-1], out=new[1:])
     starts = np.flatnonzero(new)                                   # [u]
     table = keys[starts]
-    if weights is None:
-        counts = np.diff(starts, append=n)
+    if weights is None:                                            # run lengths, at most n
+        counts = np.empty(len(starts), dtype=row_dtype(n))
+        np.subtract(starts[1:], starts[:-1], out=counts[:-1])
+        counts[-1] = n - starts[-1]
     else:
         counts = np.add.reduceat(weights[order], starts, dtype=np.int64)
     del starts, keys
@@ -144,7 +147,7 @@ def sorted_unique(keys: np.ndarray, weights: np.ndarray | None = None
 
 def narrow(counts: np.ndarray) -> np.ndarray:
     """int64 counts as int32 when they all fit (half the memory)."""
-    return counts.astype(np.int32) if counts.max(initial=0) < 2**31 else counts
+    return counts.astype(np.int32, copy=False) if counts.max(initial=0) < 2**31 else counts
 
 
 def count_orders(seq: np.ndarray, offset: np.ndarray, order: int, vocab_size: int
