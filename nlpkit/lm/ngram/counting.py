@@ -41,7 +41,7 @@ class NgramCounts:
     ``vocab[i]`` is word i (ids as KenLM: <unk>, <s>, </s>, then first appearance).
     ``keys[k-1]`` int64 [n_k], sorted: `ngram_keys` of (row of the first k-1 words in order k-1,
     last word); order 1 is the whole vocabulary by id, <unk> and <s> with count 0.
-    ``counts[k-1]`` [n_k] (int32 while every count fits, else int64); ``suffix[k-1]`` int32 [n_k]
+    ``counts[k-1]`` [n_k] (int32 while every count fits, else int64); ``suffix[k-1]`` [n_k] (int32 while rows fit)
     the row in order k-1 of each k-gram's last k-1 words (empty for k = 1). ``rows(k)`` gives the
     word ids themselves, a slice at a time.
     """
@@ -152,8 +152,8 @@ def narrow(counts: np.ndarray) -> np.ndarray:
 
 def count_orders(seq: np.ndarray, offset: np.ndarray, order: int, vocab_size: int
                  ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    """The padded sentences [T] (word ids, and each position's offset in its sentence, at least
-    clipped to `order`) -> keys, counts and suffix rows of every order (`NgramCounts`' fields).
+    """The padded sentences [T] (word ids, and each position's offset in its sentence, which may be
+    clipped at `order`) -> keys, counts and suffix rows of every order (`NgramCounts`' fields).
 
     Order k's keys come from the row of the (k-1)-gram ending one position earlier and the word
     here; the k-gram's suffix is the (k-1)-gram ending here.
@@ -170,7 +170,7 @@ def count_orders(seq: np.ndarray, offset: np.ndarray, order: int, vocab_size: in
         ends += 1
         table, c, at = sorted_unique(ngram_keys(prefix, seq[ends], V))
         del prefix
-        suf = np.empty(len(table), dtype=np.int32)
+        suf = np.empty(len(table), dtype=rows.dtype)
         suf[at] = rows[ends]                              # every k-gram at a row has the same suffix
         if k < order:
             rows = np.full(len(seq), -1, dtype=at.dtype)  # order k+1 reads only positions that end a k-gram
@@ -313,7 +313,7 @@ def merge_counts(parts: list[NgramCounts]) -> NgramCounts:
         del keys
         ends = np.cumsum([len(p.keys[k - 1]) for p in parts])
         new_maps = np.split(at, ends[:-1])
-        suffix = np.empty(len(table), dtype=np.int32)
+        suffix = np.empty(len(table), dtype=row_dtype(len(out.keys[-1])))
         for p, m, new_m in zip(parts, maps, new_maps):
             suffix[new_m] = m[p.suffix[k - 1]]
         out.keys.append(table)
