@@ -255,7 +255,6 @@ def train_bpe(texts_or_files: Iterable[Source], vocab_size: int, min_frequency: 
         if ch not in id_to_word:
             id_to_word.append(ch)
     word_to_id = {w: i for i, w in enumerate(id_to_word)}
-    n_initial = len(id_to_word)
     words: list[list[int]] = []
     counts: list[int] = []
     for w, c in word_counts.items():

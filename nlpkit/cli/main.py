@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.flush()
     except click.exceptions.Exit as e:
         code = e.exit_code
-    except SystemExit as e:
+    except SystemExit:
         # click's own main() turns EPIPE into sys.exit(1) after wrapping stdout in a
         # PacifyFlushWrapper; a closed pipe (`nlpkit ... | head -1`) is not a failure.
         from click.utils import PacifyFlushWrapper

@@ -21,7 +21,7 @@ Numbers equal `nlpkit.edit.distance` (and so rapidfuzz) pair for pair.
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, Sequence
+from typing import Hashable, Sequence
 
 import numpy as np
 
