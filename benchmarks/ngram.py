@@ -43,8 +43,17 @@ NEURAL_BPB = 1.508      # default model card, whole held-out novel
 REPEAT = 5              # query timings: the best of this many runs, for each side
 
 
+# A child's peak RSS starts from its parent's high-water mark when it forks (Linux copies it into the
+# child), so a command is started by a small launcher process, which reports its own child's wait4.
+_LAUNCHER = ("import os, sys; pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ); "
+             "_, status, ru = os.wait4(pid, 0); "
+             "open(sys.argv[1], 'w').write(f'{status} {ru.ru_utime + ru.ru_stime} {ru.ru_maxrss}')")
+
+
 def run_measured(cmd: list[str], stdin_paths: list[Path] | None = None, env=None) -> tuple[float, float, float]:
-    """Run a command; (wall s, cpu s, peak RSS MB) of that process alone (os.wait4)."""
+    """Run a command; (wall s, cpu s, peak RSS MB) of that process alone (os.wait4 in a small launcher)."""
+    report = Path(tempfile.mkstemp(prefix="ngram-bench-rusage-")[1])
+    cmd = [sys.executable, "-c", _LAUNCHER, str(report), *cmd]
     t0 = time.perf_counter()
     if stdin_paths:
         p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -52,13 +61,15 @@ def run_measured(cmd: list[str], stdin_paths: list[Path] | None = None, env=None
         feeder.start()
     else:
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _, status, ru = os.wait4(p.pid, 0)
+    p.wait()
     if stdin_paths:
         feeder.join()
     wall = time.perf_counter() - t0
-    if status != 0:
-        sys.exit(f"failed: {' '.join(cmd)}")
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+    got = report.read_text().split()
+    report.unlink()
+    if p.returncode != 0 or not got or int(got[0]) != 0:
+        sys.exit(f"failed: {' '.join(cmd[4:])}")
+    return wall, float(got[1]), int(got[2]) / 1024
 
 
 def feed_lines(paths: list[Path], pipe) -> None:
@@ -193,8 +204,7 @@ def bench_query(order: int) -> None:
     lines = (DATA / "105.txt").read_text(encoding="utf-8").splitlines()
     print(f"\n== loading and querying a {order}-gram ARPA of {arpa.stat().st_size / 1e6:.0f} MB ({made}, "
           f"{total / 1e6:.1f} MB of text); scoring Persuasion, {len(lines)} lines")
-    # Each side's memory first, in a process of its own that only loads the model: a child's peak RSS
-    # counts what it inherited at fork, so the benchmark itself must not hold a model yet.
+    # Each side's memory, in a process of its own that only loads the model.
     mem_n = run_measured([sys.executable, "-c", f"from nlpkit.lm.ngram.model import load_ngram_model; "
                                                 f"load_ngram_model({str(arpa)!r})"],
                          env={**os.environ, "PYTHONPATH": str(REPO)})[2]
