@@ -387,8 +387,14 @@ def test_ctrl_c_during_bleu_jobs_2_is_quiet_in_workers(tmp_path):
         systems.append(str(p))
     env = {**os.environ}
     env.pop("NLPKIT_DEBUG", None)
-    p = subprocess.Popen([sys.executable, "-m", "nlpkit", "bleu", "-r", str(ref), *systems, "-j", "2",
-                          "--confidence", "--confidence-n", "10000", "--format", "tsv"],
+    args = [sys.executable, "-m", "nlpkit", "bleu", "-r", str(ref), *systems, "-j", "2",
+            "--confidence", "--confidence-n", "10000", "--format", "tsv"]
+    # A foreground command in a terminal has Ctrl-C at its default. pytest may not: a shell starts a
+    # background job (`pytest &`, nohup) with SIGINT ignored, and an ignored signal stays ignored
+    # across exec, so Python would install no KeyboardInterrupt handler. Reset it before exec.
+    reset = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+             "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); os.execv(sys.argv[1], sys.argv[1:])")
+    p = subprocess.Popen([sys.executable, "-c", reset, *args],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(REPO),
                          start_new_session=True)
     time.sleep(3)   # let the workers start (a run takes ~20 s; not a timing assertion: a finished run is skipped)
@@ -396,5 +402,5 @@ def test_ctrl_c_during_bleu_jobs_2_is_quiet_in_workers(tmp_path):
         pytest.skip("bleu finished before the interrupt")
     os.killpg(p.pid, signal.SIGINT)   # what a terminal's Ctrl-C does: the whole process group
     out, errb = p.communicate(timeout=120)
-    assert p.returncode == 130
+    assert p.returncode == 130, (p.returncode, len(out), errb.decode()[-500:])
     assert b"Traceback" not in errb and b"ForkPoolWorker" not in errb, errb.decode()
