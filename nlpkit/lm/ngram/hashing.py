@@ -1,9 +1,10 @@
-"""Vectorized hashing for loading ARPA files: byte tokens to 64-bit hashes, and a numpy hash table.
+"""Vectorized hashing for n-gram models: byte tokens to 64-bit hashes, and a numpy hash table.
 
 `hash_tokens` reads each token eight bytes at a time through an unaligned uint64 view of the
 buffer (a token of up to 8 bytes costs one gather); `HashIndex` maps unique uint64 keys to their
-positions with open addressing (linear probing), built and probed for whole arrays at once.
-Hashes only find candidates: callers check what they find (word lengths, n-gram words).
+positions with open addressing (linear probing), built and probed for whole arrays at once: the
+model's n-gram keys per order, and the vocabulary's word keys (`lookup.WordIndex`, which checks
+the bytes of what a hash finds).
 """
 
 from __future__ import annotations
@@ -51,16 +52,6 @@ def mix(h: np.ndarray) -> np.ndarray:
     h ^= h >> np.uint64(27)
     h *= np.uint64(0x94D049BB133111EB)
     h ^= h >> np.uint64(31)
-    return h
-
-
-def hash_rows(ids: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each row of an [n, k] integer array (n-grams of word ids).  # [n] uint64"""
-    h = np.full(len(ids), _OFFSET, dtype=np.uint64)
-    for j in range(ids.shape[1]):
-        h ^= ids[:, j].astype(np.uint64)
-        h *= _PRIME
-        h = mix(h)
     return h
 
 
@@ -136,4 +127,4 @@ def all_distinct(keys: np.ndarray) -> bool:
     return not bool((s[1:] == s[:-1]).any())
 
 
-__all__ = ["all_distinct", "hash_tokens", "hash_rows", "HashIndex", "words8", "chunk", "mix"]
+__all__ = ["all_distinct", "hash_tokens", "HashIndex", "words8", "chunk", "mix"]

@@ -25,7 +25,7 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.ngram.hashing import HashIndex
-from nlpkit.lm.ngram.kneser_ney import index_of, ngram_keys
+from nlpkit.lm.ngram.kneser_ney import ngram_keys
 
 LOG10_ZERO = -np.inf
 
@@ -192,13 +192,8 @@ class NgramModel:
         """log10 p(w | history) for every word id (history: ids after <s>, <s> first).  # [V]"""
         N, V = self.order, self.vocab_size
         hist = [int(x) for x in history][-(N - 1):] if N > 1 else []
-        rows = [None]
-        for j in range(1, len(hist) + 1):             # rows[j]: row of the last j history words
-            if j == 1:
-                rows.append(hist[-1])
-            else:
-                prev = self._history_row(hist[-j:-1])
-                rows.append(int(self._find(j, np.array([prev]), np.array([hist[-1]]))[0]) if prev >= 0 else -1)
+        rows = [None] + [int(walk_rows(self.key_index, np.array([hist[-j:]]), V)[0])   # rows[j]: the last j words
+                         for j in range(1, len(hist) + 1)]
         if self.kind == "counts":
             return self._next_counts(hist, rows)
         out = self.logprob[0].astype(np.float64).copy()
@@ -214,10 +209,6 @@ class NgramModel:
             words = (self.keys[j][lo:hi] - rows[j] * V).astype(np.int64)
             out[words] = self.logprob[j][lo:hi] + suffix
         return out
-
-    def _history_row(self, words: list[int]) -> int:
-        r = index_of(self.keys, np.array([words], dtype=np.int64), self.vocab_size)
-        return int(r[0])
 
     def _next_counts(self, hist: list[int], rows: list) -> np.ndarray:
         V, j = self.vocab_size, len(hist)
@@ -247,18 +238,25 @@ def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------- building models
 
+def walk_rows(index: list, grams: np.ndarray, V: int) -> np.ndarray:
+    """Row of each n-gram of `grams` [m, j] in order j, -1 where absent: its words walked up the
+    orders' hash tables (`index[i]` over order i + 1's keys), j - 1 lookups of exact integer keys.
+    A -1 stays -1: its next key is negative, never found.  # [m, j] -> [m] int64"""
+    rows = grams[:, 0].astype(np.int64)
+    for j in range(1, grams.shape[1]):
+        rows = index[j].find(ngram_keys(rows, grams[:, j], V))
+    return rows
+
+
 def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: list[int], vocab: list[str]):
     """Sorted keys per order, the permutation from file order, and each order's `HashIndex` (as the
     model keeps them); a missing prefix or a repeat is an error. `raw_ngrams` is emptied as it goes.
 
-    An n-gram's prefix row is found by walking its words up the orders already indexed: k - 2 hash
-    lookups of exact integer keys for a k-gram (nothing to verify, no row hashing)."""
+    An n-gram's prefix row is found by `walk_rows` over the orders already indexed."""
     keys, perms, index = [np.arange(len(raw_ngrams[0]), dtype=np.int64)], [np.arange(len(raw_ngrams[0]))], [None]
     for k in range(2, len(raw_ngrams) + 1):
         g = raw_ngrams[k - 1]
-        prefix = g[:, 0].astype(np.int64)
-        for j in range(1, k - 1):                 # -1 (absent) stays -1: its key is negative, never found
-            prefix = index[j].find(ngram_keys(prefix, g[:, j], V))
+        prefix = walk_rows(index, g[:, :-1], V)
         if (prefix < 0).any():
             i = int(np.flatnonzero(prefix < 0)[0])
             words = " ".join(vocab[x] for x in g[i])
@@ -334,4 +332,4 @@ def log10_to_nats(x: np.ndarray | float):
     return np.asarray(x, dtype=np.float64) * math.log(10.0)
 
 
-__all__ = ["NgramModel", "load_ngram_model"]
+__all__ = ["NgramModel", "load_ngram_model", "walk_rows"]
