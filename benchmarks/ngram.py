@@ -116,24 +116,12 @@ def lmplz_cmd(order: int, out: Path) -> list[str]:
                         f"> {out}"]
 
 
-def _rows(model, k: int):
-    """The word ids of every k-gram of a loaded model, in its key order.  # [n_k, k]"""
-    import numpy as np
-
-    V = model.vocab_size
-    rows = np.arange(V, dtype=np.int64)[:, None]
-    for j in range(2, k + 1):
-        keys = model.keys[j - 1]
-        rows = np.concatenate([rows[keys // V], (keys % V)[:, None]], axis=1)
-    return rows
-
-
 def compare_arpas(a: Path, b: Path) -> str:
     """Same n-grams? Largest log10 difference of probabilities and backoffs (b's words mapped to a's ids)."""
     import numpy as np
 
-    from nlpkit.lm.ngram.kneser_ney import index_of
-    from nlpkit.lm.ngram.model import load_ngram_model
+    from nlpkit.lm.ngram.counting import NgramRows
+    from nlpkit.lm.ngram.model import load_ngram_model, walk_rows
 
     ma, mb = load_ngram_model(a), load_ngram_model(b)
     if set(ma.vocab) != set(mb.vocab):
@@ -146,8 +134,8 @@ def compare_arpas(a: Path, b: Path) -> str:
         if len(ma.keys[k - 1]) != len(mb.keys[k - 1]):
             same = False
             continue
-        rows_b = lut[_rows(mb, k)]                                  # b's k-grams in a's word ids
-        at = index_of(ma.keys, rows_b, ma.vocab_size)               # their rows in a
+        rows_b = lut[NgramRows(mb.keys, k, mb.vocab_size)[:]]       # b's k-grams in a's word ids
+        at = walk_rows(ma.key_index, rows_b, ma.vocab_size)         # their rows in a
         if (at < 0).any():
             same = False
             continue

@@ -31,31 +31,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from nlpkit.lm.ngram.counting import BOS, EOS, UNK, NgramCounts, ngram_keys
+from nlpkit.lm.ngram.counting import BOS, EOS, UNK, NgramCounts
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 F32 = np.float32
-
-
-# ------------------------------------------------------------------------- indexing
-
-def index_of(tables_keys: list[np.ndarray], grams: np.ndarray, vocab_size: int) -> np.ndarray:
-    """Row index of each n-gram of `grams` [m, j] in its order's table, -1 where absent.
-
-    `tables_keys[k-1]` are the sorted keys of order k (unigram rows are word ids).
-    """
-    m, j = grams.shape
-    idx = grams[:, 0].astype(np.int64)
-    ok = np.ones(m, dtype=bool)
-    for col in range(1, j):
-        keys = tables_keys[col]
-        want = ngram_keys(np.where(ok, idx, 0), grams[:, col], vocab_size)
-        pos = np.searchsorted(keys, want)
-        pos = np.minimum(pos, len(keys) - 1) if len(keys) else pos
-        found = ok & (len(keys) > 0) & (keys[pos] == want) if len(keys) else np.zeros(m, dtype=bool)
-        idx = np.where(found, pos, -1)
-        ok = found
-    return np.where(ok, idx, -1)
 
 
 # ------------------------------------------------------------------------- the estimate
@@ -204,4 +183,4 @@ def kneser_ney_orders(counts: NgramCounts, discounts: list[tuple[float, float, f
 
 
 __all__ = ["estimate_discounts", "kneser_ney_orders", "adjusted_counts", "count_of_counts", "discounts_from",
-           "ngram_keys", "index_of", "FALLBACK_DISCOUNTS"]
+           "FALLBACK_DISCOUNTS"]
