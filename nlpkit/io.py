@@ -397,7 +397,12 @@ def render_table(columns: Sequence[str], rows: list[dict], signature: str | None
                 v = short[c].get(v, v)
             cells.append(_table_cell(v, digits))
         table.add_row(*cells)
-    console = Console(file=stream, highlight=False, soft_wrap=False)
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:   # rich exits 1 on a closed pipe; `| head` is not a failure
+            self.quiet = True
+            raise BrokenPipeError
+
+    console = PipeConsole(file=stream, highlight=False, soft_wrap=False)
     needed = _fit_numbers(table, columns, rows, numeric_cols, digits)
     if needed > console.width and len(columns) > 2:
         _render_records(table, labels or columns, console)   # too many columns: one block per record

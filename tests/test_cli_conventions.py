@@ -132,3 +132,14 @@ def test_closed_pipe_exits_0_without_traceback(tmp_path):
     assert r.returncode == 0
     assert r.stdout == b"a\tb\tdistance\tsignature\n"
     assert r.stderr == b""
+
+
+def test_closed_pipe_exits_0_with_a_table_too(tmp_path):
+    """rich exits 1 when the pipe closes under a table; nlpkit treats it as any closed pipe."""
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("kitten\tsitting\n" * 20_000)
+    script = (f"'{sys.executable}' -m nlpkit edit-distance --pairs '{pairs}' --format table | head -1; "
+              "exit ${PIPESTATUS[0]}")
+    r = subprocess.run(["bash", "-c", script], capture_output=True, cwd=str(REPO))
+    assert r.returncode == 0
+    assert r.stderr == b""

@@ -24,22 +24,22 @@ def _seed(ctx, param, value):
 def decoding_options(f):
     """--max-new-tokens, the sampling knobs, --seed, --stop, --no-kv-cache, --sliding, --stats,
     --truncate-prompt, --ignore-eos (in that order of parameters)."""
-    dflt = "[default: the model's generation_config.json, else llama.cpp's %s]"
+    dflt = "[default: the model's generation_config.json, else llama.cpp's %s; an n-gram model: %s]"
     opts = [
         click.option("--max-new-tokens", type=click.IntRange(min=0), default=128, show_default=True,
                      help="Stop after this many new tokens."),
         click.option("--temperature", type=float, default=None,
-                     help="Divide the logits by T; 0 = greedy (always the most likely token). " + dflt % "0.8"),
+                     help="Divide the logits by T; 0 = greedy (always the most likely token). " + dflt % ("0.8", "1")),
         click.option("--top-k", type=int, default=None,
-                     help="Keep the K most likely tokens (ties at the boundary kept); 0 = disabled. " + dflt % "40"),
+                     help="Keep the K most likely tokens (ties at the boundary kept); 0 = disabled. " + dflt % ("40", "0")),
         click.option("--top-p", type=float, default=None,
                      help="Nucleus: keep the most likely tokens whose probabilities reach P; in (0, 1], "
-                          "1 = disabled. " + dflt % "0.95"),
+                          "1 = disabled. " + dflt % ("0.95", "1")),
         click.option("--min-p", type=float, default=None,
-                     help="Drop tokens below P x the top token's probability; 0 = disabled. " + dflt % "0.05"),
+                     help="Drop tokens below P x the top token's probability; 0 = disabled. " + dflt % ("0.05", "0")),
         click.option("--repetition-penalty", type=float, default=None,
                      help="Divide (positive) or multiply (negative) the logits of tokens already seen; 1 = off. "
-                          + dflt % "1"),
+                          + dflt % ("1", "1")),
         click.option("--seed", type=int, default=None, callback=_seed, metavar="N",
                      help="Random seed: the same seed gives the same text [default: a random seed, "
                           "shown by --stats and in the signature; -1 = random]."),
@@ -249,7 +249,8 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, m
     otherwise, like every command). With no prompt at all, generation starts from the BOS token.
 
     Sampling defaults come from the model's generation_config.json when it sets them, else
-    llama.cpp's: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05. --temperature 0 is greedy;
+    llama.cpp's: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05 (an n-gram model samples its own
+    distribution unfiltered, temperature 1, as NLTK's generate). --temperature 0 is greedy;
     --top-k 0, --top-p 1, --min-p 0 and --repetition-penalty 1 disable those filters, applied in
     transformers' order: repetition penalty, temperature, top-k, top-p, min-p. The seed is random
     unless --seed N is given; --stats and the signature show it.

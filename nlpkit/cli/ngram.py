@@ -13,6 +13,8 @@ import click
 
 from nlpkit.cli.common import open_writer, progress, stream_line, warn
 
+TOTAL = "(total)"  # the file cell of the corpus total row, as `nlpkit perplexity` writes it for neural models
+
 SUMMARY = ["file", "sentences", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_no_oov", "mean_nll",
            "bits_per_byte", "bytes"]
 PER_LINE = ["file", "line", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_no_oov", "mean_nll",
@@ -39,8 +41,17 @@ def refuse_neural_options(ctx: click.Context) -> None:
             opt = "--" + name.replace("_", "-")
             if name == "add_bos":
                 opt = "--add-bos/--no-add-bos"
-            raise click.UsageError(f"{opt} does not apply to an n-gram model (each line is scored as one "
-                                   "sentence <s> ... </s>)")
+            if name == "messages_file":
+                opt = "--messages"
+            raise click.UsageError(f"{opt} does not apply to an n-gram model ({_WHY.get(name, _WHY_DEFAULT)})")
+
+
+_WHY_DEFAULT = "each line is scored whole, as one sentence <s> ... </s>, as KenLM's query scores it"
+_WHY = {"rope_scaling": "it has no positions to scale", "rope_factor": "it has no positions to scale",
+        "no_kv_cache": "it keeps no cache: each step looks up the last words", "sliding": "it has no context "
+        "window: it sees the last n-1 words", "truncate_prompt": "it reads only the last n-1 words of a prompt",
+        "chat": "it has no chat template", "system": "it has no chat template",
+        "messages_file": "it has no chat template"}
 
 
 def load(path: str, quiet: bool):
@@ -66,20 +77,22 @@ def _record(p) -> dict:
 
 def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_token: bool, fmt, no_signature: bool,
                      quiet: bool, encoding_errors: str) -> None:
-    """`nlpkit perplexity --model lm.arpa`: KenLM query's figures plus NLL and bits per byte."""
+    """`nlpkit perplexity --model lm.arpa`: KenLM query's figures plus NLL and bits per byte; with
+    several files a corpus total row follows, as for a neural model. Per-token records always name
+    their line (each line is a sentence, positions count from its first word)."""
     from nlpkit.errors import NlpkitError
-    from nlpkit.io import iter_lines
+    from nlpkit.io import display_name, iter_lines
     from nlpkit.lm.ngram.scoring import NgramPerplexity, line_transform, score_batches
 
     model = load(model_path, quiet)
     transform = line_transform(model)
     sig = _signature("perplexity", model)
-    columns = PER_LINE if per_line else SUMMARY
-    if per_token:
-        columns = PER_TOKEN if per_line else [c for c in PER_TOKEN if c != "line"]
+    columns = PER_TOKEN if per_token else PER_LINE if per_line else SUMMARY
+    several = len(paths) > 1 and not per_line and not per_token
+    corpus = NgramPerplexity()
     with open_writer(columns, fmt, sig, no_signature, digits=6) as out, progress("scoring", quiet=quiet):
         for path in paths:
-            name = "-" if path == "-" else path
+            name = display_name(path)
             total = NgramPerplexity()
             lineno = 0
             for batch in score_batches(model, iter_lines(path, errors=encoding_errors), transform):
@@ -93,17 +106,19 @@ def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_toke
                         out.write({"file": name, "line": lineno, **rec})
                     continue
                 for lineno, s in enumerate(batch.lines(), lineno + 1):
-                    where = {"file": name, "line": lineno} if per_line else {"file": name}
-                    out.write_many({**where, "position": i, "token": w, "id": int(t), "ngram": int(n),
-                                    "log10_prob": float(lp), "logprob": float(lp) * 2.302585092994046,
+                    out.write_many({"file": name, "line": lineno, "position": i, "token": w, "id": int(t),
+                                    "ngram": int(n), "log10_prob": float(lp), "logprob": float(lp) * 2.302585092994046,
                                     "oov": bool(o)}
                                    for i, (w, t, n, lp, o)
                                    in enumerate(zip(s.words, s.ids.tolist(), s.ngram.tolist(), s.log10.tolist(),
                                                     s.oov.tolist())))
             if total.sentences == 0 and not per_line:
-                raise NlpkitError(f"{'<stdin>' if path == '-' else path}: empty text, nothing to score")
+                raise NlpkitError(f"{name}: empty text, nothing to score")
             if not per_line and not per_token:
-                out.write({"file": name, **_record(total)})
+                out.write({"file": name, **_record(total), **({"total": False} if several else {})})
+                corpus.merge(total)
+        if several:
+            out.write({"file": TOTAL, **_record(corpus), "total": True})
 
 
 def ngram_sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed):
@@ -129,6 +144,12 @@ def _decoding(model_path: str, prompt_text: str, quiet: bool):
     tok = model.options.get("tokenizer") or None
     history = prompt_history(model, prompt_text, line_transform(model))
     return model, history, (piece_detokenizer(tok) if tok else None)
+
+
+def _lead(prompt: str | None, detok) -> str:
+    """A space between a prompt and the first word drawn, unless the prompt ends in one (or BPE
+    pieces are joined by their tokenizer)."""
+    return " " if prompt and not prompt[-1].isspace() and detok is None else ""
 
 
 def _stats_line(st, show: bool) -> None:
@@ -162,7 +183,7 @@ def ngram_sample(model_path: str, prompt_text: str, n: int, dist: bool, cfg, max
         return
     st = GenerationStats()
     samples = sample_ngram(model, history, n, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
-                           ignore_eos=ignore_eos, detok=detok, stats=st)
+                           ignore_eos=ignore_eos, lead=_lead(prompt_text, detok), detok=detok, stats=st)
     sig = _signature("sample", model, **common, max_new=max_new_tokens, stop=len(stops), n=n)
     with open_writer(["index", "text", "tokens", "logprob", "logprob_filtered", "finish"], fmt, sig,
                      no_signature) as out:
@@ -185,9 +206,8 @@ def ngram_generate(model_path: str, prompt_text: str | None, prompts: list[str] 
     model, history, detok = _decoding(model_path, prompt_text or "", quiet)
 
     def run(text: str, hist: list[int], st) -> Iterator[str]:
-        lead = " " if text and not text[-1].isspace() and detok is None else ""
         return generate_ngram(model, hist, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
-                              ignore_eos=ignore_eos, lead=lead, detok=detok, stats=st)
+                              ignore_eos=ignore_eos, lead=_lead(text, detok), detok=detok, stats=st)
 
     if prompts is not None or fmt is not None:
         sampled = not cfg.greedy

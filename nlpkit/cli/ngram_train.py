@@ -50,6 +50,17 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask
         raise click.BadParameter(f"must be at least 1, got {order}", param_hint="--order")
     if smoothing == "add-k" and not k > 0:
         raise click.BadParameter(f"must be > 0, got {k}", param_hint="--k")
+    from click.core import ParameterSource
+
+    if smoothing != "add-k" and click.get_current_context().get_parameter_source("k") != ParameterSource.DEFAULT:
+        raise click.BadParameter(f"applies to --smoothing add-k only, not {smoothing}", param_hint="--k")
+    name = output.lower().removesuffix(".gz")
+    if smoothing == "kneser-ney" and name.endswith(".ngram"):
+        raise click.BadParameter(f"{output}: a Kneser-Ney model is written as ARPA; name it MODEL.arpa",
+                                 param_hint="--output")
+    if smoothing != "kneser-ney" and name.endswith(".arpa"):
+        raise click.BadParameter(f"{output}: {smoothing} models are written in nlpkit's counts format, "
+                                 "which ARPA readers cannot read; name it MODEL.ngram", param_hint="--output")
     paths = input_paths(files, "corpus")
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")

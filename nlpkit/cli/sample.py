@@ -32,9 +32,11 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_toke
     """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
     its KV cache shared by the N rows. Each record has the text, its token count, and its total
     log-probability under the model (logprob) and under the filtered distribution it was drawn from
-    (logprob_filtered); JSON/JSONL records also carry the token ids. No prompt: start from BOS.
-    Sampling defaults and the seed work as in `nlpkit generate` (generation_config.json, else
-    llama.cpp's; a random seed unless --seed, shown by --stats and in the signature).
+    (logprob_filtered); the count and both log-probabilities include the EOS token when one ended
+    the text (`generate`'s count leaves it out); JSON/JSONL records also carry the token ids. No
+    prompt: start from BOS. Sampling defaults and the seed work as in `nlpkit generate`
+    (generation_config.json, else llama.cpp's; an n-gram model unfiltered at temperature 1; a random
+    seed unless --seed, shown by --stats and in the signature).
 
     \b
     Examples:

@@ -522,3 +522,91 @@ def test_an_order_without_ngrams_is_written_read_and_scored(tmp_path, smoothing)
         assert [int(x.ngram.max()) for x in s] == [4, 2]     # the longest n-grams the model has
     assert np.isfinite(s[0].log10).all()
     assert np.isfinite(s[1].log10).all() == (smoothing == "kneser-ney")   # MLE: "b b" was never seen
+
+
+def test_malformed_arpa_nan_or_positive_log10_probability(tmp_path):
+    """KenLM's query refuses both ("Could not parse nan", "Positive log probability"); -inf (p = 0) reads."""
+    msg = _arpa_error(tmp_path, SRILM.replace("-0.3\ta b", "nan\ta b"))
+    assert "bad.arpa, line 14" in msg and "'nan'" in msg
+    msg = _arpa_error(tmp_path, SRILM.replace("-0.7\tb", "0.5\tb"))
+    assert "bad.arpa, line 10" in msg and "0 or less" in msg
+    msg = _arpa_error(tmp_path, SRILM.replace("-0.5\ta\t-0.25", "-0.5\ta\tnan"))
+    assert "bad.arpa, line 9" in msg and "backoff" in msg
+    p = tmp_path / "ok.arpa"
+    p.write_text(SRILM.replace("-0.7\tb", "-inf\tb"))
+    assert load_ngram_model(p).logprob[0][3] == -np.inf
+
+
+@pytest.mark.parametrize("edit, where, why", [
+    (("smoothing=mle", "smoothing=bogus"), "smoothing", "expected mle or add-k"),
+    (("order=2", "order=5"), "order", "up to order 2"),
+    (("format=1", "format=9"), "format", "reads format 1"),
+    (("lowercase=false", "lowercase=maybe"), "lowercase", "true or false"),
+])
+def test_counts_file_options_checked_against_the_file(tmp_path, edit, where, why):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b c\nb c d\n")
+    train_ngram([str(corpus)], str(tmp_path / "m.ngram"), order=2, smoothing="mle")
+    text = (tmp_path / "m.ngram").read_text()
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith(f"# nlpkit: {where}="))
+    (tmp_path / "bad.ngram").write_text(text.replace(*edit))
+    with pytest.raises(NlpkitError) as e:
+        load_ngram_model(tmp_path / "bad.ngram")
+    assert f"bad.ngram, line {line}:" in str(e.value) and why in str(e.value)
+
+
+def test_add_k_file_needs_a_positive_k(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b c\nb c d\n")
+    train_ngram([str(corpus)], str(tmp_path / "m.ngram"), order=2, smoothing="add-k", k=0.5)
+    text = (tmp_path / "m.ngram").read_text()
+    for bad in ("k=-1", "k=0", "k=nan", "k=x"):
+        (tmp_path / "bad.ngram").write_text(text.replace("k=0.5", bad))
+        with pytest.raises(NlpkitError, match="add-k needs a k above 0"):
+            load_ngram_model(tmp_path / "bad.ngram")
+
+
+def test_mle_perplexity_without_oovs_is_inf_not_nan(tmp_path):
+    """An MLE model gives an OOV and an unseen bigram probability 0: both perplexities are infinite
+    (subtracting the OOVs' -inf from the total's -inf gave NaN)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b c\nb c d\n")
+    train_ngram([str(corpus)], str(tmp_path / "m.ngram"), order=2, smoothing="mle")
+    model = load_ngram_model(tmp_path / "m.ngram")
+    total = NgramPerplexity()
+    for s in score_lines(model, ["a zzz"]):
+        total.add(s)
+    assert (total.oov, total.zero_prob) == (1, 2)
+    assert total.perplexity == math.inf and total.perplexity_no_oov == math.inf
+    line = next(b for b in __import__("nlpkit.lm.ngram.scoring", fromlist=["x"]).score_batches(model, ["a zzz"]))
+    assert line.line_totals()[0].perplexity_no_oov == math.inf
+    known = NgramPerplexity()
+    for s in score_lines(model, ["a b c"]):
+        known.add(s)
+    assert known.perplexity_no_oov == pytest.approx(known.perplexity)     # no OOV: the same figure
+
+
+def test_mle_sampling_backs_off_from_an_unseen_history_as_nltk(tmp_path):
+    """NLTK's generate drops the oldest word of a history the model never saw; from an unseen word an
+    MLE bigram draws from the unigram distribution (NLTK's MLE unigram scores without <s>, renormalised),
+    never <unk> or NaN."""
+    from nltk.lm import MLE
+    from nltk.lm.preprocessing import padded_everygram_pipeline
+
+    from nlpkit.lm.ngram.sampling import next_word_distribution, prompt_history
+    from nlpkit.lm.sampling import SamplingConfig
+
+    sents = ["I am Sam", "Sam I am", "I do not like green eggs and ham"]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(sents) + "\n")
+    train_ngram([str(corpus)], str(tmp_path / "m.ngram"), order=2, smoothing="mle")
+    model = load_ngram_model(tmp_path / "m.ngram")
+    dist = dict((model.vocab[i], p) for i, p in
+                next_word_distribution(model, prompt_history(model, "qqzz"), SamplingConfig()))
+    train, vocab = padded_everygram_pipeline(2, [s.split() for s in sents])
+    ref = MLE(2)
+    ref.fit(train, vocab)
+    want = {w: ref.score(w) for w in ref.vocab if w not in ("<s>", "<UNK>") and ref.score(w) > 0}
+    norm = sum(want.values())
+    assert dist.keys() == want.keys()
+    assert all(dist[w] == pytest.approx(want[w] / norm, rel=1e-6) for w in want)

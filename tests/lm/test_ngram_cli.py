@@ -179,3 +179,59 @@ def test_greedy_generation_follows_the_most_likely_word():
     dist = model.next_log10(hist)
     dist[[model.bos_id, model.unk_id]] = -1e9
     assert text.strip() == model.vocab[int(dist.argmax())]
+
+
+def test_several_files_end_with_a_corpus_total_row(tmp_path):
+    """As for a neural model: a "(total)" row ("total": true) over all files, equal to scoring them as one."""
+    model = str(FIX / "kenlm-3.arpa.gz")
+    lines = (FIX / "heldout.txt").read_text().splitlines(keepends=True)
+    a, b, both = tmp_path / "a.txt", tmp_path / "b.txt", tmp_path / "both.txt"
+    a.write_text("".join(lines[:15]))
+    b.write_text("".join(lines[15:]))
+    both.write_text("".join(lines))
+    r = run("perplexity", str(a), str(b), "--model", model, "--format", "jsonl")
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(x["file"], x["total"]) for x in rows] == [(str(a), False), (str(b), False), ("(total)", True)]
+    one = json.loads(run("perplexity", str(both), "--model", model, "--format", "jsonl").stdout)
+    ref = QUERY["kenlm-3"]
+    for key in ("sentences", "tokens", "oov", "bytes"):
+        assert rows[2][key] == one[key] == rows[0][key] + rows[1][key]
+    assert rows[2]["tokens"] == ref["tokens"] and rows[2]["oov"] == ref["oov"]
+    assert rows[2]["ppl"] == pytest.approx(ref["ppl"], rel=1e-5)
+    assert rows[2]["ppl_no_oov"] == pytest.approx(ref["ppl_no_oov"], rel=1e-5)
+
+
+def test_per_token_records_name_their_line(tmp_path):
+    r = run("perplexity", "--model", str(FIX / "tiny-3.arpa"), "--per-token", "--format", "jsonl",
+            input="the cat\nthe dog sat\n")
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(x["file"], x["line"], x["position"], x["token"]) for x in rows] == [
+        ("<stdin>", 1, 0, "the"), ("<stdin>", 1, 1, "cat"), ("<stdin>", 1, 2, "</s>"),
+        ("<stdin>", 2, 0, "the"), ("<stdin>", 2, 1, "dog"), ("<stdin>", 2, 2, "sat"), ("<stdin>", 2, 3, "</s>")]
+
+
+@pytest.mark.parametrize("args, why", [
+    (["-o", "m.arpa", "--smoothing", "mle"], "name it MODEL.ngram"),
+    (["-o", "m.arpa.gz", "--smoothing", "add-k"], "name it MODEL.ngram"),
+    (["-o", "m.ngram"], "name it MODEL.arpa"),
+    (["-o", "m.arpa", "--k", "2"], "--k: applies to --smoothing add-k only"),
+])
+def test_ngram_train_output_name_and_k_must_fit_the_smoothing(tmp_path, args, why):
+    r = run("ngram-train", str(FIX / "tiny.txt"), *[str(tmp_path / a) if a.startswith("m.") else a for a in args])
+    assert r.returncode == 2 and why in r.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_sample_text_is_what_generate_prints():
+    model = str(FIX / "kenlm-3.arpa.gz")
+    g = json.loads(run("generate", "It is a truth", "--model", model, "--temperature", "0", "--max-new-tokens", "6",
+                       "--format", "jsonl").stdout)
+    s = json.loads(run("sample", "It is a truth", "--model", model, "--temperature", "0", "--max-new-tokens", "6",
+                       "-n", "1", "--format", "jsonl").stdout)
+    assert g["text"] == s["text"] and g["text"].startswith(" ")
+
+
+@pytest.mark.parametrize("opt, why", [(["--chat"], "chat template"), (["--no-kv-cache"], "keeps no cache")])
+def test_neural_generation_options_refused_with_their_reason(opt, why):
+    r = run("generate", "It is", "--model", str(FIX / "kenlm-2.arpa.gz"), *opt)
+    assert r.returncode == 2 and "does not apply to an n-gram model" in r.stderr and why in r.stderr

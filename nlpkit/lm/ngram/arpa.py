@@ -25,6 +25,7 @@ ARPA readers refuse it (no ``\data\`` line), so it is never mistaken for an ARPA
 from __future__ import annotations
 
 import gzip
+import math
 import mmap
 import os
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ class RawModel:
     backoffs: list[np.ndarray]
     options: dict[str, str] = field(default_factory=dict)
     first_line: list[int] = field(default_factory=list)
+    option_line: dict[str, int] = field(default_factory=dict)   # where each option was read
 
 
 def _open_read(path: str):
@@ -172,6 +174,7 @@ def read_model_file(path: str | os.PathLike) -> RawModel:
     path = str(path)
     src = _Text(_open_read(path), path)
     options: dict[str, str] = {}
+    option_line: dict[str, int] = {}
     kind = None
     while True:
         got = src.next_nonblank()
@@ -186,6 +189,7 @@ def read_model_file(path: str | os.PathLike) -> RawModel:
         if text.startswith(OPTION_PREFIX) and "=" in text:
             key, _, value = text[len(OPTION_PREFIX):].partition("=")
             options[key.strip()] = value.strip()
+            option_line[key.strip()] = lineno
     header_line = lineno
     declared: list[int] = []
     declared_at: list[int] = []
@@ -231,8 +235,39 @@ def read_model_file(path: str | os.PathLike) -> RawModel:
         where = got[0] if got else src.lineno
         raise src.error(where, f"expected \\end\\ after the {len(declared)}-grams, got "
                                f"{_show(got[1]) if got else 'the end of the file'}")
+    _check_options(path, kind, len(declared), options, option_line)
     return RawModel(kind=kind, vocab=vocab, ngrams=ngrams, values=values, backoffs=backoffs,
-                    options=options, first_line=first)
+                    options=options, first_line=first, option_line=option_line)
+
+
+def _check_options(path: str, kind: str, order: int, options: dict[str, str], line: dict[str, int]) -> None:
+    """The ``# nlpkit:`` options must agree with the file (they decide how text is scored)."""
+    from nlpkit.lm.ngram.train import FORMAT_VERSION
+
+    def bad(key: str, why: str) -> NlpkitError:
+        return NlpkitError(f"{path}, line {line[key]}: {why}")
+
+    if "format" in options and options["format"] != FORMAT_VERSION:
+        raise bad("format", f"nlpkit model format {options['format']!r}; this nlpkit reads format {FORMAT_VERSION} "
+                            "(written by another version?)")
+    if "order" in options and options["order"] != str(order):
+        raise bad("order", f"order={options['order']} but the file holds n-grams up to order {order}")
+    smoothing = options.get("smoothing")
+    allowed = ("kneser-ney",) if kind == "arpa" else ("mle", "add-k")
+    if smoothing is not None and smoothing not in allowed:
+        raise bad("smoothing", f"smoothing={smoothing!r} in {'an ARPA' if kind == 'arpa' else 'a counts'} file "
+                               f"(expected {' or '.join(allowed)})")
+    if kind == "counts" and smoothing == "add-k":
+        if "k" not in options:
+            raise bad("smoothing", "an add-k model without a k= option line")
+        try:
+            k = float(options["k"])
+        except ValueError:
+            k = math.nan
+        if not (k > 0 and math.isfinite(k)):
+            raise bad("k", f"k={options['k']}: add-k needs a k above 0")
+    if options.get("lowercase", "false") not in ("true", "false"):
+        raise bad("lowercase", f"lowercase={options['lowercase']!r} (expected true or false)")
 
 
 def _show(line: bytes) -> str:
@@ -344,6 +379,14 @@ def _parse_section(src: _Text, n: int, k: int, kind: str, declared_at: int, voca
     return grams, vals.astype(np.float64 if kind == "counts" else np.float32), bo, voc
 
 
+def _bad_values(vals: np.ndarray, kind: str) -> np.ndarray:
+    """Values a model cannot hold: a count that is negative, not whole or not finite; a log10
+    probability that is NaN or above 0 (KenLM's query refuses both; -inf, a probability of 0, is read)."""
+    if kind == "counts":
+        return ~np.isfinite(vals) | (vals < 0) | (vals != np.floor(vals))
+    return np.isnan(vals) | (vals > 0)
+
+
 def _parse_chunk(src: _Text, data: bytes, cs: int, ce: int, before: int, k: int, kind: str, voc: _Vocab | None):
     """Entry lines data[cs:ce] -> (grams or None, values, backoffs[, words]), or the
     index of the first blank line; `before` is the file line just before the chunk's first (for messages)."""
@@ -380,27 +423,29 @@ def _parse_chunk(src: _Text, data: bytes, cs: int, ce: int, before: int, k: int,
     w8 = words8(buf)
     first = np.cumsum(fields) - fields                         # [m] token index of each line's first field
     vals = _parse_floats(w8, t_start[first], t_len[first])
-    if vals is None or (kind == "counts" and (vals < 0).any()):
+    if vals is None or _bad_values(vals, kind).any():
         for i in range(m):
             text = tok(first[i])
             try:
                 v = float(text)
             except ValueError:
                 v = None
-            if v is None or (kind == "counts" and v < 0):
-                what = "a count" if kind == "counts" else "a log10 probability"
+            if v is None or _bad_values(np.array([v]), kind)[0]:
+                what = "a count" if kind == "counts" else "a log10 probability (0 or less)"
                 raise src.error(before + 1 + i, f"expected {what} first, got {_show(text)}")
     bo = np.zeros(m, dtype=np.float32)
     rows = np.flatnonzero(fields == k + 2)
     if len(rows):
         last = first[rows] + k + 1
         b = _parse_floats(w8, t_start[last], t_len[last])
-        if b is None:
+        if b is None or not np.isfinite(b).all():
             for i, t in zip(rows.tolist(), last.tolist()):
                 try:
-                    float(tok(t))
+                    ok = math.isfinite(float(tok(t)))
                 except ValueError:
-                    raise src.error(before + 1 + i, f"expected a log10 backoff last, got {_show(tok(t))}") from None
+                    ok = False
+                if not ok:
+                    raise src.error(before + 1 + i, f"expected a log10 backoff last, got {_show(tok(t))}")
         bo[rows] = b
     widx = (first[:, None] + np.arange(1, k + 1)).ravel()      # [m * k] token index of every word
     w_start, w_len = t_start[widx], t_len[widx]

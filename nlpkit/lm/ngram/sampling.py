@@ -5,7 +5,9 @@ tokenizer). Each step turns log10 p(w | history) over the vocabulary into logits
 applies repetition penalty -> temperature -> top-k -> top-p -> min-p and draws with one uniform
 number per row from ``np.random.default_rng(seed)``, as `nlpkit.lm.generation` does. ``<s>`` and
 ``<unk>`` are never drawn; ``</s>`` ends the text (finish "eos"), or with `ignore_eos` ends the line
-and starts a new sentence. Words are joined by single spaces.
+and starts a new sentence. Words are joined by single spaces. Where an MLE model never saw the
+history (every word has probability 0), the history is shortened from the left until it was seen,
+as NLTK's ``generate`` does.
 """
 
 from __future__ import annotations
@@ -33,11 +35,22 @@ def prompt_history(model: NgramModel, text: str, transform: Callable[[str], str]
 
 
 def _logits(model: NgramModel, histories: list[list[int]]) -> np.ndarray:  # n histories -> [n, V]
-    out = np.stack([model.next_log10(h) * LN10 for h in histories]).astype(np.float32)
-    out[:, model.bos_id] = -np.inf
-    if model.unk_id >= 0:
-        out[:, model.unk_id] = -np.inf
-    return out
+    return np.stack([_next_logits(model, h) for h in histories])
+
+
+def _next_logits(model: NgramModel, history: list[int]) -> np.ndarray:  # -> [V] float32
+    """Natural-log scores of the next word, <s> and <unk> excluded. A history an MLE model never saw
+    gives every word probability 0: its oldest word is dropped until one is left that was seen (the
+    unigrams at the end), as NLTK's ``LanguageModel.generate`` backs off."""
+    hist = list(history)[-(model.order - 1):] if model.order > 1 else []
+    while True:
+        out = (model.next_log10(hist) * LN10).astype(np.float32)
+        out[model.bos_id] = -np.inf
+        if model.unk_id >= 0:
+            out[model.unk_id] = -np.inf
+        if not hist or np.isfinite(out).any():
+            return out
+        hist = hist[1:]
 
 
 def next_word_distribution(model: NgramModel, history: list[int], cfg: SamplingConfig) -> list[tuple[int, float]]:
@@ -53,9 +66,10 @@ def next_word_distribution(model: NgramModel, history: list[int], cfg: SamplingC
 
 def sample_ngram(model: NgramModel, history: list[int], n: int, *, max_new_tokens: int, sampling: SamplingConfig,
                  seed: int | None, stop: Sequence[str] = (), ignore_eos: bool = False, joiner: str = " ",
-                 detok: Callable[[list[str]], str] | None = None, stats: GenerationStats | None = None
-                 ) -> list[Sample]:
-    """N continuations drawn together (one [n, V] array of logits per step)."""
+                 lead: str = "", detok: Callable[[list[str]], str] | None = None,
+                 stats: GenerationStats | None = None) -> list[Sample]:
+    """N continuations drawn together (one [n, V] array of logits per step); `lead` goes before a
+    text's first word, as in `generate_ngram` (so a sample's text is what generate prints)."""
     if n < 1:
         raise UsageError(f"-n must be at least 1, got {n}")
     stats = stats if stats is not None else GenerationStats()
@@ -83,7 +97,7 @@ def sample_ngram(model: NgramModel, history: list[int], n: int, *, max_new_token
                 hists[i] = [model.bos_id]
             else:
                 words[i].append(model.vocab[tid])
-            s.text = _join(words[i], joiner, detok)
+            s.text = _lead(words[i], lead) + _join(words[i], joiner, detok)
             hit = next((t for t in stop if t and t in s.text), None)
             if hit is not None:
                 s.text = s.text[:s.text.index(hit)]
@@ -94,9 +108,13 @@ def sample_ngram(model: NgramModel, history: list[int], n: int, *, max_new_token
             break
     for i, s in enumerate(samples):
         if s.finish != "stop":
-            s.text = _join(words[i], joiner, detok)
+            s.text = _lead(words[i], lead) + _join(words[i], joiner, detok)
     stats.finish = samples[0].finish
     return samples
+
+
+def _lead(words: list[str], lead: str) -> str:
+    return lead if words and words[0] != "\n" else ""
 
 
 def _join(words: list[str], joiner: str, detok) -> str:
@@ -167,7 +185,7 @@ def generate_ngram(model: NgramModel, history: list[int], *, max_new_tokens: int
             hists[0] = [model.bos_id]
         else:
             words.append(model.vocab[tid])
-        text = (lead if words and words[0] != "\n" else "") + _join(words, " ", detok)
+        text = _lead(words, lead) + _join(words, " ", detok)
         hit = next((t for t in stop if t and t in text), None)
         if hit is not None:
             text = text[:text.index(hit)]
@@ -182,7 +200,7 @@ def generate_ngram(model: NgramModel, history: list[int], *, max_new_tokens: int
         if len(sample.ids) >= max_new_tokens:
             stats.finish = "length"
             break
-    text = (lead if words and words[0] != "\n" else "") + _join(words, " ", detok)
+    text = _lead(words, lead) + _join(words, " ", detok)
     if len(text) > len(printed):
         yield text[len(printed):]
 

@@ -64,6 +64,7 @@ class NgramPerplexity:
     log10_oov: float = 0.0
     bytes: int = 0
     words: int = 0
+    log10_known: float = 0.0       # over the tokens that are not OOV (kept apart: an MLE model's OOVs are -inf)
 
     def add(self, s: LineScore) -> None:
         self.sentences += 1
@@ -72,6 +73,7 @@ class NgramPerplexity:
         self.zero_prob += int(np.isneginf(s.log10).sum())
         self.log10_total += float(np.sum(s.log10, dtype=np.float64))
         self.log10_oov += float(np.sum(s.log10[s.oov], dtype=np.float64))
+        self.log10_known += float(np.sum(s.log10[~s.oov], dtype=np.float64))
         self.bytes += s.bytes
         self.words += len(s.log10) - 1
 
@@ -84,8 +86,15 @@ class NgramPerplexity:
         self.zero_prob += int(np.count_nonzero(np.isneginf(b.log10)))
         self.log10_total += float(np.sum(b.log10, dtype=np.float64))
         self.log10_oov += float(np.sum(b.log10[b.oov], dtype=np.float64))
+        self.log10_known += float(np.sum(b.log10[~b.oov], dtype=np.float64))
         self.bytes += b.bytes
         self.words += len(b.log10) - lines
+
+    def merge(self, other: "NgramPerplexity") -> None:
+        """Add another set of totals (a corpus total over files)."""
+        for name in ("sentences", "tokens", "oov", "zero_prob", "log10_total", "log10_oov", "bytes", "words",
+                     "log10_known"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     @property
     def perplexity(self) -> float:
@@ -94,7 +103,7 @@ class NgramPerplexity:
     @property
     def perplexity_no_oov(self) -> float:
         n = self.tokens - self.oov
-        return 10.0 ** (-(self.log10_total - self.log10_oov) / n) if n else math.nan
+        return 10.0 ** (-self.log10_known / n) if n else math.nan
 
     @property
     def nll_nats(self) -> float:
@@ -222,9 +231,10 @@ class ScoredBatch:
         zero = np.add.reduceat(np.isneginf(self.log10), first, dtype=np.int64)
         total = np.add.reduceat(self.log10, first, dtype=np.float64)
         total_oov = np.add.reduceat(np.where(self.oov, self.log10, 0.0), first, dtype=np.float64)
-        return [NgramPerplexity(1, t, o, z, lp, lo, nb, t - 1) for t, o, z, lp, lo, nb in
+        known = np.add.reduceat(np.where(self.oov, 0.0, self.log10), first, dtype=np.float64)
+        return [NgramPerplexity(1, t, o, z, lp, lo, nb, t - 1, lk) for t, o, z, lp, lo, nb, lk in
                 zip(tokens.tolist(), oov.tolist(), zero.tolist(), total.tolist(), total_oov.tolist(),
-                    self.line_bytes())] if len(first) else []
+                    self.line_bytes(), known.tolist())] if len(first) else []
 
     def lines(self) -> Iterator[LineScore]:
         words, bos = self.tokens, self.start.tolist()
