@@ -27,6 +27,8 @@ What it writes (about 250 KB):
   (0 = OOV), the n-gram length and log10 p; per line the total; the two perplexities, OOVs, tokens.
 - ``tiny.txt`` / ``tiny-3.arpa``: a hand-made corpus with a BOM, a no-break space, U+3000 and a
   vertical tab inside words, and an empty line, trained with ``lmplz -o 3 --discount_fallback``.
+- ``tiny-held.txt``: a held-out text that starts with a BOM and has CRLF line ends (``query`` keeps
+  the BOM in the first word, CR is a delimiter), scored by ``query`` with tiny-3.arpa (``tiny-3``).
 
 Run: ``python tools/make_ngram_fixtures.py`` (needs ../shared/data/gutenberg and the KenLM binaries).
 """
@@ -47,6 +49,7 @@ DATA = Path(os.environ.get("NLPKIT_DATA", ROOT.parent / "shared" / "data")) / "g
 KENLM_BIN = Path(os.environ.get("KENLM_BIN", "/work/build/kenlm/build/bin"))
 ORDERS = (2, 3, 4, 5)
 LMPLZ_FLAGS = ["--discount_fallback", "-S", "10%", "-T", tempfile.gettempdir()]
+TINY_HELD = "\ufeffthe cat sat\r\nthe dog ran\r\na cat\u00a0ran\r\n"
 TINY = ("\ufeffthe cat sat\n"
         "the dog sat\n"
         "\n"
@@ -106,11 +109,13 @@ def main() -> None:
     (OUT / "heldout.txt").write_bytes(held)
     (OUT / "tiny.txt").write_bytes(TINY.encode("utf-8"))
     lmplz(3, OUT / "tiny.txt", OUT / "tiny-3.arpa")
+    (OUT / "tiny-held.txt").write_bytes(TINY_HELD.encode("utf-8"))
 
     sys.path.insert(0, str(ROOT))
     from nlpkit.lm.ngram.train import train_ngram
 
-    results: dict = {"heldout_words": [w for line in held.decode().split("\n")[:-1] for w in line.split() + ["</s>"]]}
+    results: dict = {"heldout_words": [w for line in held.decode().split("\n")[:-1] for w in line.split() + ["</s>"]],
+                     "tiny-3": query(OUT / "tiny-3.arpa", OUT / "tiny-held.txt")}
     with tempfile.TemporaryDirectory() as tmp:
         for n in ORDERS:
             arpa = Path(tmp) / f"kenlm-{n}.arpa"

@@ -81,7 +81,7 @@ def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_toke
     several files a corpus total row follows, as for a neural model. Per-token records always name
     their line (each line is a sentence, positions count from its first word)."""
     from nlpkit.errors import NlpkitError
-    from nlpkit.io import display_name, iter_lines
+    from nlpkit.io import display_name
     from nlpkit.lm.ngram.scoring import NgramPerplexity, line_transform, score_batches
 
     model = load(model_path, quiet)
@@ -95,12 +95,16 @@ def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_toke
             name = display_name(path)
             total = NgramPerplexity()
             lineno = 0
-            for batch in score_batches(model, iter_lines(path, errors=encoding_errors), transform):
+            lines = query_lines(path, encoding_errors)
+            bom = next(lines)
+            for batch in score_batches(model, lines, transform):
                 total.add_batch(batch)
                 if not (per_token or per_line):
                     continue
                 if not per_token:
                     for lineno, one in enumerate(batch.line_totals(), lineno + 1):
+                        if lineno == 1 and bom:
+                            one.bytes -= 3
                         rec = _record(one)
                         rec.pop("sentences"), rec.pop("bytes")
                         out.write({"file": name, "line": lineno, **rec})
@@ -112,6 +116,8 @@ def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_toke
                                    for i, (w, t, n, lp, o)
                                    in enumerate(zip(s.words, s.ids.tolist(), s.ngram.tolist(), s.log10.tolist(),
                                                     s.oov.tolist())))
+            if bom:
+                total.bytes -= 3
             if total.sentences == 0 and not per_line:
                 raise NlpkitError(f"{name}: empty text, nothing to score")
             if not per_line and not per_token:
@@ -119,6 +125,22 @@ def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_toke
                 corpus.merge(total)
         if several:
             out.write({"file": TOTAL, **_record(corpus), "total": True})
+
+
+def query_lines(path: str, errors: str) -> Iterator:
+    """Whether the text starts with a UTF-8 BOM, then its lines as KenLM's query reads them: a BOM
+    stays in the first word and a CR before the newline stays too (a word delimiter, counted as a
+    byte as the neural path counts it; the BOM is not, so bits per byte share a denominator)."""
+    from nlpkit.io import iter_lines
+
+    first = True
+    for line in iter_lines(path, errors=errors, keepends=True, strip_bom=False):
+        if first:
+            yield line.startswith("\ufeff")
+            first = False
+        yield line[:-1] if line.endswith("\n") else line
+    if first:
+        yield False
 
 
 def ngram_sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed):

@@ -235,3 +235,18 @@ def test_sample_text_is_what_generate_prints():
 def test_neural_generation_options_refused_with_their_reason(opt, why):
     r = run("generate", "It is", "--model", str(FIX / "kenlm-2.arpa.gz"), *opt)
     assert r.returncode == 2 and "does not apply to an n-gram model" in r.stderr and why in r.stderr
+
+
+def test_bom_and_crlf_held_out_text_scored_as_query():
+    """query keeps a BOM in the first word and reads CR as a delimiter; bytes are counted as the
+    neural path counts them (CR in, BOM out), so bits per byte share a denominator."""
+    held = FIX / "tiny-held.txt"
+    ref = QUERY["tiny-3"]
+    r = run("perplexity", str(held), "--model", str(FIX / "tiny-3.arpa"), "--per-line", "--format", "jsonl")
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [x["log10_prob"] for x in lines] == pytest.approx(ref["line_total"], abs=1e-5)
+    assert [x["oov"] for x in lines] == ref["line_oov"]
+    got = json.loads(run("perplexity", str(held), "--model", str(FIX / "tiny-3.arpa"), "--format", "jsonl").stdout)
+    assert (got["tokens"], got["oov"]) == (ref["tokens"], ref["oov"])
+    assert got["ppl"] == pytest.approx(ref["ppl"], rel=1e-6) and got["ppl_no_oov"] == pytest.approx(ref["ppl_no_oov"], rel=1e-6)
+    assert got["bytes"] == len(held.read_bytes()) - 3
