@@ -76,48 +76,61 @@ def _record(p) -> dict:
 
 
 def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_token: bool, fmt, no_signature: bool,
-                     quiet: bool, encoding_errors: str) -> None:
+                     quiet: bool, encoding_errors: str, dask: str | None = None, shard_size: str | None = None) -> None:
     """`nlpkit perplexity --model lm.arpa`: KenLM query's figures plus NLL and bits per byte; with
     several files a corpus total row follows, as for a neural model. Per-token records always name
-    their line (each line is a sentence, positions count from its first word)."""
+    their line (each line is a sentence, positions count from its first word). With --dask the
+    workers score line shards (`scoring.score_shard`): the same records, digit for digit."""
+    from contextlib import ExitStack
+
     from nlpkit.errors import NlpkitError
     from nlpkit.io import display_name
-    from nlpkit.lm.ngram.scoring import NgramPerplexity, line_transform, score_batches
+    from nlpkit.lm.ngram.scoring import NgramPerplexity, line_transform, score_source
 
     model = load(model_path, quiet)
-    transform = line_transform(model)
     sig = _signature("perplexity", model)
     columns = PER_TOKEN if per_token else PER_LINE if per_line else SUMMARY
     several = len(paths) > 1 and not per_line and not per_token
     corpus = NgramPerplexity()
-    with open_writer(columns, fmt, sig, no_signature, digits=6) as out, progress("scoring", quiet=quiet):
-        for path in paths:
+    with ExitStack() as stack:
+        out = stack.enter_context(open_writer(columns, fmt, sig, no_signature, digits=6))
+        tick = stack.enter_context(progress("tasks" if dask else "scoring", quiet=quiet))
+        if dask:
+            from nlpkit.distributed.cluster import connect
+            from nlpkit.distributed.shards import parse_size
+            from nlpkit.distributed.stages import ngram_perplexity_shards
+
+            client = stack.enter_context(connect(dask, quiet))
+            results = ngram_perplexity_shards(client, paths, os.path.abspath(model_path), encoding_errors,
+                                              per_token, per_line, parse_size(shard_size), tick)
+        else:
+            transform = line_transform(model)
+            results = ((k, b if per_token else b.line_sums(per_line)) for k, path in enumerate(paths)
+                       for b in score_source(model, path, encoding_errors, transform))
+        pending = next(results, None)
+        for k, path in enumerate(paths):
             name = display_name(path)
             total = NgramPerplexity()
             lineno = 0
-            lines = query_lines(path, encoding_errors)
-            bom = next(lines)
-            for batch in score_batches(model, lines, transform):
-                total.add_batch(batch)
-                if not (per_token or per_line):
-                    continue
-                if not per_token:
-                    for lineno, one in enumerate(batch.line_totals(), lineno + 1):
-                        if lineno == 1 and bom:
-                            one.bytes -= 3
-                        rec = _record(one)
-                        rec.pop("sentences"), rec.pop("bytes")
-                        out.write({"file": name, "line": lineno, **rec})
-                    continue
-                for lineno, s in enumerate(batch.lines(), lineno + 1):
-                    out.write_many({"file": name, "line": lineno, "position": i, "token": w, "id": int(t),
-                                    "ngram": int(n), "log10_prob": float(lp), "logprob": float(lp) * 2.302585092994046,
-                                    "oov": bool(o)}
-                                   for i, (w, t, n, lp, o)
-                                   in enumerate(zip(s.words, s.ids.tolist(), s.ngram.tolist(), s.log10.tolist(),
-                                                    s.oov.tolist())))
-            if bom:
-                total.bytes -= 3
+            while pending is not None and pending[0] == k:
+                item = pending[1]
+                if per_token:
+                    total.add_batch(item)
+                    for lineno, s in enumerate(item.lines(), lineno + 1):
+                        out.write_many({"file": name, "line": lineno, "position": i, "token": w, "id": int(t),
+                                        "ngram": int(n), "log10_prob": float(lp),
+                                        "logprob": float(lp) * 2.302585092994046, "oov": bool(o)}
+                                       for i, (w, t, n, lp, o)
+                                       in enumerate(zip(s.words, s.ids.tolist(), s.ngram.tolist(), s.log10.tolist(),
+                                                        s.oov.tolist())))
+                else:
+                    total.add_sums(item)
+                    if per_line:
+                        for lineno, one in enumerate(item.lines(), lineno + 1):
+                            rec = _record(one)
+                            rec.pop("sentences"), rec.pop("bytes")
+                            out.write({"file": name, "line": lineno, **rec})
+                pending = next(results, None)
             if total.sentences == 0 and not per_line:
                 raise NlpkitError(f"{name}: empty text, nothing to score")
             if not per_line and not per_token:
@@ -125,22 +138,6 @@ def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_toke
                 corpus.merge(total)
         if several:
             out.write({"file": TOTAL, **_record(corpus), "total": True})
-
-
-def query_lines(path: str, errors: str) -> Iterator:
-    """Whether the text starts with a UTF-8 BOM, then its lines as KenLM's query reads them: a BOM
-    stays in the first word and a CR before the newline stays too (a word delimiter, counted as a
-    byte as the neural path counts it; the BOM is not, so bits per byte share a denominator)."""
-    from nlpkit.io import iter_lines
-
-    first = True
-    for line in iter_lines(path, errors=errors, keepends=True, strip_bom=False):
-        if first:
-            yield line.startswith("\ufeff")
-            first = False
-        yield line[:-1] if line.endswith("\n") else line
-    if first:
-        yield False
 
 
 def ngram_sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed):

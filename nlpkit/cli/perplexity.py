@@ -56,7 +56,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         from nlpkit.cli.ngram import ngram_perplexity, refuse_neural_options
         refuse_neural_options(click.get_current_context())
         return ngram_perplexity(ngram_model_path(model_path), input_paths(files, "text"), per_line, per_token,
-                                fmt, no_signature, quiet, encoding_errors)
+                                fmt, no_signature, quiet, encoding_errors, dask, shard_size)
     if stride is not None and context is not None and stride > context:
         raise click.BadParameter(f"--stride {stride} is larger than --context {context}", param_hint="--stride")
     if stride is not None and mode != "sliding":

@@ -337,6 +337,23 @@ def ngram_counts(client, paths: list[str], order: int, lowercase: bool = False, 
                       args=(order, lowercase, transform, errors))
 
 
+def ngram_perplexity_shards(client, paths: list[str], model_path: str, errors: str = "strict",
+                            per_token: bool = False, per_line: bool = False, shard_bytes: int | None = None,
+                            progress: Callable[..., None] | None = None) -> Iterator[tuple[int, object]]:
+    """``perplexity --model lm.arpa`` over a cluster: (file index, `LineSums` or, with `per_token`, a
+    `ScoredBatch`) in input order, from `nlpkit.lm.ngram.scoring.score_shard` on line shards (lines
+    are sentences: shards are independent). Each worker loads the model once; the path must be
+    readable on the workers."""
+    from nlpkit.distributed.cluster import map_ordered
+    from nlpkit.lm.ngram import scoring
+
+    shards, _ = plan(client, paths, shard_bytes)
+    for shard, parts in zip(shards, map_ordered(client, scoring.score_shard, shards, progress,
+                                                args=(model_path, errors, per_token, per_line))):
+        for part in parts:
+            yield shard.file_index, part
+
+
 WINDOW_TASK_TOKENS = 65536   # at most this many input tokens of windows per task (whole-text perplexity)
 
 

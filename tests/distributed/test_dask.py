@@ -310,3 +310,16 @@ def test_ngram_train_identical(cluster, corpus, tmp_path):
                    "--dask", cluster.scheduler_address, "--shard-size", "2k")
     assert local.returncode == 0 and dask.returncode == 0, dask.stderr.decode()
     assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("opts", [[], ["--per-line"], ["--per-token"]])
+def test_ngram_perplexity_identical(cluster, corpus, tmp_path, opts):
+    """An n-gram model's scores: line shards on the workers, totals summed line by line in order, so
+    the figures are the same digits as locally (files cut into many shards, gzip files whole)."""
+    model = tmp_path / "m.arpa"
+    assert run_cli("ngram-train", corpus["plain"][0], "-o", str(model), "--order", "3", "--quiet").returncode == 0
+    local, dask = _both(cluster, "perplexity", *corpus["files"], "--model", str(model), *opts, "--format", "tsv",
+                        shard="2k")
+    assert local == dask
+    if not opts:
+        assert local.count(b"\n") == len(corpus["files"]) + 2 and b"(total)" in local

@@ -78,17 +78,22 @@ class NgramPerplexity:
         self.words += len(s.log10) - 1
 
     def add_batch(self, b: "ScoredBatch") -> None:
-        """Add a batch of lines at once (the same totals as adding its lines one by one, up to rounding)."""
-        lines = len(b.start) - 1
-        self.sentences += lines
-        self.tokens += len(b.log10)
-        self.oov += int(np.count_nonzero(b.oov))
-        self.zero_prob += int(np.count_nonzero(np.isneginf(b.log10)))
-        self.log10_total += float(np.sum(b.log10, dtype=np.float64))
-        self.log10_oov += float(np.sum(b.log10[b.oov], dtype=np.float64))
-        self.log10_known += float(np.sum(b.log10[~b.oov], dtype=np.float64))
-        self.bytes += b.bytes
-        self.words += len(b.log10) - lines
+        """Add a batch of lines at once (`add_sums` of its `line_sums`)."""
+        self.add_sums(b.line_sums())
+
+    def add_sums(self, s: "LineSums") -> None:
+        """Add scored lines' figures. The log10 sums run over the lines' own totals one after another,
+        so a file's totals do not depend on how its lines were batched or sharded (a Dask run prints
+        the same digits as a local one)."""
+        self.sentences += len(s.tokens)
+        self.tokens += int(s.tokens.sum())
+        self.oov += int(s.oov.sum())
+        self.zero_prob += int(s.zero_prob.sum())
+        self.log10_total = _running_sum(self.log10_total, s.log10)
+        self.log10_oov = _running_sum(self.log10_oov, s.log10_oov)
+        self.log10_known = _running_sum(self.log10_known, s.log10_known)
+        self.bytes += s.bytes
+        self.words += int(s.tokens.sum()) - len(s.tokens)
 
     def merge(self, other: "NgramPerplexity") -> None:
         """Add another set of totals (a corpus total over files)."""
@@ -116,6 +121,86 @@ class NgramPerplexity:
     @property
     def bits_per_byte(self) -> float:
         return -self.log10_total * math.log2(10.0) / self.bytes if self.bytes else math.nan
+
+
+def _running_sum(start: float, values: np.ndarray) -> float:
+    """start + values[0] + values[1] + ..., added left to right (np.cumsum adds in order).
+
+    ``_running_sum(1.0, np.array([2.0, 3.0])) -> 6.0``
+    """
+    if len(values) == 0:
+        return start
+    acc = np.empty(len(values) + 1, dtype=np.float64)
+    acc[0] = start
+    acc[1:] = values
+    return float(np.cumsum(acc)[-1])
+
+
+@dataclass
+class LineSums:
+    """Each scored line's figures, one entry a line in order — what file totals and ``--per-line``
+    records are made of, and all a Dask worker sends back for them. `line_bytes` (each line's UTF-8
+    bytes with its newline) only when asked for; `bytes` is their sum."""
+
+    tokens: np.ndarray                 # int64 [L], </s> included
+    oov: np.ndarray
+    zero_prob: np.ndarray
+    log10: np.ndarray                  # float64 [L]
+    log10_oov: np.ndarray
+    log10_known: np.ndarray
+    bytes: int
+    line_bytes: list[int] | None = None
+
+    def lines(self) -> list[NgramPerplexity]:
+        """Each line's totals (needs `line_bytes`)."""
+        return [NgramPerplexity(1, t, o, z, lp, lo, nb, t - 1, lk) for t, o, z, lp, lo, nb, lk in
+                zip(self.tokens.tolist(), self.oov.tolist(), self.zero_prob.tolist(), self.log10.tolist(),
+                    self.log10_oov.tolist(), self.line_bytes, self.log10_known.tolist())]
+
+
+def query_lines(source, errors: str = "strict") -> Iterator:
+    """Whether `source` (a path, '-' or a shard) starts a text with a UTF-8 BOM, then its lines as
+    KenLM's ``query`` reads them: a BOM stays in the first word, and a CR before the newline stays
+    (a word delimiter for ``query``; a byte of the text for bits per byte, as the neural path counts it)."""
+    from nlpkit.io import iter_lines
+
+    first = True
+    for line in iter_lines(source, errors=errors, keepends=True, strip_bom=False):
+        if first:
+            yield line.startswith("\ufeff") and getattr(source, "first", True)
+            first = False
+        yield line[:-1] if line.endswith("\n") else line
+    if first:
+        yield False
+
+
+def score_source(model: NgramModel, source, errors: str = "strict",
+                 transform: Callable[[str], str] | None = None) -> Iterator["ScoredBatch"]:
+    """`score_batches` of a file's lines as `query_lines` reads them; a BOM that starts the text is
+    part of the first word, not a byte of the text (the first batch's `bom`)."""
+    lines = query_lines(source, errors)
+    bom = next(lines)
+    for b in score_batches(model, lines, transform):
+        b.bom, bom = bom, False
+        yield b
+
+
+_MODEL_CACHE: dict = {}
+
+
+def score_shard(shard, model_path: str, errors: str = "strict", per_token: bool = False,
+                per_line: bool = False) -> list:
+    """A Dask task: the shard's lines scored with the model at `model_path` (loaded once per
+    process): a `ScoredBatch` a batch with `per_token`, else its `LineSums` (with each line's bytes
+    for `per_line`)."""
+    from nlpkit.lm.ngram.model import load_ngram_model
+
+    if model_path not in _MODEL_CACHE:
+        _MODEL_CACHE.clear()
+        model = load_ngram_model(model_path)
+        _MODEL_CACHE[model_path] = model, line_transform(model)
+    model, transform = _MODEL_CACHE[model_path]
+    return [b if per_token else b.line_sums(per_line) for b in score_source(model, shard, errors, transform)]
 
 
 def line_transform(model: NgramModel) -> Callable[[str], str] | None:
@@ -203,6 +288,7 @@ class ScoredBatch:
     log10: np.ndarray
     ngram: np.ndarray
     oov: np.ndarray
+    bom: bool = False               # the first line starts the text with a BOM (part of its first word)
 
     @cached_property
     def tokens(self) -> list[str]:
@@ -211,30 +297,40 @@ class ScoredBatch:
 
     @property
     def bytes(self) -> int:
-        """UTF-8 bytes of the lines as given, each with its newline."""
+        """UTF-8 bytes of the lines as given, each with its newline (a BOM that starts the text not counted)."""
         text = "\n".join(self.original)
         n = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-        return n + 1 if self.original else 0
+        return n + 1 - 3 * self.bom if self.original else 0
 
     def line_bytes(self) -> list[int]:
         """UTF-8 bytes of each line as given, with its newline."""
         if "".join(self.original).isascii():
-            return [n + 1 for n in map(len, self.original)]
-        return [len(line.encode("utf-8", "surrogatepass")) + 1 for line in self.original]
+            out = [n + 1 for n in map(len, self.original)]
+        else:
+            out = [len(line.encode("utf-8", "surrogatepass")) + 1 for line in self.original]
+        if self.bom and out:
+            out[0] -= 3
+        return out
+
+    def line_sums(self, line_bytes: bool = False) -> LineSums:
+        """Each line's figures, summed over the batch at once (no object per line)."""
+        first = self.start[:-1]
+        if len(first) == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return LineSums(z, z, z, z.astype(np.float64), z.astype(np.float64), z.astype(np.float64), 0,
+                            [] if line_bytes else None)
+        lb = self.line_bytes() if line_bytes else None
+        return LineSums(tokens=np.diff(self.start), oov=np.add.reduceat(self.oov, first, dtype=np.int64),
+                        zero_prob=np.add.reduceat(np.isneginf(self.log10), first, dtype=np.int64),
+                        log10=np.add.reduceat(self.log10, first, dtype=np.float64),
+                        log10_oov=np.add.reduceat(np.where(self.oov, self.log10, 0.0), first, dtype=np.float64),
+                        log10_known=np.add.reduceat(np.where(self.oov, 0.0, self.log10), first, dtype=np.float64),
+                        bytes=sum(lb) if lb is not None else self.bytes, line_bytes=lb)
 
     def line_totals(self) -> list[NgramPerplexity]:
         """Each line's totals, as `NgramPerplexity.add` of its `LineScore` gives (sums per line over the
         batch at once, not an object per line first)."""
-        first = self.start[:-1]
-        tokens = np.diff(self.start)
-        oov = np.add.reduceat(self.oov, first, dtype=np.int64)
-        zero = np.add.reduceat(np.isneginf(self.log10), first, dtype=np.int64)
-        total = np.add.reduceat(self.log10, first, dtype=np.float64)
-        total_oov = np.add.reduceat(np.where(self.oov, self.log10, 0.0), first, dtype=np.float64)
-        known = np.add.reduceat(np.where(self.oov, 0.0, self.log10), first, dtype=np.float64)
-        return [NgramPerplexity(1, t, o, z, lp, lo, nb, t - 1, lk) for t, o, z, lp, lo, nb, lk in
-                zip(tokens.tolist(), oov.tolist(), zero.tolist(), total.tolist(), total_oov.tolist(),
-                    self.line_bytes(), known.tolist())] if len(first) else []
+        return self.line_sums(line_bytes=True).lines()
 
     def lines(self) -> Iterator[LineScore]:
         words, bos = self.tokens, self.start.tolist()
@@ -273,5 +369,5 @@ def perplexity_of_lines(model: NgramModel, lines: Iterable[str], transform=None)
     return total
 
 
-__all__ = ["query_words", "LineScore", "ScoredBatch", "NgramPerplexity", "score_lines", "score_batches",
-           "perplexity_of_lines", "line_transform"]
+__all__ = ["query_words", "query_lines", "LineScore", "LineSums", "ScoredBatch", "NgramPerplexity", "score_lines",
+           "score_batches", "score_source", "score_shard", "perplexity_of_lines", "line_transform"]
