@@ -38,6 +38,7 @@ from nlpkit.lm.ngram.hashing import words8
 from nlpkit.lm.ngram.lookup import WordIndex
 
 OPTION_PREFIX = "# nlpkit: "
+FORMAT_VERSION = "1"                  # the `# nlpkit: format=` of the files nlpkit writes and reads
 
 
 @dataclass
@@ -242,8 +243,6 @@ def read_model_file(path: str | os.PathLike) -> RawModel:
 
 def _check_options(path: str, kind: str, order: int, options: dict[str, str], line: dict[str, int]) -> None:
     """The ``# nlpkit:`` options must agree with the file (they decide how text is scored)."""
-    from nlpkit.lm.ngram.train import FORMAT_VERSION
-
     def bad(key: str, why: str) -> NlpkitError:
         return NlpkitError(f"{path}, line {line[key]}: {why}")
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.lm.ngram.arpa import FORMAT_VERSION
 from nlpkit.lm.ngram.counting import count_ngrams
 
 SMOOTHINGS = ("kneser-ney", "mle", "add-k")
-FORMAT_VERSION = "1"
 
 
 @dataclass
