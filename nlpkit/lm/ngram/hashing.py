@@ -104,21 +104,23 @@ class HashIndex:
         hit = self.source.take(v) == q                        # v = -1 (empty) reads the last key: masked
         taken = v >= 0
         hit &= taken
-        out = v.astype(np.int64)
-        out[~hit] = -1
+        out = np.where(hit, v, np.int64(-1))                  # int64 rows
         active = np.flatnonzero(taken ^ hit)                  # a key there, not ours: probe on
-        slot, q = slot.take(active), q.take(active)            # the probing keys' slots and keys, compacted
+        if len(active):
+            slot, q = slot.take(active), q.take(active)        # the probing keys' slots and keys, compacted
         while len(active):
             slot += 1
             slot &= self.mask
             v = self.vals.take(slot)
-            taken = v >= 0
             hit = self.source.take(v) == q
+            taken = v >= 0
             hit &= taken
-            if hit.any():
-                out[active[hit]] = v[hit]
+            h = np.flatnonzero(hit)
+            if len(h):
+                out[active.take(h)] = v.take(h)
                 taken ^= hit
-            active, slot, q = active[taken], slot[taken], q[taken]
+            keep = np.flatnonzero(taken)
+            active, slot, q = active.take(keep), slot.take(keep), q.take(keep)
         return out
 
 
