@@ -148,6 +148,14 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signatur
     if not records:
         warn("no documents to add; the index is unchanged", quiet)
     else:
+        from nlpkit.errors import NlpkitError
+        from nlpkit.io import display_name
+
+        old = set(idx.doc_ids)
+        clash = next(((i, rid) for i, (rid, _) in enumerate(records, 1) if rid in old), None)
+        if clash is not None:
+            raise NlpkitError(f"{display_name(path)}: document id {clash[1]!r} (record {clash[0]}) is already in "
+                              f"the index {index_path}; ids must be unique")
         idx = add_texts(idx, records)
         save_index(idx, index_path)
     _summary(idx, index_path, index_size(index_path), signature(idx), fmt, no_signature)
@@ -195,7 +203,7 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
                                                       "token_pattern", "corpus_format", "field")
                  if ctx.get_parameter_source(p) is not click.core.ParameterSource.DEFAULT]
         if given:
-            raise click.UsageError(f"{', '.join(given)} apply to --corpus; a saved index keeps the "
+            raise click.UsageError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --corpus; a saved index keeps the "
                                    "settings it was built with")
     if not query_texts and not queries_path:
         import sys
@@ -224,6 +232,11 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
     k = (1000 if qrels else 10) if top is None else (top or idx.n_docs)
     with progress("searching", total=len(queries), quiet=quiet) as tick:
         run = search_texts(idx, queries, k, progress=tick)
+    empty = [qid for qid, hits in run.items() if not hits]
+    if empty:
+        some = ", ".join(empty[:5]) + (", ..." if len(empty) > 5 else "")
+        warn(f"{len(empty)} of {len(run)} queries share no term with the index: no results for {some}"
+             if len(run) > 1 else "the query shares no term with the index: no results", quiet)
     sig = signature(idx)
     emit(run, sig, fmt, no_signature, tag or f"nlpkit-bm25-{idx.variant}", qrels, qrels_format,
          metrics, per_query, run_path, encoding_errors, quiet)

@@ -118,6 +118,23 @@ class BM25Index:
     tokenizer: dict = field(default_factory=dict)
     _term_id: dict | None = field(default=None, repr=False)
     _id_rank: np.ndarray | None = field(default=None, repr=False)
+    source: str = field(default="", repr=False)   # the directory it was loaded from (for messages)
+
+    def check_docs(self, docs: np.ndarray, lengths: Sequence[int] | None = None) -> None:
+        """Document numbers read from the postings must be below n_docs and, within each term's run of
+        `lengths` postings, ascending: a corrupt postings array (or a header whose n_docs disagrees)
+        would otherwise score documents that do not exist, or one document many times."""
+        where = f"{self.source}: " if self.source else ""
+        if len(docs) and int(docs.max()) >= self.n_docs:
+            raise NlpkitError(f"{where}corrupt index: the postings name document {int(docs.max())} but the "
+                              f"header has {self.n_docs} documents; rebuild the index with `nlpkit bm25 index`")
+        if lengths is not None and len(docs) > 1:
+            step = np.diff(docs.astype(np.int64))
+            if len(lengths) > 1:                          # a term's first posting may be below the last's
+                step[np.cumsum(lengths)[:-1] - 1] = 1
+            if (step <= 0).any():
+                raise NlpkitError(f"{where}corrupt index: a term's postings are not in document order; rebuild "
+                                  "the index with `nlpkit bm25 index`")
 
     @property
     def n_docs(self) -> int:
@@ -174,6 +191,7 @@ class BM25Index:
             all_docs = np.concatenate([post[s:e] for s, e in spans])           # [P_q] uint32
             if mask is not None:
                 all_docs = all_docs & mask
+            self.check_docs(all_docs, [e - s for s, e in spans])
             all_scores = np.concatenate([self.scores[s:e] for s, e in spans])  # [P_q]
             dense = np.bincount(all_docs, weights=all_scores, minlength=self.n_docs)  # [N]
             dense += float(self.nonocc[terms].astype(np.float64).sum())
@@ -182,12 +200,14 @@ class BM25Index:
             s, e = indptr[terms[0]], indptr[terms[0] + 1]
             docs = post[s:e] if mask is None else post[s:e] & mask
             docs = docs.astype(np.int64)
+            self.check_docs(docs, [len(docs)])
             scores = self.scores[s:e].astype(np.float64)
         else:
             spans = [(indptr[t], indptr[t + 1]) for t in terms]
             all_docs = np.concatenate([post[s:e] for s, e in spans])           # [P_q] uint32
             if mask is not None:
                 np.bitwise_and(all_docs, mask, out=all_docs)
+            self.check_docs(all_docs, [e - s for s, e in spans])
             all_scores = np.concatenate([self.scores[s:e] for s, e in spans])  # [P_q]
             dense = np.bincount(all_docs, weights=all_scores, minlength=self.n_docs)  # [N]
             if all_scores.min() > 0:  # a document matches exactly when its sum is > 0
@@ -322,6 +342,7 @@ def add_documents(index: BM25Index, docs_tokens: Sequence[Sequence[str]],
     if len(set(all_ids)) != len(all_ids):
         from nlpkit.stats.documents import check_unique_ids
         check_unique_ids(all_ids, "index + new documents")
+    index.check_docs(index.docs, np.diff(np.asarray(index.indptr)).tolist())
     vocab = dict(index.term_id)
     new_term, new_doc, new_tf = _count_postings(docs_tokens, vocab, n_old)
     old_counts = np.diff(np.asarray(index.indptr))

@@ -180,7 +180,7 @@ def load_index(path: str, mmap: bool = True) -> BM25Index:
         raise NlpkitError(f"{os.path.join(path, 'indptr.npy')}: corrupt postings pointers; rebuild the index")
     return BM25Index(variant=header["variant"], k1=header["k1"], b=header["b"], delta=header["delta"],
                      vocab=vocab, doc_ids=doc_ids, doc_bits=doc_bits,
-                     tokenizer=header.get("tokenizer") or {}, **arrays)
+                     tokenizer=header.get("tokenizer") or {}, source=path, **arrays)
 
 
 def index_size(path: str) -> int:

@@ -289,3 +289,24 @@ def test_jsonl_corpus_errors_name_line_and_fields_like_tfidf(tmp_path):
     with pytest.raises(NlpkitError, match=r"line 1: no id field 'id' \(fields: text; choose one with --id-field\)"):
         read_records(str(p), "jsonl")
     assert read_records(str(p), "jsonl", id_field=None) == [("1", "x")]
+
+
+def test_postings_out_of_document_order_are_a_corrupt_index(saved):
+    """Postings rewritten to one document number (in range) would score that document many times."""
+    p = np.load(saved / "postings.npy")
+    p[:] = p[0]
+    np.save(saved / "postings.npy", p)
+    idx = load_index(str(saved))
+    with pytest.raises(NlpkitError, match="postings are not in document order"):
+        idx.search(["sat"], 3)
+    with pytest.raises(NlpkitError, match="postings are not in document order"):
+        add_documents(idx, [["cat"]])
+
+
+def test_header_document_count_that_disagrees_with_the_postings_is_a_corrupt_index(saved):
+    h = json.loads((saved / "header.json").read_text())
+    h["n_docs"] = 1
+    h["doc_ids"] = ["a"]
+    (saved / "header.json").write_text(json.dumps(h))
+    with pytest.raises(NlpkitError, match="postings name document 1 but the header has 1 documents"):
+        load_index(str(saved)).search(["sat"], 3)

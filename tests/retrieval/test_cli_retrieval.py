@@ -175,3 +175,18 @@ def test_rrf_depth_and_tie_break_options(tmp_path, cli):
     assert [ln.split()[2] for ln in r.stdout.decode().splitlines()] == ["x", "y"]
     r = cli("rrf", str(tmp_path / "a.run"), str(tmp_path / "b.run"), "--depth", "1")
     assert [ln.split()[2] for ln in r.stdout.decode().splitlines()] == ["y", "x"]
+
+
+def test_search_warns_when_a_query_matches_nothing(index, cli):
+    r = cli("bm25", "search", str(index), "--query", "zebra")
+    assert r.returncode == 0 and r.stdout == b""
+    assert b"shares no term with the index" in r.stderr
+    r = cli("bm25", "search", str(index), "--query", "zebra", "--query", "cat", "--quiet")
+    assert r.returncode == 0 and r.stderr == b""
+
+
+def test_add_names_the_file_and_record_of_an_id_already_indexed(index, tmp_path, cli):
+    (tmp_path / "more.tsv").write_text("d9\tnew text\nd2\tagain\n")
+    r = cli("bm25", "add", str(index), str(tmp_path / "more.tsv"), "--corpus-format", "tsv")
+    assert r.returncode == 1
+    assert b"more.tsv: document id 'd2' (record 2) is already in the index" in r.stderr
