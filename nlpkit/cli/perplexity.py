@@ -7,7 +7,7 @@ from contextlib import ExitStack
 import click
 
 from nlpkit.cli.common import (common_options, dask_options, input_paths, model_name,
-                               model_options, open_writer, progress, rope_label)
+                               model_options, open_writer, progress, rope_label, warn)
 
 SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words", "bytes"]
 PER_LINE = ["file", "line", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words",
@@ -77,6 +77,10 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     if stride is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
     strd = (stride or default_stride(ctx)) if mode == "sliding" else None
+    if strd is not None and strd >= ctx:
+        warn(f"--stride {strd} equal to the context {ctx}: as in the transformers guide, the first token of "
+             "each window after the first is not scored (a smaller --stride, or --mode disjoint, scores "
+             "every token)", quiet)
     bos = prefix_token(model.config) is not None if add_bos is None else add_bos
     sig = make_signature("perplexity", model=model_name(model), mode=mode, ctx=ctx, stride=strd, bos=bos,
                          rope=rope_label(model))

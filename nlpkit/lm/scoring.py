@@ -7,7 +7,9 @@ leaves the prefix out: the first token is then context only, never scored.
 
 - `sliding` — the transformers perplexity guide: windows of `context` tokens starting every `stride`
   tokens; each window scores only its last `trg_len` tokens (the labels -100 trick), so every token
-  (after the prefix) is scored once, with up to `context - stride` tokens of left context.
+  (after the prefix) is scored once, with up to `context - stride` tokens of left context — except
+  when stride = context: then a window's first token has no prediction and, as in the guide, is not
+  scored (the CLI warns).
 - `disjoint` — lm-evaluation-harness `loglikelihood_rolling`: disjoint windows of `context` tokens,
   each conditioned on just the previous token (the first on the prefix token); every token is scored.
 - `second-half` — llama.cpp `llama-perplexity`: chunks of `context` tokens (the prefix token swapped in

@@ -282,3 +282,19 @@ def test_cli_several_files_end_with_a_marked_corpus_total(cli, tmp_path):
     assert [ln.split("\t")[0] for ln in tsv] == ["file", str(a), str(b), "(total)"]
     one = json.loads(cli("perplexity", str(a), "--model", str(LM / "gpt2"), "--format", "jsonl").stdout)
     assert "total" not in one
+
+
+def test_stride_equal_to_context_warns_that_window_starts_go_unscored(cli, tmp_path):
+    """The transformers guide loop with stride = context never predicts a window's first token; nlpkit
+    scores what the guide scores and says so on stderr (a smaller stride scores every token)."""
+    _, ref = fixture("llama-gqa")
+    text = tmp_path / "t.txt"
+    text.write_text(ref["ppl_text"], encoding="utf-8")
+    n = len(ref["ppl_ids"])
+    r = cli("perplexity", str(text), "--model", str(LM / "llama-gqa"), "--context", "8", "--stride", "8",
+            "--format", "jsonl")
+    assert r.returncode == 0 and b"first token of each window after the first is not scored" in r.stderr
+    assert json.loads(r.stdout)["tokens"] == n - (n - 1) // 8
+    r = cli("perplexity", str(text), "--model", str(LM / "llama-gqa"), "--context", "8", "--stride", "7",
+            "--format", "jsonl")
+    assert r.stderr == b"" and json.loads(r.stdout)["tokens"] == n
