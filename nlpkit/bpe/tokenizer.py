@@ -513,6 +513,9 @@ class Tokenizer:
             raise NlpkitError(f"cannot read {p}: {e.strerror or e}") from None
         if magic == b"GGUF":
             return cls.from_gguf(p)
+        if p.suffix.lower() == ".gguf":
+            raise NlpkitError(f"{p}: not a GGUF file ({'empty' if not magic else 'no GGUF magic bytes'}); expected "
+                              "a GGUF model, a tokenizer.json or a directory")
         if p.name == "tokenizer.json":
             return cls.from_dir(p.parent)
         return cls.from_file(p)

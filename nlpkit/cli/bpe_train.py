@@ -93,7 +93,9 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
     seconds = time.perf_counter() - start
     if tok.vocab_size < vocab_size:
         warn(f"the vocabulary has {tok.vocab_size} entries, fewer than --vocab-size {vocab_size}: "
-             "no pair was left to merge (a larger corpus, or a lower --min-frequency, gives more)", quiet)
+             + (f"no pair occurring at least {min_frequency} times was left to merge (a lower --min-frequency, "
+                "or a larger corpus, gives more)" if min_frequency > 1 else
+                "no pair was left to merge (a larger corpus gives more)"), quiet)
     tok.save(output)
     sig = make_signature("bpe-train", vocab=vocab_size, min_freq=min_frequency,
                          specials=len(specials), pattern=pre.name, prefix_space=add_prefix_space,

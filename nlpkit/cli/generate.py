@@ -21,6 +21,13 @@ def _seed(ctx, param, value):
     return None if value == -1 else value
 
 
+def _stops(ctx, param, value):
+    """--stop "" would stop nowhere (an empty string is in every text): a usage error."""
+    if any(v == "" for v in value):
+        raise click.BadParameter("an empty stop string matches everywhere; give some text", param=param)
+    return value
+
+
 def decoding_options(f):
     """--max-new-tokens, the sampling knobs, --seed, --stop, --no-kv-cache, --sliding, --stats,
     --truncate-prompt, --ignore-eos (in that order of parameters)."""
@@ -43,7 +50,7 @@ def decoding_options(f):
         click.option("--seed", type=int, default=None, callback=_seed, metavar="N",
                      help="Random seed: the same seed gives the same text [default: a random seed, "
                           "shown by --stats and in the signature; -1 = random]."),
-        click.option("--stop", "stops", multiple=True, metavar="STR",
+        click.option("--stop", "stops", multiple=True, metavar="STR", callback=_stops,
                      help="Stop when the text contains STR (not printed). Repeatable."),
         click.option("--no-kv-cache", is_flag=True,
                      help="Recompute the whole sequence every step (slow; for comparison)."),

@@ -132,7 +132,8 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
             name = display_name(path)
             text = read_text(path, errors=encoding_errors)
             if not text.strip():
-                raise NlpkitError(f"{'<stdin>' if path == '-' else path}: empty text, nothing to score")
+                what = "empty text" if not text else "only whitespace (no text)"
+                raise NlpkitError(f"{display_name(path)}: {what}, nothing to score")
             p, scored = perplexity(model, text, mode=mode, context=ctx, stride=strd, add_bos=bos,
                                    progress=None if client is not None else tick, map_windows=map_windows)
             if per_token:

@@ -305,11 +305,16 @@ def sample_batch(model, prompt_ids: Sequence[int], n: int, *, max_new_tokens: in
     """
     if n < 1:
         raise UsageError(f"-n must be at least 1, got {n}")
-    if max_new_tokens < 1:
-        raise UsageError(f"--max-new-tokens must be at least 1 for sampling, got {max_new_tokens}")
+    if max_new_tokens < 0:
+        raise UsageError(f"--max-new-tokens must be at least 0, got {max_new_tokens}")
     stats = stats if stats is not None else GenerationStats()
     eos = _eos(model, ignore_eos, eos_ids)
     samples = [Sample(i) for i in range(n)]
+    if max_new_tokens == 0:                     # as generate: empty texts, nothing decoded
+        for s in samples:
+            s.finish = "length"
+        stats.finish = "length"
+        return samples
     streams = [TextStream(model.tokenizer, stop) if model.tokenizer is not None else None for _ in range(n)]
     pieces: list[list[str]] = [[] for _ in range(n)]
     active = np.ones(n, dtype=bool)

@@ -202,3 +202,37 @@ def test_generate_and_sample_take_the_rope_scaling_override(cli):
     r = cli("sample", "It was", "-n", "2", "--rope-factor", "0")
     assert r.returncode == 2
     assert b"--rope-factor" in r.stderr and b"must be positive" in r.stderr
+
+
+def test_sample_max_new_tokens_0_gives_empty_rows_as_generate_does(cli):
+    r = cli("sample", "Once upon", "--max-new-tokens", "0", "-n", "2", "--format", "jsonl", "--no-signature")
+    assert r.returncode == 0, r.stderr.decode()
+    rows = [json.loads(x) for x in r.stdout.decode().splitlines()]
+    assert [(x["text"], x["tokens"], x["finish"]) for x in rows] == [("", 0, "length"), ("", 0, "length")]
+
+
+def test_an_empty_stop_string_is_a_usage_error(cli):
+    r = cli("generate", "Once upon", "--stop", "", "--max-new-tokens", "2")
+    assert r.returncode == 2 and b"empty stop string" in r.stderr
+
+
+def test_bad_config_names_config_json_and_its_field(cli, tmp_path):
+    import shutil
+
+    from nlpkit.lm.loaders import resolve_model_path
+
+    model = tmp_path / "m"
+    shutil.copytree(resolve_model_path(None), model)
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["num_attention_heads"] = cfg["num_key_value_heads"] * 2 + 1
+    (model / "config.json").write_text(json.dumps(cfg))
+    r = cli("perplexity", "--model", str(model), input="hello there")
+    assert r.returncode == 1
+    assert f"{model / 'config.json'}: num_attention_heads {cfg['num_attention_heads']} is not a multiple of " \
+           f"num_key_value_heads".encode() in r.stderr
+
+
+def test_tokenize_names_a_gguf_that_is_not_one(cli, tmp_path):
+    (tmp_path / "empty.gguf").write_bytes(b"")
+    r = cli("tokenize", "-m", str(tmp_path / "empty.gguf"), input="hi\n")
+    assert r.returncode == 1 and b"empty.gguf: not a GGUF file (empty)" in r.stderr
