@@ -284,7 +284,8 @@ class RecordWriter:
 
     def __init__(self, columns: Sequence[str], fmt: str = "tsv", signature: str | None = None,
                  stream: IO[str] | None = None, title: str | None = None, digits: int = 4,
-                 header: bool = True, labels: Sequence[str] | None = None) -> None:
+                 header: bool = True, labels: Sequence[str] | None = None,
+                 path_columns: Sequence[str] = ()) -> None:
         if fmt not in FORMATS:
             raise NlpkitError(f"unknown output format {fmt!r} (choose from {', '.join(FORMATS)})")
         self.columns = list(columns)
@@ -295,6 +296,7 @@ class RecordWriter:
         self.title = title
         self.digits = digits
         self.header = header
+        self.path_columns = tuple(path_columns)    # more columns of paths, shown by basename in a table
         self.rows: list[dict] = []
         self._started = False
         self.count = 0
@@ -338,7 +340,7 @@ class RecordWriter:
             self.stream.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
         elif self.fmt == "table":
             render_table(self.columns, self.rows, self.signature, self.stream, self.title, self.digits,
-                         self.labels)
+                         self.labels, PATH_COLUMNS + self.path_columns)
         self.stream.flush()
 
     def __enter__(self) -> "RecordWriter":
@@ -367,7 +369,7 @@ def _short_paths(values: list[str]) -> dict[str, str]:
 
 def render_table(columns: Sequence[str], rows: list[dict], signature: str | None,
                  stream: IO[str], title: str | None = None, digits: int = 4,
-                 labels: Sequence[str] | None = None) -> None:
+                 labels: Sequence[str] | None = None, path_columns: Sequence[str] = ()) -> None:
     """Render rows with rich (imported lazily); the signature is the footer line.
 
     The table fits the terminal width (``$COLUMNS``, 80 when unknown): numbers never wrap, text
@@ -378,7 +380,7 @@ def render_table(columns: Sequence[str], rows: list[dict], signature: str | None
     from rich.table import Table
 
     short = {c: _short_paths([r[c] for r in rows if isinstance(r.get(c), str)])
-             for c in columns if c in PATH_COLUMNS}
+             for c in columns if c in (path_columns or PATH_COLUMNS)}
     table = Table(title=title, show_edge=False, header_style="bold")
     numeric_cols = set()
     for c, label in zip(columns, labels or columns):

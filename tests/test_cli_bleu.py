@@ -295,3 +295,9 @@ def test_cli_module_does_not_import_sacrebleu_until_it_runs():
     code = "import sys, nlpkit.cli.bleu; print('sacrebleu' in sys.modules, 'numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout
     assert out.split() == [b"False", b"False"]
+
+
+def test_smooth_value_without_a_method_that_uses_it_warns(cli, tmp_path):
+    (tmp_path / "h.txt").write_text("the cat sat\n")
+    r = cli("bleu", "-r", str(tmp_path / "h.txt"), str(tmp_path / "h.txt"), "--smooth-value", "0.5")
+    assert r.returncode == 0 and b"--smooth-value applies to --smooth-method floor or add-k" in r.stderr

@@ -141,6 +141,8 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
             raise click.UsageError(f"{p} given twice as a hypothesis")
         seen.append(p)
 
+    if smooth_value is not None and smooth_method not in ("floor", "add-k"):
+        warn(f"--smooth-value applies to --smooth-method floor or add-k; {smooth_method} ignores it", quiet)
     _install_warning_handler(quiet)
     options = core.EvalOptions(
         metrics=metrics, tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method,

@@ -69,11 +69,13 @@ def resolve_format(fmt: str | None) -> str:
 
 def open_writer(columns: Sequence[str], fmt: str | None, signature: str | None,
                 no_signature: bool = False, title: str | None = None,
-                digits: int = 4, labels: Sequence[str] | None = None) -> RecordWriter:
-    """A `RecordWriter` on stdout honouring --format and --no-signature."""
+                digits: int = 4, labels: Sequence[str] | None = None,
+                path_columns: Sequence[str] = ()) -> RecordWriter:
+    """A `RecordWriter` on stdout honouring --format and --no-signature (`path_columns`: more columns
+    that hold paths, shown by basename in a table)."""
     return RecordWriter(columns, fmt=resolve_format(fmt),
                         signature=None if no_signature else signature, title=title, digits=digits,
-                        labels=labels)
+                        labels=labels, path_columns=path_columns)
 
 
 def top_option(default: int | None, help: str, short: bool = True):

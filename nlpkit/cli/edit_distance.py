@@ -14,7 +14,7 @@ from typing import Iterator
 import click
 
 from nlpkit.cli.common import (common_options, input_paths, open_writer, parse_number_list, progress,
-                               resolve_format)
+                               resolve_format, warn)
 from nlpkit.errors import NlpkitError
 from nlpkit.signature import make_signature
 
@@ -212,7 +212,7 @@ def _dictionary(path, args, metric, w, level, normalize, top, max_distance, rank
     rank, edit_odds = ranking
     rank_sig = rank if rank == "distance" else f"channel-{edit_odds:g}"
     sig = make_signature("edit-distance", **settings, max_distance=max_distance, rank=rank_sig)
-    d = load_dictionary(path, level, errors)
+    d = load_dictionary(path, level, errors, warn=lambda m: warn(m, quiet))
     columns = ["query", "rank", "match", "distance"] + (["normalized"] if normalize else []) + ["count"]
     with open_writer(columns, fmt, sig, no_signature) as out, \
             progress("queries", quiet=quiet) as tick:

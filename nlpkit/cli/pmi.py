@@ -15,7 +15,8 @@ from nlpkit.cli.common import common_options, dask_options, input_paths, open_wr
 @click.option("--ngram", type=click.Choice(["2", "3"]), default="2", show_default=True,
               help="2 = word pairs, 3 = word triples: log p(x,y,z)/(p(x)p(y)p(z)).")
 @click.option("-m", "--measure", type=click.Choice(["pmi", "npmi", "ppmi"]), default="pmi",
-              show_default=True, help="pmi; npmi = pmi / -log p(x,y) in [-1,1]; ppmi = max(pmi, 0).")
+              show_default=True, help="pmi; npmi = pmi / -log p(x,y) in [-1,1], p(x,y) as pmi takes it (with --window W, NLTK's "
+                   "count / (W - 1) over N); ppmi = max(pmi, 0).")
 @click.option("--min-count", type=int, default=1, show_default=True,
               help="Keep n-grams seen at least this often (NLTK's apply_freq_filter).")
 @click.option("-k", "--top", type=click.IntRange(min=0), metavar="N", default=20, show_default=True,
@@ -101,7 +102,8 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
     else:
         ids, counts, scores = core.ranked(co, measure, log_base, min_count, top)
         if len(ids) == 0:
-            warn(f"no {'pairs' if n == 2 else 'triples'} occur at least {min_count} times", quiet)
+            warn(f"no {'pairs' if n == 2 else 'triples'} occur at least {min_count} "
+                 f"time{'s' if min_count != 1 else ''}", quiet)
         cols = [f"word{j + 1}" for j in range(n)] + ["count"] + [f"freq{j + 1}" for j in range(n)]
         words, uni = co.words, co.unigram
         with open_writer(cols + [measure], fmt, sig, no_signature) as out:

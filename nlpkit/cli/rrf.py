@@ -57,6 +57,9 @@ def command(runs, k, weights, top, depth, tie_break, qrels, qrels_format, metric
     w = parse_number_list(weights, "--weights", n=len(runs)) if weights else None
     if w and any(not (x >= 0 and x < float("inf")) for x in w):
         raise click.BadParameter(f"weights must be finite and >= 0, got {weights}", param_hint="--weights")
+    if w and not any(w):
+        raise click.BadParameter(f"at least one weight must be above 0, got {weights} (every score would be 0)",
+                                 param_hint="--weights")
     if qrels:
         parse_metrics(metrics)
     if list(runs).count("-") > 1:

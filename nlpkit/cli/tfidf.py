@@ -102,6 +102,8 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
             raise NlpkitError(f"--vocab-out {vocab_out}: cannot write (no directory {parent})")
     if matrix and query:
         raise UsageError("choose --matrix or --query, not both")
+    if matrix and fmt is not None:
+        raise UsageError("--matrix writes MatrixMarket: it does not take --format")
     mode = docs or ("jsonl" if field or id_field else "files")
     if (field and mode not in ("jsonl", "smart")) or (id_field and mode != "jsonl"):
         raise UsageError("--field needs --docs jsonl or smart; --id-field needs --docs jsonl")
@@ -151,11 +153,11 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
         hits = core.rank_by_cosine(m, tok.tokenize(query), top)
         if not hits:
             warn("no document shares a term with the query", quiet)
-        with open_writer(["rank", "doc", "cosine"], fmt, sig, no_signature) as out:
+        with open_writer(["rank", "doc", "cosine"], fmt, sig, no_signature, path_columns=_paths(mode)) as out:
             for r, (i, s) in enumerate(hits, 1):
                 out.write({"rank": r, "doc": m.names[i], "cosine": s})
         return
-    with open_writer(["doc", "rank", "term", "weight"], fmt, sig, no_signature) as out:
+    with open_writer(["doc", "rank", "term", "weight"], fmt, sig, no_signature, path_columns=_paths(mode)) as out:
         for i, terms in core.top_terms(m, top):
             for r, (term, weight) in enumerate(terms, 1):
                 out.write({"doc": m.names[i], "rank": r, "term": term, "weight": weight})
@@ -214,11 +216,16 @@ def _dask_tfidf(dask, shard_size, paths, mode, tok, weighting, ngram_range, min_
                                       progress=tick, **common)
             if not hits:
                 warn("no document shares a term with the query", quiet)
-            with open_writer(["rank", "doc", "cosine"], fmt, sig, no_signature) as out:
+            with open_writer(["rank", "doc", "cosine"], fmt, sig, no_signature, path_columns=_paths(mode)) as out:
                 for r, (name, cos) in enumerate(hits, 1):
                     out.write({"rank": r, "doc": name, "cosine": cos})
             return
         _, rows = stages.tfidf_top_terms(client, paths, mode, tok, weighting, top=top, progress=tick, **common)
-        with open_writer(["doc", "rank", "term", "weight"], fmt, sig, no_signature) as out:
+        with open_writer(["doc", "rank", "term", "weight"], fmt, sig, no_signature, path_columns=_paths(mode)) as out:
             for doc, r, term, weight in rows:
                 out.write({"doc": doc, "rank": r, "term": term, "weight": weight})
+
+
+def _paths(mode: str) -> tuple[str, ...]:
+    """With --docs files a document is named by its path: the table shows its basename."""
+    return ("doc",) if mode == "files" else ()

@@ -102,7 +102,8 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
     max_docs = max_df if isinstance(max_df, int) else max_df * n_docs
     min_docs = min_df if isinstance(min_df, int) else min_df * n_docs
     if max_docs < min_docs:
-        raise UsageError("--max-df leaves fewer documents than --min-df")
+        raise UsageError(f"--min-df {min_df} asks for terms in {min_docs:g} or more of {n_docs} documents, but "
+                         f"--max-df {max_df} allows at most {max_docs:g}: lower --min-df or raise --max-df")
     keep = (df >= min_docs) & (df <= max_docs)
     if not keep.any():
         raise NlpkitError("after --min-df/--max-df no terms remain; lower --min-df or raise --max-df")

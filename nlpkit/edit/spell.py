@@ -127,11 +127,14 @@ class Dictionary:
                 int(np.searchsorted(self.lengths, hi_len, "right")))
 
 
-def load_dictionary(path: str, level: str = "char", errors: str = "strict") -> Dictionary:
-    """Read ``word`` or ``word<TAB>count`` lines (blank lines skipped); first occurrence wins."""
+def load_dictionary(path: str, level: str = "char", errors: str = "strict",
+                    warn: Callable[[str], None] | None = None) -> Dictionary:
+    """Read ``word`` or ``word<TAB>count`` lines (blank lines skipped); first occurrence wins (a
+    repeated word is reported through `warn`)."""
     words: list[str] = []
     counts: list[float] = []
     seen: set[str] = set()
+    repeats: list[tuple[int, str]] = []
     for lineno, line in enumerate(read_text(path, errors=errors).split("\n"), 1):
         word, tab, rest = line.rstrip("\r").partition("\t")
         if not word.strip():
@@ -147,6 +150,12 @@ def load_dictionary(path: str, level: str = "char", errors: str = "strict") -> D
             seen.add(word)
             words.append(word)
             counts.append(count)
+        else:
+            repeats.append((lineno, word))
+    if repeats and warn is not None:
+        lineno, word = repeats[0]
+        warn(f"{display_name(path)}: {len(repeats)} repeated word{'s' if len(repeats) > 1 else ''} (the first: "
+             f"{word!r}, line {lineno}); each keeps its first line's count")
     if not words:
         raise NlpkitError(f"{display_name(path)}: the dictionary has no entries")
     return Dictionary.from_entries(words, counts, level)

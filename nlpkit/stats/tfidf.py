@@ -335,7 +335,8 @@ def prune(counts: CountMatrix, min_df: float = 1, max_df: float = 1.0) -> CountM
     max_docs = max_df if isinstance(max_df, int) else max_df * n
     min_docs = min_df if isinstance(min_df, int) else min_df * n
     if max_docs < min_docs:
-        raise UsageError("--max-df leaves fewer documents than --min-df")
+        raise UsageError(f"--min-df {min_df} asks for terms in {min_docs:g} or more of {n} documents, but "
+                         f"--max-df {max_df} allows at most {max_docs:g}: lower --min-df or raise --max-df")
     df = counts.document_frequency()
     keep = (df >= min_docs) & (df <= max_docs)
     if keep.all():

@@ -196,3 +196,11 @@ def test_align_output_replayed_on_a_yields_b(a, b, metric, level):
             out.append(unit_b)
     assert i == len(src)
     assert out == (list(b) if level == "char" else b.split())
+
+
+def test_dictionary_repeats_warn_and_keep_the_first_count(cli, tmp_path):
+    (tmp_path / "d.txt").write_text("the\t10\ncat\t3\nthe\t20\n")
+    r = cli("edit-distance", "--dict", str(tmp_path / "d.txt"), "--top", "1", "thx", "--format", "tsv",
+            "--no-signature")
+    assert r.stdout.decode().splitlines()[1] == "thx\t1\tthe\t1\t10"
+    assert b"1 repeated word (the first: 'the', line 3)" in r.stderr

@@ -190,3 +190,9 @@ def test_add_names_the_file_and_record_of_an_id_already_indexed(index, tmp_path,
     r = cli("bm25", "add", str(index), str(tmp_path / "more.tsv"), "--corpus-format", "tsv")
     assert r.returncode == 1
     assert b"more.tsv: document id 'd2' (record 2) is already in the index" in r.stderr
+
+
+def test_rrf_all_zero_weights_are_a_usage_error(tmp_path, cli):
+    (tmp_path / "a.run").write_text("1 Q0 x 1 3.0 a\n")
+    r = cli("rrf", str(tmp_path / "a.run"), str(tmp_path / "a.run"), "--weights", "0,0")
+    assert r.returncode == 2 and b"at least one weight must be above 0" in r.stderr

@@ -143,3 +143,24 @@ def test_tfidf_empty_and_all_stopword_corpora_exit_1(cli):
     assert r.returncode == 1 and "empty corpus" in r.stderr.decode()
     r = cli("tfidf", "--docs", "lines", "--stopwords", "english", input="the of\nand it\n")
     assert r.returncode == 1 and "no words other than stopwords" in r.stderr.decode()
+
+
+def test_tfidf_matrix_refuses_a_format(cli, tmp_path):
+    (tmp_path / "d.txt").write_text("cats sat\ndogs ran\n")
+    r = cli("tfidf", "--docs", "lines", "--matrix", "--format", "jsonl", str(tmp_path / "d.txt"))
+    assert r.returncode == 2 and b"--matrix writes MatrixMarket" in r.stderr
+
+
+def test_tfidf_min_df_above_the_document_count_says_so(cli, tmp_path):
+    (tmp_path / "d.txt").write_text("cats sat\ndogs ran\n")
+    r = cli("tfidf", "--docs", "lines", "--min-df", "10", str(tmp_path / "d.txt"))
+    assert r.returncode == 2 and b"--min-df 10 asks for terms in 10 or more of 2 documents" in r.stderr
+
+
+def test_tfidf_table_shows_file_documents_by_basename(cli, tmp_path):
+    a, b = tmp_path / "first.txt", tmp_path / "second.txt"
+    a.write_text("cats sat on mats\n")
+    b.write_text("dogs ran to logs\n")
+    r = cli("tfidf", "--top", "1", str(a), str(b), "--format", "table", env={"COLUMNS": "80"})
+    out = r.stdout.decode()
+    assert "first.txt" in out and str(tmp_path) not in out.split("tfidf|")[0]
