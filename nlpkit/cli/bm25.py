@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import (FiniteFloat, dask_options, encoding_option, format_option, input_paths,
+from nlpkit.cli.common import (FiniteFloat, dask_for, dask_options, encoding_option, format_option, input_paths,
                                open_writer, progress, quiet_option, signature_option, warn)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
 
@@ -95,6 +95,7 @@ def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b
     from nlpkit.retrieval.store import index_size, save_index
 
     path = input_paths([corpus] if corpus else [], "corpus")[0]
+    dask = dask_for(dask, [path])
     if dask:
         from nlpkit.distributed.cluster import connect
         from nlpkit.distributed.shards import parse_size
@@ -203,7 +204,8 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
                                                       "token_pattern", "corpus_format", "field")
                  if ctx.get_parameter_source(p) is not click.core.ParameterSource.DEFAULT]
         if given:
-            raise click.UsageError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --corpus; a saved index keeps the "
+            verb = "applies" if len(given) == 1 else "apply"
+            raise click.UsageError(f"{', '.join(given)} {verb} to --corpus; a saved index keeps the "
                                    "settings it was built with")
     if not query_texts and not queries_path:
         import sys

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, dask_options, input_paths, open_writer, progress, warn
+from nlpkit.cli.common import common_options, dask_for, dask_options, input_paths, open_writer, progress, warn
 
 
 def _split_specials(values: tuple[str, ...]) -> list[str]:
@@ -69,6 +69,7 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
         raise click.BadParameter(str(e), param_hint="--pattern") from None
     start = time.perf_counter()
     pieces = None
+    dask = dask_for(dask, paths)
     if dask:                     # count on the cluster; merges are sequential, here
         from nlpkit.distributed.cluster import connect
         from nlpkit.distributed.shards import parse_size

@@ -149,6 +149,17 @@ def dask_from_env() -> bool:
     return ctx.get_parameter_source("dask") == click.core.ParameterSource.ENVIRONMENT
 
 
+def dask_for(dask: str | None, paths: Sequence[str]) -> str | None:
+    """The --dask address for these inputs: workers read files, so stdin ('-') runs here when the
+    address came from $NLPKIT_DASK, and is a usage error with --dask itself."""
+    if dask and "-" in paths:
+        if dask_from_env():
+            return None
+        raise click.UsageError("--dask reads files (local, shared or fsspec URLs), not stdin ('-'): "
+                               "give the input as a file")
+    return dask
+
+
 class _Progress:
     """Callback `(done, total=None)` that starts a rich bar on stderr after `delay` seconds."""
 

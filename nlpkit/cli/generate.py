@@ -38,7 +38,8 @@ def decoding_options(f):
         click.option("--temperature", type=float, default=None,
                      help="Divide the logits by T; 0 = greedy (always the most likely token). " + dflt % ("0.8", "1")),
         click.option("--top-k", type=int, default=None,
-                     help="Keep the K most likely tokens (ties at the boundary kept); 0 = disabled. " + dflt % ("40", "0")),
+                     help="Keep the K most likely tokens (ties at the boundary kept); 0 = disabled. "
+                          + dflt % ("40", "0")),
         click.option("--top-p", type=float, default=None,
                      help="Nucleus: keep the most likely tokens whose probabilities reach P; in (0, 1], "
                           "1 = disabled. " + dflt % ("0.95", "1")),

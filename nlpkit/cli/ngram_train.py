@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, dask_options, input_paths, open_writer, progress, warn
+from nlpkit.cli.common import common_options, dask_for, dask_options, input_paths, open_writer, progress, warn
 
 
 @click.command("ngram-train")
@@ -66,6 +66,7 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask
         raise click.UsageError("stdin ('-') can be given only once")
     start = time.perf_counter()
     counts = None
+    dask = dask_for(dask, paths)
     if dask:                     # count on the cluster; the estimate is made here
         import os
 

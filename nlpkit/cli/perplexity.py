@@ -6,7 +6,7 @@ from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.common import (common_options, dask_options, input_paths, model_name,
+from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, model_name,
                                model_options, open_writer, progress, rope_label, warn)
 
 SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words", "bytes"]
@@ -55,13 +55,15 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     if ngram_model_path(model_path):  # an ARPA / counts file: KenLM query's figures (nlpkit/cli/ngram.py)
         from nlpkit.cli.ngram import ngram_perplexity, refuse_neural_options
         refuse_neural_options(click.get_current_context())
-        return ngram_perplexity(ngram_model_path(model_path), input_paths(files, "text"), per_line, per_token,
-                                fmt, no_signature, quiet, encoding_errors, dask, shard_size)
+        paths = input_paths(files, "text")
+        return ngram_perplexity(ngram_model_path(model_path), paths, per_line, per_token,
+                                fmt, no_signature, quiet, encoding_errors, dask_for(dask, paths), shard_size)
     if stride is not None and context is not None and stride > context:
         raise click.BadParameter(f"--stride {stride} is larger than --context {context}", param_hint="--stride")
     if stride is not None and mode != "sliding":
         raise click.BadParameter("--stride applies to --mode sliding only", param_hint="--stride")
     paths = input_paths(files, "text")
+    dask = dask_for(dask, paths)
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, dask_options, input_paths, open_writer, progress, warn
+from nlpkit.cli.common import common_options, dask_for, dask_options, input_paths, open_writer, progress, warn
 
 
 @click.command("pmi")
@@ -72,6 +72,7 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
         raise UsageError("--matrix needs --ngram 2")
     tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
     paths = input_paths(files)
+    dask = dask_for(dask, paths)
     if dask:
         from nlpkit.distributed.cluster import connect
         from nlpkit.distributed.shards import parse_size

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import (common_options, dask_options, input_paths, open_writer, progress,
+from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, open_writer, progress,
                                warn)
 
 
@@ -124,6 +124,7 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
                                    norm=norm or "l2", log_base=log_base, idf_offset=idf_offset)
     tok = WordTokenizer(pattern=token_pattern, lowercase=lowercase, stopwords=stopwords)
     paths = input_paths(files)
+    dask = dask_for(dask, paths)
     if dask:
         _dask_tfidf(dask, shard_size, paths, mode, tok, weighting, (lo, hi), min_df, max_df, top,
                     field, id_field, matrix, vocab_out, query, encoding_errors, fmt, no_signature, quiet)

@@ -323,3 +323,15 @@ def test_ngram_perplexity_identical(cluster, corpus, tmp_path, opts):
     assert local == dask
     if not opts:
         assert local.count(b"\n") == len(corpus["files"]) + 2 and b"(total)" in local
+
+
+def test_stdin_with_dask_is_a_usage_error_or_local_from_the_environment(cluster):
+    """Workers read files: `--dask` on stdin is refused; `$NLPKIT_DASK` with stdin scores it here (was
+    "-: no such file" either way)."""
+    r = run_cli("pmi", "--dask", cluster.scheduler_address, input="the cat sat\n")
+    assert r.returncode == 2 and b"not stdin" in r.stderr
+    env = {"NLPKIT_DASK": cluster.scheduler_address}
+    for args in (("pmi", "--format", "tsv"), ("perplexity", "--per-line", "--format", "tsv")):
+        r = run_cli(*args, "--quiet", input="the cat sat on the mat\n", env=env)
+        assert r.returncode == 0, r.stderr.decode()
+        assert r.stdout == run_cli(*args, input="the cat sat on the mat\n").stdout
