@@ -273,4 +273,5 @@ def rope_label(model) -> str:
         return "learned"
     scaling = model.config.rope_scaling or {}
     kind = scaling.get("rope_type", "none")
-    return kind if kind == "none" else f"{kind}x{scaling['factor']}"
+    factor = scaling.get("factor")      # a longrope GGUF carries its factors, not this one
+    return kind if kind == "none" or factor is None else f"{kind}x{factor}"

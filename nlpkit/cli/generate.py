@@ -135,7 +135,7 @@ def chat_ids(model, rendered: str, max_new_tokens: int, truncate: bool, quiet: b
     ids = prepare_prompt(model, full, max_new_tokens=max_new_tokens, truncate=truncate)
     if truncate and len(ids) < len(full):
         warn(f"--truncate-prompt: the chat prompt was cut from {len(full)} to its last {len(ids)} tokens "
-             f"(context {model.config.max_seq_len}, --max-new-tokens {max_new_tokens})", quiet)
+             f"(context {model.config.positions}, --max-new-tokens {max_new_tokens})", quiet)
     return ids
 
 
@@ -143,9 +143,19 @@ def sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty)
     """The sampling knobs: the options given, the rest from the model's defaults (`sampling_defaults`)."""
     from nlpkit.lm.sampling import SamplingConfig, sampling_defaults
 
+    from nlpkit.errors import NlpkitError, UsageError
+
     base, _ = sampling_defaults(generation_config(model))
     given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
              "repetition_penalty": repetition_penalty}
+    try:                    # the model's own values alone first: a bad one is the file's fault, not an option's
+        SamplingConfig(**{k: base[k] for k, v in given.items() if v is None}).validate()
+    except (UsageError, TypeError, ValueError) as e:
+        import re
+
+        why = re.sub(r"--([a-z-]+)", lambda m: m.group(1).replace("-", "_"), str(e)) \
+            if isinstance(e, UsageError) else "a sampling value is not a number " + repr({k: base[k] for k in given})
+        raise NlpkitError(f"{model.source}/generation_config.json: {why}") from None
     values = {k: (base[k] if v is None else v) for k, v in given.items()}
     return SamplingConfig(**values).validate()
 
@@ -203,7 +213,7 @@ def prompt_ids(model, text: str, max_new_tokens: int, truncate: bool, quiet: boo
     ids = prepare_prompt(model, full, max_new_tokens=max_new_tokens, truncate=truncate)
     if truncate and len(ids) < len(full):
         warn(f"--truncate-prompt: the prompt was cut from {len(full)} to its last {len(ids)} tokens "
-             f"(context {model.config.max_seq_len}, --max-new-tokens {max_new_tokens})", quiet)
+             f"(context {model.config.positions}, --max-new-tokens {max_new_tokens})", quiet)
     return ids
 
 

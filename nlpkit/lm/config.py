@@ -129,6 +129,18 @@ class ModelConfig:
         head = 0 if self.tie_embeddings else self.vocab_size * d
         return self.vocab_size * d + self.n_layers * (attn + mlp) + head
 
+    @property
+    def positions(self) -> int:
+        """The longest sequence the model is used on (`--context`, generation, the KV cache): the
+        positions it was trained on, or with a RoPE scaling its original positions times the factor
+        when that is more (``max_position_embeddings`` already counts the extension in Phi-3 or
+        Llama 3.1 configs; a `--rope-scaling` override or a linear/dynamic config multiplies it)."""
+        s = self.rope_scaling
+        if self.arch != "llama" or not s or not isinstance(s.get("factor"), (int, float)):
+            return self.max_seq_len
+        original = s.get("original_max_position_embeddings") or self.max_seq_len
+        return max(self.max_seq_len, int(original * s["factor"]))
+
     def with_rope(self, kind: str | None, factor: float | None) -> "ModelConfig":
         """Return a copy with RoPE scaling overridden (`--rope-scaling`/`--rope-factor`); kind 'none' removes it."""
         if kind is None and factor is None:
@@ -268,7 +280,8 @@ def _rope_family_config(cfg: dict, family: str) -> ModelConfig:
     if family in ("gemma", "gemma2", "gemma3_text") and cfg.get("hidden_activation") is None:
         act_name = "gelu_pytorch_tanh"  # transformers' Gemma ignores the legacy hidden_act "gelu"
     if act_name not in _ACTS:
-        raise NlpkitError(f"config.json: hidden_act {act_name!r} is not supported for {family} models "
+        field = "hidden_activation" if cfg.get("hidden_activation") else "hidden_act"
+        raise NlpkitError(f"config.json: {field} {act_name!r} is not supported for {family} models "
                           f"(supported: {', '.join(_ACTS)})")
     bias = bool(cfg.get("attention_bias"))
     config = ModelConfig(
@@ -330,7 +343,9 @@ def _rope_family_config(cfg: dict, family: str) -> ModelConfig:
         config.tie_embeddings = bool(cfg.get("tie_word_embeddings", False))
     if family in ("llama", "olmo2", "gemma", "gpt_neox"):
         window = None  # these families have no sliding window
-    config.sliding_window = window if isinstance(window, int) and window > 0 else None
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
+        raise NlpkitError(f"config.json: sliding_window = {window!r} must be a positive integer (or null: no window)")
+    config.sliding_window = window
     types = cfg.get("layer_types")
     if config.sliding_window and isinstance(types, list):
         config.layer_types = tuple("sliding" if t == "sliding_attention" else "full" if t == "full_attention"

@@ -70,7 +70,7 @@ def prepare_prompt(model, prompt_ids: Sequence[int], *, max_new_tokens: int, tru
     context is an error naming both lengths, unless `truncate` keeps its end (leaving room for
     `max_new_tokens` when it can)."""
     ids = [int(i) for i in prompt_ids]
-    ctx = context or model.config.max_seq_len
+    ctx = context or model.config.positions
     if not ids:
         start = model.config.bos_id if model.config.bos_id is not None else model.config.eos_id
         if start is None:
@@ -113,7 +113,7 @@ def decode_steps(model, prompt_ids: Sequence[int], *, n: int = 1, sampling: Samp
     cfg = (sampling or SamplingConfig()).validate()
     stats = stats if stats is not None else GenerationStats()
     rng = np.random.default_rng(seed)
-    ctx = context or model.config.max_seq_len
+    ctx = context or model.config.positions
     V = model.config.vocab_size
     prompt = np.asarray(prompt_ids, dtype=np.int64)[None, :]  # [1, P]
     if prompt.shape[1] == 0:
@@ -203,7 +203,7 @@ class TextStream:
         """Add one token; return the text that is now safe to show ('' while held back)."""
         if self.stopped:
             return ""
-        self.pending += self.decoder.decode(self.tokenizer.decode_bytes([int(token_id)]))
+        self.pending += self.decoder.decode(self._bytes(int(token_id)))
         hits = [i for i in (self.pending.find(s) for s in self.stop) if i >= 0]
         if hits:
             out, self.pending, self.stopped = self.pending[:min(hits)], "", True
@@ -211,6 +211,14 @@ class TextStream:
         cut = len(self.pending) - self._held()
         out, self.pending = self.pending[:cut], self.pending[cut:]
         return out
+
+    def _bytes(self, token_id: int) -> bytes:
+        """The token's bytes; none for an id the model has but its tokenizer does not (models pad their
+        embedding past the tokenizer, e.g. Qwen2: HF's decode skips such ids too)."""
+        try:
+            return self.tokenizer.decode_bytes([token_id])
+        except NlpkitError:
+            return b""
 
     def finish(self) -> str:
         """The held-back rest (no stop string followed); an unfinished UTF-8 sequence becomes U+FFFD."""
@@ -350,7 +358,7 @@ def next_token_distribution(model, prompt_ids: Sequence[int], sampling: Sampling
                             context: int | None = None) -> list[tuple[int, float]]:
     """(id, probability) of every token left after the filters, most likely first (greedy: one token, 1.0)."""
     cfg = (sampling or SamplingConfig()).validate()
-    ctx = context or model.config.max_seq_len
+    ctx = context or model.config.positions
     prompt = np.asarray(prompt_ids, dtype=np.int64)[None, :]
     cache = model.new_cache(1, max(ctx, prompt.shape[1]))
     logits = _last_logits(model, prompt, cache)  # [1, V]

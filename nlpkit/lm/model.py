@@ -389,7 +389,7 @@ class Model:
     def new_cache(self, batch: int = 1, max_len: int | None = None) -> KVCache:
         """An empty KV cache; max_len defaults to the model's context (memory is touched only as it fills)."""
         c = self.config
-        max_len = max_len or c.max_seq_len
+        max_len = max_len or c.positions
         if c.arch == "gpt2" and max_len > c.max_seq_len:
             raise NlpkitError(f"max_len {max_len} exceeds GPT-2's {c.max_seq_len} learned positions")
         return KVCache(c.n_layers, batch, c.n_kv_heads, max_len, c.head_dim)

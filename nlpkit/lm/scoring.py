@@ -300,11 +300,16 @@ def covered(text: str, token_bytes: list[int], scored: list[int]) -> tuple[int, 
 
 
 def check_context(model, context: int) -> None:
-    """A usage error when `context` exceeds the positions the model was trained on, unless RoPE scaling
-    (the model's own or --rope-scaling) is in force."""
+    """A usage error when `context` exceeds the model's positions (`ModelConfig.positions`: trained
+    positions, or original positions times a RoPE scaling's factor)."""
     c = model.config
-    if context > c.max_seq_len and not c.rope_scaling:
-        hint = " or set a RoPE scaling (--rope-scaling)" if c.arch == "llama" else ""
+    if context > c.positions:
+        if c.positions > c.max_seq_len:
+            raise UsageError(f"--context {context} exceeds the {c.positions} positions of this model with its RoPE "
+                             f"scaling ({c.rope_scaling.get('rope_type')} x{c.rope_scaling.get('factor')}): use "
+                             f"--context {c.positions} or less, or a larger --rope-factor")
+        hint = " or set a RoPE scaling (--rope-scaling, --rope-factor)" if c.arch == "llama" and not c.rope_scaling \
+            else ""
         raise UsageError(f"--context {context} exceeds the {c.max_seq_len} positions this model was trained on: "
                          f"use --context {c.max_seq_len} or less{hint}")
 

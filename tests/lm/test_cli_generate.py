@@ -236,3 +236,66 @@ def test_tokenize_names_a_gguf_that_is_not_one(cli, tmp_path):
     (tmp_path / "empty.gguf").write_bytes(b"")
     r = cli("tokenize", "-m", str(tmp_path / "empty.gguf"), input="hi\n")
     assert r.returncode == 1 and b"empty.gguf: not a GGUF file (empty)" in r.stderr
+
+
+FAMILIES = FIXTURES / "lm" / "families"
+
+
+def test_a_longrope_gguf_runs_every_lm_command(cli):
+    """Phi-3's GGUF carries its longrope factors but no overall factor: the signature's RoPE label
+    used to raise KeyError 'factor' in perplexity, generate and sample."""
+    model = str(FAMILIES / "phi3" / "model.gguf")
+    for args in (("perplexity",), ("generate", "--max-new-tokens", "3", "--temperature", "0"),
+                 ("sample", "-n", "2", "--max-new-tokens", "3", "--seed", "1")):
+        r = cli(*args, "-m", model, "--format", "jsonl", input="hello world")
+        assert r.returncode == 0, r.stderr.decode()
+        assert b"rope:longrope" in r.stdout
+
+
+def test_ids_past_the_tokenizer_decode_to_nothing_as_hf_does(cli):
+    """Qwen2 pads its embedding past the tokenizer (320 rows, 300 tokens here): drawing a padding id
+    must not abort generation (HF's decode skips such ids)."""
+    r = cli("generate", "Hello world", "-m", str(FAMILIES / "qwen2"), "--temperature", "0", "--max-new-tokens", "30",
+            "--ignore-eos", "--format", "jsonl")
+    assert r.returncode == 0, r.stderr.decode()
+    assert json.loads(r.stdout)["tokens"] == 30
+
+
+@pytest.mark.parametrize("value", [-3, 0, 8.5, "4"])
+def test_a_sliding_window_that_is_not_a_positive_integer_is_refused(cli, tmp_path, value):
+    import shutil
+
+    model = tmp_path / "m"
+    shutil.copytree(FAMILIES / "mistral", model)
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["sliding_window"] = value
+    (model / "config.json").write_text(json.dumps(cfg))
+    r = cli("perplexity", "-m", str(model), input="hello world")
+    assert r.returncode == 1 and f"{model / 'config.json'}: sliding_window".encode() in r.stderr
+
+
+def test_a_bad_generation_config_value_names_the_file(cli, tmp_path):
+    import shutil
+
+    from nlpkit.lm.loaders import resolve_model_path
+
+    model = tmp_path / "m"
+    shutil.copytree(resolve_model_path(None), model)
+    (model / "generation_config.json").write_text('{"temperature": -1}')
+    r = cli("generate", "hi", "-m", str(model), "--max-new-tokens", "2")
+    assert r.returncode == 1
+    assert f"{model / 'generation_config.json'}: temperature must be a number >= 0".encode() in r.stderr
+    assert cli("generate", "hi", "-m", str(model), "--max-new-tokens", "2", "--temperature", "0").returncode == 0
+
+
+def test_rope_scaling_extends_generation_as_it_extends_perplexity(cli):
+    """One limit: trained positions x the RoPE factor (llama-gqa: 64 positions, x2 with linear scaling)."""
+    model = str(FIXTURES / "lm" / "llama-gqa")
+    plain = json.loads(cli("generate", "Hello world", "-m", model, "--max-new-tokens", "100", "--seed", "1",
+                           "--format", "jsonl").stdout)
+    scaled = json.loads(cli("generate", "Hello world", "-m", model, "--max-new-tokens", "100", "--seed", "1",
+                            "--rope-scaling", "linear", "--rope-factor", "2", "--format", "jsonl").stdout)
+    assert plain["finish"] == "context" and scaled["tokens"] == 100
+    r = cli("perplexity", "-m", model, "--rope-scaling", "linear", "--rope-factor", "2", "--context", "129",
+            input="hello world")
+    assert r.returncode == 2 and b"128 positions" in r.stderr

@@ -172,12 +172,12 @@ def test_cli_perplexity_on_mistral_past_its_window(cli, tmp_path):
     assert rec["mean_nll"] == pytest.approx(lib.mean_nll, rel=1e-9)
 
 
-def test_unsupported_tokenizer_does_not_stop_the_model_but_encoding_says_why():
-    m = model("gemma2")  # its sentencepiece-style tokenizer.json: ids work, text needs the tokenizer
-    if m.tokenizer is not None:
-        pytest.skip("nlpkit reads this tokenizer now")
-    with pytest.raises(NlpkitError, match="cannot encode text: its tokenizer is not supported"):
-        m.require_tokenizer()
+@pytest.mark.parametrize("name", ["gemma2", "phi3"])
+def test_sentencepiece_style_tokenizers_of_gemma_and_phi3_are_read(name):
+    """Their tokenizer.json (SentencePiece-style BPE, byte fallback) loads with the model and round-trips."""
+    tok = model(name).require_tokenizer()
+    text = "Hello world, naïve café"
+    assert tok.decode(tok.encode(text)) == text
 
 
 # ----------------------------------------------------------------- bad input

@@ -257,8 +257,17 @@ def test_context_past_the_trained_positions_is_refused(cli, default_model):
     check_context(default_model, 512)
     with pytest.raises(UsageError, match="512 positions"):
         check_context(default_model, 513)
-    yarn, _ = fixture("llama-yarn")  # the model's own RoPE scaling: longer contexts allowed
-    check_context(yarn, 10 * yarn.config.max_seq_len)
+    yarn, _ = fixture("llama-yarn")  # its config: 16 original positions x yarn factor 2 = its 32 positions
+    check_context(yarn, 32)
+    with pytest.raises(UsageError, match="exceeds the 32 positions"):
+        check_context(yarn, 33)
+    default_model.set_rope("linear", 2.0)      # an override: trained positions x factor
+    try:
+        check_context(default_model, 1024)
+        with pytest.raises(UsageError, match="1024 positions"):
+            check_context(default_model, 1025)
+    finally:
+        default_model.set_rope("none", None)
     r = cli("perplexity", "--model", str(LM / "gpt2"), "--context", "65", input="hello there")
     assert r.returncode == 2 and b"64 positions" in r.stderr
 

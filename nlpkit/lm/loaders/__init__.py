@@ -85,7 +85,8 @@ def _named(p: Path, config_file: Path, weights_file: Path, fields: dict[str, str
         yield
     except NlpkitError as e:
         msg = str(e)
-        for prefix, file in (("model config: ", config_file), ("model weights: ", weights_file)):
+        for prefix, file in (("model config: ", config_file), ("model weights: ", weights_file),
+                             ("config.json: ", config_file)):
             if msg.startswith(prefix):
                 rest = msg[len(prefix):]
                 for ours, theirs in fields.items():
