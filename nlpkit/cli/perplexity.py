@@ -112,7 +112,9 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
             from nlpkit.distributed.stages import perplexity_lines, perplexity_windows
 
             size = parse_size(shard_size)
-            key = (str(model.source), rope_scaling, rope_factor)
+            import os
+
+            key = (os.path.abspath(str(model.source)), rope_scaling, rope_factor)   # workers have their own cwd
             client = stack.enter_context(connect(dask, quiet))
         out = stack.enter_context(open_writer(columns, fmt, sig, no_signature))
         tick = stack.enter_context(progress("tasks" if dask else "scoring", quiet=quiet))

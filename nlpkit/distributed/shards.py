@@ -43,7 +43,9 @@ class Shard:
     ``open()`` gives a binary stream of exactly those bytes (decompressed for a whole
     compressed file), so every reader that takes a path also takes a shard
     (`nlpkit.io.open_binary` calls ``open()``). A shard after the first is named
-    ``path@OFFSET`` in messages (line numbers then count from that byte).
+    ``path@OFFSET`` in messages (line numbers then count from that byte). `path` is the path as the
+    user gave it (for names in output and messages); a worker opens `location`, the absolute path
+    the driver resolved (workers run in directories of their own).
     """
 
     path: str
@@ -51,6 +53,7 @@ class Shard:
     start: int
     end: int | None
     file_index: int = 0          # which input file (files are never crossed)
+    location: str | None = None  # the absolute local path (None: `path` is a URL, or already absolute)
 
     @property
     def first(self) -> bool:
@@ -60,7 +63,7 @@ class Shard:
         return self.path if self.start == 0 else f"{self.path}@{self.start}"
 
     def open(self) -> IO[bytes]:
-        raw = open_binary(self.path)
+        raw = open_binary(self.location or self.path)
         if self.start == 0 and self.end is None:
             return raw
         try:
@@ -201,8 +204,9 @@ def plan_shards(paths: list[str], shard_bytes: int = SHARD_BYTES, split: str = "
     pattern = BOUNDARIES[split]
     for k, path in enumerate(paths):
         size = file_size(path)
+        where = None if is_url(path) or os.path.isabs(path) else os.path.abspath(path)
         if is_compressed(path) or pattern is None or size <= shard_bytes:
-            shards.append(Shard(path, 0, 0, None, k))
+            shards.append(Shard(path, 0, 0, None, k, where))
             continue
         cuts = [0]
         f = open_binary(path)
@@ -216,7 +220,7 @@ def plan_shards(paths: list[str], shard_bytes: int = SHARD_BYTES, split: str = "
             f.close()
         for i, s in enumerate(cuts):
             e = cuts[i + 1] if i + 1 < len(cuts) else size
-            shards.append(Shard(path, i, s, e, k))
+            shards.append(Shard(path, i, s, e, k, where))
     return shards
 
 

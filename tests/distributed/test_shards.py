@@ -123,3 +123,17 @@ def test_one_worker_counts_in_one_task_with_auto_size(files):
     assert count_tasks(_FakeClient(1), big, None) == [plan_shards(big, SHARD_BYTES)]
     assert len(count_tasks(_FakeClient(2), big, None)) > 1
     assert len(count_tasks(_FakeClient(1), big, 1000)) > 1        # an explicit size is kept
+
+
+def test_a_relative_path_is_opened_from_the_driver_directory_on_a_worker(tmp_path, monkeypatch):
+    """Workers start in directories of their own: a shard keeps the path as given for its name and
+    opens the absolute path the driver resolved (a stray file of that name elsewhere is not read)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "b.txt").write_text("the real corpus\n" * 100)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "b.txt").write_text("stray\n")
+    monkeypatch.chdir(tmp_path / "data")
+    shards = plan_shards(["b.txt"], 64)
+    assert str(shards[0]) == "b.txt" and len(shards) > 1
+    monkeypatch.chdir(tmp_path / "elsewhere")            # as a worker would be
+    assert b"".join(s.open().read() for s in shards) == b"the real corpus\n" * 100

@@ -273,7 +273,7 @@ def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
     if result.skipped_symbols and on_symbol is not None:
         on_symbol(result.skipped_symbols)
     if result.sentences == 0:
-        raise NlpkitError(f"{', '.join(_names(paths))}: empty corpus, no lines to count")
+        raise EmptyCorpus(f"{', '.join(_names(paths))}: empty corpus, no lines to count")
     result.vocab = list(vocab)
     seq, offset = np.concatenate(seqs), np.concatenate(offsets)
     del seqs, offsets
@@ -285,7 +285,10 @@ def count_shard(shard, order: int, lowercase: bool = False, transform: Callable[
                 errors: str = "strict") -> NgramCounts:
     """`count_ngrams` of one shard (`nlpkit.distributed`) or a list of them; lines never cross shards."""
     group = list(shard) if isinstance(shard, (list, tuple)) else [shard]
-    return count_ngrams(group, order, lowercase=lowercase, transform=transform, errors=errors, jobs=1)
+    try:
+        return count_ngrams(group, order, lowercase=lowercase, transform=transform, errors=errors, jobs=1)
+    except EmptyCorpus:                  # an empty file among others: nothing to add (the driver decides)
+        return NgramCounts(order=order, vocab=list(SPECIALS))
 
 
 def merge_counts(parts: list[NgramCounts]) -> NgramCounts:
@@ -294,6 +297,9 @@ def merge_counts(parts: list[NgramCounts]) -> NgramCounts:
     Order by order, each part's keys are rewritten over the merged order below (`maps`: a part's
     row -> the merged row) and all of them sorted once (`sorted_unique`), which maps the part's
     rows of this order for the next."""
+    parts = [p for p in parts if p.sentences] or parts[:1]      # empty shards hold no tables
+    if not parts[0].sentences:
+        return parts[0]
     vocab: dict[str, int] = {}
     luts = [np.fromiter((vocab.setdefault(w, len(vocab)) for w in p.vocab), dtype=np.int64, count=len(p.vocab))
             for p in parts]
@@ -323,8 +329,12 @@ def merge_counts(parts: list[NgramCounts]) -> NgramCounts:
     return out
 
 
-def _names(paths: Sequence[str]) -> list[str]:
-    return ["<stdin>" if p == "-" else p for p in paths]
+def _names(paths: Sequence) -> list[str]:
+    return ["<stdin>" if p == "-" else str(p) for p in paths]      # a path, '-' or a shard
+
+
+class EmptyCorpus(NlpkitError):
+    """No line to count."""
 
 
 __all__ = ["NgramCounts", "NgramRows", "count_ngrams", "count_orders", "merge_counts", "ngram_keys", "sorted_unique",
