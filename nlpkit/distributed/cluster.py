@@ -42,6 +42,56 @@ def _import_distributed():
     return distributed
 
 
+def _check_address(address: str) -> None:
+    """tcp://HOST:PORT and tls://HOST:PORT need both parts, the port a number (a usage error, not Dask's)."""
+    scheme, _, rest = address.partition("://")
+    if scheme not in ("tcp", "tls"):
+        return
+    host, sep, port = rest.rstrip("/").rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"--dask {address}: expected {scheme}://HOST:PORT (the scheduler's port, e.g. 8786)")
+
+
+CONNECT_SECONDS = 30
+
+
+def _client(distributed, label: str, failure: str, **how):
+    """`distributed.Client(**how)` within CONNECT_SECONDS (twice that in all: Dask's own timeout
+    covers the connection, not the handshake, so a port that is not a scheduler would hang), with
+    Dask's failures turned into one message."""
+    import threading
+
+    box: dict = {}
+
+    def make() -> None:
+        try:
+            box["client"] = distributed.Client(timeout=f"{CONNECT_SECONDS}s", **how)
+        except BaseException as e:     # noqa: BLE001 - reported below, on the calling thread
+            box["error"] = e
+
+    t = threading.Thread(target=make, daemon=True)
+    t.start()
+    t.join(2 * CONNECT_SECONDS)
+    if t.is_alive():
+        raise NlpkitError(f"{failure}: no Dask scheduler answered in {2 * CONNECT_SECONDS} s (is it the "
+                          "scheduler's port, not the dashboard's?)")
+    e = box.get("error")
+    if isinstance(e, TypeError) and label.startswith("tls://"):
+        raise NlpkitError(f"{failure}: tls:// needs Dask's TLS settings (distributed.comm.tls.* in the dask "
+                          "config: ca-file, client certificate and key)") from None
+    if "scheduler_file" in how and isinstance(e, (AssertionError, ValueError, KeyError)):
+        raise NlpkitError(f"{failure}: not a Dask scheduler file (JSON with the scheduler's address, as "
+                          "`dask scheduler --scheduler-file FILE` writes it)") from None
+    if isinstance(e, MemoryError):
+        raise NlpkitError(f"{failure}: the other end does not speak Dask's protocol") from None
+    if isinstance(e, (OSError, TimeoutError, ValueError, KeyError, AssertionError, TypeError)):
+        raise NlpkitError(f"{failure} ({type(e).__name__}: {e})" if str(e) else f"{failure} ({type(e).__name__})") \
+            from None
+    if e is not None:
+        raise e
+    return box["client"]
+
+
 def _worker_version() -> str:
     import nlpkit
 
@@ -70,15 +120,11 @@ def connect(address: str, quiet: bool = False) -> Iterator[Any]:
             sys.stderr.write(f"nlpkit: dask LocalCluster with {n_workers} worker(s); "
                              f"dashboard {client.dashboard_link}\n")
     elif address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
-        try:
-            client = distributed.Client(address, timeout="30s")
-        except (OSError, TimeoutError) as e:
-            raise NlpkitError(f"--dask {address}: cannot reach the scheduler ({e})") from None
+        _check_address(address)
+        client = _client(distributed, address, f"--dask {address}: cannot reach the scheduler", address=address)
     elif os.path.isfile(address):
-        try:
-            client = distributed.Client(scheduler_file=address, timeout="30s")
-        except (OSError, TimeoutError, ValueError) as e:
-            raise NlpkitError(f"--dask {address}: cannot connect with this scheduler file ({e})") from None
+        client = _client(distributed, address, f"--dask {address}: cannot connect with this scheduler file",
+                         scheduler_file=address)
     else:
         raise UsageError(f"--dask {address!r}: expected local, local:N, tcp://HOST:PORT, tls://HOST:PORT "
                          "or a scheduler file")

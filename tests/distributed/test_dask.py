@@ -335,3 +335,32 @@ def test_stdin_with_dask_is_a_usage_error_or_local_from_the_environment(cluster)
         r = run_cli(*args, "--quiet", input="the cat sat on the mat\n", env=env)
         assert r.returncode == 0, r.stderr.decode()
         assert r.stdout == run_cli(*args, input="the cat sat on the mat\n").stdout
+
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:notaport", "tcp://127.0.0.1", "tcp://:8786"])
+def test_a_malformed_scheduler_address_is_a_usage_error(tmp_path, address):
+    (tmp_path / "a.txt").write_text("the cat sat\n")
+    r = run_cli("pmi", "--dask", address, str(tmp_path / "a.txt"))
+    assert r.returncode == 2 and b"expected tcp://HOST:PORT" in r.stderr and b"unexpected" not in r.stderr
+
+
+@pytest.mark.parametrize("content", ["{}", "not json"])
+def test_a_file_that_is_not_a_scheduler_file_says_so(tmp_path, content):
+    (tmp_path / "a.txt").write_text("the cat sat\n")
+    (tmp_path / "sched.json").write_text(content)
+    r = run_cli("pmi", "--dask", str(tmp_path / "sched.json"), str(tmp_path / "a.txt"))
+    assert r.returncode == 1 and b"not a Dask scheduler file" in r.stderr
+
+
+def test_ngram_train_on_a_cluster_skips_an_empty_file_and_refuses_an_empty_corpus(cluster, corpus, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    a, b = tmp_path / "local.arpa", tmp_path / "dask.arpa"
+    files = [corpus["plain"][0], str(empty), corpus["plain"][1]]
+    assert run_cli("ngram-train", *files, "-o", str(a), "--quiet").returncode == 0
+    r = run_cli("ngram-train", *files, "-o", str(b), "--quiet", "--dask", cluster.scheduler_address,
+                "--shard-size", "1k")
+    assert r.returncode == 0, r.stderr.decode()
+    assert a.read_bytes() == b.read_bytes()
+    r = run_cli("ngram-train", str(empty), "-o", str(tmp_path / "e.arpa"), "--dask", cluster.scheduler_address)
+    assert r.returncode == 1 and b"empty corpus" in r.stderr and b"unexpected" not in r.stderr
