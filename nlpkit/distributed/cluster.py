@@ -113,8 +113,10 @@ def connect(address: str, quiet: bool = False) -> Iterator[Any]:
             raise UsageError(f"--dask {address}: N must be at least 1")
         import logging
 
-        logging.getLogger("distributed").setLevel(logging.ERROR)
         cluster = local_cluster(n_workers)
+        for name in ["distributed", *logging.root.manager.loggerDict]:   # this process runs the scheduler:
+            if name.startswith("distributed"):       # its errors come back as nlpkit's messages, and the
+                logging.getLogger(name).setLevel(logging.CRITICAL)     # shutdown after Ctrl-C says nothing
         client = distributed.Client(cluster)
         if not quiet:
             sys.stderr.write(f"nlpkit: dask LocalCluster with {n_workers} worker(s); "
@@ -148,9 +150,20 @@ def local_cluster(n_workers: int):
     import dask
     import distributed
 
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-        return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                        dashboard_address=":0", silence_logs=logging.CRITICAL)
+    import signal
+    import threading
+
+    # Ctrl-C reaches the whole process group: the workers start with SIGINT ignored (Python keeps an
+    # ignored SIGINT ignored), so only this process stops, closes the cluster, and exits 130 quietly.
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+            return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                            dashboard_address=":0", silence_logs=logging.CRITICAL)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
 def check_versions(client) -> None:

@@ -266,8 +266,11 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
     if not packed:
         doc_bits = 32
     parent = os.path.dirname(os.path.abspath(out_dir)) or "."
-    os.makedirs(parent, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=".nlpkit-bm25-", dir=parent)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        work = tempfile.mkdtemp(prefix=".nlpkit-bm25-", dir=parent)
+    except OSError as e:
+        raise NlpkitError(f"{out_dir}: cannot write the index next to it ({e.strerror or e})") from None
     try:
         term_id = {t: i for i, t in enumerate(vocab)}
         args = broadcast(client, [term_id, term_idf, nonocc64])

@@ -42,6 +42,13 @@ def save_index(index: BM25Index, path: str, files: dict[str, str] | None = None)
     """
     if os.path.exists(path) and not os.path.isdir(path):
         raise NlpkitError(f"{path}: exists and is not a directory (an index is a directory)")
+    try:
+        _save(index, path, files)
+    except OSError as e:
+        raise NlpkitError(f"{path}: cannot write the index ({e.strerror or e})") from None
+
+
+def _save(index: BM25Index, path: str, files: dict[str, str] | None) -> None:
     header_path = os.path.join(path, HEADER)
     if os.path.isdir(path) and os.listdir(path) and not os.path.exists(header_path):
         raise NlpkitError(f"{path}: directory exists and is not an nlpkit BM25 index; "
