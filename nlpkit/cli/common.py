@@ -129,9 +129,21 @@ def parse_number_list(value: str, name: str, n: int | None = None, cast=float) -
     return items
 
 
+def _shard_size(ctx, param, value):
+    """A malformed --shard-size is a usage error even without --dask (it was ignored then)."""
+    from nlpkit.distributed.shards import parse_size
+    from nlpkit.errors import UsageError
+
+    try:
+        parse_size(value)
+    except UsageError as e:
+        raise click.BadParameter(str(e).removeprefix("--shard-size: "), param=param) from None
+    return value
+
+
 def dask_options(f):
     """--dask ADDRESS ($NLPKIT_DASK) and --shard-size: run the counting stage on a Dask cluster."""
-    f = click.option("--shard-size", default="auto", show_default=True, metavar="SIZE",
+    f = click.option("--shard-size", default="auto", show_default=True, metavar="SIZE", callback=_shard_size,
                      help="With --dask: bytes of input per task (64M, 1G; cut at record ends; "
                           "a compressed file is one task; auto: 2 tasks per worker, at most 64M, "
                           "and one counting task on a single worker).")(f)

@@ -137,3 +137,9 @@ def test_a_relative_path_is_opened_from_the_driver_directory_on_a_worker(tmp_pat
     assert str(shards[0]) == "b.txt" and len(shards) > 1
     monkeypatch.chdir(tmp_path / "elsewhere")            # as a worker would be
     assert b"".join(s.open().read() for s in shards) == b"the real corpus\n" * 100
+
+
+def test_a_malformed_shard_size_is_a_usage_error_without_dask_too(cli, tmp_path):
+    (tmp_path / "a.txt").write_text("the cat sat\n")
+    r = cli("pmi", str(tmp_path / "a.txt"), "--shard-size", "1x")
+    assert r.returncode == 2 and b"--shard-size" in r.stderr and b"64M" in r.stderr
