@@ -30,7 +30,8 @@ def _split_specials(values: tuple[str, ...]) -> list[str]:
 @click.option("--add-prefix-space", is_flag=True,
               help="Prepend a space to each line (each piece for gpt4/REGEX), as HF ByteLevel does.")
 @click.option("--max-token-length", type=click.IntRange(min=1), default=None,
-              help="Never form tokens this long or longer, in characters (HF semantics) [no limit].")
+              help="Form no token longer than N-1 characters, as HF's max_token_length (N of 1 or 2 still "
+                   "forms 2-character tokens) [no limit].")
 @click.option("--limit-alphabet", type=click.IntRange(min=1), default=None,
               help="Keep only the N most frequent byte symbols (lossy below 256) [all 256].")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
@@ -62,6 +63,12 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
     paths = input_paths(files, "corpus")
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")
+    if not output.strip():
+        raise click.BadParameter("give a directory", param_hint="-o/--output")
+    model_files = [f for f in ("config.json", "model.safetensors") if (Path(output) / f).exists()]
+    if model_files:                 # checked before the work: a model's tokenizer is not replaced by accident
+        raise click.BadParameter(f"{output} holds a model ({', '.join(model_files)}): training would replace its "
+                                 "tokenizer; write to a new directory", param_hint="-o/--output")
     specials = _split_specials(special_tokens)
     try:
         pre = PreTokenizer.from_pattern(pattern, add_prefix_space)

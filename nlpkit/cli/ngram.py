@@ -157,10 +157,10 @@ def ngram_sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed):
 def _decoding(model_path: str, prompt_text: str, quiet: bool):
     from nlpkit.lm.ngram.sampling import prompt_history
     from nlpkit.lm.ngram.scoring import line_transform
-    from nlpkit.lm.ngram.train import piece_detokenizer
+    from nlpkit.lm.ngram.train import piece_detokenizer, recorded_tokenizer
 
     model = load(model_path, quiet)
-    tok = model.options.get("tokenizer") or None
+    tok = recorded_tokenizer(model.options, model.source)
     history = prompt_history(model, prompt_text, line_transform(model))
     return model, history, (piece_detokenizer(tok) if tok else None)
 

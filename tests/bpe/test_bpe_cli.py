@@ -95,3 +95,16 @@ def test_bpe_train_missing_file_is_an_error(cli, tmp_path):
     r = cli("bpe-train", str(tmp_path / "nope.txt"), "-o", str(tmp_path / "t"), "--vocab-size", "300")
     assert r.returncode == 1
     assert b"no such file" in r.stderr
+
+
+def test_training_into_a_model_directory_is_refused(cli, tmp_path):
+    """A model's tokenizer is not replaced by accident (its outputs would be gibberish, exit 0)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (tmp_path / "c.txt").write_text("the cat sat on the mat\n" * 20)
+    r = cli("bpe-train", str(tmp_path / "c.txt"), "-o", str(model), "--vocab-size", "260")
+    assert r.returncode == 2 and b"holds a model (config.json)" in r.stderr
+    assert sorted(p.name for p in model.iterdir()) == ["config.json"]
+    r = cli("bpe-train", str(tmp_path / "c.txt"), "-o", "", "--vocab-size", "260")
+    assert r.returncode == 2

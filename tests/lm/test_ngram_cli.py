@@ -250,3 +250,47 @@ def test_bom_and_crlf_held_out_text_scored_as_query():
     assert (got["tokens"], got["oov"]) == (ref["tokens"], ref["oov"])
     assert got["ppl"] == pytest.approx(ref["ppl"], rel=1e-6) and got["ppl_no_oov"] == pytest.approx(ref["ppl_no_oov"], rel=1e-6)
     assert got["bytes"] == len(held.read_bytes()) - 3
+
+
+def test_a_tokenizer_moved_beside_the_model_is_found_and_a_different_one_refused(tmp_path):
+    """The model records its tokenizer's path and sha256: a copy beside the model (same name) serves
+    when the path is gone; another tokenizer at that path is refused, not silently used."""
+    import shutil
+
+    src = FIX.parent / "lm" / "llama-gqa"
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    shutil.copy(src / "tokenizer.json", tok / "tokenizer.json")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world\nhello there world\n")
+    model = tmp_path / "c.arpa"
+    assert run("ngram-train", str(corpus), "-o", str(model), "--order", "2", "--tokenizer", str(tok),
+               "-q").returncode == 0
+    assert "# nlpkit: tokenizer_sha256=" in model.read_text()
+    want = run("perplexity", "--model", str(model), "--format", "jsonl", input="hello world\n").stdout
+    elsewhere = tmp_path / "copied"
+    elsewhere.mkdir()
+    shutil.copy(model, elsewhere / "c.arpa")
+    shutil.move(str(tok), str(elsewhere / "tok"))
+    r = run("perplexity", "--model", str(elsewhere / "c.arpa"), "--format", "jsonl", input="hello world\n")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ppl"] == json.loads(want)["ppl"]
+    r = run("perplexity", "--model", str(model), input="hello world\n")
+    assert r.returncode == 1 and "is not there" in r.stderr and "copy it next to the model" in r.stderr
+    tok.mkdir()
+    spec = json.loads((src / "tokenizer.json").read_text())
+    spec["model"]["merges"] = spec["model"]["merges"][:-1]
+    (tok / "tokenizer.json").write_text(json.dumps(spec))
+    r = run("perplexity", "--model", str(model), input="hello world\n")
+    assert r.returncode == 1 and "is not the tokenizer the model was trained with" in r.stderr
+
+
+def test_ngram_train_reads_a_gguf_vocabulary_as_its_tokenizer(tmp_path):
+    gguf = FIX.parent / "lm" / "families" / "qwen2" / "model.gguf"
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world\nhello there world\n")
+    r = run("ngram-train", str(corpus), "-o", str(tmp_path / "g.arpa"), "--order", "2", "--tokenizer", str(gguf),
+            "-q")
+    assert r.returncode == 0, r.stderr
+    r = run("perplexity", "--model", str(tmp_path / "g.arpa"), "--format", "jsonl", input="hello world\n")
+    assert r.returncode == 0 and json.loads(r.stdout)["oov"] == 0

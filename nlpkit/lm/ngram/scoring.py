@@ -205,10 +205,10 @@ def score_shard(shard, model_path: str, errors: str = "strict", per_token: bool 
 
 def line_transform(model: NgramModel) -> Callable[[str], str] | None:
     """The model's recorded text options (lowercase, tokenizer) as a text rewrite."""
-    from nlpkit.lm.ngram.train import text_transform
+    from nlpkit.lm.ngram.train import recorded_tokenizer, text_transform
 
     lower = model.options.get("lowercase", "false") == "true"
-    return text_transform(lower, model.options.get("tokenizer") or None)
+    return text_transform(lower, recorded_tokenizer(model.options, model.source))
 
 
 def score_batches(model: NgramModel, lines: Iterable[str], transform: Callable[[str], str] | None = None

@@ -50,14 +50,52 @@ def text_transform(lowercase: bool, tokenizer_path: str | None) -> Callable[[str
     return apply
 
 
+def tokenizer_digest(path: str) -> str:
+    """sha256 of what defines a tokenizer: the file itself, or a directory's tokenizer.json (else its
+    vocab.json + merges.txt). Recorded by ngram-train, checked when the model scores or samples."""
+    import hashlib
+
+    h = hashlib.sha256()
+    if os.path.isdir(path):
+        names = ["tokenizer.json"] if os.path.isfile(os.path.join(path, "tokenizer.json")) else \
+            ["vocab.json", "merges.txt"]
+        files = [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))]
+    else:
+        files = [path]
+    for f in files:
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def recorded_tokenizer(options: dict[str, str], model_path: str) -> str | None:
+    """The tokenizer a model was trained with: its recorded path, else a file or directory of the same
+    name beside the model (a model copied with its tokenizer); it must be the same tokenizer (sha256)."""
+    path = options.get("tokenizer") or None
+    if path is None:
+        return None
+    beside = os.path.join(os.path.dirname(os.path.abspath(model_path)), os.path.basename(path.rstrip("/")))
+    where = path if os.path.exists(path) else beside if os.path.exists(beside) else None
+    if where is None:
+        also = f", nor beside the model ({beside})" if os.path.abspath(beside) != os.path.abspath(path) else ""
+        raise NlpkitError(f"{model_path}: the tokenizer it was trained with ({path}) is not there{also}: put it "
+                          "back, or copy it next to the model")
+    want = options.get("tokenizer_sha256")
+    if want and tokenizer_digest(where) != want:
+        raise NlpkitError(f"{model_path}: {where} is not the tokenizer the model was trained with (its sha256 "
+                          "differs from the one recorded); scores would be meaningless")
+    return where
+
+
 def load_bpe(path: str):
-    """The BPE `Tokenizer` at `path` (tokenizer.json, or a directory holding one)."""
+    """The BPE `Tokenizer` at `path`: a tokenizer.json, a directory holding one (or vocab.json +
+    merges.txt), or a GGUF file's vocabulary, as `nlpkit tokenize --tokenizer` reads them."""
     from nlpkit.bpe.tokenizer import Tokenizer
 
     if not os.path.exists(path):
-        raise NlpkitError(f"tokenizer {path!r} does not exist (the model records the tokenizer it was "
-                          "trained with; pass it where it now is)")
-    return Tokenizer.from_dir(path) if os.path.isdir(path) else Tokenizer.from_file(path)
+        raise NlpkitError(f"--tokenizer {path}: no such file or directory")
+    return Tokenizer.load(path)
 
 
 def load_piece_tokenizer(path: str) -> Callable[[str], list[str]]:
@@ -119,6 +157,7 @@ def train_ngram(paths: Sequence[str], output: str, *, order: int = 3, smoothing:
         options["k"] = repr(float(k))
     if tok_path:
         options["tokenizer"] = tok_path
+        options["tokenizer_sha256"] = tokenizer_digest(tok_path)
     sizes = counts.sizes()
     result = TrainResult(path=output, order=order, smoothing=smoothing, sentences=counts.sentences,
                          tokens=counts.tokens, vocab_size=len(counts.vocab), ngrams=sizes,
