@@ -136,7 +136,7 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
             where = display_name(path)
             if per_file:
                 ids, n = [], 0
-                for part in encode_file(tok, iter_lines(path, errors=encoding_errors, keepends=True),
+                for part in encode_file(tok, iter_lines(path, errors=encoding_errors, keepends=True, strip_bom=False),
                                         workers=workers, **encode_kw):
                     n += len(part)
                     if not count_only:
@@ -150,7 +150,8 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
                 total += len(ids)
                 out.write(record(where, 1, ids))
                 continue
-            lines = iter_lines(path, errors=encoding_errors)
+            # a BOM is text to a tokenizer: kept, as HF encodes a file read as UTF-8 (and bpe-train learns it)
+            lines = iter_lines(path, errors=encoding_errors, strip_bom=renderer is not None)
             if renderer is not None:
                 stream = (renderer.encode([*renderer.system(system), {"role": "user", "content": line}], tok)
                           for line in lines)

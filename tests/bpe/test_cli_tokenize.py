@@ -123,3 +123,20 @@ def test_tokenize_and_perplexity_with_a_precompiled_normalizer(cli):
     assert [r["ids"] for r in rows] == [hf.encode(line).ids for line in probe]
     ppl = jsonl(cli("perplexity", "-m", str(phi3), "--format", "jsonl", input=probe[2] + "\n"))
     assert ppl[0]["tokens"] > 0 and ppl[0]["mean_nll"] > 0
+
+
+def test_a_leading_bom_is_text_to_the_tokenizer_as_in_hf(cli, tmp_path):
+    """HF encodes a file read as UTF-8 with its BOM (and bpe-train learns it): per line and per file."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from conftest import FIXTURES
+
+    tj = FIXTURES / "lm" / "families" / "qwen2" / "tokenizer.json"
+    text = "\ufeffhello world\nsecond line\n"
+    (tmp_path / "bom.txt").write_text(text, encoding="utf-8")
+    hf = tokenizers.Tokenizer.from_file(str(tj))
+    r = cli("tokenize", "--tokenizer", str(tj), str(tmp_path / "bom.txt"), "--format", "jsonl", "--no-signature")
+    rows = [json.loads(x) for x in r.stdout.decode().splitlines() if '"line"' in x and json.loads(x).get("line")]
+    assert [x["ids"] for x in rows] == [hf.encode(line).ids for line in text.splitlines()]
+    r = cli("tokenize", "--tokenizer", str(tj), str(tmp_path / "bom.txt"), "--per-file", "--count", "--format",
+            "jsonl", "--no-signature")
+    assert json.loads(r.stdout.decode().splitlines()[0])["tokens"] == len(hf.encode(text).ids)
