@@ -141,7 +141,7 @@ def decode_line(raw: bytes, path: str, lineno: int, errors: str = "strict") -> s
         return raw.decode("utf-8", errors=errors)
     except UnicodeDecodeError as e:
         raise NlpkitError(
-            f"{display_name(path)}, line {lineno}: invalid UTF-8 at byte {e.start} of the line "
+            f"{display_name(path)}, line {lineno}: invalid UTF-8 at byte {e.start + 1} of the line "
             f"(use --encoding-errors replace to substitute U+FFFD)") from None
 
 
@@ -186,7 +186,7 @@ def read_text(path: str, errors: str = "strict", strip_bom: bool = True) -> str:
         lineno = data.count(b"\n", 0, e.start) + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1)
         raise NlpkitError(
-            f"{display_name(path)}, line {lineno}: invalid UTF-8 at byte {col} of the line "
+            f"{display_name(path)}, line {lineno}: invalid UTF-8 at byte {col + 1} of the line "
             f"(use --encoding-errors replace to substitute U+FFFD)") from None
 
 

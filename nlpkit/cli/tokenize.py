@@ -22,7 +22,11 @@ def _parse_ids(line: str, where: str, lineno: int, vocab_size: int) -> list[int]
     """'1 2 3', '1,2,3' or '[1, 2, 3]' -> [1, 2, 3]; an error naming the line otherwise."""
     from nlpkit.errors import NlpkitError
 
-    parts = line.strip().strip("[]").replace(",", " ").split()
+    body = line.strip().strip("[]")
+    if any(not f.strip() for f in body.split(",")[1:-1]) or body.startswith(",") or body.rstrip().endswith(","):
+        raise NlpkitError(f"{where}, line {lineno}: an empty field between commas (expected integers separated "
+                          "by spaces or commas)")
+    parts = body.replace(",", " ").split()
     try:
         ids = [int(p) for p in parts]
     except ValueError:

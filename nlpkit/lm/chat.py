@@ -134,7 +134,7 @@ def read_messages(path: str) -> list[dict]:
         raise NlpkitError(f"{where}: --messages must be a non-empty JSON list of {{\"role\": ..., \"content\": ...}}")
     for k, m in enumerate(data):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
-            raise NlpkitError(f"{where}: message {k} must be an object with string \"role\" and \"content\", "
+            raise NlpkitError(f"{where}: message {k + 1} must be an object with string \"role\" and \"content\", "
                               f"got {json.dumps(m, ensure_ascii=False)[:80]}")
     return data
 

@@ -140,3 +140,11 @@ def test_a_leading_bom_is_text_to_the_tokenizer_as_in_hf(cli, tmp_path):
     r = cli("tokenize", "--tokenizer", str(tj), str(tmp_path / "bom.txt"), "--per-file", "--count", "--format",
             "jsonl", "--no-signature")
     assert json.loads(r.stdout.decode().splitlines()[0])["tokens"] == len(hf.encode(text).ids)
+
+
+def test_decode_refuses_an_empty_field_between_commas(cli):
+    from conftest import FIXTURES
+
+    r = cli("tokenize", "--tokenizer", str(FIXTURES / "lm" / "families" / "qwen2" / "tokenizer.json"), "--decode",
+            input="1,2,,3\n")
+    assert r.returncode == 1 and b"<stdin>, line 1: an empty field between commas" in r.stderr

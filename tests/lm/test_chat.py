@@ -75,7 +75,7 @@ def test_tokenize_messages_errors(cli, tmp_path):
     bad.write_text('[{"role": "user", "content": 3}]', encoding="utf-8")
     proc = cli("tokenize", "-m", str(smollm2_gguf()), "--chat", "--messages", str(bad))
     err = proc.stderr.decode()
-    assert proc.returncode == 1 and err.startswith("nlpkit: error: ") and "message 0 must be an object" in err
+    assert proc.returncode == 1 and err.startswith("nlpkit: error: ") and "message 1 must be an object" in err
     bad.write_text("{not json", encoding="utf-8")
     proc = cli("tokenize", "-m", str(smollm2_gguf()), "--chat", "--messages", str(bad))
     assert proc.returncode == 1 and b"not valid JSON" in proc.stderr and b"Traceback" not in proc.stderr
@@ -164,7 +164,7 @@ def test_no_template_is_a_clear_error(cli, tok_dir):
     ("{not json", "not valid JSON"),
     ('{"role": "user", "content": "x"}', "non-empty JSON list"),
     ("[]", "non-empty JSON list"),
-    ('[{"role": "user"}]', 'message 0 must be an object with string "role" and "content"'),
+    ('[{"role": "user"}]', 'message 1 must be an object with string "role" and "content"'),
 ])
 def test_malformed_messages_are_clear_errors(tmp_path, content, message):
     path = tmp_path / "m.json"
@@ -177,7 +177,7 @@ def test_generate_messages_errors_through_the_cli(cli, tmp_path):
     bad = tmp_path / "m.json"
     bad.write_text('[{"role": "user", "content": 3}]', encoding="utf-8")
     proc = cli("generate", "-m", str(smollm2_gguf()), "--chat", "--messages", str(bad), "--max-new-tokens", "1")
-    assert proc.returncode == 1 and b"message 0 must be an object" in proc.stderr
+    assert proc.returncode == 1 and b"message 1 must be an object" in proc.stderr
     assert cli("generate", "--system", "x", "hi", "--max-new-tokens", "1").returncode == 2
 
 
