@@ -143,19 +143,12 @@ def sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty)
     """The sampling knobs: the options given, the rest from the model's defaults (`sampling_defaults`)."""
     from nlpkit.lm.sampling import SamplingConfig, sampling_defaults
 
-    from nlpkit.errors import NlpkitError, UsageError
-
     base, _ = sampling_defaults(generation_config(model))
     given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
              "repetition_penalty": repetition_penalty}
-    try:                    # the model's own values alone first: a bad one is the file's fault, not an option's
-        SamplingConfig(**{k: base[k] for k, v in given.items() if v is None}).validate()
-    except (UsageError, TypeError, ValueError) as e:
-        import re
-
-        why = re.sub(r"--([a-z-]+)", lambda m: m.group(1).replace("-", "_"), str(e)) \
-            if isinstance(e, UsageError) else "a sampling value is not a number " + repr({k: base[k] for k in given})
-        raise NlpkitError(f"{model.source}/generation_config.json: {why}") from None
+    # the model's own values first: a bad one is its file's fault, not an option's
+    SamplingConfig(**{k: base[k] for k, v in given.items() if v is None}).validate(
+        source=f"{model.source}/generation_config.json")
     values = {k: (base[k] if v is None else v) for k, v in given.items()}
     return SamplingConfig(**values).validate()
 

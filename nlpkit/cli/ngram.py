@@ -155,20 +155,16 @@ def ngram_sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed):
 
 
 def _decoding(model_path: str, prompt_text: str, quiet: bool):
+    """(model, the prompt's history, the BPE detokenizer or None, the model's text rewrite)."""
     from nlpkit.lm.ngram.sampling import prompt_history
     from nlpkit.lm.ngram.scoring import line_transform
     from nlpkit.lm.ngram.train import piece_detokenizer, recorded_tokenizer
 
     model = load(model_path, quiet)
-    tok = recorded_tokenizer(model.options, model.source)
-    history = prompt_history(model, prompt_text, line_transform(model))
-    return model, history, (piece_detokenizer(tok) if tok else None)
-
-
-def _lead(prompt: str | None, detok) -> str:
-    """A space between a prompt and the first word drawn, unless the prompt ends in one (or BPE
-    pieces are joined by their tokenizer)."""
-    return " " if prompt and not prompt[-1].isspace() and detok is None else ""
+    tok = recorded_tokenizer(model.options, model.source)        # found (and its sha256 checked) once
+    transform = line_transform(model, tok)
+    detok = piece_detokenizer(tok) if tok else None
+    return model, prompt_history(model, prompt_text, transform), detok, transform
 
 
 def _stats_line(st, show: bool) -> None:
@@ -185,9 +181,9 @@ def ngram_sample(model_path: str, prompt_text: str, n: int, dist: bool, cfg, max
                  stops, ignore_eos: bool, stats: bool, fmt, no_signature: bool, quiet: bool) -> None:
     """`nlpkit sample --model lm.arpa`: N drawn continuations, or the next-word distribution."""
     from nlpkit.lm.generation import GenerationStats
-    from nlpkit.lm.ngram.sampling import next_word_distribution, sample_ngram
+    from nlpkit.lm.ngram.sampling import next_word_distribution, prompt_lead, sample_ngram
 
-    model, history, detok = _decoding(model_path, prompt_text, quiet)
+    model, history, detok, _ = _decoding(model_path, prompt_text, quiet)
     sampled = not cfg.greedy
     common = dict(temp=cfg.temperature, top_k=cfg.top_k if sampled else "none",
                   top_p=cfg.top_p if sampled else "none", min_p=cfg.min_p if sampled else "none",
@@ -202,7 +198,7 @@ def ngram_sample(model_path: str, prompt_text: str, n: int, dist: bool, cfg, max
         return
     st = GenerationStats()
     samples = sample_ngram(model, history, n, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
-                           ignore_eos=ignore_eos, lead=_lead(prompt_text, detok), detok=detok, stats=st)
+                           ignore_eos=ignore_eos, lead=prompt_lead(prompt_text, detok), detok=detok, stats=st)
     sig = _signature("sample", model, **common, max_new=max_new_tokens, stop=len(stops), n=n)
     with open_writer(["index", "text", "tokens", "logprob", "logprob_filtered", "finish"], fmt, sig,
                      no_signature) as out:
@@ -219,14 +215,13 @@ def ngram_generate(model_path: str, prompt_text: str | None, prompts: list[str] 
     streams it (the prompt echoed on a terminal, a final newline); records with --format or --prompts."""
     from nlpkit.io import stdout_is_terminal
     from nlpkit.lm.generation import GenerationStats
-    from nlpkit.lm.ngram.sampling import generate_ngram, prompt_history
-    from nlpkit.lm.ngram.scoring import line_transform
+    from nlpkit.lm.ngram.sampling import generate_ngram, prompt_history, prompt_lead
 
-    model, history, detok = _decoding(model_path, prompt_text or "", quiet)
+    model, history, detok, transform = _decoding(model_path, prompt_text or "", quiet)
 
     def run(text: str, hist: list[int], st) -> Iterator[str]:
         return generate_ngram(model, hist, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
-                              ignore_eos=ignore_eos, lead=_lead(text, detok), detok=detok, stats=st)
+                              ignore_eos=ignore_eos, lead=prompt_lead(text, detok), detok=detok, stats=st)
 
     if prompts is not None or fmt is not None:
         sampled = not cfg.greedy
@@ -234,7 +229,6 @@ def ngram_generate(model_path: str, prompt_text: str | None, prompts: list[str] 
                          top_p=cfg.top_p if sampled else "none", min_p=cfg.min_p if sampled else "none",
                          rep=cfg.repetition_penalty, seed=seed if sampled else "none", max_new=max_new_tokens,
                          stop=len(stops))
-        transform = line_transform(model)
         with open_writer(["index", "prompt", "text", "tokens", "finish"], fmt, sig, no_signature) as out:
             for i, line in enumerate(prompts if prompts is not None else [prompt_text or ""]):
                 st = GenerationStats(prompt_tokens=len(history))

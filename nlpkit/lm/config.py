@@ -66,19 +66,23 @@ class ModelConfig:
     rotary_dim: int | None = None  # rotate only the first rotary_dim dims of each head (None: all)
     rope_local_theta: float | None = None  # RoPE base of sliding layers (gemma3); they use no scaling
 
-    def validate(self) -> "ModelConfig":
-        """Reject impossible shapes before any allocation happens."""
+    def validate(self, fields: dict[str, str] | None = None) -> "ModelConfig":
+        """Reject impossible shapes before any allocation happens. `fields` names the sizes as the
+        model's file does (`HF_FIELDS` for config.json), so a message points at what to edit."""
         if self.arch not in ARCHITECTURES:
             raise NlpkitError(f"unsupported architecture {self.arch!r} (supported: {', '.join(ARCHITECTURES)})")
+        name_of = (fields or {}).get
         checks = [("vocab_size", self.vocab_size, _MAX_VOCAB), ("hidden size", self.dim, _MAX_DIM),
                   ("n_layers", self.n_layers, _MAX_LAYERS), ("n_heads", self.n_heads, _MAX_DIM),
                   ("n_kv_heads", self.n_kv_heads, _MAX_DIM), ("head_dim", self.head_dim, _MAX_DIM),
                   ("intermediate size", self.hidden_dim, 1 << 20), ("max_seq_len", self.max_seq_len, 1 << 24)]
         for name, value, limit in checks:
             if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= limit:
-                raise NlpkitError(f"model config: {name} = {value!r} is not a size between 1 and {limit}")
+                raise NlpkitError(f"model config: {name_of(name, name)} = {value!r} is not a size between 1 and "
+                                  f"{limit}")
         if self.n_heads % self.n_kv_heads:
-            raise NlpkitError(f"model config: n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
+            raise NlpkitError(f"model config: {name_of('n_heads', 'n_heads')} {self.n_heads} is not a multiple of "
+                              f"{name_of('n_kv_heads', 'n_kv_heads')} {self.n_kv_heads}")
         if self.arch == "llama" and self.head_dim % 2:
             raise NlpkitError(f"model config: head_dim {self.head_dim} must be even for RoPE")
         if self.rotary_dim is not None and not (isinstance(self.rotary_dim, int) and 0 < self.rotary_dim
@@ -234,7 +238,13 @@ def config_from_hf(cfg: dict) -> ModelConfig:
     eos = cfg.get("eos_token_id")
     config.eos_id = eos[0] if isinstance(eos, list) and eos else eos if isinstance(eos, int) else None
     config.eos_ids = [i for i in eos if isinstance(i, int)] if isinstance(eos, list) else []
-    return config.validate()
+    return config.validate(HF_FIELDS)
+
+
+# ModelConfig's names in validation messages -> the config.json fields a user edits
+HF_FIELDS = {"n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "n_layers": "num_hidden_layers",
+             "max_seq_len": "max_position_embeddings", "hidden size": "hidden_size",
+             "intermediate size": "intermediate_size"}
 
 
 # config.json fields that select variants this engine does not implement: (field, bad value test, what it is)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nlpkit.errors import UsageError
+from nlpkit.errors import NlpkitError, UsageError
 
 NEG_INF = np.float32(-np.inf)
 
@@ -40,20 +40,29 @@ class SamplingConfig:
     min_p: float = 0.0
     repetition_penalty: float = 1.0
 
-    def validate(self) -> "SamplingConfig":
-        """Reject values transformers rejects (or that mean nothing), naming the option."""
+    def validate(self, source: str | None = None) -> "SamplingConfig":
+        """Reject values transformers rejects (or that mean nothing), naming the option; with `source`
+        (a generation_config.json the values came from) naming that file and its field instead."""
+        def bad(key: str, why: str, value) -> Exception:
+            if source is not None:
+                return NlpkitError(f"{source}: {key} must be {why}, got {value!r}")
+            return UsageError(f"--{key.replace('_', '-')} must be {why}, got {value}")
+
+        def number(x) -> bool:
+            return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
         t = self.temperature
-        if not (isinstance(t, (int, float)) and math.isfinite(t) and t >= 0):
-            raise UsageError(f"--temperature must be a number >= 0 (0 = greedy), got {t}")
-        if not (isinstance(self.top_k, int) and self.top_k >= 0):
-            raise UsageError(f"--top-k must be an integer >= 0 (0 = disabled), got {self.top_k}")
-        if not (0.0 < self.top_p <= 1.0):
-            raise UsageError(f"--top-p must be in (0, 1] (1 = disabled), got {self.top_p}")
-        if not (0.0 <= self.min_p <= 1.0):
-            raise UsageError(f"--min-p must be in [0, 1] (0 = disabled), got {self.min_p}")
+        if not (number(t) and t >= 0):
+            raise bad("temperature", "a number >= 0 (0 = greedy)", t)
+        if not (isinstance(self.top_k, int) and not isinstance(self.top_k, bool) and self.top_k >= 0):
+            raise bad("top_k", "an integer >= 0 (0 = disabled)", self.top_k)
+        if not (number(self.top_p) and 0.0 < self.top_p <= 1.0):
+            raise bad("top_p", "in (0, 1] (1 = disabled)", self.top_p)
+        if not (number(self.min_p) and 0.0 <= self.min_p <= 1.0):
+            raise bad("min_p", "in [0, 1] (0 = disabled)", self.min_p)
         r = self.repetition_penalty
-        if not (math.isfinite(r) and r > 0):
-            raise UsageError(f"--repetition-penalty must be > 0 (1 = disabled), got {r}")
+        if not (number(r) and r > 0):
+            raise bad("repetition_penalty", "> 0 (1 = disabled)", r)
         return self
 
     @property

@@ -7,7 +7,6 @@ Pickled checkpoints (.bin/.pt/.pth/.ckpt) are refused: unpickling runs arbitrary
 from __future__ import annotations
 
 import os
-import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -50,7 +49,7 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
         p = p.parent
     if p.is_dir():
         from nlpkit.lm.loaders.hf import load_hf_dir
-        with _named(p, p / "config.json", p / "model.safetensors", HF_FIELDS):
+        with _named(p / "config.json", p / "model.safetensors"):
             model = load_hf_dir(p)
     else:
         try:
@@ -65,22 +64,17 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
             raise NlpkitError(f"{p}: not a GGUF file or a model directory (expected a Hugging Face directory with "
                               "config.json, a .gguf file, or an n-gram model: ARPA or nlpkit counts)")
         from nlpkit.lm.loaders.gguf import load_gguf
-        with _named(p, p, p, {}):
+        with _named(p, p):
             model = load_gguf(p)
     if rope_scaling is not None or rope_factor is not None:
         model.set_rope(rope_scaling, rope_factor)
     return model
 
 
-# ModelConfig's names in validation messages -> the config.json fields a user edits
-HF_FIELDS = {"n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "n_layers": "num_hidden_layers",
-             "max_seq_len": "max_position_embeddings", "hidden size": "hidden_size",
-             "intermediate size": "intermediate_size"}
-
-
 @contextmanager
-def _named(p: Path, config_file: Path, weights_file: Path, fields: dict[str, str]) -> Iterator[None]:
-    """Config and weight errors name the file they come from (and config.json's own field names)."""
+def _named(config_file: Path, weights_file: Path) -> Iterator[None]:
+    """Config and weight errors (raised as "model config: ...", "config.json: ...", "model weights: ...",
+    without a path) name the file they come from."""
     try:
         yield
     except NlpkitError as e:
@@ -88,10 +82,7 @@ def _named(p: Path, config_file: Path, weights_file: Path, fields: dict[str, str
         for prefix, file in (("model config: ", config_file), ("model weights: ", weights_file),
                              ("config.json: ", config_file)):
             if msg.startswith(prefix):
-                rest = msg[len(prefix):]
-                for ours, theirs in fields.items():
-                    rest = re.sub(rf"\b{re.escape(ours)}\b", theirs, rest)
-                raise NlpkitError(f"{file}: {rest}") from None
+                raise NlpkitError(f"{file}: {msg[len(prefix):]}") from None
         raise
 
 

@@ -113,6 +113,12 @@ def sample_ngram(model: NgramModel, history: list[int], n: int, *, max_new_token
     return samples
 
 
+def prompt_lead(prompt: str | None, detok=None) -> str:
+    """What goes between a prompt and the first word drawn: a space, unless the prompt ends in one
+    (or BPE pieces are joined by their own tokenizer, `detok`)."""
+    return " " if prompt and not prompt[-1].isspace() and detok is None else ""
+
+
 def _lead(words: list[str], lead: str) -> str:
     return lead if words and words[0] != "\n" else ""
 
@@ -205,4 +211,4 @@ def generate_ngram(model: NgramModel, history: list[int], *, max_new_tokens: int
         yield text[len(printed):]
 
 
-__all__ = ["sample_ngram", "generate_ngram", "next_word_distribution", "prompt_history", "Sample"]
+__all__ = ["sample_ngram", "generate_ngram", "next_word_distribution", "prompt_history", "prompt_lead", "Sample"]

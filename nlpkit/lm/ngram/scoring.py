@@ -203,12 +203,18 @@ def score_shard(shard, model_path: str, errors: str = "strict", per_token: bool 
     return [b if per_token else b.line_sums(per_line) for b in score_source(model, shard, errors, transform)]
 
 
-def line_transform(model: NgramModel) -> Callable[[str], str] | None:
-    """The model's recorded text options (lowercase, tokenizer) as a text rewrite."""
+_RESOLVE = object()
+
+
+def line_transform(model: NgramModel, tokenizer=_RESOLVE) -> Callable[[str], str] | None:
+    """The model's recorded text options (lowercase, tokenizer) as a text rewrite; `tokenizer`, when
+    given, is the recorded tokenizer already found (`train.recorded_tokenizer`), not looked up again."""
     from nlpkit.lm.ngram.train import recorded_tokenizer, text_transform
 
     lower = model.options.get("lowercase", "false") == "true"
-    return text_transform(lower, recorded_tokenizer(model.options, model.source))
+    if tokenizer is _RESOLVE:
+        tokenizer = recorded_tokenizer(model.options, model.source)
+    return text_transform(lower, tokenizer)
 
 
 def score_batches(model: NgramModel, lines: Iterable[str], transform: Callable[[str], str] | None = None
