@@ -119,6 +119,22 @@ class BM25Index:
     _term_id: dict | None = field(default=None, repr=False)
     _id_rank: np.ndarray | None = field(default=None, repr=False)
     source: str = field(default="", repr=False)   # the directory it was loaded from (for messages)
+    _checked: np.ndarray | None = field(default=None, repr=False)   # [V] bool: terms whose postings passed
+
+    def check_terms(self, terms: Sequence[int]) -> None:
+        """`check_docs` for the postings of these terms, each term once per index object (a query
+        pays only for the terms no earlier query had)."""
+        if self._checked is None:
+            self._checked = np.zeros(len(self.vocab), dtype=bool)
+        new = [t for t in set(terms) if not self._checked[t]]
+        if not new:
+            return
+        spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in new]
+        docs = np.concatenate([self.postings[s:e] for s, e in spans])
+        if self.doc_bits < 32:
+            docs = docs & np.uint32((1 << self.doc_bits) - 1)
+        self.check_docs(docs, [e - s for s, e in spans])
+        self._checked[new] = True
 
     def check_docs(self, docs: np.ndarray, lengths: Sequence[int] | None = None) -> None:
         """Document numbers read from the postings must be below n_docs and, within each term's run of
@@ -184,6 +200,7 @@ class BM25Index:
         terms = [tid[t] for t in tokens if t in tid]
         if not terms:
             return np.empty(0, np.int64), np.empty(0, np.float64)
+        self.check_terms(terms)
         indptr, post = self.indptr, self.postings
         mask = np.uint32((1 << self.doc_bits) - 1) if self.doc_bits < 32 else None
         if self.variant in NONOCC_VARIANTS:
@@ -191,7 +208,6 @@ class BM25Index:
             all_docs = np.concatenate([post[s:e] for s, e in spans])           # [P_q] uint32
             if mask is not None:
                 all_docs = all_docs & mask
-            self.check_docs(all_docs, [e - s for s, e in spans])
             all_scores = np.concatenate([self.scores[s:e] for s, e in spans])  # [P_q]
             dense = np.bincount(all_docs, weights=all_scores, minlength=self.n_docs)  # [N]
             dense += float(self.nonocc[terms].astype(np.float64).sum())
@@ -200,14 +216,12 @@ class BM25Index:
             s, e = indptr[terms[0]], indptr[terms[0] + 1]
             docs = post[s:e] if mask is None else post[s:e] & mask
             docs = docs.astype(np.int64)
-            self.check_docs(docs, [len(docs)])
             scores = self.scores[s:e].astype(np.float64)
         else:
             spans = [(indptr[t], indptr[t + 1]) for t in terms]
             all_docs = np.concatenate([post[s:e] for s, e in spans])           # [P_q] uint32
             if mask is not None:
                 np.bitwise_and(all_docs, mask, out=all_docs)
-            self.check_docs(all_docs, [e - s for s, e in spans])
             all_scores = np.concatenate([self.scores[s:e] for s, e in spans])  # [P_q]
             dense = np.bincount(all_docs, weights=all_scores, minlength=self.n_docs)  # [N]
             if all_scores.min() > 0:  # a document matches exactly when its sum is > 0
