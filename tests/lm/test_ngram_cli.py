@@ -294,3 +294,21 @@ def test_ngram_train_reads_a_gguf_vocabulary_as_its_tokenizer(tmp_path):
     assert r.returncode == 0, r.stderr
     r = run("perplexity", "--model", str(tmp_path / "g.arpa"), "--format", "jsonl", input="hello world\n")
     assert r.returncode == 0 and json.loads(r.stdout)["oov"] == 0
+
+
+GOOD_ARPA = "\\data\\\nngram 1=3\nngram 2=1\n\n\\1-grams:\n-1\t<s>\t-0.5\n-0.5\ta\t-0.2\n-0.7\t</s>\n\n\\2-grams:\n" \
+            "-0.2\t<s> a\n\n\\end\\\n"
+
+
+@pytest.mark.parametrize("edit, where, why", [
+    (("ngram 2=1", "ngram 2=2"), "line 10", "line 3 declares 2"),                          # a count that does not match
+    (("-0.2\t<s> a", "-0.2\t<s> a b c"), "line 11", "log10-probability words [backoff]"),  # not prob words [backoff]
+    (("ngram 2=1", "ngram 3=1"), "line 3", "without a gap"),                                # an order gap
+])
+def test_malformed_arpa_is_exit_1_with_file_and_line(tmp_path, edit, where, why):
+    bad = tmp_path / "bad.arpa"
+    bad.write_text(GOOD_ARPA.replace(*edit))
+    r = run("perplexity", "--model", str(bad), input="a\n")
+    assert r.returncode == 1 and f"bad.arpa, {where}" in r.stderr and why in r.stderr and "Traceback" not in r.stderr
+    (tmp_path / "good.arpa").write_text(GOOD_ARPA)
+    assert run("perplexity", "--model", str(tmp_path / "good.arpa"), input="a\n").returncode == 0
