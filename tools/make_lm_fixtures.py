@@ -6,13 +6,14 @@ none of them is an nlpkit runtime dependency. Run once, single-threaded for repr
     OMP_NUM_THREADS=1 python tools/make_lm_fixtures.py [--skip-gguf]
     OMP_NUM_THREADS=1 python tools/make_lm_fixtures.py --families [--llama-cpp DIR]   # tests/fixtures/lm/families/
 
-The families fixtures (qwen2, qwen3, mistral, gemma, gemma2, gemma3_text, phi3, olmo2, gpt_neox, and the
-variants gpt_neox-serial and gemma2-qscale) are each a tiny random model whose config exercises the family's
-options, its transformers logits, a greedy `generate` continuation, and (but for gemma2-qscale, whose
-query_pre_attn_scalar GGUF does not store) `model.gguf` written by llama.cpp's own convert_hf_to_gguf.py (from the
-llama-cpp-python source distribution; --llama-cpp points at its vendor/llama.cpp, default: the path in
-/work/build/LLAMA_READY). Gemma and Phi-3 get a tiny sentencepiece BPE tokenizer.model (the converter
-reads it) plus the tokenizer.json transformers converts from it.
+The families fixtures (qwen2, qwen3, mistral, gemma, gemma2, gemma3_text, phi3, olmo2, gpt_neox, starcoder2,
+smollm3, and the variants gpt_neox-serial, gemma2-qscale and smollm3-pattern) are each a tiny random model whose
+config exercises the family's options, its transformers logits, a greedy `generate` continuation, and `model.gguf`
+written by llama.cpp's own convert_hf_to_gguf.py (from the llama-cpp-python source distribution; --llama-cpp
+points at its vendor/llama.cpp, default: the path in /work/build/LLAMA_READY), but for gemma2-qscale, whose
+query_pre_attn_scalar GGUF does not store, and smollm3-pattern, whose no_rope_layers llama.cpp does not read.
+Gemma and Phi-3 get a tiny sentencepiece BPE tokenizer.model (the converter reads it) plus the tokenizer.json
+transformers converts from it.
 
 Each model directory is a real Hugging Face checkpoint (config.json, model.safetensors, tokenizer.json)
 that transformers itself saved. `reference.json` holds fixed token sequences, and `logits.npy` the
@@ -309,8 +310,20 @@ FAMILIES = {
                                                                 query_pre_attn_scalar=40, attn_logit_softcapping=2.0,
                                                                 final_logit_softcapping=5.0,
                                                                 hidden_activation="gelu_pytorch_tanh"), "sp"),
+    # LayerNorm with biases, a plain (ungated) GELU MLP with biases, every layer sliding (window < the sequences)
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM",
+                   dict(rms_norm_eps=None, norm_epsilon=1e-5, use_bias=True, sliding_window=WINDOW, rope_theta=100.0,
+                        hidden_act="gelu_pytorch_tanh", tie_word_embeddings=False), "bpe"),
+    # llama with RoPE left out of some layers: llama.cpp's smollm3 skips it on every 4th layer (its
+    # n_no_rope_layer_step), transformers' default no_rope_layers, so the GGUF holds no list of its own
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", dict(num_hidden_layers=4, rope_theta=100.0, pad_token_id=0),
+                "bpe"),
+    # a no_rope_layers list other than every 4th layer (no GGUF: llama.cpp's rule is fixed)
+    "smollm3-pattern": ("SmolLM3Config", "SmolLM3ForCausalLM",
+                        dict(num_hidden_layers=4, rope_theta=100.0, pad_token_id=0, no_rope_layers=[0, 1, 0, 1],
+                             tie_word_embeddings=False), "bpe"),
 }
-NO_GGUF = {"gemma2-qscale"}
+NO_GGUF = {"gemma2-qscale", "smollm3-pattern"}
 SP_TEXT = (TEXT * 4 + GGUF_TEXT * 2 + PPL_TEXT)
 
 
@@ -432,9 +445,9 @@ def get_vocab_base_pre(self, tokenizer):
         raise
 base.TextModel.get_vocab_base_pre = get_vocab_base_pre
 load_hparams = base.ModelBase.load_hparams
-def load_hparams_raw(dir_model, *args):  # keys transformers 5 no longer round-trips (gpt_neox rotary_pct)
+def load_hparams_raw(dir_model, *args, **kwargs):  # keys transformers 5 no longer round-trips (gpt_neox rotary_pct)
     import json
-    return {**json.loads((dir_model / "config.json").read_text()), **load_hparams(dir_model, *args)}
+    return {**json.loads((dir_model / "config.json").read_text()), **load_hparams(dir_model, *args, **kwargs)}
 base.ModelBase.load_hparams = staticmethod(load_hparams_raw)
 sys.argv = ["convert_hf_to_gguf.py"] + sys.argv[3:]
 runpy.run_path(llama_cpp + "/convert_hf_to_gguf.py", run_name="__main__")
