@@ -33,7 +33,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from nlpkit.lm.generation import GenerationStats, generate_ids, sample_batch
-from nlpkit.lm.loaders import DEFAULT_MODEL_DIR, load_model
+from nlpkit.lm.transformer.loaders import DEFAULT_MODEL_DIR, load_model
 from nlpkit.lm.sampling import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0)

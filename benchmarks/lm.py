@@ -84,7 +84,7 @@ def prompt_ids(n: int) -> list[int]:
 
 def worker_nlpkit(threads: int, ppl: bool) -> dict:
     import numpy as np
-    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.transformer.loaders import load_model
     ids = np.array([prompt_ids(PROMPT_TOKENS)])
     t = time.perf_counter()
     model = load_model(HF_DIR)
@@ -108,7 +108,7 @@ def worker_nlpkit(threads: int, ppl: bool) -> dict:
     decode = DECODE_TOKENS / (time.perf_counter() - t)
     res = {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, "greedy": out, "rss_mb": peak_rss_mb()}
     if ppl:
-        from nlpkit.lm.scoring import perplexity
+        from nlpkit.lm.perplexity import perplexity
         t = time.perf_counter()
         p, scored = perplexity(model, shakespeare(), mode="sliding", context=512, stride=256, add_bos=False)
         # like for like: the guide's own figure (windows weighted by trg_len - 1), not nlpkit's exact mean
@@ -227,7 +227,7 @@ def convert_f32_gguf() -> bool:
 def worker_load(threads: int, ppl: bool, path: str = "") -> dict:
     """Load one model (a family fixture) and report the time and this process's peak RSS."""
     import numpy as np
-    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.transformer.loaders import load_model
     t = time.perf_counter()
     model = load_model(path)
     load = time.perf_counter() - t

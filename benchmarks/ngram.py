@@ -120,8 +120,8 @@ def compare_arpas(a: Path, b: Path) -> str:
     """Same n-grams? Largest log10 difference of probabilities and backoffs (b's words mapped to a's ids)."""
     import numpy as np
 
-    from nlpkit.lm.ngram.counting import NgramRows
-    from nlpkit.lm.ngram.model import load_ngram_model, walk_rows
+    from nlpkit.lm.ngram.ngram_counts import NgramRows
+    from nlpkit.lm.ngram.ngram_model import load_ngram_model, walk_rows
 
     ma, mb = load_ngram_model(a), load_ngram_model(b)
     if set(ma.vocab) != set(mb.vocab):
@@ -169,8 +169,8 @@ def bench_train(order: int) -> None:
 def bench_query(order: int) -> None:
     import numpy as np
 
-    from nlpkit.lm.ngram.model import load_ngram_model
-    from nlpkit.lm.ngram.scoring import score_batches, score_lines
+    from nlpkit.lm.ngram.ngram_model import load_ngram_model
+    from nlpkit.lm.ngram.line_scoring import score_batches, score_lines
 
     tmp = scratch()
     paths, total = [], 0
@@ -193,7 +193,7 @@ def bench_query(order: int) -> None:
     print(f"\n== loading and querying a {order}-gram ARPA of {arpa.stat().st_size / 1e6:.0f} MB ({made}, "
           f"{total / 1e6:.1f} MB of text); scoring Persuasion, {len(lines)} lines")
     # Each side's memory, in a process of its own that only loads the model.
-    mem_n = run_measured([sys.executable, "-c", f"from nlpkit.lm.ngram.model import load_ngram_model; "
+    mem_n = run_measured([sys.executable, "-c", f"from nlpkit.lm.ngram.ngram_model import load_ngram_model; "
                                                 f"load_ngram_model({str(arpa)!r})"],
                          env={**os.environ, "PYTHONPATH": str(REPO)})[2]
     try:
@@ -261,8 +261,8 @@ def bench_heldout(neural: bool = True) -> None:
     sys.path.insert(0, str(REPO / "tools"))
     from gutenberg import held_out_text, training_docs
 
-    from nlpkit.lm.ngram.model import load_ngram_model
-    from nlpkit.lm.ngram.scoring import perplexity_of_lines
+    from nlpkit.lm.ngram.ngram_model import load_ngram_model
+    from nlpkit.lm.ngram.line_scoring import perplexity_of_lines
     from nlpkit.lm.ngram.train import train_ngram
 
     tmp = scratch()
@@ -285,8 +285,8 @@ def bench_heldout(neural: bool = True) -> None:
               f"{p.bits_per_byte:9.3f} {secs:8.1f}")
         arpa.unlink()
     if neural:
-        from nlpkit.lm.loaders import load_model
-        from nlpkit.lm.scoring import perplexity
+        from nlpkit.lm.transformer.loaders import load_model
+        from nlpkit.lm.perplexity import perplexity
 
         t0 = time.perf_counter()
         p, _ = perplexity(load_model(None), held)   # the card's settings: sliding 512 / 256, BOS-predicted

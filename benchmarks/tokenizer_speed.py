@@ -100,7 +100,7 @@ def run_one(kind: str, tok_path: str, text: str, ids_out: str) -> None:
     if kind == "nlpkit":
         sys.path.insert(0, str(REPO))
         from nlpkit.bpe import Tokenizer
-        from nlpkit.bpe.batch import encode_stream
+        from nlpkit.bpe.parallel_encoding import encode_stream
         tok = Tokenizer.load(tok_path)
         t = time.perf_counter()
         out = [] if ids_out else None
@@ -111,7 +111,7 @@ def run_one(kind: str, tok_path: str, text: str, ids_out: str) -> None:
     elif kind == "nlpkit-file":
         sys.path.insert(0, str(REPO))
         from nlpkit.bpe import Tokenizer
-        from nlpkit.bpe.batch import encode_file
+        from nlpkit.bpe.parallel_encoding import encode_file
         tok = Tokenizer.load(tok_path)
         t = time.perf_counter()
         out = [] if ids_out else None

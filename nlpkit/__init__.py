@@ -23,6 +23,21 @@ _MOVED = {
     "nlpkit.documents": "nlpkit.stats.documents",
     "nlpkit.retrieval.corpus": "nlpkit.stats.documents",
     "nlpkit.mt_eval": "nlpkit.bleu",
+    # 0.3 (issue 24): the transformer engine's modules together; colliding names made distinct.
+    "nlpkit.lm.model": "nlpkit.lm.transformer.model",
+    "nlpkit.lm.config": "nlpkit.lm.transformer.config",
+    "nlpkit.lm.cache": "nlpkit.lm.transformer.cache",
+    "nlpkit.lm.rope": "nlpkit.lm.transformer.rope",
+    "nlpkit.lm.threads": "nlpkit.lm.transformer.threads",
+    "nlpkit.lm.loaders": "nlpkit.lm.transformer.loaders",
+    "nlpkit.lm.loaders.hf": "nlpkit.lm.transformer.loaders.hf",
+    "nlpkit.lm.loaders.gguf": "nlpkit.lm.transformer.loaders.gguf",
+    "nlpkit.lm.loaders.safetensors": "nlpkit.lm.transformer.loaders.safetensors",
+    "nlpkit.lm.scoring": "nlpkit.lm.perplexity",
+    "nlpkit.lm.ngram.model": "nlpkit.lm.ngram.ngram_model",
+    "nlpkit.lm.ngram.scoring": "nlpkit.lm.ngram.line_scoring",
+    "nlpkit.lm.ngram.counting": "nlpkit.lm.ngram.ngram_counts",
+    "nlpkit.bpe.batch": "nlpkit.bpe.parallel_encoding",
 }
 
 
@@ -50,5 +65,7 @@ class _MovedModules:
         pass
 
 
+# First on the path: an old submodule path (`nlpkit.lm.loaders.hf`) must not be found by the
+# ordinary finder under its aliased parent's __path__ and loaded a second time under the old name.
 if not any(f is _MovedModules for f in _sys.meta_path):
-    _sys.meta_path.append(_MovedModules)
+    _sys.meta_path.insert(0, _MovedModules)

@@ -391,8 +391,8 @@ def cmd_eval(args) -> None:
     """Held-out bits per byte with nlpkit's own perplexity core (the `nlpkit perplexity` defaults: sliding
     windows of 512 tokens, stride 256, the first token predicted from <|endoftext|>), and the add-one bigram
     reference over the same tokens -> eval.json."""
-    from nlpkit.lm.loaders import load_model
-    from nlpkit.lm.scoring import perplexity
+    from nlpkit.lm.transformer.loaders import load_model
+    from nlpkit.lm.perplexity import perplexity
     model = load_model(args.out)
     train = np.load(Path(args.work) / "train_tokens.npy").astype(np.int64)
     results = {}

@@ -271,7 +271,7 @@ def model_name(model) -> str:
     """The model as signatures name it: `default` for the shipped model, else the file or directory name."""
     from pathlib import Path
 
-    from nlpkit.lm.loaders import DEFAULT_MODEL_DIR
+    from nlpkit.lm.transformer.loaders import DEFAULT_MODEL_DIR
 
     src = Path(model.source) if model.source else None
     if src is None or src.resolve() == DEFAULT_MODEL_DIR.resolve():

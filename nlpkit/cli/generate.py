@@ -164,7 +164,7 @@ def resolve_seed(seed: int | None) -> int:
 
 def load_for_decoding(model_path: str | None, rope_scaling: str | None = None,
                       rope_factor: float | None = None):
-    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.transformer.loaders import load_model
 
     model = load_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor)
     model.require_tokenizer()

@@ -85,7 +85,7 @@ def ngram_perplexity(model_path: str, paths: list[str], per_line: bool, per_toke
 
     from nlpkit.errors import NlpkitError
     from nlpkit.io import display_name
-    from nlpkit.lm.ngram.scoring import NgramPerplexity, line_transform, score_source
+    from nlpkit.lm.ngram.line_scoring import NgramPerplexity, line_transform, score_source
 
     model = load(model_path, quiet)
     sig = _signature("perplexity", model)
@@ -157,7 +157,7 @@ def ngram_sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed):
 def _decoding(model_path: str, prompt_text: str, quiet: bool):
     """(model, the prompt's history, the BPE detokenizer or None, the model's text rewrite)."""
     from nlpkit.lm.ngram.sampling import prompt_history
-    from nlpkit.lm.ngram.scoring import line_transform
+    from nlpkit.lm.ngram.line_scoring import line_transform
     from nlpkit.lm.ngram.train import piece_detokenizer, recorded_tokenizer
 
     model = load(model_path, quiet)

@@ -1,4 +1,4 @@
-"""`nlpkit perplexity`: tokens, mean NLL, token/word/byte perplexity and bits per byte (core: lm/scoring.py)."""
+"""`nlpkit perplexity`: tokens, mean NLL, token/word/byte perplexity and bits per byte (core: lm/perplexity.py)."""
 
 from __future__ import annotations
 
@@ -69,8 +69,8 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
 
     from nlpkit.errors import NlpkitError
     from nlpkit.io import display_name, read_text
-    from nlpkit.lm.loaders import load_model
-    from nlpkit.lm.scoring import Perplexity, check_context, default_context, default_stride, perplexity, prefix_token
+    from nlpkit.lm.transformer.loaders import load_model
+    from nlpkit.lm.perplexity import Perplexity, check_context, default_context, default_stride, perplexity, prefix_token
     from nlpkit.signature import make_signature
 
     model = load_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor)
@@ -157,7 +157,7 @@ def _local_lines(model, paths, mode, ctx, strd, bos, errors, per_token):
     """(file, line number, Perplexity — with `per_token` a (Perplexity, Scored) pair — or None when
     the line is too short), as `nlpkit.distributed.stages.perplexity_lines` yields them."""
     from nlpkit.io import display_name, iter_lines
-    from nlpkit.lm.scoring import TooShort, perplexity
+    from nlpkit.lm.perplexity import TooShort, perplexity
 
     for path in paths:
         name = display_name(path)

@@ -1,5 +1,5 @@
 """`nlpkit tokenize`: token ids, pieces or counts of text, per line or per file; ids back to text
-(core: nlpkit/bpe/tokenizer.py, nlpkit/bpe/batch.py; chat rendering: nlpkit/lm/chat.py)."""
+(core: nlpkit/bpe/tokenizer.py, nlpkit/bpe/parallel_encoding.py; chat rendering: nlpkit/lm/chat.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from nlpkit.cli.generate import chat_options
 def _load(tokenizer_path: str | None, model_path: str | None):
     """The tokenizer of --tokenizer PATH, else of --model PATH, else of the default model."""
     from nlpkit.bpe.tokenizer import Tokenizer
-    from nlpkit.lm.loaders import resolve_model_path
+    from nlpkit.lm.transformer.loaders import resolve_model_path
 
     path = tokenizer_path if tokenizer_path is not None else resolve_model_path(model_path)
     return Tokenizer.load(path), str(path)
@@ -76,7 +76,7 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
       echo 'What is 2+2?' | nlpkit tokenize -m model.gguf --chat --pieces
       nlpkit tokenize -m model.gguf --chat --messages conversation.json --count
     """
-    from nlpkit.bpe.batch import encode_file, encode_stream
+    from nlpkit.bpe.parallel_encoding import encode_file, encode_stream
     from nlpkit.io import display_name, iter_lines
     from nlpkit.signature import make_signature
 

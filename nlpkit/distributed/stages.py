@@ -312,14 +312,15 @@ def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, cont
                      shard_bytes: int | None = None, progress: Callable[..., None] | None = None,
                      per_token: bool = False):
     """``perplexity --per-line`` over a cluster: yields (file, line number, Perplexity or None)
-    in input order — (Perplexity, Scored) pairs with `per_token`. Each worker loads the model once (`scoring.cached_model`); the driver holds
+    in input order — (Perplexity, Scored) pairs with `per_token`. Each worker loads the model once (`perplexity.cached_model`); the driver holds
     only the shards finished ahead of the one it is writing."""
     from nlpkit.distributed.cluster import map_ordered
-    from nlpkit.lm import scoring, threads
+    from nlpkit.lm import perplexity
+    from nlpkit.lm.transformer import threads
 
     shards, _ = plan(client, paths, shard_bytes)
     line, current = 0, None
-    results = map_ordered(client, scoring.score_lines_shard, shards, progress,
+    results = map_ordered(client, perplexity.score_lines_shard, shards, progress,
                           args=(model_key, mode, context, stride, add_bos, errors, threads.blas_threads(),
                                 per_token))
     for shard, (_, scored) in zip(shards, results):
@@ -333,11 +334,11 @@ def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, cont
 def ngram_counts(client, paths: list[str], order: int, lowercase: bool = False, transform=None,
                  errors: str = "strict", shard_bytes: int | None = None,
                  progress: Callable[..., None] | None = None):
-    """`nlpkit.lm.ngram.counting.count_ngrams` over a cluster (lines are sentences: shards are
+    """`nlpkit.lm.ngram.ngram_counts.count_ngrams` over a cluster (lines are sentences: shards are
     independent); the driver estimates the model from the merged counts."""
-    from nlpkit.lm.ngram import counting
+    from nlpkit.lm.ngram import ngram_counts
 
-    return map_reduce(client, counting.count_shard, count_tasks(client, paths, shard_bytes), counting.merge_counts, progress,
+    return map_reduce(client, ngram_counts.count_shard, count_tasks(client, paths, shard_bytes), ngram_counts.merge_counts, progress,
                       args=(order, lowercase, transform, errors))
 
 
@@ -345,14 +346,14 @@ def ngram_perplexity_shards(client, paths: list[str], model_path: str, errors: s
                             per_token: bool = False, per_line: bool = False, shard_bytes: int | None = None,
                             progress: Callable[..., None] | None = None) -> Iterator[tuple[int, object]]:
     """``perplexity --model lm.arpa`` over a cluster: (file index, `LineSums` or, with `per_token`, a
-    `ScoredBatch`) in input order, from `nlpkit.lm.ngram.scoring.score_shard` on line shards (lines
+    `ScoredBatch`) in input order, from `nlpkit.lm.ngram.line_scoring.score_shard` on line shards (lines
     are sentences: shards are independent). Each worker loads the model once; the path must be
     readable on the workers."""
     from nlpkit.distributed.cluster import map_ordered
-    from nlpkit.lm.ngram import scoring
+    from nlpkit.lm.ngram import line_scoring
 
     shards, _ = plan(client, paths, shard_bytes)
-    for shard, parts in zip(shards, map_ordered(client, scoring.score_shard, shards, progress,
+    for shard, parts in zip(shards, map_ordered(client, line_scoring.score_shard, shards, progress,
                                                 args=(model_path, errors, per_token, per_line))):
         for part in parts:
             yield shard.file_index, part
@@ -363,12 +364,13 @@ WINDOW_TASK_TOKENS = 65536   # at most this many input tokens of windows per tas
 
 def perplexity_windows(client, model_key: tuple, shard_bytes: int | None = None,
                        progress: Callable[..., None] | None = None) -> Callable:
-    """A `map_windows` for `nlpkit.lm.scoring.score_ids`: the windows of a whole text, scored on
+    """A `map_windows` for `nlpkit.lm.perplexity.score_ids`: the windows of a whole text, scored on
     the workers (each loads the model once) in tasks of consecutive windows holding about
     `shard_bytes / 4` input tokens (at most `WINDOW_TASK_TOKENS`, at least one window), yielded
     in order. Only the windows' token ids travel; each comes back as its log-probabilities."""
     from nlpkit.distributed.cluster import Ticker, map_ordered
-    from nlpkit.lm import scoring, threads
+    from nlpkit.lm import perplexity
+    from nlpkit.lm.transformer import threads
 
     tick = Ticker(progress, 0)
 
@@ -383,7 +385,7 @@ def perplexity_windows(client, model_key: tuple, shard_bytes: int | None = None,
             size += w.end - w.start
         if group:
             tasks.append(group)
-        for part in map_ordered(client, scoring.score_windows_task, tasks, ticker=tick,
+        for part in map_ordered(client, perplexity.score_windows_task, tasks, ticker=tick,
                                 args=(model_key, threads.blas_threads())):
             yield from part
 

@@ -1,4 +1,12 @@
-"""The numpy language-model engine: config, forward pass, KV cache, RoPE, loaders, scoring.
+"""Language models: the transformer engine (`transformer/`) and n-gram models (`ngram/`), and what serves both.
+
+    transformer/   the numpy engine: config, model, cache, rope, threads, loaders/
+    ngram/         n-gram models: counting, Kneser-Ney, ARPA, scoring, sampling, training
+    perplexity.py  perplexity over windows chosen the way three references do
+    sampling.py    logits processors and token selection
+    generation.py  prefill, decode step by step, stop, detokenize
+    chat.py        chat templates
+    default/       the model shipped with nlpkit
 
 Threads: numpy's OpenBLAS keeps idle worker threads spinning between calls by default; a decode
 step makes ~120 small BLAS calls, and on a shared machine the spinning threads starve each other

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nlpkit.bpe import Tokenizer
-from nlpkit.bpe.batch import encode_file, file_parts
+from nlpkit.bpe.parallel_encoding import encode_file, file_parts
 from nlpkit.bpe.spec import AddedToken
 from test_bpe_tokenizer import smollm2_gguf
 

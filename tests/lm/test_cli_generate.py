@@ -22,7 +22,7 @@ def out(r) -> str:
 
 def api_greedy_text(prompt: str, n: int, **kw) -> str:
     from nlpkit.lm.generation import encode_prompt, generate
-    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.transformer.loaders import load_model
     from nlpkit.lm.sampling import SamplingConfig
 
     model = load_model(MODEL)
@@ -135,7 +135,7 @@ def test_sample_n8_reproducible_distinct_with_records_and_signature(cli):
     import numpy as np
 
     from nlpkit.lm.generation import encode_prompt
-    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.transformer.loaders import load_model
     from nlpkit.lm.sampling import log_softmax
 
     model = load_model(MODEL)
@@ -179,7 +179,7 @@ def test_generate_into_a_closed_pipe_exits_quietly():
 
 
 def test_generate_uses_the_shipped_default_model_without_model_option(cli):
-    from nlpkit.lm.loaders import DEFAULT_MODEL_DIR
+    from nlpkit.lm.transformer.loaders import DEFAULT_MODEL_DIR
 
     if not (DEFAULT_MODEL_DIR / "config.json").is_file():
         pytest.skip("the default model is not installed in nlpkit/lm/default/")
@@ -219,7 +219,7 @@ def test_an_empty_stop_string_is_a_usage_error(cli):
 def test_bad_config_names_config_json_and_its_field(cli, tmp_path):
     import shutil
 
-    from nlpkit.lm.loaders import resolve_model_path
+    from nlpkit.lm.transformer.loaders import resolve_model_path
 
     model = tmp_path / "m"
     shutil.copytree(resolve_model_path(None), model)
@@ -277,7 +277,7 @@ def test_a_sliding_window_that_is_not_a_positive_integer_is_refused(cli, tmp_pat
 def test_a_bad_generation_config_value_names_the_file(cli, tmp_path):
     import shutil
 
-    from nlpkit.lm.loaders import resolve_model_path
+    from nlpkit.lm.transformer.loaders import resolve_model_path
 
     model = tmp_path / "m"
     shutil.copytree(resolve_model_path(None), model)

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.skipif(not _has_default(), reason="nlpkit/lm/default/ i
 
 @pytest.fixture(scope="module")
 def model():
-    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.transformer.loaders import load_model
     return load_model(str(DEFAULT))
 
 
@@ -151,7 +151,7 @@ def _env_without_model() -> dict:
 
 
 def test_load_model_defaults_to_shipped_directory_unless_nlpkit_model_is_set(monkeypatch, tmp_path):
-    from nlpkit.lm.loaders import resolve_model_path
+    from nlpkit.lm.transformer.loaders import resolve_model_path
     monkeypatch.delenv("NLPKIT_MODEL", raising=False)
     assert resolve_model_path(None).resolve() == DEFAULT.resolve()
     monkeypatch.setenv("NLPKIT_MODEL", str(tmp_path))
@@ -195,7 +195,7 @@ def held_out_scores(shared_data, model):
     model scored (all of them, the first after <|endoftext|> as in training), divided by the same byte count.
     """
     tokenizers = pytest.importorskip("tokenizers")
-    from nlpkit.lm.scoring import perplexity
+    from nlpkit.lm.perplexity import perplexity
     text = held_out_slice(shared_data)
     result, scored = perplexity(model, text)
     nbytes = len(text.encode("utf-8"))

@@ -12,7 +12,7 @@ import pytest
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.generation import (GenerationStats, TextStream, decode_steps, generate, generate_ids,
                                   next_token_distribution, prepare_prompt, sample_batch)
-from nlpkit.lm.loaders import load_model
+from nlpkit.lm.transformer.loaders import load_model
 from nlpkit.lm.sampling import SamplingConfig, log_softmax
 
 from conftest import FIXTURES

@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.config import config_from_hf
+from nlpkit.lm.transformer.config import config_from_hf
 from nlpkit.lm.generation import generate_ids
-from nlpkit.lm.loaders import load_model
+from nlpkit.lm.transformer.loaders import load_model
 from nlpkit.lm.sampling import SamplingConfig
-from nlpkit.lm.scoring import score_ids
+from nlpkit.lm.perplexity import score_ids
 
 FAM = Path(__file__).resolve().parents[1] / "fixtures" / "lm" / "families"
 FAMILIES = ["qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2", "gpt_neox",

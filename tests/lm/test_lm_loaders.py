@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.loaders import load_model
-from nlpkit.lm.loaders.safetensors import SafetensorsFile
+from nlpkit.lm.transformer.loaders import load_model
+from nlpkit.lm.transformer.loaders.safetensors import SafetensorsFile
 
 LM = Path(__file__).resolve().parents[1] / "fixtures" / "lm"
 

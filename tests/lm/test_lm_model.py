@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nlpkit.lm.loaders import load_model
-from nlpkit.lm.rope import RoPE, inv_freq_for
+from nlpkit.lm.transformer.loaders import load_model
+from nlpkit.lm.transformer.rope import RoPE, inv_freq_for
 
 LM = Path(__file__).resolve().parents[1] / "fixtures" / "lm"
 MODELS = ["gpt2", "llama-gqa", "llama-untied", "llama-mqa-bias", "llama-linear", "llama-dynamic", "llama-yarn",
@@ -43,7 +43,7 @@ def test_logits_match_transformers_to_1e4(name):
 
 @pytest.mark.parametrize("name", ["llama-gqa", "gpt2", "llama-mqa-bias"])
 def test_blocked_causal_attention_equals_unblocked(monkeypatch, name):
-    import nlpkit.lm.model as model_mod
+    import nlpkit.lm.transformer.model as model_mod
     seqs = np.array(reference(name)["sequences"])
     monkeypatch.setattr(model_mod, "ATTN_BLOCK", 3)
     np.testing.assert_allclose(model(name).forward(seqs), np.load(LM / name / "logits.npy"), atol=1e-4, rtol=0)
@@ -56,7 +56,7 @@ def test_blocked_causal_attention_equals_unblocked(monkeypatch, name):
 @pytest.mark.parametrize("name", MODELS)
 def test_row_parallel_prefill_matches_transformers(monkeypatch, name):
     """The threaded path (rows and attention blocks over 2 threads, BLAS held to 1) is the same forward pass."""
-    import nlpkit.lm.model as model_mod
+    import nlpkit.lm.transformer.model as model_mod
     monkeypatch.setattr(model_mod, "ATTN_BLOCK", 3)
     monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
     monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
@@ -73,8 +73,8 @@ def test_row_parallel_prefill_matches_transformers(monkeypatch, name):
 
 
 def test_row_parallel_prefill_restores_blas_threads(monkeypatch):
-    from nlpkit.lm import threads
-    import nlpkit.lm.model as model_mod
+    from nlpkit.lm.transformer import threads
+    import nlpkit.lm.transformer.model as model_mod
     before = threads.blas_threads()
     monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
     monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
@@ -83,7 +83,7 @@ def test_row_parallel_prefill_restores_blas_threads(monkeypatch):
 
 
 def test_row_split_covers_every_row_once():
-    from nlpkit.lm.threads import RowPool
+    from nlpkit.lm.transformer.threads import RowPool
     assert RowPool(2).split(7) == [(0, 3), (3, 7)]
     assert RowPool(3).split(2) == [(0, 1), (1, 2)]
 
@@ -240,7 +240,7 @@ def test_logits_from_returns_the_later_rows_only(name):
 
 
 def test_threaded_log_softmax_equals_one_thread(monkeypatch):
-    from nlpkit.lm.scoring import log_softmax_at
+    from nlpkit.lm.perplexity import log_softmax_at
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(37, 50)).astype(np.float32) * 5
     targets = rng.integers(0, 50, size=37)
@@ -256,7 +256,7 @@ def test_threaded_log_softmax_equals_one_thread(monkeypatch):
 
 def test_bad_nlpkit_lm_threads_is_a_clear_error(monkeypatch):
     from nlpkit.errors import NlpkitError
-    from nlpkit.lm.threads import workers
+    from nlpkit.lm.transformer.threads import workers
     monkeypatch.setenv("NLPKIT_LM_THREADS", "two")
     with pytest.raises(NlpkitError, match="NLPKIT_LM_THREADS must be a whole number of threads, got 'two'"):
         workers()

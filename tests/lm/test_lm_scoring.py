@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.lm.loaders import load_model
-from nlpkit.lm.scoring import count_words, perplexity, score_ids, window_logprobs
+from nlpkit.lm.transformer.loaders import load_model
+from nlpkit.lm.perplexity import count_words, perplexity, score_ids, window_logprobs
 
 LM = Path(__file__).resolve().parents[1] / "fixtures" / "lm"
 CASES = {  # reference key -> (mode, context, stride)
@@ -76,7 +76,7 @@ def test_sliding_scores_every_token_after_the_first_once():
 
 
 def test_long_window_is_chunked_through_the_cache(monkeypatch):
-    import nlpkit.lm.scoring as scoring
+    import nlpkit.lm.perplexity as scoring
     model, ref = fixture("llama-gqa")
     seq = [1] + ref["ppl_ids"][:60]
     whole = window_logprobs(model, seq, 1)
@@ -191,7 +191,7 @@ def test_second_half_bits_per_byte_near_disjoint_on_held_out_persuasion(default_
 
 
 def test_covered_bytes_and_words_follow_the_first_byte_rule():
-    from nlpkit.lm.scoring import covered
+    from nlpkit.lm.perplexity import covered
     text = "It was  a café\n"  # pieces of re.split: It / was / a / café / '' (the empty tail)
     lens = [2, 4, 3, 6, 1]  # "It", " was", "  a", " café", "\n"
     assert covered(text, lens, range(5)) == (16, 5)
@@ -251,7 +251,7 @@ def test_cli_tokens_mean_nll_bits_per_byte_and_per_token_agree(cli, mode):
 
 
 def test_context_past_the_trained_positions_is_refused(cli, default_model):
-    from nlpkit.lm.scoring import check_context
+    from nlpkit.lm.perplexity import check_context
     r = cli("perplexity", "--model", str(DEFAULT), "--context", "1000000000", input="hello there")
     assert r.returncode == 2 and b"512" in r.stderr and b"--context" in r.stderr
     check_context(default_model, 512)

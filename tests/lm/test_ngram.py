@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.lm.ngram.arpa import read_model_file
-from nlpkit.lm.ngram.model import load_ngram_model
-from nlpkit.lm.ngram.scoring import NgramPerplexity, query_words, score_lines
+from nlpkit.lm.ngram.ngram_model import load_ngram_model
+from nlpkit.lm.ngram.line_scoring import NgramPerplexity, query_words, score_lines
 from nlpkit.lm.ngram.train import train_ngram
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ngram"
@@ -408,7 +408,7 @@ def test_arpa_sections_parsed_in_chunks(tmp_path, monkeypatch, nlpkit_arpas):
 
 def _unigram_model(words: list[str]):
     """An order-1 ARPA model over `words` (+ <s>, </s>, <unk>): enough to look words up."""
-    from nlpkit.lm.ngram.model import NgramModel
+    from nlpkit.lm.ngram.ngram_model import NgramModel
 
     vocab = ["<unk>", "<s>", "</s>", *dict.fromkeys(w for w in words if w not in ("<unk>", "<s>", "</s>"))]
     V = len(vocab)
@@ -434,7 +434,7 @@ def test_batch_word_ids_equal_a_dict_lookup_per_word(lines, vocab):
     """The numpy word lookup (UTF-8 bytes split on query's separators, hashed, checked byte for byte)
     gives the ids a dict gives: a no-break space, U+3000, a BOM, U+001C and U+0085 stay inside words
     (str.split would split on some), NUL, long words and lone surrogates included."""
-    from nlpkit.lm.ngram.scoring import _batch_ids
+    from nlpkit.lm.ngram.line_scoring import _batch_ids
 
     model = _unigram_model(vocab + [w for line in lines[:1] for w in query_words(line)])
     ids, oov, lengths = _batch_ids(model, lines)
@@ -449,7 +449,7 @@ def test_word_lookup_compares_bytes_not_only_hashes(monkeypatch):
     """Long words that share a hash (forced: the hash is the length) are told apart by their bytes, in
     the first eight bytes and after them; short words are keyed by their bytes."""
     import nlpkit.lm.ngram.lookup as lookup
-    from nlpkit.lm.ngram.scoring import _batch_ids
+    from nlpkit.lm.ngram.line_scoring import _batch_ids
 
     monkeypatch.setattr(lookup, "hash_tokens", lambda w8, starts, lens: lens.astype(np.uint64))
     model = _unigram_model(["abcdef", "abcdefghij", "ab", "abcdefghijklmnopqrstu"])
@@ -462,7 +462,7 @@ def test_word_lookup_compares_bytes_not_only_hashes(monkeypatch):
 
 def test_vocabulary_hash_collision_falls_back_to_a_dict(monkeypatch):
     import nlpkit.lm.ngram.lookup as lookup
-    from nlpkit.lm.ngram.scoring import _batch_ids
+    from nlpkit.lm.ngram.line_scoring import _batch_ids
 
     monkeypatch.setattr(lookup, "hash_tokens", lambda w8, starts, lens: np.zeros(len(starts), np.uint64))
     model = _unigram_model(["abcdefghi", "defghijkl", "de"])       # two long words, one hash
@@ -488,7 +488,7 @@ def test_hash_index_finds_what_a_dict_finds(load):
 def test_line_totals_equal_each_line_score_added(tmp_path, smoothing):
     """perplexity --per-line sums each line over the batch at once: the same totals as a LineScore a
     line (OOVs, an MLE model's zero probabilities, non-ASCII bytes)."""
-    from nlpkit.lm.ngram.scoring import score_batches
+    from nlpkit.lm.ngram.line_scoring import score_batches
 
     model_path = tmp_path / "m.arpa"
     train_ngram([str(FIX / "train.txt")], str(model_path), order=3, smoothing=smoothing)
@@ -578,7 +578,7 @@ def test_mle_perplexity_without_oovs_is_inf_not_nan(tmp_path):
         total.add(s)
     assert (total.oov, total.zero_prob) == (1, 2)
     assert total.perplexity == math.inf and total.perplexity_no_oov == math.inf
-    line = next(b for b in __import__("nlpkit.lm.ngram.scoring", fromlist=["x"]).score_batches(model, ["a zzz"]))
+    line = next(b for b in __import__("nlpkit.lm.ngram.line_scoring", fromlist=["x"]).score_batches(model, ["a zzz"]))
     assert line.line_totals()[0].perplexity_no_oov == math.inf
     known = NgramPerplexity()
     for s in score_lines(model, ["a b c"]):

@@ -169,7 +169,7 @@ def test_generate_from_ngram_model_follows_the_generate_conventions(tmp_path):
 
 
 def test_greedy_generation_follows_the_most_likely_word():
-    from nlpkit.lm.ngram.model import load_ngram_model
+    from nlpkit.lm.ngram.ngram_model import load_ngram_model
     from nlpkit.lm.ngram.sampling import generate_ngram, prompt_history
     from nlpkit.lm.sampling import SamplingConfig
 

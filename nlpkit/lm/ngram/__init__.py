@@ -1,12 +1,12 @@
 """n-gram language models: training (MLE, add-k, modified Kneser-Ney as KenLM), ARPA files, scoring, sampling.
 
-    counting.py    the corpus -> raw counts of every k-gram (streaming, numpy)
-    kneser_ney.py  raw counts -> interpolated modified Kneser-Ney in backoff form (lmplz's estimate)
-    arpa.py        ARPA and nlpkit counts files: read into arrays, write
-    model.py       the loaded model: sorted n-gram keys, vectorized scoring, next-word distributions
-    scoring.py     perplexity as KenLM's query reports it, plus NLL and bits per byte
-    train.py       train_ngram: count and write a model file (nlpkit ngram-train)
-    sampling.py    sample and generate from an n-gram model
+    ngram_counts.py  the corpus -> raw counts of every k-gram (streaming, numpy)
+    kneser_ney.py    raw counts -> interpolated modified Kneser-Ney in backoff form (lmplz's estimate)
+    arpa.py          ARPA and nlpkit counts files: read into arrays, write
+    ngram_model.py   the loaded model: sorted n-gram keys, vectorized scoring, next-word distributions
+    line_scoring.py  perplexity of lines as KenLM's query reports it, plus NLL and bits per byte
+    train.py         train_ngram: count and write a model file (nlpkit ngram-train)
+    sampling.py      sample and generate from an n-gram model
 """
 
 from nlpkit.lm.ngram.arpa import sniff
@@ -18,7 +18,7 @@ def is_ngram_model(path) -> bool:
 
 
 def load_ngram_model(path, warn=None):
-    from nlpkit.lm.ngram.model import load_ngram_model as _load
+    from nlpkit.lm.ngram.ngram_model import load_ngram_model as _load
 
     return _load(path, warn=warn)
 

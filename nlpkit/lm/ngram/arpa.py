@@ -564,7 +564,7 @@ def _decimal(x: np.ndarray, end: bytes) -> tuple[_Strings, np.ndarray]:
 def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Non-negative int64 keys (consumed) -> (the index of one occurrence of each distinct key [u],
     the distinct key of every element [n]): what is formatted once and what points at it."""
-    from nlpkit.lm.ngram.counting import sorted_unique
+    from nlpkit.lm.ngram.ngram_counts import sorted_unique
 
     table, _, rows = sorted_unique(keys)
     first = np.empty(len(table), dtype=np.int64)

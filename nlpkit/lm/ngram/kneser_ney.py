@@ -31,7 +31,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from nlpkit.lm.ngram.counting import BOS, EOS, UNK, NgramCounts
+from nlpkit.lm.ngram.ngram_counts import BOS, EOS, UNK, NgramCounts
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 F32 = np.float32

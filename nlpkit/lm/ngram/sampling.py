@@ -20,8 +20,8 @@ import numpy as np
 
 from nlpkit.errors import UsageError
 from nlpkit.lm.generation import GenerationStats, Sample
-from nlpkit.lm.ngram.model import NgramModel
-from nlpkit.lm.ngram.scoring import query_words
+from nlpkit.lm.ngram.ngram_model import NgramModel
+from nlpkit.lm.ngram.line_scoring import query_words
 from nlpkit.lm.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
 
 LN10 = math.log(10.0)

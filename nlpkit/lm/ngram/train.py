@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.lm.ngram.arpa import FORMAT_VERSION
-from nlpkit.lm.ngram.counting import count_ngrams
+from nlpkit.lm.ngram.ngram_counts import count_ngrams
 
 SMOOTHINGS = ("kneser-ney", "mle", "add-k")
 

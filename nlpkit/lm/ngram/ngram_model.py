@@ -25,7 +25,7 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.ngram.hashing import HashIndex
-from nlpkit.lm.ngram.counting import ngram_keys
+from nlpkit.lm.ngram.ngram_counts import ngram_keys
 
 LOG10_ZERO = -np.inf
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.config import ModelConfig
-from nlpkit.lm.model import LlamaLayer, Model, Weights
+from nlpkit.lm.transformer.config import ModelConfig
+from nlpkit.lm.transformer.model import LlamaLayer, Model, Weights
 
 _MAX_COUNT = 1 << 20  # tensors or metadata keys beyond real files' sizes: a corrupt header
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}

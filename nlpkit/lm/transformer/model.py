@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.cache import KVCache
-from nlpkit.lm.config import ModelConfig
-from nlpkit.lm.rope import RoPE, apply_rope, apply_rope_partial
-from nlpkit.lm.threads import SERIAL, RowPool, single_threaded_blas, workers
+from nlpkit.lm.transformer.cache import KVCache
+from nlpkit.lm.transformer.config import ModelConfig
+from nlpkit.lm.transformer.rope import RoPE, apply_rope, apply_rope_partial
+from nlpkit.lm.transformer.threads import SERIAL, RowPool, single_threaded_blas, workers
 
 
 @dataclass

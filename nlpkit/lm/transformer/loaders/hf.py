@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.config import ModelConfig, config_from_hf
-from nlpkit.lm.loaders.safetensors import TensorSet
-from nlpkit.lm.model import GPT2Layer, LlamaLayer, Model, Weights
+from nlpkit.lm.transformer.config import ModelConfig, config_from_hf
+from nlpkit.lm.transformer.loaders.safetensors import TensorSet
+from nlpkit.lm.transformer.model import GPT2Layer, LlamaLayer, Model, Weights
 
 
 def _read_json(path: Path) -> dict:

@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.lm.threads import RowPool, workers
+from nlpkit.lm.transformer.threads import RowPool, workers
 
 MODES = ("sliding", "disjoint", "second-half")
 
@@ -361,7 +361,7 @@ def cached_model(path: str, rope_scaling: str | None = None, rope_factor: float 
     key = (str(path), rope_scaling, rope_factor)
     model = _MODEL_CACHE.get(key)
     if model is None:
-        from nlpkit.lm.loaders import load_model
+        from nlpkit.lm.transformer.loaders import load_model
 
         _MODEL_CACHE.clear()
         model = _MODEL_CACHE[key] = load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor)
@@ -371,7 +371,7 @@ def cached_model(path: str, rope_scaling: str | None = None, rope_factor: float 
 def _match_blas_threads(blas_threads: int | None) -> None:
     """OpenBLAS's float32 sums depend on its thread count: a Dask worker (which Dask starts with
     one BLAS thread) uses the driver's count, so its numbers equal the driver's own."""
-    from nlpkit.lm import threads
+    from nlpkit.lm.transformer import threads
 
     handle = threads._openblas()
     if blas_threads and handle is not None and int(handle[0]()) != blas_threads:

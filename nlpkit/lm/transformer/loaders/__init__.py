@@ -13,7 +13,7 @@ from typing import Iterator
 
 from nlpkit.errors import NlpkitError
 
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[1] / "default"
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[2] / "default"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 
 
@@ -48,7 +48,7 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
     if p.is_file() and p.name in ("config.json", "model.safetensors") or p.suffix == ".safetensors":
         p = p.parent
     if p.is_dir():
-        from nlpkit.lm.loaders.hf import load_hf_dir
+        from nlpkit.lm.transformer.loaders.hf import load_hf_dir
         with _named(p / "config.json", p / "model.safetensors"):
             model = load_hf_dir(p)
     else:
@@ -63,7 +63,7 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
                                   f"before its first entry{_why_not_text(p, magic)}")
             raise NlpkitError(f"{p}: not a GGUF file or a model directory (expected a Hugging Face directory with "
                               "config.json, a .gguf file, or an n-gram model: ARPA or nlpkit counts)")
-        from nlpkit.lm.loaders.gguf import load_gguf
+        from nlpkit.lm.transformer.loaders.gguf import load_gguf
         with _named(p, p):
             model = load_gguf(p)
     if rope_scaling is not None or rope_factor is not None:

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from nlpkit.lm.ngram.lookup import split_words
-from nlpkit.lm.ngram.model import NgramModel
+from nlpkit.lm.ngram.ngram_model import NgramModel
 
 _QUERY_SPACES = str.maketrans({"\t": " ", "\n": " ", "\r": " ", "\x0b": " ", "\x0c": " "})
 BATCH_LINES = 16384
@@ -193,7 +193,7 @@ def score_shard(shard, model_path: str, errors: str = "strict", per_token: bool 
     """A Dask task: the shard's lines scored with the model at `model_path` (loaded once per
     process): a `ScoredBatch` a batch with `per_token`, else its `LineSums` (with each line's bytes
     for `per_line`)."""
-    from nlpkit.lm.ngram.model import load_ngram_model
+    from nlpkit.lm.ngram.ngram_model import load_ngram_model
 
     if model_path not in _MODEL_CACHE:
         _MODEL_CACHE.clear()
