@@ -57,12 +57,13 @@ class TokenComparison:
                      for f in ("nll", "nll_base", "kld", "top", "top_base")))
 
 
-def _logsumexp(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # [n, V] -> [n, V], [n], [n]
-    """(exp(x - max), Σ exp(x - max), log-sum-exp) per row, float64."""
-    m = x.max(axis=-1, keepdims=True)  # [n, 1]
-    e = np.exp(x - m)  # [n, V]
-    s = e.sum(axis=-1)  # [n]
-    return e, s, m[:, 0] + np.log(s)
+def _exp_shifted(x: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # [n, V] -> [n], [n]
+    """out = exp(x - max) per row; returns (Σ out, log-sum-exp of x), float64."""
+    m = x.max(axis=-1)  # [n]
+    np.subtract(x, m[:, None], out=out)
+    np.exp(out, out=out)
+    s = out.sum(axis=-1)  # [n]
+    return s, m + np.log(s)
 
 
 def compare_logits(logits: np.ndarray, base_logits: np.ndarray, targets: np.ndarray,
@@ -75,23 +76,25 @@ def compare_logits(logits: np.ndarray, base_logits: np.ndarray, targets: np.ndar
     """
     if logits.shape != base_logits.shape:
         raise ValueError(f"logits shapes differ: {logits.shape} and base {base_logits.shape}")
-    t = len(targets)
+    t, v = logits.shape
     targets = np.asarray(targets, dtype=np.int64)
     out = TokenComparison(np.empty(t), np.empty(t), np.empty(t), logits.argmax(axis=-1).astype(np.int64),
                           base_logits.argmax(axis=-1).astype(np.int64))
+    buf = np.empty((3, min(block, t), v))  # float64 rows of the model, the base, and exponentials
     for r0 in range(0, t, block):
         rows = slice(r0, r0 + block)
-        x = logits[rows].astype(np.float64)  # [n, V]
-        xb = base_logits[rows].astype(np.float64)  # [n, V]
-        tg = targets[rows]  # [n]
-        _, _, lse = _logsumexp(x)  # [n]
-        eb, sb, lse_b = _logsumexp(xb)  # [n, V], [n], [n]
-        at = np.arange(len(tg))
+        n = len(targets[rows])
+        x, xb, e = buf[0, :n], buf[1, :n], buf[2, :n]  # [n, V] each
+        x[...] = logits[rows]
+        xb[...] = base_logits[rows]
+        at, tg = np.arange(n), targets[rows]
+        _, lse = _exp_shifted(x, e)  # [n]
+        sb, lse_b = _exp_shifted(xb, e)  # e = exp(xb - max): p_base = e / sb
         out.nll[rows] = lse - x[at, tg]
         out.nll_base[rows] = lse_b - xb[at, tg]
-        # Σ p_b (log p_b − log p) = Σ p_b (xb − x) − (lse_b − lse), with p_b = eb / sb
+        # Σ p_b (log p_b − log p) = Σ p_b (xb − x) − (lse_b − lse)
         xb -= x
-        out.kld[rows] = np.einsum("ij,ij->i", eb, xb) / sb - (lse_b - lse)
+        out.kld[rows] = np.einsum("ij,ij->i", e, xb) / sb - (lse_b - lse)
     return out
 
 
