@@ -31,6 +31,10 @@ GGUF_PRE: dict[str, tuple[str, bool]] = {
     **{name: ("gpt4", True) for name in ("llama3", "llama-v3", "llama-bpe")},
     **{name: ("qwen2", False) for name in ("qwen2", "deepseek-r1-qwen")},
 }
+#: `tokenizer.ggml.pre` names of byte-level BPE vocabularies that llama.cpp (llama-vocab.cpp) gives a
+#: BOS when the file has no ``tokenizer.ggml.add_bos_token`` key; every other ``gpt2`` vocabulary gets
+#: none, and every ``llama`` (SentencePiece) vocabulary gets one.
+GGUF_PRE_ADD_BOS = frozenset({"llama3", "llama-v3", "llama-bpe"})
 #: tokenizer.ggml.model values llama.cpp knows that nlpkit does not read, and what they are.
 OTHER_MODELS = {"bert": "WordPiece", "t5": "SentencePiece Unigram", "rwkv": "RWKV", "plamo2": "PLaMo-2",
                 "no_vocab": "no vocabulary"}
@@ -139,7 +143,9 @@ def spm_from_gguf_metadata(tokens: Sequence[str], scores: Sequence[float], token
 
 
 def spec_from_gguf_metadata(meta: dict[str, Any], where: str = "GGUF") -> TokenizerSpec:
-    """The tokenizer of GGUF metadata (keys ``tokenizer.*``): ``gpt2`` or ``llama`` model."""
+    """The tokenizer of GGUF metadata (keys ``tokenizer.*``): ``gpt2`` or ``llama`` model. Without
+    ``add_bos_token``/``add_eos_token`` keys, llama.cpp's defaults per vocabulary type: a ``llama``
+    vocabulary adds BOS, a ``gpt2`` one only for the pre-tokenizers of `GGUF_PRE_ADD_BOS`; no EOS."""
     model = meta.get("tokenizer.ggml.model")
     if model not in ("gpt2", "llama"):
         what = f" ({OTHER_MODELS[model]})" if model in OTHER_MODELS else ""
@@ -153,7 +159,8 @@ def spec_from_gguf_metadata(meta: dict[str, Any], where: str = "GGUF") -> Tokeni
     if model == "gpt2":
         spec = from_gguf_metadata(g("tokens"), g("merges"), pre=g("pre"), token_types=g("token_type"),
                                   bos_id=g("bos_token_id"), eos_id=g("eos_token_id"))
-        spec.add_bos, spec.add_eos = bool(g("add_bos_token", False)), bool(g("add_eos_token", False))
+        spec.add_bos = bool(g("add_bos_token", g("pre") in GGUF_PRE_ADD_BOS))
+        spec.add_eos = bool(g("add_eos_token", False))
     else:
         if len(g("scores")) != len(g("tokens")):
             raise NlpkitError(f"{where}: tokenizer.ggml.scores has {len(g('scores'))} entries for "

@@ -113,23 +113,76 @@ def test_specs_round_trip_through_the_spec(name):
     assert again.encode(text) == tok.encode(text)
 
 
-LLAMA_CPP_VOCABS = ["llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2", "starcoder", "command-r", "refact", "mpt"]
+#: llama.cpp's test vocabularies (models/ggml-vocab-*.gguf with .inp/.out) that nlpkit reads, and whether
+#: llama.cpp adds a BOS to "Hello" (the file's add_bos_token key, else llama-vocab.cpp's default for
+#: the vocabulary type: SentencePiece yes, byte-level BPE only for the llama3 pre-tokenizers).
+LLAMA_CPP_VOCABS = {"llama-spm": True, "phi-3": True, "llama-bpe": True, "qwen2": False, "gpt-2": False,
+                    "starcoder": False, "command-r": True, "refact": False, "mpt": False}
+#: the others, and why nlpkit refuses them (a vocabulary type or pre-tokenizer it does not read).
+LLAMA_CPP_UNREAD = {"bert-bge": "'bert'", "deepseek-coder": "'deepseek-coder'", "deepseek-llm": "'deepseek-llm'",
+                    "falcon": "'falcon'", "gemma-4": "'gemma4'", "qwen35": "'qwen35'"}
 
 
-@pytest.mark.parametrize("name", LLAMA_CPP_VOCABS)
+def llama_cpp_models() -> Path:
+    import os
+    root = os.environ.get("LLAMA_CPP_DIR")
+    if not root or not (Path(root) / "models" / "ggml-vocab-llama-bpe.gguf.out").is_file():
+        pytest.skip("set LLAMA_CPP_DIR to a llama.cpp source tree to run its vocabulary tests")
+    return Path(root) / "models"
+
+
+def test_every_llama_cpp_test_vocabulary_is_read_or_refused_by_name():
+    """Each ggml-vocab-*.gguf that has test vectors is either tested below or refused with its reason."""
+    models = llama_cpp_models()
+    names = {p.name[len("ggml-vocab-"):-len(".gguf.out")] for p in models.glob("ggml-vocab-*.gguf.out")}
+    assert names <= set(LLAMA_CPP_VOCABS) | set(LLAMA_CPP_UNREAD), sorted(names - set(LLAMA_CPP_VOCABS))
+    for name in sorted(names & set(LLAMA_CPP_UNREAD)):
+        with pytest.raises(NlpkitError, match=f"{LLAMA_CPP_UNREAD[name]}.* not supported"):
+            Tokenizer.from_gguf(models / f"ggml-vocab-{name}.gguf")
+
+
+@pytest.mark.parametrize("name", sorted(LLAMA_CPP_VOCABS))
+def test_llama_cpp_vocab_adds_bos_as_llama_cpp(name):
+    """llama-bpe has no add_bos_token key: llama.cpp adds BOS for it (128000 9906), as for every llama3
+    vocabulary; gpt-2's neither has the key nor gets a BOS."""
+    tok = Tokenizer.from_gguf(llama_cpp_models() / f"ggml-vocab-{name}.gguf")
+    plain = tok.encode("Hello", allowed_special="none")
+    want = ([tok.bos_id] if LLAMA_CPP_VOCABS[name] else []) + plain
+    assert tok.encode("Hello", allowed_special="none", add_special=True) == want
+    if name == "llama-bpe":
+        assert want == [128000, 9906]
+
+
+@pytest.mark.parametrize("name", sorted(LLAMA_CPP_VOCABS))
 def test_llama_cpp_vocab_tests_pass(name):
     """llama.cpp's own tokenizer tests (models/ggml-vocab-*.gguf + .inp/.out of its source tree),
     when $LLAMA_CPP_DIR points at one."""
-    import os
-    root = os.environ.get("LLAMA_CPP_DIR")
-    if not root or not (Path(root) / "models" / f"ggml-vocab-{name}.gguf.out").is_file():
-        pytest.skip("set LLAMA_CPP_DIR to a llama.cpp source tree to run its vocabulary tests")
-    models = Path(root) / "models"
+    models = llama_cpp_models()
     tok = Tokenizer.from_gguf(models / f"ggml-vocab-{name}.gguf")
     inputs = (models / f"ggml-vocab-{name}.gguf.inp").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")
     outputs = (models / f"ggml-vocab-{name}.gguf.out").read_text(encoding="utf-8").split("\n")
     for text, want in zip(inputs, outputs):
         assert tok.encode(text, allowed_special="none") == [int(x) for x in want.split()], text
+
+
+@pytest.mark.parametrize("pre, key, adds", [("llama-bpe", None, True), ("llama3", None, True), ("gpt-2", None, False),
+                                             ("qwen2", None, False), ("llama-bpe", False, False), ("gpt-2", True, True)])
+def test_gguf_bpe_bos_default_follows_llama_cpp_per_pre_tokenizer(pre, key, adds):
+    """Without tokenizer.ggml.add_bos_token, llama.cpp's llama-vocab.cpp adds BOS to byte-level BPE only for
+    the llama3 pre-tokenizers; the key, when present, decides."""
+    from nlpkit.bpe.gguf_vocab import spec_from_gguf_metadata
+    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": ["a", "b", "<bos>"], "tokenizer.ggml.merges": [],
+            "tokenizer.ggml.pre": pre, "tokenizer.ggml.bos_token_id": 2}
+    if key is not None:
+        meta["tokenizer.ggml.add_bos_token"] = key
+    assert spec_from_gguf_metadata(meta).add_bos is adds
+
+
+def test_gguf_sentencepiece_vocabulary_adds_bos_without_the_key():
+    from nlpkit.bpe.gguf_vocab import spec_from_gguf_metadata
+    meta = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": ["<unk>", "<s>", "</s>", "a"],
+            "tokenizer.ggml.scores": [0.0] * 4, "tokenizer.ggml.bos_token_id": 1}
+    assert spec_from_gguf_metadata(meta).add_bos is True
 
 
 @pytest.mark.parametrize("name", JSON_NAMES)
