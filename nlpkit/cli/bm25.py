@@ -46,18 +46,18 @@ def model_options(f):
     return f
 
 
-def _read_corpus(path, corpus_format, id_field, field, errors, first_id=1):
-    from nlpkit.stats.documents import read_records
+def _read_corpus(paths, corpus_format, id_field, field, errors, first_id=1):
+    from nlpkit.stats.documents import read_corpus
 
-    return read_records(path, corpus_format, id_field=id_field, field=field or "text",
-                        fields=field or "T,W", errors=errors, first_id=first_id)
+    return read_corpus(paths, corpus_format, id_field=id_field, field=field or "text",
+                       fields=field or "T,W", errors=errors, first_id=first_id)
 
 
-def _build(path, corpus_format, id_field, field, variant, k1, b, delta, stopwords, token_pattern,
+def _build(paths, corpus_format, id_field, field, variant, k1, b, delta, stopwords, token_pattern,
            errors, quiet):
     from nlpkit.retrieval.search import index_texts
 
-    records = _read_corpus(path, corpus_format, id_field, field, errors)
+    records = _read_corpus(paths, corpus_format, id_field, field, errors)
     with progress("indexing", total=len(records), quiet=quiet) as tick:
         return index_texts(records, variant=variant, k1=k1, b=b, delta=delta, pattern=token_pattern,
                            stopwords=stopwords, progress=tick)
@@ -76,8 +76,8 @@ def command() -> None:
     """
 
 
-@command.command("index", short_help="Build an index of CORPUS in the directory -o/--output.")
-@click.argument("corpus", required=False)
+@command.command("index", short_help="Build an index of CORPUS... in the directory -o/--output.")
+@click.argument("corpus", nargs=-1)
 @click.option("-o", "--output", "index_path", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Index directory to write.")
 @corpus_options
@@ -89,13 +89,17 @@ def command() -> None:
 @encoding_option
 def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
               token_pattern, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
-    """Index CORPUS (a file, '-', or piped stdin when no CORPUS is given) into the directory
-    given by -o/--output (created if needed)."""
+    """Index CORPUS (one or more files, plain or .gz/.bz2/.zst, '-', or piped stdin when no CORPUS is
+    given) into the directory given by -o/--output (created if needed).
+
+    Several files are one corpus, read in the order given: documents without ids (lines,
+    paragraphs) are numbered on across the files, and an id may appear once in the corpus.
+    With --corpus-format auto every file must look like the same format."""
     from nlpkit.retrieval.search import signature
     from nlpkit.retrieval.store import index_size, save_index
 
-    path = input_paths([corpus] if corpus else [], "corpus")[0]
-    dask = dask_for(dask, [path])
+    paths = input_paths(list(corpus), "corpus")
+    dask = dask_for(dask, paths)
     if dask:
         from nlpkit.distributed.cluster import connect
         from nlpkit.distributed.shards import parse_size
@@ -105,14 +109,14 @@ def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b
         size = parse_size(shard_size)
         settings = tokenizer_settings(token_pattern, True, stopwords)
         with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:
-            summary = bm25_index(client, path, index_path, corpus_format, variant, k1, b, delta, settings,
+            summary = bm25_index(client, paths, index_path, corpus_format, variant, k1, b, delta, settings,
                                  id_field, field or "text", field or "T,W", encoding_errors, size, tick)
         sig = signature({"variant": variant, "k1": k1, "b": b, "delta": delta, "tokenizer": settings})
         with open_writer(["index", "documents", "terms", "postings", "avgdl", "bytes"], fmt, sig,
                          no_signature) as out:
             out.write({"index": index_path, **summary})
         return
-    idx = _build(path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
+    idx = _build(paths, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
                  token_pattern, encoding_errors, quiet)
     save_index(idx, index_path)
     _summary(idx, index_path, index_size(index_path), signature(idx), fmt, no_signature)
@@ -125,9 +129,9 @@ def _summary(idx, index_path, size, sig, fmt, no_signature):
                    "postings": int(len(idx.postings)), "avgdl": idx.avgdl, "bytes": size})
 
 
-@command.command("add", short_help="Append the documents of CORPUS to INDEX (scores recomputed).")
+@command.command("add", short_help="Append the documents of CORPUS... to INDEX (scores recomputed).")
 @click.argument("index_path", metavar="INDEX", type=click.Path(file_okay=False))
-@click.argument("corpus", required=False)
+@click.argument("corpus", nargs=-1)
 @corpus_options
 @format_option
 @signature_option
@@ -135,16 +139,18 @@ def _summary(idx, index_path, size, sig, fmt, no_signature):
 @encoding_option
 def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signature, quiet,
             encoding_errors):
-    """Append the documents of CORPUS to INDEX; every score is recomputed (N, df, avgdl change).
+    """Append the documents of CORPUS (one or more files, plain or compressed, '-', or piped stdin)
+    to INDEX; every score is recomputed (N, df, avgdl change).
 
-    Documents without ids (lines, paragraphs) continue the index's numbering.
+    Documents without ids (lines, paragraphs) continue the index's numbering, across the files
+    in the order given.
     """
     from nlpkit.retrieval.search import add_texts, signature
     from nlpkit.retrieval.store import index_size, load_index, save_index
 
-    path = input_paths([corpus] if corpus else [], "corpus")[0]
+    paths = input_paths(list(corpus), "corpus")
     idx = load_index(index_path, mmap=False)
-    records = _read_corpus(path, corpus_format, id_field, field, encoding_errors,
+    records = _read_corpus(paths, corpus_format, id_field, field, encoding_errors,
                            first_id=idx.n_docs + 1)
     if not records:
         warn("no documents to add; the index is unchanged", quiet)
@@ -155,7 +161,8 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signatur
         old = set(idx.doc_ids)
         clash = next(((i, rid) for i, (rid, _) in enumerate(records, 1) if rid in old), None)
         if clash is not None:
-            raise NlpkitError(f"{display_name(path)}: document id {clash[1]!r} (record {clash[0]}) is already in "
+            name = display_name(paths[0]) if len(paths) == 1 else "the corpus"
+            raise NlpkitError(f"{name}: document id {clash[1]!r} (record {clash[0]}) is already in "
                               f"the index {index_path}; ids must be unique")
         idx = add_texts(idx, records)
         save_index(idx, index_path)
@@ -229,7 +236,7 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
     if index_path:
         idx = load_index(index_path)
     else:
-        idx = _build(corpus_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
+        idx = _build([corpus_path], corpus_format, id_field, field, variant, k1, b, delta, stopwords,
                      token_pattern, encoding_errors, quiet)
     k = (1000 if qrels else 10) if top is None else (top or idx.n_docs)
     with progress("searching", total=len(queries), quiet=quiet) as tick:

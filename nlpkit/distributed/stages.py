@@ -201,11 +201,14 @@ def tfidf_query(client, paths: list[str], mode: str, tokenizer, weighting, token
     return [(name, cos) for _, name, cos in (hits[:top] if top else hits)]
 
 
-def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: float, b: float, delta: float,
+def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: str, k1: float, b: float, delta: float,
                tokenizer_settings: dict, id_field: str | None = "id", field: str = "text",
                fields: str = "T,W", errors: str = "strict", shard_bytes: int | None = None,
                progress: Callable[..., None] | None = None) -> dict:
     """`nlpkit bm25 index` over a cluster; writes the same index directory as the local path.
+
+    `paths`: the corpus, one file or several (plain or compressed) read in order, documents numbered
+    on across files as `documents.read_corpus` numbers them locally.
 
     Map: tokenize and count each shard's postings (they stay on the workers). Reduce:
     vocabulary in first-occurrence order, df, N, total length. Driver: idf, avgdl, the
@@ -227,14 +230,16 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
     from nlpkit.distributed.cluster import Ticker, map_ordered
     from nlpkit.errors import NlpkitError
     from nlpkit.retrieval import bm25, store
-    from nlpkit.stats.documents import check_unique_ids, detect_format
+    from nlpkit.stats.documents import check_unique_ids, detect_format, one_format
 
     bm25.check_params(variant, k1, b, delta)
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    fmt = one_format(paths, fmt)
     if fmt == "auto":                       # as iter_records: the first non-blank line decides
         from nlpkit.io import iter_lines
 
-        fmt = detect_format(iter_lines(path, errors="replace"), default="lines")
-    shards, _ = plan(client, [path], shard_bytes, SPLIT[fmt])
+        fmt = detect_format(iter_lines(paths[0], errors="replace"), default="lines")
+    shards, _ = plan(client, paths, shard_bytes, SPLIT[fmt])
     tick = Ticker(progress, 0)
     n = len(shards)
     from nlpkit.retrieval.search import make_tokenizer
@@ -251,7 +256,7 @@ def bm25_index(client, path: str, out_dir: str, fmt: str, variant: str, k1: floa
     for count, ids in map_ordered(client, bm25.shard_ids, parts, ticker=tick):
         firsts.append(len(doc_ids))
         doc_ids.extend(ids if ids is not None else map(str, range(len(doc_ids) + 1, len(doc_ids) + count + 1)))
-    check_unique_ids(doc_ids, path)
+    check_unique_ids(doc_ids, paths[0] if len(paths) == 1 else "the corpus")
     avgdl = total_len / n_docs if total_len > 0 else 1.0
     term_idf = bm25.idf(variant, np.maximum(df, 1), n_docs)
     nonocc64 = None

@@ -421,6 +421,52 @@ def read_records(path: str, fmt: str = "auto", id_field: str | None = "id", fiel
     return records
 
 
+def one_format(paths: Sequence[str], fmt: str = "auto", option: str = "--corpus-format") -> str:
+    """The format of a corpus in several files: `fmt`, or with ``auto`` the format each file is
+    detected as (`detect_format`), which must be the same for all. One file keeps ``auto`` (stdin,
+    which cannot be read twice, is then detected as it is read)."""
+    if fmt != "auto" or len(paths) < 2:
+        return fmt
+    if "-" in paths:
+        raise NlpkitError(f"stdin among several corpus files: give {option} (auto would read stdin twice)")
+    found = []
+    for path in paths:
+        head = []
+        for line in iter_lines(path, errors="replace"):
+            head.append(line)
+            if sum(bool(x.strip()) for x in head) >= DETECT_LINES:
+                break
+        found.append(detect_format(head, default="lines", name=display_name(path), option=option))
+    if len(set(found)) > 1:
+        i = next(k for k, f in enumerate(found) if f != found[0])
+        raise NlpkitError(f"{display_name(paths[i])} looks like {found[i]} but {display_name(paths[0])} like "
+                          f"{found[0]}: one corpus has one format (give {option})")
+    return found[0]
+
+
+def read_corpus(paths: Sequence[str], fmt: str = "auto", id_field: str | None = "id", field: str = "text",
+                errors: str = "strict", fields: str = "T,W", first_id: int = 1) -> list[tuple[str, str]]:
+    """The (id, text) records of a corpus in one or more files, in file order (`read_records` of each):
+    formats without ids number documents on across files from `first_id` (file 2's first line is
+    document n1 + 1), and an id may appear once in the whole corpus. ``auto`` as `one_format`.
+    (Lines a.txt of 2 lines, then b.txt.gz of 1: ids 1, 2, 3.)
+    """
+    fmt = one_format(paths, fmt)
+    out: list[tuple[str, str]] = []
+    where: dict[str, str] = {}
+    for path in paths:
+        records = read_records(path, fmt, id_field=id_field, field=field, errors=errors, fields=fields,
+                               first_id=first_id + len(out))
+        name = display_name(path)
+        for i, (rid, _) in enumerate(records, 1):
+            if rid in where:
+                raise NlpkitError(f"{name}: document id {rid!r} (record {i}) is also in {where[rid]}; "
+                                  "ids must be unique")
+            where[rid] = name
+        out.extend(records)
+    return out
+
+
 def check_unique_ids(ids: Sequence[str], name: str, kind: str = "corpus") -> None:
     """Raise naming the first repeated id (two documents with one id make results ambiguous)."""
     seen: set[str] = set()

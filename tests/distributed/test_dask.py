@@ -125,6 +125,25 @@ def test_bm25_index_identical(cluster, corpus, tmp_path):
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".nlpkit")]
 
 
+def test_bm25_index_of_many_files_plain_and_gzip_identical(cluster, corpus, tmp_path):
+    """A corpus in six files (three plain, cut into shards, three .gz): the same index either way, document
+    ids numbered on across the files in the order given, equal to indexing the files concatenated."""
+    files = [corpus["plain"][0], corpus["gz"][0], corpus["plain"][1], corpus["gz"][1]]
+    a, b, c = tmp_path / "local", tmp_path / "dask", tmp_path / "one"
+    one = tmp_path / "all.txt"
+    one.write_bytes(b"".join(gzip.open(p).read() if p.endswith(".gz") else open(p, "rb").read() for p in files))
+    local = run_cli("bm25", "index", *files, "-o", str(a), "--format", "tsv", "--no-signature")
+    dask = run_cli("bm25", "index", *files, "-o", str(b), "--format", "tsv", "--no-signature",
+                   "--dask", cluster.scheduler_address, "--shard-size", "3k")
+    whole = run_cli("bm25", "index", str(one), "-o", str(c), "--format", "tsv", "--no-signature")
+    assert local.returncode == dask.returncode == whole.returncode == 0, dask.stderr.decode()
+    assert _tree(a) == _tree(b) == _tree(c)
+    rows = [r.stdout.split(b"\n")[1].split(b"\t")[1:] for r in (local, dask, whole)]
+    assert rows[0] == rows[1] == rows[2]
+    assert rows[0][0] == b"900"                                                 # 300 + 150 + 300 + 150 documents
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".nlpkit")]
+
+
 def test_bpe_train_identical(cluster, corpus, tmp_path):
     a, b = tmp_path / "local", tmp_path / "dask"
     local = run_cli("bpe-train", *corpus["files"], "-o", str(a), "--vocab-size", "400", "--quiet")

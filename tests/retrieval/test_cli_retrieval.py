@@ -196,3 +196,61 @@ def test_rrf_all_zero_weights_are_a_usage_error(tmp_path, cli):
     (tmp_path / "a.run").write_text("1 Q0 x 1 3.0 a\n")
     r = cli("rrf", str(tmp_path / "a.run"), str(tmp_path / "a.run"), "--weights", "0,0")
     assert r.returncode == 2 and b"at least one weight must be above 0" in r.stderr
+
+
+def _search_ids(cli, index, query: str) -> list[str]:
+    r = cli("bm25", "search", str(index), "--query", query, "--format", "tsv", "--no-signature")
+    assert r.returncode == 0, r.stderr.decode()
+    return [ln.split("\t")[2] for ln in r.stdout.decode().splitlines()[1:]]
+
+
+def test_index_of_several_files_numbers_documents_on_in_file_order(tmp_path, cli):
+    """Lines of a.txt, then of b.txt.gz (compressed), then c.txt: ids 1-2, 3-4, 5, as one file would."""
+    import gzip
+
+    (tmp_path / "a.txt").write_text("the cat sat\n\n")
+    with gzip.open(tmp_path / "b.txt.gz", "wt") as f:
+        f.write("a dog ran\nbirds flew\n")
+    (tmp_path / "c.txt").write_text("cats and dogs\n")
+    (tmp_path / "all.txt").write_text("the cat sat\n\na dog ran\nbirds flew\ncats and dogs\n")
+    r = cli("bm25", "index", *(str(tmp_path / n) for n in ("a.txt", "b.txt.gz", "c.txt")), "-o", str(tmp_path / "i"),
+            "--format", "jsonl")
+    assert r.returncode == 0, r.stderr.decode()
+    assert json.loads(r.stdout)["documents"] == 5
+    cli("bm25", "index", str(tmp_path / "all.txt"), "-o", str(tmp_path / "one"))
+    assert sorted(_search_ids(cli, tmp_path / "i", "dog birds")) == ["3", "4"]
+    files = {p: (tmp_path / "i" / p).read_bytes() for p in sorted(p.name for p in (tmp_path / "i").iterdir())}
+    assert files == {p: (tmp_path / "one" / p).read_bytes() for p in files}
+
+
+def test_index_of_several_files_refuses_an_id_repeated_across_files(tmp_path, cli):
+    (tmp_path / "a.tsv").write_text("d1\tone\nd2\ttwo\n")
+    (tmp_path / "b.tsv").write_text("d3\tthree\nd1\tfour\n")
+    r = cli("bm25", "index", str(tmp_path / "a.tsv"), str(tmp_path / "b.tsv"), "-o", str(tmp_path / "i"))
+    assert r.returncode == 1
+    assert r.stderr.decode() == (f"nlpkit: error: {tmp_path / 'b.tsv'}: document id 'd1' (record 2) is also in "
+                                 f"{tmp_path / 'a.tsv'}; ids must be unique\n")
+
+
+def test_index_of_files_of_different_formats_needs_corpus_format(tmp_path, cli):
+    (tmp_path / "a.tsv").write_text("d1\tone\n")
+    (tmp_path / "b.txt").write_text("just words\n")
+    r = cli("bm25", "index", str(tmp_path / "a.tsv"), str(tmp_path / "b.txt"), "-o", str(tmp_path / "i"))
+    assert r.returncode == 1
+    assert b"b.txt looks like lines but" in r.stderr and b"(give --corpus-format)" in r.stderr
+
+
+def test_add_several_files_continues_the_numbering_in_file_order(tmp_path, cli):
+    import gzip
+
+    (tmp_path / "a.txt").write_text("the cat sat\n")
+    cli("bm25", "index", str(tmp_path / "a.txt"), "-o", str(tmp_path / "i"))
+    (tmp_path / "b.txt").write_text("a dog ran\n")
+    with gzip.open(tmp_path / "c.txt.gz", "wt") as f:
+        f.write("birds flew\ndogs barked\n")
+    r = cli("bm25", "add", str(tmp_path / "i"), str(tmp_path / "b.txt"), str(tmp_path / "c.txt.gz"),
+            "--format", "jsonl")
+    assert r.returncode == 0, r.stderr.decode()
+    assert json.loads(r.stdout)["documents"] == 4
+    assert _search_ids(cli, tmp_path / "i", "birds") == ["3"]
+    assert sorted(_search_ids(cli, tmp_path / "i", "dog dogs")) == ["2", "4"]
