@@ -33,7 +33,9 @@ from nlpkit.cli.common import common_options, dask_for, dask_options, input_path
               help="Let n-grams span sentence ends (. ! ?). With --cross-lines: one stream, as NLTK from_words.")
 @click.option("--pair", "pairs", nargs=2, multiple=True, metavar="X Y",
               help="Report these pairs only (repeatable), whatever their count.")
-@click.option("--matrix", is_flag=True, help="Print the forward co-occurrence count matrix of the top words.")
+@click.option("--matrix", is_flag=True,
+              help="Print the forward co-occurrence count matrix of the top words (TSV/table: a row per word, "
+                   "columns '->WORD'; JSON: {word, counts}).")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, else 1).")
 @dask_options
@@ -116,9 +118,15 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
                 out.write(rec)
 
 
+#: the prefix of a vocabulary word's column in the --matrix TSV/table header (never the start of
+#: the writer's own columns, ``word`` and ``signature``)
+MATRIX_COLUMN = "->"
+
+
 def _write_matrix(co, top, fmt, sig, no_signature) -> None:
     """Rows of counts. JSON/JSONL: ``{"word": w, "counts": {column word: count}}`` (vocabulary
-    words never meet field names); TSV/table: the words label the columns (positions, not keys)."""
+    words never meet field names); TSV/table: a column per word, labelled ``->WORD`` (the count of
+    row word -> WORD), so no vocabulary column can be taken for the ``word`` or ``signature`` column."""
     from nlpkit.cli.common import resolve_format
     from nlpkit.stats import pmi as core
 
@@ -133,7 +141,7 @@ def _write_matrix(co, top, fmt, sig, no_signature) -> None:
                 out.write({"word": name, "counts": dict(zip(names, row))})
         return
     keys = ["word"] + [f"c{j}" for j in range(len(names))]    # positional keys, whatever the words
-    labels = ["word" if "word" not in names else "word\\"] + names
+    labels = ["word"] + [MATRIX_COLUMN + w for w in names]
     with open_writer(keys, fmt, sig, no_signature, title=title, labels=labels) as out:
         for name, row in zip(names, m.tolist()):
             rec = {"word": name}

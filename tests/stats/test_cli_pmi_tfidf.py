@@ -16,13 +16,23 @@ def lines(r):
 def test_pmi_matrix_prints_textbook_counts(cli):
     r = cli("pmi", "--matrix", "--format", "tsv", "--no-signature", input=TEXTBOOK)
     assert r.returncode == 0, r.stderr.decode()
-    assert lines(r) == ["word\tthe\tmat\ton\tsat\tcat\tdog",
+    assert lines(r) == ["word\t->the\t->mat\t->on\t->sat\t->cat\t->dog",
                         "the\t0\t2\t0\t0\t1\t1",
                         "mat\t0\t0\t0\t0\t0\t0",
                         "on\t2\t0\t0\t0\t0\t0",
                         "sat\t0\t0\t2\t0\t0\t0",
                         "cat\t0\t0\t0\t1\t0\t0",
                         "dog\t0\t0\t0\t1\t0\t0"]
+
+
+def test_pmi_matrix_columns_of_words_named_word_or_signature_stay_apart(cli):
+    """Vocabulary columns are '->WORD': a word 'word' or 'signature' never repeats an own column's name."""
+    r = cli("pmi", "--matrix", "--format", "tsv", input="word signature word signature count\n")
+    assert r.returncode == 0, r.stderr.decode()
+    header, *rows = [ln.split("\t") for ln in lines(r)]
+    assert header == ["word", "->signature", "->word", "->count", "signature"]
+    assert len(set(header)) == len(header)
+    assert [row[:4] for row in rows] == [["signature", "0", "1", "1"], ["word", "2", "0", "0"], ["count", "0", "0", "0"]]
 
 
 def test_pmi_ranked_tsv_with_signature(cli, tmp_path):
