@@ -15,6 +15,27 @@ def _split_specials(values: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+#: what bpe-train writes: a directory holding nothing else is a tokenizer output, rewritten freely
+TOKENIZER_FILES = frozenset({"tokenizer.json", "vocab.json", "merges.txt"})
+
+
+def _check_output_dir(output, force: bool) -> None:
+    """Refuse (before the work) an -o directory that holds more than a tokenizer output: its vocab.json
+    or tokenizer.json would be replaced by accident (a model's tokenizer, an unrelated project's)."""
+    if force or not output.is_dir():
+        return
+    others = sorted(p.name for p in output.iterdir() if p.name not in TOKENIZER_FILES)
+    if not others:
+        return
+    model_files = [f for f in ("config.json", "model.safetensors") if f in others]
+    if model_files:
+        raise click.BadParameter(f"{output} holds a model ({', '.join(model_files)}): training would replace its "
+                                 "tokenizer; write to a new directory (or --force)", param_hint="-o/--output")
+    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    raise click.BadParameter(f"{output} is not empty and not a tokenizer output (it holds {shown}); write to a new "
+                             "or empty directory, or give --force to write into it", param_hint="-o/--output")
+
+
 @click.command("bpe-train")
 @click.argument("files", nargs=-1)
 @click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False),
@@ -36,17 +57,20 @@ def _split_specials(values: tuple[str, ...]) -> list[str]:
               help="Keep only the N most frequent byte symbols (lossy below 256) [all 256].")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Processes for counting large inputs [all cores].")
+@click.option("--force", is_flag=True,
+              help="Write into -o DIR even when it holds other files than a tokenizer's (a model directory too).")
 @dask_options
 @common_options
 def command(files, output, vocab_size, min_frequency, special_tokens, pattern, add_prefix_space,
-            max_token_length, limit_alphabet, workers, dask, shard_size, fmt, no_signature, quiet,
+            max_token_length, limit_alphabet, workers, force, dask, shard_size, fmt, no_signature, quiet,
             encoding_errors):
     """Train a byte-level BPE tokenizer on FILES ('-' or a pipe for stdin).
 
     Same merges, in the same order, as HF tokenizers' BpeTrainer with a ByteLevel
     pre-tokenizer. Files are read line by line, each line keeping its newline. Writes
     tokenizer.json (loads in HF tokenizers), vocab.json and merges.txt into -o DIR and
-    prints a summary record.
+    prints a summary record. DIR must be new, empty or an earlier bpe-train output (only
+    those three files): anything else is refused unless --force.
 
     \b
       nlpkit bpe-train corpus.txt -o tok/ --vocab-size 8000 --special-tokens '<|endoftext|>'
@@ -65,10 +89,7 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
         raise click.UsageError("stdin ('-') can be given only once")
     if not output.strip():
         raise click.BadParameter("give a directory", param_hint="-o/--output")
-    model_files = [f for f in ("config.json", "model.safetensors") if (Path(output) / f).exists()]
-    if model_files:                 # checked before the work: a model's tokenizer is not replaced by accident
-        raise click.BadParameter(f"{output} holds a model ({', '.join(model_files)}): training would replace its "
-                                 "tokenizer; write to a new directory", param_hint="-o/--output")
+    _check_output_dir(Path(output), force)
     specials = _split_specials(special_tokens)
     try:
         pre = PreTokenizer.from_pattern(pattern, add_prefix_space)

@@ -108,3 +108,29 @@ def test_training_into_a_model_directory_is_refused(cli, tmp_path):
     assert sorted(p.name for p in model.iterdir()) == ["config.json"]
     r = cli("bpe-train", str(tmp_path / "c.txt"), "-o", "", "--vocab-size", "260")
     assert r.returncode == 2
+
+
+def test_training_into_an_unrelated_directory_is_refused_unless_forced(cli, tmp_path):
+    """Only a new, empty or earlier bpe-train directory is written; another project's vocab.json is not
+    replaced by accident (bm25 index refuses a foreign directory too). --force writes anyway."""
+    other = tmp_path / "project"
+    other.mkdir()
+    (other / "vocab.json").write_text('{"mine": 1}')
+    (other / "notes.txt").write_text("keep me")
+    (tmp_path / "c.txt").write_text("the cat sat on the mat\n" * 20)
+    r = cli("bpe-train", str(tmp_path / "c.txt"), "-o", str(other), "--vocab-size", "260")
+    assert r.returncode == 2
+    assert f"{other} is not empty and not a tokenizer output (it holds notes.txt)".encode() in r.stderr
+    assert b"--force" in r.stderr and b"Traceback" not in r.stderr
+    assert (other / "vocab.json").read_text() == '{"mine": 1}'
+    r = cli("bpe-train", str(tmp_path / "c.txt"), "-o", str(other), "--vocab-size", "260", "--force")
+    assert r.returncode == 0, r.stderr.decode()
+    assert sorted(p.name for p in other.iterdir()) == ["merges.txt", "notes.txt", "tokenizer.json", "vocab.json"]
+
+
+def test_retraining_into_an_earlier_output_directory_is_allowed(cli, tmp_path):
+    (tmp_path / "c.txt").write_text("the cat sat on the mat\n" * 20)
+    for size in ("260", "262"):
+        r = cli("bpe-train", str(tmp_path / "c.txt"), "-o", str(tmp_path / "tok"), "--vocab-size", size)
+        assert r.returncode == 0, r.stderr.decode()
+    assert sorted(p.name for p in (tmp_path / "tok").iterdir()) == ["merges.txt", "tokenizer.json", "vocab.json"]
