@@ -30,7 +30,17 @@ What it writes (about 250 KB):
 - ``tiny-held.txt``: a held-out text that starts with a BOM and has CRLF line ends (``query`` keeps
   the BOM in the first word, CR is a delimiter), scored by ``query`` with tiny-3.arpa (``tiny-3``).
 
-Run: ``python tools/make_ngram_fixtures.py`` (needs ../shared/data/gutenberg and the KenLM binaries).
+KenLM's own test model (``lm/test.arpa`` of the KenLM source, $KENLM_SRC, default /work/build/kenlm; it has
+"blanks": n-grams such as ``also would consider`` whose suffix ``would consider`` is absent):
+
+- ``kenlm-test.arpa``: that file as it is.
+- ``test-arpa.json``: ``query`` with it. ``next``: for each history in `HISTORIES` (with ``<s>`` first,
+  as ``query`` starts a line; ``-n`` for those without), KenLM's log10 p and n-gram length of every
+  vocabulary word but ``<s>`` (plus an unknown word) after it: the next-word distribution, blanks
+  included. ``oov_text``: ``query``'s summary and per-word ids of `OOV_TEXT` (a literal ``<unk>``).
+
+Run: ``python tools/make_ngram_fixtures.py`` (needs ../shared/data/gutenberg and the KenLM binaries), or
+``python tools/make_ngram_fixtures.py test-arpa`` for the test.arpa fixtures alone (query only).
 """
 
 from __future__ import annotations
@@ -47,7 +57,15 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "ngram"
 DATA = Path(os.environ.get("NLPKIT_DATA", ROOT.parent / "shared" / "data")) / "gutenberg"
 KENLM_BIN = Path(os.environ.get("KENLM_BIN", "/work/build/kenlm/build/bin"))
+KENLM_SRC = Path(os.environ.get("KENLM_SRC", "/work/build/kenlm"))
 ORDERS = (2, 3, 4, 5)
+#: histories of test.arpa's next-word distributions: "<s> ..." as query starts a line, else a null context
+#: (query -n). Blanks: "would consider" and "higher looking" are absent, longer n-grams over them are not.
+HISTORIES = ["<s>", "<s> also would consider", "<s> also would consider higher", "<s> looking on a little",
+             "<s> looking on a", "<s> the", "<s> higher looking", "", "also", "also would", "also would consider",
+             "also would consider higher", "higher looking", "would consider", "would consider higher",
+             "little more", "<unk> however", "on a little more"]
+OOV_TEXT = "the <unk> biarritz\nbiarritz not_found <unk> .\n"
 LMPLZ_FLAGS = ["--discount_fallback", "-S", "10%", "-T", tempfile.gettempdir()]
 TINY_HELD = "\ufeffthe cat sat\r\nthe dog ran\r\na cat\u00a0ran\r\n"
 TINY = ("\ufeffthe cat sat\n"
@@ -64,11 +82,11 @@ def lmplz(order: int, text_path: Path, out_path: Path) -> None:
                        stderr=subprocess.DEVNULL, check=True)
 
 
-def query(model: Path, text_path: Path) -> dict:
+def query(model: Path, text_path: Path, flags: list[str] = ()) -> dict:
     """Parse `query -v summary -v sentence -v word` output: per word (id, n-gram length, log10 p), per line totals, summary."""
     with open(text_path, "rb") as f:
-        res = subprocess.run([str(KENLM_BIN / "query"), "-v", "summary", "-v", "sentence", "-v", "word", str(model)], stdin=f,
-                             capture_output=True, check=True)
+        res = subprocess.run([str(KENLM_BIN / "query"), *flags, "-v", "summary", "-v", "sentence", "-v", "word",
+                              str(model)], stdin=f, capture_output=True, check=True)
     out = {"ids": [], "ngram": [], "log10": [], "line_total": [], "line_oov": []}
     for line in res.stdout.decode("utf-8").split("\n"):
         if line.startswith("Perplexity including OOVs:"):
@@ -93,6 +111,63 @@ def query(model: Path, text_path: Path) -> dict:
                     out["ngram"].append(int(n))
                     out["log10"].append(float(lp))
     return out
+
+
+def arpa_unigrams(path: Path) -> list[str]:
+    words, inside = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("\\"):
+            inside = line == "\\1-grams:"
+        elif inside and line.strip():
+            words.append(line.split("\t")[1])
+    return words
+
+
+def next_word_scores(model: Path) -> dict:
+    """KenLM's log10 p (and n-gram length) of every word after each of `HISTORIES`: one query line per
+    (history, word), the word's score read at its position."""
+    words = [w for w in arpa_unigrams(model) if w != "<s>"] + ["not_found"]
+    out: dict = {"words": words}
+    for bos in (True, False):
+        hists = [h for h in HISTORIES if h.startswith("<s>") == bos]
+        lines = []
+        for h in hists:
+            ctx = h.split()[1:] if bos else h.split()
+            lines += [" ".join(ctx + [w]) for w in words]
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        try:
+            res = query(model, Path(f.name), [] if bos else ["-n"])
+        finally:
+            os.unlink(f.name)
+        at = 0
+        for h in hists:
+            n_ctx = len(h.split()) - (1 if bos else 0)
+            log10, ngram = [], []
+            for _ in words:
+                k = at + n_ctx                                  # the word's score on its line
+                log10.append(res["log10"][k])
+                ngram.append(res["ngram"][k])
+                at += n_ctx + 1 + (1 if bos else 0)             # the line's words (+ </s> with <s>)
+            out[h] = {"log10": log10, "ngram": ngram}
+        assert at == len(res["log10"]), (at, len(res["log10"]))
+    return out
+
+
+def test_arpa_fixtures() -> None:
+    """kenlm-test.arpa and test-arpa.json (see the module docstring)."""
+    src = KENLM_SRC / "lm" / "test.arpa"
+    arpa = OUT / "kenlm-test.arpa"
+    arpa.write_bytes(src.read_bytes())
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8") as f:
+        f.write(OOV_TEXT)
+    try:
+        oov = query(arpa, Path(f.name))
+    finally:
+        os.unlink(f.name)
+    result = {"next": next_word_scores(arpa), "oov_text": {"text": OOV_TEXT, **oov}}
+    (OUT / "test-arpa.json").write_text(json.dumps(result, separators=(",", ":")) + "\n")
+    print(f"wrote {arpa} and {OUT / 'test-arpa.json'}")
 
 
 def main() -> None:
@@ -132,4 +207,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if not (KENLM_BIN / "query").exists():
+        sys.exit(f"no query in {KENLM_BIN}: build KenLM first (see this script's docstring) or set KENLM_BIN")
+    if sys.argv[1:] == ["test-arpa"]:
+        OUT.mkdir(parents=True, exist_ok=True)
+        test_arpa_fixtures()
+    else:
+        main()
+        test_arpa_fixtures()

@@ -111,7 +111,12 @@ def repetition_penalty(logits: np.ndarray, seen: np.ndarray, penalty: float) -> 
     seen = seen_mask(seen, logits.shape[-1]) if seen.dtype != np.bool_ else seen
     p = np.float32(penalty)
     penalized = np.where(logits < 0, logits * p, logits / p)
-    return np.where(seen, penalized, logits).astype(np.float32, copy=False)
+    return np.where(seen, penalized, logits).astype(_dtype(logits), copy=False)
+
+
+def _dtype(x: np.ndarray) -> type:
+    """float64 for float64 logits (kept exact), float32 for everything else (as transformers)."""
+    return np.float64 if x.dtype == np.float64 else np.float32
 
 
 def seen_mask(ids: np.ndarray, vocab_size: int) -> np.ndarray:
@@ -129,7 +134,7 @@ def seen_mask(ids: np.ndarray, vocab_size: int) -> np.ndarray:
 
 def temperature(logits: np.ndarray, t: float) -> np.ndarray:  # [b, V] -> [b, V]
     """Divide the logits by t (TemperatureLogitsWarper); t must be > 0."""
-    return (logits / np.float32(t)).astype(np.float32, copy=False)
+    return (logits / np.float32(t)).astype(_dtype(logits), copy=False)
 
 
 def top_k(logits: np.ndarray, k: int) -> np.ndarray:  # [b, V] -> [b, V]
@@ -180,9 +185,11 @@ def min_p(logits: np.ndarray, p: float, min_tokens_to_keep: int = 1) -> np.ndarr
 def process_logits(logits: np.ndarray, seen: np.ndarray | None, cfg: SamplingConfig) -> np.ndarray:
     """Apply the configured processors in transformers' order.  # [b, V] -> [b, V]
 
-    Greedy configs get only the repetition penalty (as transformers' greedy search does).
+    Greedy configs get only the repetition penalty (as transformers' greedy search does). Logits are
+    float32 as transformers' are; float64 logits (an n-gram model's exact distribution) stay float64.
     """
-    x = np.asarray(logits, dtype=np.float32)
+    x = np.asarray(logits)
+    x = x.astype(_dtype(x), copy=False)
     if cfg.repetition_penalty != 1.0 and seen is not None:
         x = repetition_penalty(x, seen, cfg.repetition_penalty)
     if cfg.greedy:

@@ -263,7 +263,8 @@ def _batch_tokens(lines: list[str]) -> tuple[list[str], str]:
 
 
 def _batch_ids(model: NgramModel, lines: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The batch's word ids (OOV -> <unk>), the OOV mask and each line's word count."""
+    """The batch's word ids (OOV -> <unk>), the OOV mask (unknown words and <unk> itself: query counts
+    every word whose id is <unk>'s) and each line's word count."""
     text = "\n".join(lines)
     index = model.word_index()
     if index is not None and text.count("\n") == len(lines) - 1:      # line feeds are line ends
@@ -278,7 +279,7 @@ def _batch_ids(model: NgramModel, lines: list[str]) -> tuple[np.ndarray, np.ndar
         ids = raw[raw != -2]
     oov = ids < 0
     ids[oov] = model.unk_id
-    return ids, oov, lengths
+    return ids, oov | (ids == model.unk_id), lengths        # a literal <unk> is an OOV too (as query counts it)
 
 
 @dataclass

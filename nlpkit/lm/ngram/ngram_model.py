@@ -90,12 +90,11 @@ class NgramModel:
 
     # ------------------------------------------------------------------ words
     def lookup(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Word ids (OOV -> <unk>) and the OOV mask."""
+        """Word ids (OOV -> <unk>) and the OOV mask (a literal ``<unk>`` included, as query counts it)."""
         get = self.word_id.get
         ids = np.fromiter((get(w, -1) for w in words), dtype=np.int64, count=len(words))
-        oov = ids < 0
-        ids[oov] = self.unk_id
-        return ids, oov
+        ids[ids < 0] = self.unk_id
+        return ids, ids == self.unk_id
 
     def _find(self, k: int, prefix: np.ndarray, last: np.ndarray) -> np.ndarray:
         """Row of the k-gram (prefix row of order k-1, last word) in order k, -1 where absent."""
@@ -189,25 +188,29 @@ class NgramModel:
 
     # ------------------------------------------------------------------ distributions
     def next_log10(self, history: list[int]) -> np.ndarray:
-        """log10 p(w | history) for every word id (history: ids after <s>, <s> first).  # [V]"""
+        """log10 p(w | history) for every word id (history: ids after <s>, <s> first), in float64.  # [V]
+
+        As KenLM (and `score_sequence`): each word takes the longest n-gram the model has for it, plus
+        the backoffs of the history's suffixes longer than that n-gram's context. A suffix the model
+        lacks (a "blank": ``would consider`` absent while ``also would consider`` is there) adds no
+        backoff and supplies no n-grams, but the longer suffixes beyond it still count."""
         N, V = self.order, self.vocab_size
         hist = [int(x) for x in history][-(N - 1):] if N > 1 else []
         rows = [None] + [int(walk_rows(self.key_index, np.array([hist[-j:]]), V)[0])   # rows[j]: the last j words
                          for j in range(1, len(hist) + 1)]
         if self.kind == "counts":
             return self._next_counts(hist, rows)
-        out = self.logprob[0].astype(np.float64).copy()
-        bo = [self.backoff[j - 1][rows[j]] if rows[j] >= 0 else 0.0 for j in range(1, len(rows))]
-        total = float(np.sum(bo)) if bo else 0.0
-        out += total
-        suffix = total
+        bo = np.array([float(self.backoff[j - 1][rows[j]]) if rows[j] >= 0 else 0.0 for j in range(1, len(rows))],
+                      dtype=np.float64)                 # bo[j - 1]: backoff of the last j words (0 if absent)
+        longer = np.cumsum(bo[::-1])[::-1] if len(bo) else bo       # longer[j - 1]: sum of bo[j - 1:]
+        out = self.logprob[0].astype(np.float64) + (float(longer[0]) if len(bo) else 0.0)
         for j in range(1, len(rows)):                  # longer contexts override shorter ones
-            suffix -= bo[j - 1]
             if rows[j] < 0:
-                break
+                continue                               # a blank: no n-grams, no backoff; longer ones may exist
             lo, hi = np.searchsorted(self.keys[j], [rows[j] * V, rows[j] * V + V])
             words = (self.keys[j][lo:hi] - rows[j] * V).astype(np.int64)
-            out[words] = self.logprob[j][lo:hi] + suffix
+            suffix = float(longer[j]) if j < len(bo) else 0.0
+            out[words] = self.logprob[j][lo:hi].astype(np.float64) + suffix
         return out
 
     def _next_counts(self, hist: list[int], rows: list) -> np.ndarray:

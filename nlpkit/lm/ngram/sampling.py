@@ -38,13 +38,13 @@ def _logits(model: NgramModel, histories: list[list[int]]) -> np.ndarray:  # n h
     return np.stack([_next_logits(model, h) for h in histories])
 
 
-def _next_logits(model: NgramModel, history: list[int]) -> np.ndarray:  # -> [V] float32
+def _next_logits(model: NgramModel, history: list[int]) -> np.ndarray:  # -> [V] float64
     """Natural-log scores of the next word, <s> and <unk> excluded. A history an MLE model never saw
     gives every word probability 0: its oldest word is dropped until one is left that was seen (the
     unigrams at the end), as NLTK's ``LanguageModel.generate`` backs off."""
     hist = list(history)[-(model.order - 1):] if model.order > 1 else []
     while True:
-        out = (model.next_log10(hist) * LN10).astype(np.float32)
+        out = model.next_log10(hist) * LN10             # float64: the filters keep it (process_logits)
         out[model.bos_id] = -np.inf
         if model.unk_id >= 0:
             out[model.unk_id] = -np.inf
