@@ -108,7 +108,7 @@ def test_pmi_matrix_loses_no_count_whatever_the_words(cli):
     assert sum(counts.values()) == 4 and counts[("the", "signature")] == 1 and counts[("the", "word")] == 1
     assert all(r["signature"].startswith("pmi|") for r in recs)
     tsv = ok(cli("pmi", "--matrix", "--top", "0", "--format", "tsv", input=text)).splitlines()
-    assert tsv[0].split("\t")[1:5] == ["the", "of", "signature", "word"]
+    assert tsv[0].split("\t")[1:5] == ["->the", "->of", "->signature", "->word"]
     assert sum(int(c) for x in tsv[1:] for c in x.split("\t")[1:5]) == 4
 
 
@@ -322,7 +322,7 @@ def test_nan_bm25_scores_are_an_error(cli, index):
 
 def test_bm25_help_texts(cli):
     group = ok(cli("bm25", "--help"))
-    assert "Append the documents of CORPUS to INDEX (scores recomputed)." in group
+    assert "Append the documents of CORPUS... to INDEX (scores recomputed)." in group
     index = ok(cli("bm25", "index", "--help"))
     assert "-o/--output" in index and "into the directory INDEX" not in index
     search = ok(cli("bm25", "search", "--help"))
