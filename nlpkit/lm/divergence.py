@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nlpkit.lm.transformer.threads import RowPool, workers
 from nlpkit.lm.uncertainty import covariance, mean_and_uncertainty, percentile
 
 KLD_PERCENTILES = (99.9, 99.0, 95.0, 90.0, 50.0, 10.0, 5.0, 1.0, 0.1)  # llama.cpp's list, in its order
@@ -80,21 +81,30 @@ def compare_logits(logits: np.ndarray, base_logits: np.ndarray, targets: np.ndar
     targets = np.asarray(targets, dtype=np.int64)
     out = TokenComparison(np.empty(t), np.empty(t), np.empty(t), logits.argmax(axis=-1).astype(np.int64),
                           base_logits.argmax(axis=-1).astype(np.int64))
-    buf = np.empty((3, min(block, t), v))  # float64 rows of the model, the base, and exponentials
-    for r0 in range(0, t, block):
-        rows = slice(r0, r0 + block)
-        n = len(targets[rows])
-        x, xb, e = buf[0, :n], buf[1, :n], buf[2, :n]  # [n, V] each
-        x[...] = logits[rows]
-        xb[...] = base_logits[rows]
-        at, tg = np.arange(n), targets[rows]
-        _, lse = _exp_shifted(x, e)  # [n]
-        sb, lse_b = _exp_shifted(xb, e)  # e = exp(xb - max): p_base = e / sb
-        out.nll[rows] = lse - x[at, tg]
-        out.nll_base[rows] = lse_b - xb[at, tg]
-        # Σ p_b (log p_b − log p) = Σ p_b (xb − x) − (lse_b − lse)
-        xb -= x
-        out.kld[rows] = np.einsum("ij,ij->i", e, xb) / sb - (lse_b - lse)
+
+    def rows(starts: list[int]) -> None:
+        buf = np.empty((3, min(block, t), v))  # float64 rows of the model, the base, and exponentials
+        for r0 in starts:
+            span = slice(r0, r0 + block)
+            tg = targets[span]  # [n]
+            n, at = len(tg), np.arange(len(tg))
+            x, xb, e = buf[0, :n], buf[1, :n], buf[2, :n]  # [n, V] each
+            x[...] = logits[span]
+            xb[...] = base_logits[span]
+            _, lse = _exp_shifted(x, e)  # [n]
+            sb, lse_b = _exp_shifted(xb, e)  # e = exp(xb - max): p_base = e / sb
+            out.nll[span] = lse - x[at, tg]
+            out.nll_base[span] = lse_b - xb[at, tg]
+            # Σ p_b (log p_b − log p) = Σ p_b (xb − x) − (lse_b − lse)
+            xb -= x
+            out.kld[span] = np.einsum("ij,ij->i", e, xb) / sb - (lse_b - lse)
+
+    starts = list(range(0, t, block))
+    n = workers() if len(starts) > 1 else 1
+    if n > 1:  # numpy releases the GIL in these loops: blocks run in parallel threads, each row as alone
+        RowPool(n).map(rows, [starts[i::n] for i in range(n)])
+    else:
+        rows(starts)
     return out
 
 
