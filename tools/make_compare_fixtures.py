@@ -355,7 +355,9 @@ def make_smollm2() -> None:
 
 
 def run_llama_cpp() -> None:
-    """llama-perplexity's own KL-divergence report on the same text (second-half, -c 128): printed for NOTES.md."""
+    """llama-perplexity's own KL-divergence reports on the long text (second-half, -c 128; the GGUF asks for no
+    BOS): Q8_0 against the F32 base file, and F32 against its own base file (what the 16-bit file alone costs).
+    `--no-repack`: ggml's AMX Q8_0 kernel (the repacked layout) crashes on this machine."""
     import tempfile
     ensure_models()
     binary = LLAMA_CPP / "build" / "bin" / "llama-perplexity"
@@ -363,15 +365,16 @@ def run_llama_cpp() -> None:
         text = Path(tmp) / "text.txt"
         text.write_text(long_text(), "utf-8")
         kld = Path(tmp) / "base.kld"
-        common = ["-f", str(text), "-c", "128", "-b", "128", "-t", "2", "--kl-divergence-base", str(kld)]
+        common = ["-f", str(text), "-c", "128", "-b", "128", "-t", "2", "--no-repack", "--kl-divergence-base", str(kld)]
         for args in ([str(binary), "-m", str(F32_GGUF)] + common,
-                     [str(binary), "-m", str(Q8_GGUF)] + common + ["--kl-divergence"]):
+                     [str(binary), "-m", str(Q8_GGUF)] + common + ["--kl-divergence"],
+                     [str(binary), "-m", str(F32_GGUF)] + common + ["--kl-divergence"]):
             r = subprocess.run(args, capture_output=True, text=True)
-            keep = [ln for ln in (r.stdout + r.stderr).splitlines()
-                    if not ln.startswith(("llama_model_loader", "print_info", "load", "llama_context", "llama_kv",
-                                          "graph_", "system_info", "build", "main: ", "common_", "sched_"))]
-            print(f"$ {' '.join(Path(a).name if a.startswith('/') else a for a in args)}")
-            print("\n".join(keep[-60:]))
+            out = (r.stdout + r.stderr).splitlines()
+            keep = [ln for ln in out if "Final estimate" in ln or not ln.startswith(("0.", "1.", "2.", "3."))]
+            print(f"$ {' '.join(Path(a).name if a.startswith('/') else a for a in args)}   (exit {r.returncode})")
+            print("\n".join(ln for ln in keep if ln.strip() and "llama_perf" not in ln and "memory_breakdown" not in ln))
+            print()
 
 
 if __name__ == "__main__":
