@@ -142,6 +142,12 @@ def spm_from_gguf_metadata(tokens: Sequence[str], scores: Sequence[float], token
                          add_bos=add_bos, add_eos=add_eos)
 
 
+def gguf_adds_bos(meta: dict[str, Any]) -> bool:
+    """Whether a GGUF vocabulary prepends BOS: ``tokenizer.ggml.add_bos_token``, else llama.cpp's default for
+    its kind (SentencePiece ``llama`` vocabularies do, byte-level ``gpt2`` ones do not)."""
+    return bool(meta.get("tokenizer.ggml.add_bos_token", meta.get("tokenizer.ggml.model") == "llama"))
+
+
 def spec_from_gguf_metadata(meta: dict[str, Any], where: str = "GGUF") -> TokenizerSpec:
     """The tokenizer of GGUF metadata (keys ``tokenizer.*``): ``gpt2`` or ``llama`` model. Without
     ``add_bos_token``/``add_eos_token`` keys, llama.cpp's defaults per vocabulary type: a ``llama``

@@ -281,7 +281,7 @@ def model_name(model) -> str:
 
 def rope_label(model) -> str:
     """RoPE setting for signatures: `none`, `learned` (gpt2), or `<type>x<factor>` (e.g. `yarnx2.0`)."""
-    if model.config.arch != "llama":
+    if not model.config.uses_rope:
         return "learned"
     scaling = model.config.rope_scaling or {}
     kind = scaling.get("rope_type", "none")

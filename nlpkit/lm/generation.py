@@ -161,7 +161,7 @@ def decode_steps(model, prompt_ids: Sequence[int], *, n: int = 1, sampling: Samp
             else:
                 drop = max(1, ctx // 4)
                 stats.context_dropped += drop
-                if model.config.arch == "llama":
+                if model.config.uses_rope:
                     cache.drop_oldest(drop)  # kept keys keep their RoPE angles; new positions continue
                 else:  # learned positions cannot continue past their table: re-prefill the kept window
                     cache.reset()

@@ -308,7 +308,7 @@ def check_context(model, context: int) -> None:
             raise UsageError(f"--context {context} exceeds the {c.positions} positions of this model with its RoPE "
                              f"scaling ({c.rope_scaling.get('rope_type')} x{c.rope_scaling.get('factor')}): use "
                              f"--context {c.positions} or less, or a larger --rope-factor")
-        hint = " or set a RoPE scaling (--rope-scaling, --rope-factor)" if c.arch == "llama" and not c.rope_scaling \
+        hint = " or set a RoPE scaling (--rope-scaling, --rope-factor)" if c.uses_rope and not c.rope_scaling \
             else ""
         raise UsageError(f"--context {context} exceeds the {c.max_seq_len} positions this model was trained on: "
                          f"use --context {c.max_seq_len} or less{hint}")

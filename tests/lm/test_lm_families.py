@@ -1,10 +1,13 @@
-"""The model families (qwen2, qwen3, mistral, gemma 1/2/3, phi3, olmo2, gpt_neox) against transformers:
+"""The model families (qwen2, qwen3, mistral, gemma 1/2/3, phi3, olmo2, gpt_neox, starcoder2, smollm3) against
+transformers:
 stored logits, greedy continuations and sliding-window perplexities of tiny random models built by
 `tools/make_lm_fixtures.py --families`, read from their Hugging Face directories and from the GGUF files
 llama.cpp's convert_hf_to_gguf.py wrote for them; the KV cache against full recomputation; bad input."""
 
 from __future__ import annotations
 
+import ast
+import ast
 import dataclasses
 import json
 import struct
@@ -15,7 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import nlpkit
 from nlpkit.errors import NlpkitError
+from nlpkit.lm.transformer import families
 from nlpkit.lm.transformer.config import config_from_hf
 from nlpkit.lm.generation import generate_ids
 from nlpkit.lm.transformer.loaders import load_model
@@ -24,7 +29,7 @@ from nlpkit.lm.perplexity import score_ids
 
 FAM = Path(__file__).resolve().parents[1] / "fixtures" / "lm" / "families"
 FAMILIES = ["qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2", "gpt_neox",
-            "gpt_neox-serial", "gemma2-qscale"]
+            "gpt_neox-serial", "gemma2-qscale", "starcoder2", "smollm3", "smollm3-pattern"]
 GGUF = [f for f in FAMILIES if (FAM / f / "model.gguf").is_file()]
 _cache: dict = {}
 
@@ -56,7 +61,7 @@ def test_gguf_logits_match_transformers_to_1e4(name):
     sliding window for Mistral (its converter writes none): the Mistral GGUF is checked within the window."""
     seqs = np.array(reference(name)["sequences"])
     expected = np.load(FAM / name / "logits.npy")
-    if name == "mistral":
+    if name in ("mistral", "starcoder2"):
         w = reference(name)["window"]
         seqs, expected = seqs[:, :w], expected[:, :w]
     got = model(name, gguf=True).forward(seqs)
@@ -77,6 +82,25 @@ def test_options_are_read_as_configured():
     assert c["olmo2"].qk_norm == "full" and not c["olmo2"].pre_norm
     assert c["gpt_neox"].parallel_residual and not c["gpt_neox-serial"].parallel_residual
     assert (c["gpt_neox"].rotary_dim, c["gpt_neox-serial"].rotary_dim) == (4, 2)
+    assert (c["starcoder2"].norm, c["starcoder2"].gated_mlp, c["starcoder2"].act) == ("layer", False, "gelu_tanh")
+    assert c["starcoder2"].attention_bias and c["starcoder2"].mlp_bias and c["starcoder2"].sliding_window == 8
+    assert c["smollm3"].rope_layers == (True, True, True, False)
+    assert c["smollm3-pattern"].rope_layers == (False, True, False, True)
+    gguf = {n: model(n, gguf=True).config for n in ("starcoder2", "smollm3")}
+    assert gguf["starcoder2"].norm == "layer" and gguf["starcoder2"].mlp_bias and gguf["starcoder2"].o_bias
+    assert gguf["smollm3"].rope_layers == (True, True, True, False)  # llama.cpp: every 4th layer, no list in the file
+
+
+def test_smollm3_layers_without_rope_are_left_unrotated():
+    """smollm3-pattern leaves RoPE out of layers 0 and 2 (no_rope_layers [0, 1, 0, 1]): its logits equal
+    transformers' (test above), and rotating every layer would miss them by far more than 1e-4."""
+    m = model("smollm3-pattern")
+    seqs = np.array(reference("smollm3-pattern")["sequences"])
+    expected = np.load(FAM / "smollm3-pattern" / "logits.npy")
+    wrong = load_model(FAM / "smollm3-pattern")
+    wrong.config = dataclasses.replace(wrong.config, rope_layers=None)
+    assert np.abs(wrong.forward(seqs) - expected).max() > 1e-2
+    np.testing.assert_allclose(m.forward(seqs), expected, atol=1e-4, rtol=0)
 
 
 
@@ -119,7 +143,7 @@ def test_kv_cache_decode_equals_full_recompute(name, data):
         step = 1 if (i - prefill) % 3 else min(2, total - i)  # mostly one token, sometimes a chunk
 
 
-@pytest.mark.parametrize("name", ["mistral", "gemma2", "gemma3_text"])
+@pytest.mark.parametrize("name", ["mistral", "gemma2", "gemma3_text", "starcoder2"])
 def test_sliding_window_hides_keys_older_than_the_window(name):
     """Changing a token more than W positions back changes nothing on the all-sliding model's first layer
     ... and full-attention layers still see it: checked by the logits test. Here: Mistral, every layer sliding."""
@@ -130,7 +154,7 @@ def test_sliding_window_hides_keys_older_than_the_window(name):
     other[0] = (other[0] + 1) % m.config.vocab_size
     a, b = m.forward(seq[None]), m.forward(other[None])
     assert not np.allclose(a[0, 0], b[0, 0])
-    if name == "mistral":  # 2 sliding layers: a token reaches at most 2 (W - 1) positions further
+    if name in ("mistral", "starcoder2"):  # 2 sliding layers: a token reaches at most 2 (W - 1) positions further
         far = 2 * (w - 1) + 1
         np.testing.assert_allclose(a[0, far:], b[0, far:], atol=1e-6, rtol=0)
 
@@ -145,7 +169,7 @@ def test_greedy_generate_equals_transformers_generate(name):
     assert ids == ref["generated"]
 
 
-@pytest.mark.parametrize("name", ["mistral", "gemma2", "gemma2-qscale"])
+@pytest.mark.parametrize("name", ["mistral", "gemma2", "gemma2-qscale", "starcoder2"])
 @pytest.mark.parametrize("case", ["sliding_c16_s8", "sliding_c24_s8"])
 def test_sliding_perplexity_past_the_window_equals_transformers(name, case):
     ref = reference(name)
@@ -213,6 +237,10 @@ def test_bad_family_specific_options():
         config_from_hf(_cfg("gemma2", layer_types=["sliding_attention"]))
     with pytest.raises(NlpkitError, match="text_config"):
         config_from_hf({"model_type": "gemma3"})
+    with pytest.raises(NlpkitError, match="no_rope_layers must list 1 \\(RoPE\\) or 0 \\(none\\) for each of the 4"):
+        config_from_hf(_cfg("smollm3", no_rope_layers=[1, 1, 0]))
+    with pytest.raises(NlpkitError, match="no_rope_layer_interval = 0 must be a positive integer"):
+        config_from_hf(_cfg("smollm3", no_rope_layers=None, no_rope_layer_interval=0))
 
 
 def test_multimodal_gemma3_reads_its_text_config():
@@ -236,3 +264,25 @@ def test_gguf_of_an_unsupported_architecture_is_refused(tmp_path):
     _gguf_with_arch(p, "mamba")
     with pytest.raises(NlpkitError, match="unsupported GGUF architecture 'mamba'.*qwen2"):
         load_model(p)
+
+
+# ----------------------------------------------------------------- one family, one place
+
+def test_family_names_are_spelled_in_the_family_table_only():
+    """Every Hugging Face model_type and GGUF architecture the engine reads is written in `families.py` and in
+    no other module under nlpkit/: the config readers and loaders find a family through the table. Tokenizer
+    code is another vocabulary and is left out: nlpkit/bpe/ and bpe-train's --pattern default spell
+    pre-tokenizer patterns and GGUF tokenizer kinds ('gpt2', 'llama', 'qwen2')."""
+    names = {*families.MODEL_TYPES, *families.GGUF_ARCHS, *(t for f in families.FAMILIES for t in f.hf_multimodal)}
+    root = Path(nlpkit.__file__).parent
+    table = Path(families.__file__).relative_to(root.parent).as_posix()
+    where: dict[str, set] = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel.startswith("nlpkit/bpe/") or rel == "nlpkit/cli/bpe_train.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                where.setdefault(node.value, set()).add(rel)
+    assert {name: files - {table} for name, files in where.items() if files - {table}} == {}
+    assert set(where) == names

@@ -11,12 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.lm.transformer import families
+from nlpkit.lm.transformer.families import GPT2_BLOCK, ROPE_BLOCK
 
-ARCHITECTURES = ("llama", "gpt2")
-# Hugging Face model_type values read as the "llama" architecture: one decoder block whose per-family options
-# (norm form and placement, activation, biases, q/k norms, soft-capping, windows, partial rotary) are fields below.
-FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2", "gpt_neox")
-LLAMA_MODEL_TYPES = FAMILIES
+ARCHITECTURES = (ROPE_BLOCK, GPT2_BLOCK)
 ROPE_TYPES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope")
 # Sizes a small CPU engine can hold; anything past these is a corrupt or hostile config.
 _MAX_DIM = 1 << 16
@@ -28,7 +26,7 @@ _MAX_LAYERS = 1024
 class ModelConfig:
     """Everything the forward pass needs to know about a model's shape."""
 
-    arch: str  # "llama" | "gpt2"
+    arch: str  # the decoder block: ROPE_BLOCK (every RoPE family) | GPT2_BLOCK
     vocab_size: int
     dim: int  # hidden size
     n_layers: int
@@ -46,9 +44,10 @@ class ModelConfig:
     eos_ids: list[int] = field(default_factory=list)  # every id that ends a sequence (eos_token_id may be a list)
     add_bos: bool = False
     attention_bias: bool = False  # q/k/v projection biases
+    mlp_bias: bool = False  # MLP up / down projection biases (gpt_neox, starcoder2)
     extra: dict = field(default_factory=dict)
-    # ---- per-family options of the "llama" decoder block (defaults: Llama)
-    family: str = "llama"  # the model_type it was read from
+    # ---- per-family options of the RoPE decoder block (defaults: Llama), set from `families.FAMILIES`
+    family: str = ""  # the families.FAMILIES entry it was read by (its name)
     o_bias: bool | None = None  # output projection bias (None: same as attention_bias)
     norm: str = "rms"  # "rms" | "layer" (LayerNorm with bias)
     act: str = "silu"  # "silu" | "gelu_tanh" | "gelu" (exact erf)
@@ -65,6 +64,7 @@ class ModelConfig:
     layer_types: tuple | None = None  # per layer "sliding" | "full"; None: all sliding when a window is set
     rotary_dim: int | None = None  # rotate only the first rotary_dim dims of each head (None: all)
     rope_local_theta: float | None = None  # RoPE base of sliding layers (gemma3); they use no scaling
+    rope_layers: tuple | None = None  # per layer: applies RoPE (False: a NoPE layer, smollm3); None: every layer
 
     def validate(self, fields: dict[str, str] | None = None) -> "ModelConfig":
         """Reject impossible shapes before any allocation happens. `fields` names the sizes as the
@@ -83,7 +83,7 @@ class ModelConfig:
         if self.n_heads % self.n_kv_heads:
             raise NlpkitError(f"model config: {name_of('n_heads', 'n_heads')} {self.n_heads} is not a multiple of "
                               f"{name_of('n_kv_heads', 'n_kv_heads')} {self.n_kv_heads}")
-        if self.arch == "llama" and self.head_dim % 2:
+        if self.arch == ROPE_BLOCK and self.head_dim % 2:
             raise NlpkitError(f"model config: head_dim {self.head_dim} must be even for RoPE")
         if self.rotary_dim is not None and not (isinstance(self.rotary_dim, int) and 0 < self.rotary_dim
                                                 <= self.head_dim and self.rotary_dim % 2 == 0):
@@ -95,11 +95,14 @@ class ModelConfig:
                                              or not set(self.layer_types) <= {"sliding", "full"}):
             raise NlpkitError(f"model config: layer_types must list 'sliding_attention' or 'full_attention' for "
                               f"each of the {self.n_layers} layers")
+        if self.rope_layers is not None and len(self.rope_layers) != self.n_layers:
+            raise NlpkitError(f"model config: no_rope_layers must list 1 (RoPE) or 0 (none) for each of the "
+                              f"{self.n_layers} layers")
         for name in ("attn_softcap", "final_softcap", "query_scale", "embed_scale"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
                 raise NlpkitError(f"model config: {name} {value!r} must be a positive number")
-        if self.arch == "gpt2" and self.n_heads * self.head_dim != self.dim:
+        if self.arch == GPT2_BLOCK and self.n_heads * self.head_dim != self.dim:
             raise NlpkitError(f"model config: n_head {self.n_heads} does not divide n_embd {self.dim}")
         if not (isinstance(self.norm_eps, (int, float)) and 0 <= self.norm_eps < 1):
             raise NlpkitError(f"model config: norm eps {self.norm_eps!r} is not a small non-negative number")
@@ -129,9 +132,14 @@ class ModelConfig:
         """Parameter count implied by the shapes (embeddings counted once when tied)."""
         d, h = self.dim, self.hidden_dim
         attn = d * (self.n_heads + 2 * self.n_kv_heads) * self.head_dim + self.n_heads * self.head_dim * d
-        mlp = (3 if self.arch == "llama" and self.gated_mlp else 2) * d * h
+        mlp = (3 if self.arch == ROPE_BLOCK and self.gated_mlp else 2) * d * h
         head = 0 if self.tie_embeddings else self.vocab_size * d
         return self.vocab_size * d + self.n_layers * (attn + mlp) + head
+
+    @property
+    def uses_rope(self) -> bool:
+        """Positions by RoPE (the RoPE block); False: GPT-2's table of learned positions."""
+        return self.arch == ROPE_BLOCK
 
     @property
     def positions(self) -> int:
@@ -140,7 +148,7 @@ class ModelConfig:
         when that is more (``max_position_embeddings`` already counts the extension in Phi-3 or
         Llama 3.1 configs; a `--rope-scaling` override or a linear/dynamic config multiplies it)."""
         s = self.rope_scaling
-        if self.arch != "llama" or not s or not isinstance(s.get("factor"), (int, float)):
+        if self.arch != ROPE_BLOCK or not s or not isinstance(s.get("factor"), (int, float)):
             return self.max_seq_len
         original = s.get("original_max_position_embeddings") or self.max_seq_len
         return max(self.max_seq_len, int(original * s["factor"]))
@@ -149,7 +157,7 @@ class ModelConfig:
         """Return a copy with RoPE scaling overridden (`--rope-scaling`/`--rope-factor`); kind 'none' removes it."""
         if kind is None and factor is None:
             return self
-        if self.arch != "llama":
+        if self.arch != ROPE_BLOCK:
             raise UsageError("--rope-scaling applies to RoPE models (llama); this model uses learned positions")
         if kind is None:  # only a factor: keep the model's own type, or linear when it has none
             kind = (self.rope_scaling or {}).get("rope_type", "linear")
@@ -169,11 +177,16 @@ class ModelConfig:
         return dataclasses.replace(self, rope_scaling=scaling)
 
 
-def _int(cfg: dict, *keys: str, default: Any = None) -> Any:
+def _first(cfg: dict, keys: tuple[str, ...], default: Any = None) -> Any:
+    """The value of the first of `keys` that cfg holds (not null), else default."""
     for k in keys:
         if cfg.get(k) is not None:
             return cfg[k]
     return default
+
+
+def _int(cfg: dict, *keys: str, default: Any = None) -> Any:
+    return _first(cfg, keys, default)
 
 
 def rope_scaling_from_hf(cfg: dict) -> tuple[float, dict | None]:
@@ -193,54 +206,6 @@ def rope_scaling_from_hf(cfg: dict) -> tuple[float, dict | None]:
     return float(theta), params
 
 
-def config_from_hf(cfg: dict) -> ModelConfig:
-    """Build a ModelConfig from a parsed Hugging Face config.json (LlamaForCausalLM or GPT2LMHeadModel)."""
-    if not isinstance(cfg, dict):
-        raise NlpkitError("config.json does not hold a JSON object")
-    model_type = cfg.get("model_type")
-    archs = cfg.get("architectures") or []
-    if model_type == "gemma3":  # multimodal checkpoint: its text model
-        text = cfg.get("text_config")
-        if not isinstance(text, dict):
-            raise NlpkitError("config.json: a multimodal gemma3 checkpoint needs a text_config to read its text model")
-        text = {**text, "model_type": "gemma3_text"}
-        for key in ("bos_token_id", "eos_token_id", "tie_word_embeddings"):
-            if key not in text and key in cfg:
-                text[key] = cfg[key]
-        config = config_from_hf(text)
-        config.extra["weight_prefixes"] = ("model.language_model.", "language_model.model.")
-        return config
-    if model_type in FAMILIES:
-        config = _rope_family_config(cfg, model_type)
-    elif model_type == "gpt2":
-        dim = _int(cfg, "n_embd", "hidden_size")
-        n_heads = _int(cfg, "n_head", "num_attention_heads")
-        try:
-            head_dim = dim // n_heads
-        except TypeError:
-            raise NlpkitError("config.json: n_embd / n_head missing or not numbers") from None
-        config = ModelConfig(
-            arch="gpt2", vocab_size=_int(cfg, "vocab_size"), dim=dim, n_layers=_int(cfg, "n_layer"),
-            n_heads=n_heads, n_kv_heads=n_heads, head_dim=head_dim,
-            hidden_dim=_int(cfg, "n_inner", default=4 * dim if isinstance(dim, int) else None),
-            max_seq_len=_int(cfg, "n_positions", "n_ctx", default=1024),
-            norm_eps=_int(cfg, "layer_norm_epsilon", default=1e-5), tie_embeddings=True)
-        act = cfg.get("activation_function", "gelu_new")
-        if act not in ("gelu_new", "gelu_pytorch_tanh"):
-            raise NlpkitError(f"config.json: GPT-2 activation {act!r} is not supported (gelu_new)")
-        if cfg.get("scale_attn_by_inverse_layer_idx") or cfg.get("reorder_and_upcast_attn"):
-            raise NlpkitError("config.json: scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn not supported")
-    else:
-        name = model_type or (archs[0] if archs else "unknown")
-        raise NlpkitError(f"unsupported architecture {name!r} in config.json (model_type; nlpkit runs "
-                          f"{', '.join(FAMILIES)} and gpt2 models)")
-    config.bos_id = cfg.get("bos_token_id") if isinstance(cfg.get("bos_token_id"), int) else None
-    eos = cfg.get("eos_token_id")
-    config.eos_id = eos[0] if isinstance(eos, list) and eos else eos if isinstance(eos, int) else None
-    config.eos_ids = [i for i in eos if isinstance(i, int)] if isinstance(eos, list) else []
-    return config.validate(HF_FIELDS)
-
-
 # ModelConfig's names in validation messages -> the config.json fields a user edits
 HF_FIELDS = {"n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "n_layers": "num_hidden_layers",
              "max_seq_len": "max_position_embeddings", "hidden size": "hidden_size",
@@ -258,25 +223,94 @@ _REFUSED = [
     ("clip_qkv", lambda v: v is not None, "q/k/v clipping"),
     ("attention_chunk_size", lambda v: v is not None, "chunked attention"),
 ]
-_ACTS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
-         "gelu": "gelu"}
+# config.json activation names -> the block's (`model.ACTIVATIONS`)
+ACT_NAMES = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+             "gelu": "gelu"}
 
 
-def _rope_family_config(cfg: dict, family: str) -> ModelConfig:
-    """The decoder-block options of one RoPE family from its config.json (transformers 4 or 5 field names)."""
+def config_from_hf(cfg: dict) -> ModelConfig:
+    """Build a ModelConfig from a parsed Hugging Face config.json: its model_type names the family
+    (`families.FAMILIES`), whose entry says which keys to read and which block options it uses."""
+    if not isinstance(cfg, dict):
+        raise NlpkitError("config.json does not hold a JSON object")
+    model_type = cfg.get("model_type")
+    archs = cfg.get("architectures") or []
+    fam = families.multimodal(model_type)
+    if fam is not None:  # multimodal checkpoint: its text model
+        text = cfg.get("text_config")
+        if not isinstance(text, dict):
+            raise NlpkitError(f"config.json: a multimodal {model_type} checkpoint needs a text_config to read its "
+                              "text model")
+        text = {**text, "model_type": fam.model_types[0]}
+        for key in ("bos_token_id", "eos_token_id", "tie_word_embeddings"):
+            if key not in text and key in cfg:
+                text[key] = cfg[key]
+        config = config_from_hf(text)
+        config.extra["weight_prefixes"] = fam.hf_multimodal_prefixes
+        return config
+    fam = families.by_model_type(model_type)
+    if fam is None:
+        name = model_type or (archs[0] if archs else "unknown")
+        *rest, last = families.MODEL_TYPES
+        raise NlpkitError(f"unsupported architecture {name!r} in config.json (model_type; nlpkit runs "
+                          f"{', '.join(rest)} and {last} models)")
+    config = _gpt2_config(cfg, fam) if fam.block == families.GPT2_BLOCK else _rope_config(cfg, fam)
+    config.bos_id = cfg.get("bos_token_id") if isinstance(cfg.get("bos_token_id"), int) else None
+    eos = cfg.get("eos_token_id")
+    config.eos_id = eos[0] if isinstance(eos, list) and eos else eos if isinstance(eos, int) else None
+    config.eos_ids = [i for i in eos if isinstance(i, int)] if isinstance(eos, list) else []
+    return config.validate(HF_FIELDS)
+
+
+def _gpt2_config(cfg: dict, fam: families.Family) -> ModelConfig:
+    """GPT-2's own block: learned positions, every head its own kv head."""
+    def get(name: str, default: Any = None) -> Any:
+        return _first(cfg, fam.hf_key(name), default)
+
+    dim, n_heads = get("dim"), get("n_heads")
+    try:
+        head_dim = dim // n_heads
+    except TypeError:
+        raise NlpkitError("config.json: n_embd / n_head missing or not numbers") from None
+    act = get("act", fam.act)
+    if act not in ("gelu_new", "gelu_pytorch_tanh"):
+        raise NlpkitError(f"config.json: GPT-2 activation {act!r} is not supported (gelu_new)")
+    if cfg.get("scale_attn_by_inverse_layer_idx") or cfg.get("reorder_and_upcast_attn"):
+        raise NlpkitError("config.json: scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn not supported")
+    return ModelConfig(
+        arch=fam.block, family=fam.name, vocab_size=get("vocab_size"), dim=dim, n_layers=get("n_layers"),
+        n_heads=n_heads, n_kv_heads=n_heads, head_dim=head_dim,
+        hidden_dim=get("hidden_dim", 4 * dim if isinstance(dim, int) else None), max_seq_len=get("max_seq_len", 1024),
+        norm_eps=get("norm_eps", fam.eps_default), tie_embeddings=fam.tie_default)
+
+
+def block_options(fam: families.Family) -> dict:
+    """The ModelConfig fields a family fixes, whatever its file says."""
+    return dict(arch=fam.block, family=fam.name, norm=fam.norm, pre_norm=fam.pre_norm, post_norm=fam.post_norm,
+                qk_norm=fam.qk_norm, gated_mlp=fam.gated_mlp)
+
+
+def _rope_config(cfg: dict, fam: families.Family) -> ModelConfig:
+    """The RoPE decoder block's options of one family from its config.json (transformers 4 or 5 field names)."""
     for key, bad, what in _REFUSED:
         if key in cfg and bad(cfg[key]):
-            raise NlpkitError(f"config.json: {key} = {cfg[key]!r} ({what}) is not supported for {family} models")
-    n_heads = _int(cfg, "num_attention_heads")
-    dim = _int(cfg, "hidden_size")
+            raise NlpkitError(f"config.json: {key} = {cfg[key]!r} ({what}) is not supported for {fam.name} models")
+    for key, what in fam.refused:
+        if cfg.get(key):
+            raise NlpkitError(f"config.json: {key} on a {fam.name} model ({what}) is not supported")
+
+    def get(name: str, default: Any = None) -> Any:
+        return _first(cfg, fam.hf_key(name), default)
+
+    n_heads, dim = get("n_heads"), get("dim")
     try:
-        head_dim = _int(cfg, "head_dim", default=None) or dim // n_heads
+        head_dim = get("head_dim") or dim // n_heads
     except TypeError:
         raise NlpkitError("config.json: hidden_size / num_attention_heads missing or not numbers") from None
-    n_layers = _int(cfg, "num_hidden_layers")
+    n_layers = get("n_layers")
     params = cfg.get("rope_parameters") or {}
     local_params = None
-    if family == "gemma3_text" and isinstance(params.get("full_attention"), dict):  # transformers 5, per layer type
+    if fam.local_rope and isinstance(params.get("full_attention"), dict):  # transformers 5, per layer type
         local_params = params.get("sliding_attention") or {}
         cfg = {**cfg, "rope_parameters": params["full_attention"]}
     theta, scaling = rope_scaling_from_hf(cfg)
@@ -285,81 +319,90 @@ def _rope_family_config(cfg: dict, family: str) -> ModelConfig:
             scaling["original_max_position_embeddings"] = cfg["original_max_position_embeddings"]
         orig = scaling.get("original_max_position_embeddings")
         if scaling.get("factor") is None and isinstance(orig, int) and orig > 0:
-            scaling["factor"] = _int(cfg, "max_position_embeddings", default=orig) / orig
-    act_name = cfg.get("hidden_activation") or cfg.get("hidden_act") or "silu"
-    if family in ("gemma", "gemma2", "gemma3_text") and cfg.get("hidden_activation") is None:
-        act_name = "gelu_pytorch_tanh"  # transformers' Gemma ignores the legacy hidden_act "gelu"
-    if act_name not in _ACTS:
-        field = "hidden_activation" if cfg.get("hidden_activation") else "hidden_act"
-        raise NlpkitError(f"config.json: {field} {act_name!r} is not supported for {family} models "
-                          f"(supported: {', '.join(_ACTS)})")
-    bias = bool(cfg.get("attention_bias"))
+            scaling["factor"] = get("max_seq_len", orig) / orig
+    act_keys = fam.hf_key("act")
+    act_name = get("act", fam.act)
+    if act_name not in ACT_NAMES:
+        field = next(k for k in act_keys if cfg.get(k) is not None)
+        raise NlpkitError(f"config.json: {field} {act_name!r} is not supported for {fam.name} models "
+                          f"(supported: {', '.join(ACT_NAMES)})")
+
+    def bias(rule: str | bool) -> bool:
+        return rule if isinstance(rule, bool) else bool(cfg.get(rule, fam.bias_default))
+
+    tie = fam.hf_key("tie_embeddings")
     config = ModelConfig(
-        arch="llama", family=family, vocab_size=_int(cfg, "vocab_size"), dim=dim, n_layers=n_layers,
-        n_heads=n_heads, n_kv_heads=_int(cfg, "num_key_value_heads", default=n_heads), head_dim=head_dim,
-        hidden_dim=_int(cfg, "intermediate_size"), max_seq_len=_int(cfg, "max_position_embeddings", default=2048),
-        norm_eps=_int(cfg, "rms_norm_eps", "layer_norm_eps", default=1e-6), rope_theta=theta, rope_scaling=scaling,
-        tie_embeddings=bool(cfg.get("tie_word_embeddings", family in ("gemma", "gemma2", "gemma3_text"))),
-        attention_bias=bias, o_bias=bias, act=_ACTS[act_name])
-    window = cfg.get("sliding_window")
-    if family in ("qwen2", "qwen3"):
-        config.attention_bias = family == "qwen2" or bias  # qwen2: q/k/v biases, no output bias
-        config.o_bias = bias if family == "qwen3" else False
+        **block_options(fam), vocab_size=get("vocab_size"), dim=dim, n_layers=n_layers, n_heads=n_heads,
+        n_kv_heads=get("n_kv_heads", n_heads), head_dim=head_dim, hidden_dim=get("hidden_dim"),
+        max_seq_len=get("max_seq_len", 2048), norm_eps=get("norm_eps", fam.eps_default), rope_theta=theta,
+        rope_scaling=scaling, tie_embeddings=bool(cfg.get(tie[0], fam.tie_default)),
+        attention_bias=bias(fam.qkv_bias), o_bias=bias(fam.o_bias), mlp_bias=bias(fam.mlp_bias),
+        act=ACT_NAMES[act_name])
+    if fam.parallel_residual is not None:
+        config.parallel_residual = bool(cfg.get(fam.hf_key("parallel_residual")[0], fam.parallel_residual))
+    if fam.embed_scale:
+        config.embed_scale = math.sqrt(dim)
+    if fam.query_pre_attn_scalar:
+        config.query_scale = float(cfg.get("query_pre_attn_scalar") or head_dim) ** -0.5
+    if fam.softcap:
+        config.final_softcap = cfg.get("final_logit_softcapping")
+        config.attn_softcap = cfg.get("attn_logit_softcapping")
+    if fam.rotary_keys:
+        fraction = _first(cfg, fam.rotary_keys)
+        if fraction is None:
+            fraction = (cfg.get("rope_parameters") or {}).get("partial_rotary_factor")
+        if fraction is not None and fraction != 1.0:
+            config.rotary_dim = int(head_dim * fraction)
+    if fam.no_rope:
+        config.rope_layers = _rope_layers(cfg, n_layers, fam)
+    if fam.local_rope:
+        if local_params is not None:
+            config.rope_local_theta = float(local_params.get("rope_theta") or 10000.0)
+            if (local_params.get("rope_type") or "default") != "default":
+                raise NlpkitError(f"config.json: rope_parameters.sliding_attention.rope_type "
+                                  f"{local_params.get('rope_type')!r} is not supported")
+        else:
+            config.rope_local_theta = float(cfg.get("rope_local_base_freq") or 10000.0)
+    _sliding_from_hf(config, cfg, fam)
+    return config
+
+
+def _rope_layers(cfg: dict, n_layers: Any, fam: families.Family) -> tuple[bool, ...] | None:
+    """Which layers apply RoPE: no_rope_layers (1: RoPE, 0: none), else all but every no_rope_layer_interval-th."""
+    flags = cfg.get("no_rope_layers")
+    if not isinstance(n_layers, int):
+        return None  # validate() names the bad layer count
+    if flags is None:
+        every = _int(cfg, "no_rope_layer_interval", default=fam.no_rope_interval)
+        if not isinstance(every, int) or isinstance(every, bool) or every <= 0:
+            raise NlpkitError(f"config.json: no_rope_layer_interval = {every!r} must be a positive integer")
+        flags = [int((i + 1) % every != 0) for i in range(n_layers)]
+    if not (isinstance(flags, list) and len(flags) >= n_layers and all(f in (0, 1) for f in flags)):
+        raise NlpkitError(f"config.json: no_rope_layers must list 1 (RoPE) or 0 (none) for each of the {n_layers} "
+                          f"layers")
+    return tuple(bool(f) for f in flags[:n_layers])
+
+
+def _sliding_from_hf(config: ModelConfig, cfg: dict, fam: families.Family) -> None:
+    """The sliding window and which layers use it, by the family's rule (`Family.sliding`)."""
+    window, types, n_layers = cfg.get("sliding_window"), cfg.get("layer_types"), config.n_layers
+    if fam.sliding == "none":
+        window = None
+    elif fam.sliding == "flag":  # only with use_sliding_window; layer_types, else the family's rule
         if not cfg.get("use_sliding_window"):
             window = None
-        elif cfg.get("layer_types") is None:
+        elif types is None and fam.flag_layers == "no_rope" and config.rope_layers is not None:
+            types = ["full_attention" if rope else "sliding_attention" for rope in config.rope_layers]
+        elif types is None:
             start = _int(cfg, "max_window_layers", default=n_layers)
-            cfg = {**cfg, "layer_types": ["sliding_attention" if i >= start else "full_attention"
-                                          for i in range(n_layers)]}
-        config.qk_norm = "head" if family == "qwen3" else None
-    elif family in ("gemma", "gemma2", "gemma3_text"):
-        config.embed_scale = math.sqrt(dim)
-        if family == "gemma":
-            window = None
-        else:
-            config.post_norm = True
-            config.query_scale = float(cfg.get("query_pre_attn_scalar") or head_dim) ** -0.5
-            config.final_softcap = cfg.get("final_logit_softcapping")
-            config.attn_softcap = cfg.get("attn_logit_softcapping")
-            if cfg.get("layer_types") is None:
-                pattern = 2 if family == "gemma2" else _int(cfg, "sliding_window_pattern", default=6)
-                cfg = {**cfg, "layer_types": ["sliding_attention" if (i + 1) % pattern else "full_attention"
-                                              for i in range(n_layers)]}
-        if family == "gemma3_text":
-            config.qk_norm = "head"
-            if local_params is not None:
-                config.rope_local_theta = float(local_params.get("rope_theta") or 10000.0)
-                if (local_params.get("rope_type") or "default") != "default":
-                    raise NlpkitError(f"config.json: rope_parameters.sliding_attention.rope_type "
-                                      f"{local_params.get('rope_type')!r} is not supported")
-            else:
-                config.rope_local_theta = float(cfg.get("rope_local_base_freq") or 10000.0)
-    elif family == "phi3":
-        prf = cfg.get("partial_rotary_factor") or (cfg.get("rope_parameters") or {}).get("partial_rotary_factor")
-        if prf is not None and prf != 1.0:
-            config.rotary_dim = int(head_dim * prf)
-    elif family == "olmo2":
-        config.pre_norm, config.post_norm, config.qk_norm = False, True, "full"
-    elif family == "gpt_neox":
-        config.norm, config.gated_mlp, config.n_kv_heads = "layer", False, n_heads
-        config.norm_eps = _int(cfg, "layer_norm_eps", default=1e-5)
-        config.parallel_residual = bool(cfg.get("use_parallel_residual", True))
-        config.attention_bias = config.o_bias = bool(cfg.get("attention_bias", True))
-        pct = cfg.get("rotary_pct")
-        if pct is None:
-            pct = cfg.get("partial_rotary_factor", (cfg.get("rope_parameters") or {}).get("partial_rotary_factor", 1.0))
-        if pct != 1.0:
-            config.rotary_dim = int(head_dim * pct)
-        config.tie_embeddings = bool(cfg.get("tie_word_embeddings", False))
-    if family in ("llama", "olmo2", "gemma", "gpt_neox"):
-        window = None  # these families have no sliding window
+            types = ["sliding_attention" if i >= start else "full_attention" for i in range(n_layers)]
+    elif fam.sliding == "pattern" and types is None:  # every n-th layer full
+        every = _int(cfg, fam.layer_pattern_key, default=fam.layer_pattern) if fam.layer_pattern_key \
+            else fam.layer_pattern
+        types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layers)]
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
         raise NlpkitError(f"config.json: sliding_window = {window!r} must be a positive integer (or null: no window)")
     config.sliding_window = window
-    types = cfg.get("layer_types")
-    if config.sliding_window and isinstance(types, list):
+    if window and isinstance(types, list):
         config.layer_types = tuple("sliding" if t == "sliding_attention" else "full" if t == "full_attention"
                                    else str(t) for t in types)
-    if family == "mistral" and cfg.get("layer_types"):
-        raise NlpkitError("config.json: layer_types on a mistral model (alternating attention) is not supported")
-    return config

@@ -1,9 +1,9 @@
 """The transformer forward pass in numpy float32: one RoPE decoder block with per-family options, and gpt2.
 
-The "llama" block (RMSNorm, RoPE, SwiGLU, GQA) also runs mistral, qwen2/3, gemma 1/2/3, phi3, olmo2 and
-gpt_neox: where their math differs it takes an option from `ModelConfig` (norm form and placement,
-activation, biases, q/k norms, attention/final soft-capping, sliding windows, partial rotary), decided
-once per layer when the closures are built, so the plain Llama path runs the same operations as before.
+The RoPE block (Llama's: RMSNorm, RoPE, SwiGLU, GQA) runs every family of `families.py`: where their math
+differs it takes an option from `ModelConfig` (norm form and placement, activation, biases, q/k norms,
+attention/final soft-capping, sliding windows, partial rotary, layers without RoPE), decided once per layer
+when the closures are built, so the plain Llama path runs the same operations as before.
 
 picoGPT-style: a handful of small functions, each with its shape contract, composed by `Model.forward`.
 Weights are plain arrays in one dataclass per layer; the loaders fill them, so nothing here knows about
@@ -231,9 +231,10 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
     return out
 
 
-def llama_rows(w: LlamaLayer, cfg):
+def llama_rows(w: LlamaLayer, cfg, li: int = 0):
     """(project, finish) for `block`: pre-norm attention with RoPE and GQA, then a SwiGLU MLP — and each
-    family's variations of it, chosen here once per layer (built once per model, see Model.layer_rows)."""
+    family's variations of it (`cfg`'s options; layer `li`'s own ones), chosen here once per layer (built once
+    per model, see Model.layer_rows)."""
     nh, nkv, hd, eps = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.norm_eps
     scale = np.float32(cfg.query_scale if cfg.query_scale is not None else 1.0 / np.sqrt(hd))
     if cfg.norm == "layer":
@@ -244,6 +245,10 @@ def llama_rows(w: LlamaLayer, cfg):
             return rms_norm(x, g, eps)
     rot = cfg.rotary_dim or hd
     rope = apply_rope if rot == hd else lambda x, c, s_: apply_rope_partial(x, c, s_, rot)
+    if cfg.rope_layers is not None and not cfg.rope_layers[li]:  # a NoPE layer (smollm3): no rotation
+        def rope(x, c, s_):
+            return x
+    pre_norm, post_norm = cfg.pre_norm, cfg.post_norm
     qk_norm = cfg.qk_norm
     act = ACTIVATIONS[cfg.act]
     if cfg.gated_mlp:
@@ -256,7 +261,7 @@ def llama_rows(w: LlamaLayer, cfg):
     def project(xr, s, e, q, k, v, cs):  # xr [b, n, d], cs = (cos, sin) [t, rot/2] each
         b, n, _ = xr.shape
         cos, sin = cs
-        h = norm(xr, w.attn_norm, w.attn_norm_b) if w.attn_norm is not None else xr
+        h = norm(xr, w.attn_norm, w.attn_norm_b) if pre_norm else xr
         qkv = linear(h, w.wqkv, w.bqkv)  # [b, n, (nh + 2 nkv) hd]
         if qk_norm == "full":  # olmo2: RMSNorm over all of q and all of k
             qkv[..., :nh * hd] = rms_norm(qkv[..., :nh * hd], w.q_norm, eps)
@@ -274,14 +279,14 @@ def llama_rows(w: LlamaLayer, cfg):
     if cfg.parallel_residual:
         def finish(xr, heads):  # [b, n, d], [b, n, nh hd] -> [b, n, d]
             return mlp(norm(xr, w.mlp_norm, w.mlp_norm_b)) + linear(heads, w.wo, w.bo) + xr
-    elif w.attn_post_norm is None and w.mlp_post_norm is None:
+    elif not post_norm:
         def finish(xr, heads):
             y = xr + linear(heads, w.wo, w.bo)
             return y + mlp(norm(y, w.mlp_norm, w.mlp_norm_b))
     else:  # gemma2/3 (pre and post norms), olmo2 (post norms only)
         def finish(xr, heads):
             y = xr + rms_norm(linear(heads, w.wo, w.bo), w.attn_post_norm, eps)
-            m = mlp(norm(y, w.mlp_norm, w.mlp_norm_b) if w.mlp_norm is not None else y)
+            m = mlp(norm(y, w.mlp_norm, w.mlp_norm_b) if pre_norm else y)
             return y + rms_norm(m, w.mlp_post_norm, eps)
 
     return project, finish
@@ -316,7 +321,7 @@ def attention(q, k, v, mask, pool: RowPool, softcap=None):  # [b, kv, g, t, hd],
 
 # ---------------------------------------------------------------- gpt2
 
-def gpt2_rows(w: GPT2Layer, cfg):
+def gpt2_rows(w: GPT2Layer, cfg, li: int = 0):
     """(project, finish) for `block`: GPT-2 (LayerNorm, every head its own kv head, GELU MLP)."""
     nh, hd, eps = cfg.n_heads, cfg.head_dim, cfg.norm_eps
     scale = np.float32(1.0 / np.sqrt(hd))
@@ -353,8 +358,8 @@ class Model:
         key = (id(self.config), id(self.weights), len(self.weights.layers))
         if self._rows is None or self._rows_for != key:
             c = self.config
-            make = gpt2_rows if c.arch == "gpt2" else llama_rows
-            self._rows, self._rows_for = [make(layer, c) for layer in self.weights.layers], key
+            make = llama_rows if c.uses_rope else gpt2_rows
+            self._rows, self._rows_for = [make(layer, c, li) for li, layer in enumerate(self.weights.layers)], key
         return self._rows
 
     def require_tokenizer(self):
@@ -368,7 +373,7 @@ class Model:
         """RoPE tables: one for full-attention layers, and one for sliding layers when their base differs (gemma3)."""
         c = self.config
         self.rope = self.local_rope = None
-        if c.arch != "llama":
+        if not c.uses_rope:
             return
         rot = c.rotary_dim or c.head_dim
         self.rope = RoPE(rot, c.rope_theta, c.rope_scaling, c.max_seq_len)
@@ -390,7 +395,7 @@ class Model:
         """An empty KV cache; max_len defaults to the model's context (memory is touched only as it fills)."""
         c = self.config
         max_len = max_len or c.positions
-        if c.arch == "gpt2" and max_len > c.max_seq_len:
+        if not c.uses_rope and max_len > c.max_seq_len:
             raise NlpkitError(f"max_len {max_len} exceeds GPT-2's {c.max_seq_len} learned positions")
         return KVCache(c.n_layers, batch, c.n_kv_heads, max_len, c.head_dim)
 
@@ -426,8 +431,9 @@ class Model:
         if c.embed_scale is not None:
             x = x * np.float32(c.embed_scale)
         n_threads = workers() if t >= PARALLEL_MIN_TOKENS else 1
+        rope_block = c.uses_rope
         with np.errstate(over="ignore"):
-            if c.arch == "llama":
+            if rope_block:
                 cos, sin = self.rope.cos_sin(start, t)  # [t, hd/2]
                 local_cs = self.local_rope.cos_sin(start, t) if self.local_rope is not self.rope else (cos, sin)
                 kinds = self.layer_kinds()
@@ -443,7 +449,7 @@ class Model:
             small_batch = b > 1 and b * t < PARALLEL_MIN_TOKENS
             with single_threaded_blas() if n_threads > 1 or small_batch else nullcontext():
                 for li, (project, finish) in enumerate(self.layer_rows()):
-                    if c.arch == "gpt2":
+                    if not rope_block:
                         x = block(x, c, project, finish, cache, li, mask, pool)
                     elif kinds[li] == "sliding":
                         x = block(x, c, project, finish, cache, li, local_mask, pool, c.attn_softcap, local_cs)
@@ -456,7 +462,7 @@ class Model:
             x = x[:, -1:]
         elif logits_from:
             x = x[:, logits_from:]
-        x = rms_norm(x, w.norm_g, c.norm_eps) if c.arch == "llama" and c.norm == "rms" \
+        x = rms_norm(x, w.norm_g, c.norm_eps) if rope_block and c.norm == "rms" \
             else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
         logits = linear(x, w.lm_head)  # [b, t, V]
         if c.final_softcap is not None:

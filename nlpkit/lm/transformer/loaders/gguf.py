@@ -1,4 +1,4 @@
-"""Load a GGUF file (llama architecture) into a `Model`: metadata -> config, tensors dequantized by `gguf`.
+"""Load a GGUF file into a `Model`: metadata -> config (by the family table), tensors dequantized by `gguf`.
 
 The header (metadata and tensor table) is parsed here, with every count, shape and offset checked
 against the file size, so a lying file is an NlpkitError before anything is allocated; it is also much
@@ -19,9 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from nlpkit.bpe.gguf_vocab import gguf_adds_bos
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.transformer.config import ModelConfig
-from nlpkit.lm.transformer.model import LlamaLayer, Model, Weights
+from nlpkit.lm.transformer import families
+from nlpkit.lm.transformer.config import ACT_NAMES, ModelConfig, block_options
+from nlpkit.lm.transformer.loaders.weights import read_block_weights
+from nlpkit.lm.transformer.model import Model
 
 _MAX_COUNT = 1 << 20  # tensors or metadata keys beyond real files' sizes: a corrupt header
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
@@ -124,90 +127,72 @@ def _int(meta: dict, key: str, default=None) -> int:
     return int(value)
 
 
-# llama.cpp architecture name -> the nlpkit family it is (Mistral GGUFs are written as "llama")
-GGUF_ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma": "gemma", "gemma2": "gemma2",
-              "gemma3": "gemma3_text", "phi3": "phi3", "olmo2": "olmo2", "gptneox": "gpt_neox"}
-
-
 def config_from_gguf(meta: dict, n_vocab_tokens: int | None, tensor_names: set | None = None) -> ModelConfig:
+    """A ModelConfig from GGUF metadata: general.architecture names the family (`families.FAMILIES`), whose
+    entry says which options the block uses; biases are read where the file has them (GGUF does not say)."""
     arch = meta.get("general.architecture")
-    if arch not in GGUF_ARCHS:
+    fam = families.by_gguf_arch(arch)
+    if fam is None:
         raise NlpkitError(f"unsupported GGUF architecture {arch!r} (nlpkit reads the GGUF architectures "
-                          f"{', '.join(GGUF_ARCHS)})")
-    family = GGUF_ARCHS[arch]
+                          f"{', '.join(families.GGUF_ARCHS)})")
     names = tensor_names or set()
-    a = arch + "."
-    dim, n_heads = _int(meta, a + "embedding_length"), _int(meta, a + "attention.head_count")
-    head_dim = _int(meta, a + "attention.key_length", dim // n_heads if n_heads else 0)
+
+    def key(name: str) -> str:
+        return f"{arch}.{fam.gguf_key(name)}"
+
+    dim, n_heads = _int(meta, key("dim")), _int(meta, key("n_heads"))
+    head_dim = _int(meta, key("head_dim"), dim // n_heads if n_heads else 0)
     scaling = None
-    kind = meta.get(a + "rope.scaling.type")
+    kind = meta.get(key("rope_scaling_type"))
     if kind and kind != "none":
-        factor = float(meta.get(a + "rope.scaling.factor", 1.0))
+        factor = float(meta.get(key("rope_factor"), 1.0))
         kind = {"linear": "linear", "yarn": "yarn"}.get(kind)
         if kind is None:
-            raise NlpkitError(f"GGUF metadata: rope scaling {meta[a + 'rope.scaling.type']!r} is not supported")
+            raise NlpkitError(f"GGUF metadata: rope scaling {meta[key('rope_scaling_type')]!r} is not supported")
         scaling = {"rope_type": kind, "factor": factor}
         if kind == "yarn":
-            scaling["original_max_position_embeddings"] = _int(meta, a + "rope.scaling.original_context_length")
-    n_layers = _int(meta, a + "block_count")
+            scaling["original_max_position_embeddings"] = _int(meta, key("rope_original_context"))
+    n_layers = _int(meta, key("n_layers"))
+    tensor = families.GGUF_TENSORS
     config = ModelConfig(
-        arch="llama", family=family, vocab_size=_int(meta, a + "vocab_size", n_vocab_tokens), dim=dim,
-        n_layers=n_layers, n_heads=n_heads,
-        n_kv_heads=_int(meta, a + "attention.head_count_kv", n_heads), head_dim=head_dim,
-        hidden_dim=_int(meta, a + "feed_forward_length"), max_seq_len=_int(meta, a + "context_length", 2048),
-        norm_eps=float(meta.get(a + "attention.layer_norm_rms_epsilon", 1e-5)),
-        rope_theta=float(meta.get(a + "rope.freq_base", 10000.0)), rope_scaling=scaling)
-    rot = meta.get(a + "rope.dimension_count")
+        **block_options(fam), vocab_size=_int(meta, key("vocab_size"), n_vocab_tokens), dim=dim,
+        n_layers=n_layers, n_heads=n_heads, n_kv_heads=_int(meta, key("n_kv_heads"), n_heads), head_dim=head_dim,
+        hidden_dim=_int(meta, key("hidden_dim")), max_seq_len=_int(meta, key("max_seq_len"), 2048),
+        norm_eps=float(meta.get(key("norm_eps"), 1e-5)), rope_theta=float(meta.get(key("rope_theta"), 10000.0)),
+        rope_scaling=scaling, act=ACT_NAMES[fam.act],
+        attention_bias=any(f"blk.0.{tensor[r]}.bias" in names for r in ("q", "qkv")),
+        o_bias=f"blk.0.{tensor['o']}.bias" in names, mlp_bias=f"blk.0.{tensor['up']}.bias" in names)
+    rot = meta.get(key("rotary_dim"))
     if rot is not None and int(rot) != head_dim:
         config.rotary_dim = int(rot)
-    if family == "qwen2":
-        config.attention_bias, config.o_bias = "blk.0.attn_q.bias" in names, "blk.0.attn_output.bias" in names
-    elif family == "llama":
-        config.attention_bias = "blk.0.attn_q.bias" in names
-    if family in ("qwen3", "gemma3_text"):
-        config.qk_norm = "head"
-    if family.startswith("gemma"):  # llama.cpp's rules: embeddings scaled by sqrt(d), q by 1/sqrt(head_dim)
-        config.act, config.embed_scale = "gelu_tanh", math.sqrt(dim)
-        big = (family == "gemma2" and n_layers == 46) or (family == "gemma3_text" and n_layers == 62)  # 27B
+    if fam.embed_scale:  # llama.cpp's rules: embeddings scaled by sqrt(d), q by 1/sqrt(head_dim)
+        config.embed_scale = math.sqrt(dim)
+        big = n_layers == fam.gguf_big_layers  # 27B: by 1/sqrt(d / n_heads)
         config.query_scale = 1.0 / math.sqrt(dim / n_heads if big else head_dim)
-        config.tie_embeddings = "output.weight" not in names
-    if family in ("gemma2", "gemma3_text"):
-        config.post_norm = True
-        config.attn_softcap = meta.get(a + "attn_logit_softcapping") or None
-        config.final_softcap = meta.get(a + "final_logit_softcapping") or None
-        window = meta.get(a + "attention.sliding_window")
-        if window:  # llama.cpp's default layer patterns: every 2nd (gemma2) / 6th (gemma3) layer is global
-            config.sliding_window = int(window)
-            pattern = meta.get(a + "attention.sliding_window_pattern", 2 if family == "gemma2" else 6)
+    if fam.softcap:
+        config.attn_softcap = meta.get(key("attn_softcap")) or None
+        config.final_softcap = meta.get(key("final_softcap")) or None
+    if fam.sliding in ("all", "pattern"):
+        window = meta.get(key("sliding_window"))
+        config.sliding_window = int(window) if window else None
+        if window and fam.sliding == "pattern":  # llama.cpp's default: every layer_pattern-th layer is global
+            pattern = meta.get(key("layer_pattern"), fam.layer_pattern)
             if isinstance(pattern, list):
                 config.layer_types = tuple("sliding" if p else "full" for p in pattern)
             else:
                 config.layer_types = tuple("sliding" if i % int(pattern) < int(pattern) - 1 else "full"
                                            for i in range(n_layers))
-        if family == "gemma3_text":
-            config.rope_local_theta = float(meta.get(a + "rope.freq_base_swa", 10000.0))
-    if family == "phi3":
-        window = meta.get(a + "attention.sliding_window")
-        config.sliding_window = int(window) if window else None  # honoured (llama.cpp currently ignores it)
-    if family == "olmo2":
-        config.pre_norm, config.post_norm, config.qk_norm = False, True, "full"
-    if family == "gpt_neox":
-        config.norm, config.gated_mlp, config.act = "layer", False, "gelu"
-        config.norm_eps = float(meta.get(a + "attention.layer_norm_epsilon", 1e-5))
-        config.parallel_residual = bool(meta.get(a + "use_parallel_residual", True))
-        config.attention_bias = config.o_bias = "blk.0.attn_qkv.bias" in names
+    if fam.local_rope:
+        config.rope_local_theta = float(meta.get(key("rope_local_theta"), 10000.0))
+    if fam.parallel_residual is not None:
+        config.parallel_residual = bool(meta.get(key("parallel_residual"), fam.parallel_residual))
+    if fam.no_rope:  # llama.cpp's rule: no RoPE on every no_rope_interval-th layer (no list in the file)
+        config.rope_layers = tuple((i + 1) % fam.no_rope_interval != 0 for i in range(n_layers))
     bos, eos = meta.get("tokenizer.ggml.bos_token_id"), meta.get("tokenizer.ggml.eos_token_id")
     config.bos_id = int(bos) if bos is not None else None
     config.eos_id = int(eos) if eos is not None else None
-    config.add_bos = bool(meta.get("tokenizer.ggml.add_bos_token", meta.get("tokenizer.ggml.model") == "llama")) \
-        and config.bos_id is not None
+    config.add_bos = gguf_adds_bos(meta) and config.bos_id is not None
     return config
-
-
-def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
-    """llama.cpp's interleaved rows back to HF rotate-half rows.  # [nh hd, d] -> [nh hd, d]"""
-    rows, d = w.shape
-    return w.reshape(n_heads, rows // n_heads // 2, 2, d).swapaxes(1, 2).reshape(rows, d)
 
 
 class _Tensors:
@@ -248,12 +233,16 @@ class _Tensors:
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
         return np.ascontiguousarray(self._rows(name, shape, 0, rows)).reshape(shape)
 
-    def read_t(self, name: str, shape: tuple[int, int], block: int = 2048) -> np.ndarray:
-        """The transpose [in, out] of an [out, in] matrix, dequantized and transposed a block of rows at a time."""
-        out = np.empty((shape[1], shape[0]), np.float32)
-        for r0 in range(0, shape[0], block):
-            r1 = min(r0 + block, shape[0])
-            out[:, r0:r1] = self._rows(name, shape, r0, r1).T
+    def read_t(self, names: list[str], shapes: list[tuple[int, int]], block: int = 2048) -> np.ndarray:
+        """Transposed and concatenated, as `TensorSet.read_t`: [out_i, in] tensors -> one [in, sum out_i] matrix,
+        dequantized and transposed a block of rows at a time."""
+        out = np.empty((shapes[0][1], sum(s[0] for s in shapes)), np.float32)
+        col = 0
+        for name, shape in zip(names, shapes):
+            for r0 in range(0, shape[0], block):
+                r1 = min(r0 + block, shape[0])
+                out[:, col + r0:col + r1] = self._rows(name, shape, r0, r1).T
+            col += shape[0]
         return out
 
 
@@ -275,67 +264,17 @@ def load_gguf(path: str | Path) -> Model:
     tokens = meta.get("tokenizer.ggml.tokens")
     ts = _Tensors(tensors, path)
     c = config_from_gguf(meta, len(tokens) if isinstance(tokens, list) else None, set(ts.by_name))
-    if c.family == "phi3" and "rope_factors_long.weight" in ts:  # longrope: per-dimension factors as tensors
+    if "rope_factors_long.weight" in ts:  # longrope (phi3): per-dimension factors as tensors
         half = (c.rotary_dim or c.head_dim) // 2
-        a = "phi3.rope.scaling."
+        a = f"{meta['general.architecture']}.rope.scaling."
         c.rope_scaling = {"rope_type": "longrope",
                           "long_factor": ts.read("rope_factors_long.weight", (half,)).tolist(),
                           "short_factor": ts.read("rope_factors_short.weight", (half,)).tolist(),
                           "original_max_position_embeddings": _int(meta, a + "original_context_length"),
                           "attention_factor": float(meta.get(a + "attn_factor", 1.0))}
     c.validate()
-    d, nh, nkv, hd, h = c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim
-    permuted = c.family == "llama"  # convert_hf_to_gguf permutes q/k rows of llama-arch models only
-    layers = []
-    for i in range(c.n_layers):
-        a = f"blk.{i}."
-
-        def opt(name: str, shape: tuple) -> np.ndarray | None:
-            return ts.read(a + name, shape) if a + name in ts else None
-
-        if a + "attn_qkv.weight" in ts:  # phi3, gptneox: fused, rows q heads, k heads, v heads
-            wqkv = ts.read_t(a + "attn_qkv.weight", ((nh + 2 * nkv) * hd, d))
-            bqkv = opt("attn_qkv.bias", ((nh + 2 * nkv) * hd,))
-        else:
-            q, k = ts.read(a + "attn_q.weight", (nh * hd, d)), ts.read(a + "attn_k.weight", (nkv * hd, d))
-            if permuted:
-                q, k = unpermute_qk(q, nh), unpermute_qk(k, nkv)
-            wqkv = np.concatenate([q, k, ts.read(a + "attn_v.weight", (nkv * hd, d))]).T.copy()
-            del q, k
-            bqkv = None
-            if c.attention_bias:
-                bq, bk = ts.read(a + "attn_q.bias", (nh * hd,)), ts.read(a + "attn_k.bias", (nkv * hd,))
-                if permuted:
-                    bq, bk = unpermute_qk(bq[:, None], nh)[:, 0], unpermute_qk(bk[:, None], nkv)[:, 0]
-                bqkv = np.concatenate([bq, bk, ts.read(a + "attn_v.bias", (nkv * hd,))])
-        if not c.gated_mlp:
-            w_gate_up = ts.read_t(a + "ffn_up.weight", (h, d))
-        elif a + "ffn_gate.weight" in ts:
-            w_gate_up = np.concatenate([ts.read(a + "ffn_gate.weight", (h, d)), ts.read(a + "ffn_up.weight", (h, d))]).T.copy()
-        else:  # phi3: gate and up fused in ffn_up
-            w_gate_up = ts.read_t(a + "ffn_up.weight", (2 * h, d))
-        layer = LlamaLayer(  # [out, in] -> [in, out], fused
-            attn_norm=opt("attn_norm.weight", (d,)), attn_norm_b=opt("attn_norm.bias", (d,)),
-            wqkv=wqkv, bqkv=bqkv, wo=ts.read_t(a + "attn_output.weight", (d, nh * hd)),
-            bo=opt("attn_output.bias", (d,)),
-            mlp_norm=opt("ffn_norm.weight", (d,)), mlp_norm_b=opt("ffn_norm.bias", (d,)),
-            w_gate_up=w_gate_up, w_down=ts.read_t(a + "ffn_down.weight", (d, h)),
-            b_up=opt("ffn_up.bias", (h,)), b_down=opt("ffn_down.bias", (d,)),
-            attn_post_norm=opt("post_attention_norm.weight", (d,)), mlp_post_norm=opt("post_ffw_norm.weight", (d,)))
-        if c.qk_norm:
-            qs, ks = ((hd,), (hd,)) if c.qk_norm == "head" else ((nh * hd,), (nkv * hd,))
-            layer.q_norm, layer.k_norm = ts.read(a + "attn_q_norm.weight", qs), ts.read(a + "attn_k_norm.weight", ks)
-        if c.pre_norm and layer.attn_norm is None:
-            raise NlpkitError(f"{path}: tensor {a}attn_norm.weight is missing")
-        layers.append(layer)
-    c.tie_embeddings = "output.weight" not in ts
-    if c.tie_embeddings:
-        embed, lm_head = None, ts.read_t("token_embd.weight", (c.vocab_size, d))
-    else:
-        embed = ts.read("token_embd.weight", (c.vocab_size, d))
-        lm_head = ts.read_t("output.weight", (c.vocab_size, d))
-    weights = Weights(lm_head=lm_head, embed=embed, layers=layers, norm_g=ts.read("output_norm.weight", (d,)),
-                      norm_b=ts.read("output_norm.bias", (d,)) if "output_norm.bias" in ts else None)
+    fam = families.by_gguf_arch(meta.get("general.architecture"))
+    weights = read_block_weights(ts, c, families.gguf_tensor_name, qk_permuted=fam.gguf_qk_permuted)
     model = Model(c, weights, None, source=str(path))
     try:
         model.tokenizer = _tokenizer(meta, c, str(path))

@@ -1,8 +1,8 @@
 """Load a Hugging Face model directory (config.json + safetensors + tokenizer) into a `Model`.
 
-Llama: q/k/v rows are stacked into one matrix and gate/up into another while reading, then transposed
-once into the `[in, out]` layout the forward pass uses. GPT-2 stores its projections as Conv1D
-`[in, out]` already. A tied embedding is kept once, as the `[d, V]` output projection.
+RoPE families: `weights.read_block_weights` with the tensor names of the family table (q/k/v rows stacked
+into one matrix and gate/up into another, transposed once into the `[in, out]` layout the forward pass
+uses). GPT-2 stores its projections as Conv1D `[in, out]` already. A tied embedding is kept once, as the `[d, V]` output projection.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from nlpkit.errors import NlpkitError
+from nlpkit.lm.transformer import families
 from nlpkit.lm.transformer.config import ModelConfig, config_from_hf
 from nlpkit.lm.transformer.loaders.safetensors import TensorSet
-from nlpkit.lm.transformer.model import GPT2Layer, LlamaLayer, Model, Weights
+from nlpkit.lm.transformer.loaders.weights import read_block_weights
+from nlpkit.lm.transformer.model import GPT2Layer, Model, Weights
 
 
 def _read_json(path: Path) -> dict:
@@ -35,94 +37,12 @@ def _prefix(ts: TensorSet, candidates: tuple[str, ...], probe: str) -> str:
     raise NlpkitError(f"model weights: tensor {candidates[0]}{probe} is missing")
 
 
-GEMMA_FAMILIES = ("gemma", "gemma2", "gemma3_text")
-
-
-def load_llama_weights(ts: TensorSet, c: ModelConfig) -> Weights:
-    """Weights of any RoPE family (see `ModelConfig.family`) into `LlamaLayer`s."""
-    if c.family == "gpt_neox":
-        return load_neox_weights(ts, c)
-    d, nh, nkv, hd, h = c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim
-    p = _prefix(ts, c.extra.get("weight_prefixes", ()) + ("model.", ""), "embed_tokens.weight")
-    shift = np.float32(1.0) if c.family in GEMMA_FAMILIES else None  # Gemma RMSNorm scales by (1 + w)
-
-    def norm(name: str, size: int = d) -> np.ndarray:
-        g = ts.read(name, (size,))
-        return g + shift if shift is not None else g
-
-    layers = []
-    for i in range(c.n_layers):
-        a = f"{p}layers.{i}."
-        if c.family == "phi3":  # fused q/k/v and gate/up projections
-            wqkv = ts.read_t([a + "self_attn.qkv_proj.weight"], [((nh + 2 * nkv) * hd, d)])
-            w_gate_up = ts.read_t([a + "mlp.gate_up_proj.weight"], [(2 * h, d)])
-        else:
-            wqkv = ts.read_t([a + f"self_attn.{n}_proj.weight" for n in "qkv"],
-                             [(nh * hd, d), (nkv * hd, d), (nkv * hd, d)])
-            w_gate_up = ts.read_t([a + "mlp.gate_proj.weight", a + "mlp.up_proj.weight"], [(h, d), (h, d)])
-        bias = None
-        if c.attention_bias:
-            bias = np.concatenate([ts.read(a + f"self_attn.{n}_proj.bias", (m * hd,))
-                                   for n, m in zip("qkv", (nh, nkv, nkv))])
-        layer = LlamaLayer(
-            attn_norm=norm(a + "input_layernorm.weight") if c.pre_norm else None,
-            wqkv=wqkv, bqkv=bias,
-            wo=ts.read_t([a + "self_attn.o_proj.weight"], [(d, nh * hd)]),
-            bo=ts.read(a + "self_attn.o_proj.bias", (d,)) if (c.o_bias if c.o_bias is not None else c.attention_bias)
-            else None,
-            mlp_norm=None, w_gate_up=w_gate_up, w_down=ts.read_t([a + "mlp.down_proj.weight"], [(d, h)]))
-        if c.post_norm:  # gemma2/3: pre- and post-norms; olmo2: post-norms only
-            layer.attn_post_norm = norm(a + "post_attention_layernorm.weight")
-            layer.mlp_post_norm = norm(a + "post_feedforward_layernorm.weight")
-            if c.pre_norm:
-                layer.mlp_norm = norm(a + "pre_feedforward_layernorm.weight")
-        else:
-            layer.mlp_norm = norm(a + "post_attention_layernorm.weight")
-        if c.qk_norm == "head":
-            layer.q_norm, layer.k_norm = norm(a + "self_attn.q_norm.weight", hd), norm(a + "self_attn.k_norm.weight", hd)
-        elif c.qk_norm == "full":
-            layer.q_norm = norm(a + "self_attn.q_norm.weight", nh * hd)
-            layer.k_norm = norm(a + "self_attn.k_norm.weight", nkv * hd)
-        layers.append(layer)
-    if not c.tie_embeddings and "lm_head.weight" not in ts:
-        c.tie_embeddings = True  # some exports drop lm_head when it equals the embedding
-    if c.tie_embeddings:
-        embed, lm_head = None, ts.read_t([p + "embed_tokens.weight"], [(c.vocab_size, d)])
-    else:
-        embed = ts.read(p + "embed_tokens.weight", (c.vocab_size, d))
-        lm_head = ts.read_t(["lm_head.weight"], [(c.vocab_size, d)])
-    return Weights(lm_head=lm_head, embed=embed, layers=layers, norm_g=norm(p + "norm.weight"))
-
-
-def load_neox_weights(ts: TensorSet, c: ModelConfig) -> Weights:
-    """GPT-NeoX (Pythia): per-head interleaved fused q/k/v rows `[nh, 3, hd]` regrouped as q heads, k heads, v heads."""
-    d, nh, hd, h = c.dim, c.n_heads, c.head_dim, c.hidden_dim
-    p = _prefix(ts, ("gpt_neox.", ""), "embed_in.weight")
-
-    def regroup(w: np.ndarray) -> np.ndarray:  # [nh 3 hd, ...] -> [3 nh hd, ...]
-        return w.reshape(nh, 3, hd, *w.shape[1:]).swapaxes(0, 1).reshape(w.shape)
-
-    layers = []
-    for i in range(c.n_layers):
-        a = f"{p}layers.{i}."
-        layers.append(LlamaLayer(
-            attn_norm=ts.read(a + "input_layernorm.weight", (d,)), attn_norm_b=ts.read(a + "input_layernorm.bias", (d,)),
-            wqkv=np.ascontiguousarray(regroup(ts.read(a + "attention.query_key_value.weight", (3 * d, d))).T),
-            bqkv=regroup(ts.read(a + "attention.query_key_value.bias", (3 * d,))) if c.attention_bias else None,
-            wo=ts.read_t([a + "attention.dense.weight"], [(d, d)]),
-            bo=ts.read(a + "attention.dense.bias", (d,)) if c.o_bias else None,
-            mlp_norm=ts.read(a + "post_attention_layernorm.weight", (d,)),
-            mlp_norm_b=ts.read(a + "post_attention_layernorm.bias", (d,)),
-            w_gate_up=ts.read_t([a + "mlp.dense_h_to_4h.weight"], [(h, d)]), b_up=ts.read(a + "mlp.dense_h_to_4h.bias", (h,)),
-            w_down=ts.read_t([a + "mlp.dense_4h_to_h.weight"], [(d, h)]), b_down=ts.read(a + "mlp.dense_4h_to_h.bias", (d,))))
-    if c.tie_embeddings or "embed_out.weight" not in ts:
-        c.tie_embeddings = True
-        embed, lm_head = None, ts.read_t([p + "embed_in.weight"], [(c.vocab_size, d)])
-    else:
-        embed = ts.read(p + "embed_in.weight", (c.vocab_size, d))
-        lm_head = ts.read_t(["embed_out.weight"], [(c.vocab_size, d)])
-    return Weights(lm_head=lm_head, embed=embed, layers=layers, norm_g=ts.read(p + "final_layer_norm.weight", (d,)),
-                   norm_b=ts.read(p + "final_layer_norm.bias", (d,)))
+def load_rope_weights(ts: TensorSet, c: ModelConfig) -> Weights:
+    """Weights of any RoPE family into `LlamaLayer`s, named as its `families.FAMILIES` entry says."""
+    fam = families.by_model_type(c.family)
+    p = _prefix(ts, c.extra.get("weight_prefixes", ()) + fam.hf_prefixes, fam.hf_tensor("embed") + ".weight")
+    return read_block_weights(ts, c, lambda role, i: fam.hf_tensor_name(role, i, p), plus_one=fam.norm_plus_one,
+                              qkv_per_head=fam.hf_qkv_per_head)
 
 
 def load_gpt2_weights(ts: TensorSet, c: ModelConfig) -> Weights:
@@ -194,7 +114,7 @@ def load_hf_dir(directory: str | Path) -> Model:
                           "directory or a .gguf file")
     config = config_from_hf(_read_json(cfg_path))
     ts = TensorSet(directory)
-    weights = load_llama_weights(ts, config) if config.arch == "llama" else load_gpt2_weights(ts, config)
+    weights = load_rope_weights(ts, config) if config.uses_rope else load_gpt2_weights(ts, config)
     try:
         tok, tok_error = load_tokenizer(directory), None
     except NlpkitError as e:  # e.g. a tokenizer kind nlpkit cannot read yet: the model still runs on token ids
