@@ -46,10 +46,15 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     rolling windows) or second-half (llama.cpp llama-perplexity). Several files: a corpus total
     row follows (file "(total)"; "total": true in JSON).
 
+    An n-gram model (--model lm.arpa, .arpa.gz or an nlpkit counts file) scores each line as one
+    sentence, as KenLM's query does: sentences, tokens, OOVs, log10 probability, perplexity with
+    and without OOVs, plus NLL and bits per byte (no windows, no RoPE options).
+
     \b
       nlpkit perplexity book.txt --model SmolLM2-135M/ --context 512 --stride 256
       nlpkit perplexity --per-line sentences.txt --format jsonl
       echo "The cat sat on the mat." | nlpkit perplexity --per-token
+      nlpkit perplexity held-out.txt --model lm.arpa
     """
     from nlpkit.cli.ngram import ngram_model_path
     if ngram_model_path(model_path):  # an ARPA / counts file: KenLM query's figures (nlpkit/cli/ngram.py)

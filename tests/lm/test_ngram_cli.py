@@ -312,3 +312,11 @@ def test_malformed_arpa_is_exit_1_with_file_and_line(tmp_path, edit, where, why)
     assert r.returncode == 1 and f"bad.arpa, {where}" in r.stderr and why in r.stderr and "Traceback" not in r.stderr
     (tmp_path / "good.arpa").write_text(GOOD_ARPA)
     assert run("perplexity", "--model", str(tmp_path / "good.arpa"), input="a\n").returncode == 0
+
+
+@pytest.mark.parametrize("command", ["perplexity", "generate", "sample"])
+def test_model_help_names_ngram_models(command):
+    """--help said "Hugging Face model directory or .gguf file" where an ARPA file works as well."""
+    r = run(command, "--help")
+    text = " ".join(r.stdout.split())
+    assert "n-gram model (ARPA, .arpa.gz, an ngram-train counts file)" in text

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlpkit.lm.ngram.model import load_ngram_model
+from nlpkit.lm.ngram.ngram_model import load_ngram_model
 from nlpkit.lm.ngram.sampling import next_word_distribution, prompt_history
-from nlpkit.lm.ngram.scoring import score_lines
+from nlpkit.lm.ngram.line_scoring import score_lines
 from nlpkit.lm.sampling import SamplingConfig
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ngram"
