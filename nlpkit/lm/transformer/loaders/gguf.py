@@ -234,15 +234,16 @@ class _Tensors:
         return np.ascontiguousarray(self._rows(name, shape, 0, rows)).reshape(shape)
 
     def read_t(self, names: list[str], shapes: list[tuple[int, int]], block: int = 2048) -> np.ndarray:
-        """Transposed and concatenated, as `TensorSet.read_t`: [out_i, in] tensors -> one [in, sum out_i] matrix,
-        dequantized and transposed a block of rows at a time."""
-        out = np.empty((shapes[0][1], sum(s[0] for s in shapes)), np.float32)
-        col = 0
-        for name, shape in zip(names, shapes):
-            for r0 in range(0, shape[0], block):
-                r1 = min(r0 + block, shape[0])
-                out[:, col + r0:col + r1] = self._rows(name, shape, r0, r1).T
-            col += shape[0]
+        """Transposed and concatenated, as `TensorSet.read_t`: [out_i, in] tensors -> one [in, sum out_i] matrix.
+        Stacked or small tensors are read whole (a third of the page faults of filling a fresh matrix block by
+        block); a large one (an embedding) is dequantized and transposed a block of rows at a time."""
+        if len(names) > 1 or shapes[0][0] <= block:
+            return np.concatenate([self.read(n, s) for n, s in zip(names, shapes)]).T.copy()
+        (name,), (shape,) = names, shapes
+        out = np.empty((shape[1], shape[0]), np.float32)
+        for r0 in range(0, shape[0], block):
+            r1 = min(r0 + block, shape[0])
+            out[:, r0:r1] = self._rows(name, shape, r0, r1).T
         return out
 
 
