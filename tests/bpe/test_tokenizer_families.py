@@ -141,16 +141,19 @@ def test_every_llama_cpp_test_vocabulary_is_read_or_refused_by_name():
             Tokenizer.from_gguf(models / f"ggml-vocab-{name}.gguf")
 
 
+LLAMA_CPP_ADD_SPECIAL = json.loads((FIX / "llama_cpp_add_special.json").read_text(encoding="utf-8"))
+
+
 @pytest.mark.parametrize("name", sorted(LLAMA_CPP_VOCABS))
 def test_llama_cpp_vocab_adds_bos_as_llama_cpp(name):
-    """llama-bpe has no add_bos_token key: llama.cpp adds BOS for it (128000 9906), as for every llama3
-    vocabulary; gpt-2's neither has the key nor gets a BOS."""
+    """llama-tokenize's ids with special tokens added (tools/make_llama_cpp_vocab_fixtures.py): llama-bpe has no
+    add_bos_token key and llama.cpp adds BOS (128000 9906), as for every llama3 vocabulary; gpt-2 gets none."""
     tok = Tokenizer.from_gguf(llama_cpp_models() / f"ggml-vocab-{name}.gguf")
-    plain = tok.encode("Hello", allowed_special="none")
-    want = ([tok.bos_id] if LLAMA_CPP_VOCABS[name] else []) + plain
-    assert tok.encode("Hello", allowed_special="none", add_special=True) == want
+    for text, want in LLAMA_CPP_ADD_SPECIAL[name].items():
+        assert tok.encode(text, add_special=True) == want, text
+    assert want[0] == tok.bos_id if LLAMA_CPP_VOCABS[name] else want[0] != tok.bos_id
     if name == "llama-bpe":
-        assert want == [128000, 9906]
+        assert LLAMA_CPP_ADD_SPECIAL[name]["Hello"] == [128000, 9906]
 
 
 @pytest.mark.parametrize("name", sorted(LLAMA_CPP_VOCABS))
