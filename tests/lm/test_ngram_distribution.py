@@ -143,3 +143,18 @@ def test_perplexity_counts_a_literal_unk_as_oov_as_query():
     assert (rec["oov"], rec["tokens"]) == (ref["oov"], ref["tokens"]) == (3, 9)
     assert rec["ppl"] == pytest.approx(ref["ppl"], rel=1e-5)             # query sums line totals in float32
     assert rec["ppl_no_oov"] == pytest.approx(ref["ppl_no_oov"], rel=1e-5)
+
+
+def test_sample_dist_command_prints_kenlm_distribution_after_a_blank():
+    """`nlpkit sample "also would consider" --dist` prints KenLM's next-word probabilities (renormalized over
+    the words that can be drawn), most likely first: higher, watch, </s>, ..."""
+    out = subprocess.run([sys.executable, "-m", "nlpkit", "sample", "also would consider", "--model", str(ARPA),
+                          "--dist", "--format", "jsonl"], capture_output=True, text=True, check=True)
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    ref = NEXT["<s> also would consider"]
+    p = {w: 10.0 ** lp for w, lp in zip(NEXT["words"], ref["log10"]) if w not in ("<unk>", "not_found")}
+    total = sum(p.values())
+    assert [r["token"] for r in rows[:3]] == ["higher", "watch", "</s>"]
+    assert {r["token"] for r in rows} == set(p)
+    for r in rows:
+        assert r["probability"] == pytest.approx(p[r["token"]] / total, rel=5e-6), r["token"]
