@@ -143,3 +143,18 @@ def test_closed_pipe_exits_0_with_a_table_too(tmp_path):
     r = subprocess.run(["bash", "-c", script], capture_output=True, cwd=str(REPO))
     assert r.returncode == 0
     assert r.stderr == b""
+
+
+def test_core_messages_name_parameters_and_the_cli_spells_them_as_flags():
+    from nlpkit.cli.common import cli_message, named_flags
+    from nlpkit.errors import UsageError
+
+    err = UsageError("`min_df` 3 asks for more than `max_df` 2 allows (`k`, not `k1`): lower `min_df`")
+    assert str(err) == "`min_df` 3 asks for more than `max_df` 2 allows (`k`, not `k1`): lower `min_df`"
+    assert cli_message(err) == "--min-df 3 asks for more than --max-df 2 allows (--k, not --k1): lower --min-df"
+    try:
+        with named_flags(k="--rrf-k"):
+            raise err
+    except UsageError as e:
+        assert cli_message(e) == "--min-df 3 asks for more than --max-df 2 allows (--rrf-k, not --k1): lower --min-df"
+    assert cli_message(UsageError("a ` b `c d` and 'x`y'")) == "a ` b `c d` and 'x`y'"

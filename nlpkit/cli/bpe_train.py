@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, dask_for, dask_options, input_paths, open_writer, progress, warn
+from nlpkit.cli.common import (cli_message, common_options, dask_for, dask_options, input_paths, open_writer,
+                               progress, warn)
 
 
 def _split_specials(values: tuple[str, ...]) -> list[str]:
@@ -94,7 +95,7 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
     try:
         pre = PreTokenizer.from_pattern(pattern, add_prefix_space)
     except UsageError as e:
-        raise click.BadParameter(str(e), param_hint="--pattern") from None
+        raise click.BadParameter(cli_message(e), param_hint="--pattern") from None
     start = time.perf_counter()
     pieces = None
     dask = dask_for(dask, paths)

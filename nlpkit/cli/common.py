@@ -19,6 +19,7 @@ rich bar on stderr only when stderr is a terminal, the work has lasted ~1 s and
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import click
 
+from nlpkit.errors import NlpkitError
 from nlpkit.io import FORMATS, RecordWriter, stderr_is_terminal, stdout_is_terminal
 
 ProgressFn = Callable[..., None]
@@ -116,6 +118,37 @@ def warn(message: str, quiet: bool = False) -> None:
         sys.stderr.write(f"nlpkit: warning: {message}\n")
 
 
+_PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
+
+
+def flag(name: str) -> str:
+    """The option that sets the core parameter `name`: ``min_df`` -> ``--min-df``."""
+    return "--" + name.replace("_", "-")
+
+
+def cli_message(error: BaseException, **flags: str) -> str:
+    """A core error's message as the CLI shows it: each parameter the core names in backticks spelled as
+    the option a user typed (`` `min_df` `` -> ``--min-df``). `flags` (and `named_flags` around the call)
+    give the options whose name is not the parameter's (``k="--rrf-k"``).
+
+    >>> cli_message(NlpkitError("`b` must be between 0 and 1, got 2"))
+    '--b must be between 0 and 1, got 2'
+    """
+    names = {**getattr(error, "flags", {}), **flags}
+    return _PARAMETER.sub(lambda m: names.get(m[1]) or flag(m[1]), str(error))
+
+
+@contextmanager
+def named_flags(**flags: str) -> Iterator[None]:
+    """Core errors raised in the block spell these parameters as the given options when shown
+    (``with named_flags(k="--rrf-k"): fuse(...)``); the error itself is unchanged."""
+    try:
+        yield
+    except NlpkitError as e:
+        e.flags = {**flags, **getattr(e, "flags", {})}
+        raise
+
+
 def parse_number_list(value: str, name: str, n: int | None = None, cast=float) -> list:
     """'1,2,3' -> [1.0, 2.0, 3.0]; a usage error naming the option when malformed."""
     try:
@@ -137,7 +170,7 @@ def _shard_size(ctx, param, value):
     try:
         parse_size(value)
     except UsageError as e:
-        raise click.BadParameter(str(e).removeprefix("--shard-size: "), param=param) from None
+        raise click.BadParameter(cli_message(e).removeprefix("--shard-size: "), param=param) from None
     return value
 
 

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import click
 
-from nlpkit.cli.common import (common_options, input_paths, open_writer, parse_number_list, progress,
+from nlpkit.cli.common import (cli_message, common_options, input_paths, open_writer, parse_number_list, progress,
                                resolve_format, warn)
 from nlpkit.errors import NlpkitError
 from nlpkit.signature import make_signature
@@ -238,7 +238,7 @@ def _align(a_text, b_text, metric, w, level, settings, fmt, no_signature):
     try:
         ops = alignment(split_level(a_text, level), split_level(b_text, level), metric, w)
     except UsageError as e:
-        raise click.UsageError(str(e)) from None
+        raise click.UsageError(cli_message(e)) from None
     sig = make_signature("edit-distance", **settings)
     if resolve_format(fmt) == "table":
         top, bottom = aligned_view(ops, " " if level == "word" else "")

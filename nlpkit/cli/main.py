@@ -133,7 +133,9 @@ def main(argv: list[str] | None = None) -> None:
             import traceback
 
             traceback.print_exc()
-        sys.stderr.write(f"nlpkit: error: {e}\n")
+        from nlpkit.cli.common import cli_message
+
+        sys.stderr.write(f"nlpkit: error: {cli_message(e)}\n")
         code = 2 if isinstance(e, UsageError) else 1
     except MemoryError:
         sys.stderr.write("nlpkit: error: out of memory\n")
