@@ -118,7 +118,7 @@ def load_references(paths: Sequence[str], refs_tsv: str | None = None,
         names += [f"{display_name(refs_tsv)}[{i + 1}]" for i in range(len(cols))]
         streams += cols
     if not streams:
-        raise UsageError("no references: give -r/--reference FILE (repeatable) or --refs-tsv FILE")
+        raise UsageError("no references: give `paths` FILE (repeatable) or `refs_tsv` FILE")
     for name, stream in zip(names[1:], streams[1:]):
         if len(stream) != len(streams[0]):
             raise NlpkitError(f"references differ in length: {names[0]} has {len(streams[0])} "

@@ -142,7 +142,7 @@ def decode_line(raw: bytes, path: str, lineno: int, errors: str = "strict") -> s
     except UnicodeDecodeError as e:
         raise NlpkitError(
             f"{display_name(path)}, line {lineno}: invalid UTF-8 at byte {e.start + 1} of the line "
-            f"(use --encoding-errors replace to substitute U+FFFD)") from None
+            f"(use `errors` replace to substitute U+FFFD)") from None
 
 
 def iter_lines(path: str, errors: str = "strict", keepends: bool = False,
@@ -187,7 +187,7 @@ def read_text(path: str, errors: str = "strict", strip_bom: bool = True) -> str:
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1)
         raise NlpkitError(
             f"{display_name(path)}, line {lineno}: invalid UTF-8 at byte {col + 1} of the line "
-            f"(use --encoding-errors replace to substitute U+FFFD)") from None
+            f"(use `errors` replace to substitute U+FFFD)") from None
 
 
 def read_lines(path: str, errors: str = "strict") -> list[str]:
@@ -215,7 +215,7 @@ def json_record(line: str, where: str, field: str = "text",
         raise NlpkitError(f"{where}: expected a JSON object, got {type(rec).__name__}")
     if field not in rec:
         raise NlpkitError(f"{where}: no field {field!r} (fields: {', '.join(map(str, rec)) or 'none'}; "
-                          "choose one with --field)")
+                          "choose one with `field`)")
     text = rec[field]
     if not isinstance(text, str):
         raise NlpkitError(f"{where}: field {field!r} is {type(text).__name__}, expected a string")
@@ -223,7 +223,7 @@ def json_record(line: str, where: str, field: str = "text",
         return None, text
     if id_field not in rec:
         raise NlpkitError(f"{where}: no id field {id_field!r} (fields: {', '.join(map(str, rec))}; "
-                          "choose one with --id-field)")
+                          "choose one with `id_field`)")
     return str(rec[id_field]), text
 
 

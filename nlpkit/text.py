@@ -59,12 +59,12 @@ def compile_pattern(pattern: str | None = None) -> Pattern:
         try:
             compiled = regex.compile(pattern)
         except regex.error as e:
-            raise UsageError(f"invalid --token-pattern {pattern!r}: {e}") from None
+            raise UsageError(f"invalid `pattern` {pattern!r}: {e}") from None
     if compiled.groups > 1:
-        raise UsageError(f"--token-pattern {pattern!r} has {compiled.groups} capturing groups; "
+        raise UsageError(f"`pattern` {pattern!r} has {compiled.groups} capturing groups; "
                          "use at most one (or (?:...) groups)")
     if compiled.fullmatch("") is not None:
-        raise UsageError(f"--token-pattern {pattern!r} matches the empty string")
+        raise UsageError(f"`pattern` {pattern!r} matches the empty string")
     return compiled
 
 

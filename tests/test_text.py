@@ -72,7 +72,7 @@ def test_bad_patterns_are_usage_errors():
         compile_pattern(r"(\w)(\w)")
     with pytest.raises(UsageError, match="empty string"):
         compile_pattern(r"\w*")
-    with pytest.raises(UsageError, match="invalid --token-pattern"):
+    with pytest.raises(UsageError, match="invalid `pattern`"):
         compile_pattern(r"(\w")
 
 

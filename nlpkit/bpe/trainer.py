@@ -93,7 +93,7 @@ def _read_blocks(sources: Iterable[Source], errors: str = "strict") -> Iterator[
                         line = line_no + data.count(b"\n", 0, e.start)
                         start = data.rfind(b"\n", 0, e.start) + 1
                         raise NlpkitError(f"{name}, line {line}: invalid UTF-8 at byte {e.start - start} of the "
-                                          "line (use --encoding-errors replace to substitute U+FFFD)") from None
+                                          "line (use `errors` replace to substitute U+FFFD)") from None
                     line_no += data.count(b"\n", 0, cut)
                 if not chunk:
                     break

@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from nlpkit.cli.common import (FiniteFloat, common_options, input_paths, open_writer, progress, resolve_format,
-                               warn)
+from nlpkit.cli.common import (FiniteFloat, common_options, input_paths, named_flags, open_writer, progress,
+                               resolve_format, warn)
 
 METRICS = ("bleu", "chrf", "ter")
 SMOOTH_METHODS = ("exp", "floor", "add-k", "none")
@@ -99,6 +99,7 @@ def _install_warning_handler(quiet: bool) -> None:
               help="Score systems in N worker processes (same numbers; helps with TER).")
 @click.option("--short-signature", is_flag=True, help="sacrebleu's short signature form (-sh).")
 @common_options
+@named_flags(paths="-r/--reference")
 def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, smooth_value,
             max_ngram_order, effective_order, chrf_char_order, chrf_word_order, chrf_beta,
             chrf_lowercase, chrf_whitespace, chrf_eps_smoothing, ter_case_sensitive, ter_normalized,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import (FiniteFloat, dask_for, dask_options, encoding_option, format_option, input_paths,
-                               open_writer, progress, quiet_option, signature_option, warn)
+from nlpkit.cli.common import (FiniteFloat, dask_for, dask_options, encoding_option, flag, format_option,
+                               input_paths, named_flags, open_writer, progress, quiet_option, signature_option,
+                               warn)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -49,8 +50,9 @@ def model_options(f):
 def _read_corpus(paths, corpus_format, id_field, field, errors, first_id=1):
     from nlpkit.stats.documents import read_corpus
 
-    return read_corpus(paths, corpus_format, id_field=id_field, field=field or "text",
-                       fields=field or "T,W", errors=errors, first_id=first_id)
+    with named_flags(fmt="--corpus-format"):
+        return read_corpus(paths, corpus_format, id_field=id_field, field=field or "text",
+                           fields=field or "T,W", errors=errors, first_id=first_id)
 
 
 def _build(paths, corpus_format, id_field, field, variant, k1, b, delta, stopwords, token_pattern,
@@ -87,6 +89,7 @@ def command() -> None:
 @signature_option
 @quiet_option
 @encoding_option
+@named_flags(fmt="--corpus-format", pattern="--token-pattern")
 def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
               token_pattern, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
     """Index CORPUS (one or more files, plain or .gz/.bz2/.zst, '-', or piped stdin when no CORPUS is
@@ -137,6 +140,7 @@ def _summary(idx, index_path, size, sig, fmt, no_signature):
 @signature_option
 @quiet_option
 @encoding_option
+@named_flags(fmt="--corpus-format")
 def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signature, quiet,
             encoding_errors):
     """Append the documents of CORPUS (one or more files, plain or compressed, '-', or piped stdin)
@@ -193,6 +197,7 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signatur
 @signature_option
 @quiet_option
 @encoding_option
+@named_flags(pattern="--token-pattern")
 def search_cmd(index_path, query_texts, queries_path, queries_format, query_field, query_ids,
                corpus_path, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
                token_pattern, top, qrels, qrels_format, metrics, per_query, run_path, tag, fmt,
@@ -207,7 +212,7 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
         raise click.UsageError("give an INDEX directory or --corpus FILE (exactly one)")
     if index_path:
         ctx = click.get_current_context()
-        given = [f"--{p.replace('_', '-')}" for p in ("variant", "k1", "b", "delta", "stopwords",
+        given = [flag(p) for p in ("variant", "k1", "b", "delta", "stopwords",
                                                       "token_pattern", "corpus_format", "field")
                  if ctx.get_parameter_source(p) is not click.core.ParameterSource.DEFAULT]
         if given:
@@ -226,9 +231,10 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
     queries = [(str(i), q) for i, q in enumerate(query_texts, 1)]
     if queries_path:
         qfield = query_field
-        queries += read_records(queries_path, queries_format, id_field=id_field, field=qfield,
-                                fields="W", errors=encoding_errors, kind="queries",
-                                query_ids=query_ids)
+        with named_flags(fmt="--queries-format"):
+            queries += read_records(queries_path, queries_format, id_field=id_field, field=qfield,
+                                    fields="W", errors=encoding_errors, kind="queries",
+                                    query_ids=query_ids)
         if not queries and not query_texts:
             from nlpkit.io import display_name
 

@@ -120,6 +120,10 @@ def warn(message: str, quiet: bool = False) -> None:
 
 _PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
 
+# Core parameters whose option is not ``--`` + the name in every command that has them; a command's own
+# exceptions are declared on it with `named_flags` (``@named_flags(pattern="--token-pattern")``).
+CORE_FLAGS = {"address": "--dask", "errors": "--encoding-errors"}
+
 
 def flag(name: str) -> str:
     """The option that sets the core parameter `name`: ``min_df`` -> ``--min-df``."""
@@ -134,14 +138,15 @@ def cli_message(error: BaseException, **flags: str) -> str:
     >>> cli_message(NlpkitError("`b` must be between 0 and 1, got 2"))
     '--b must be between 0 and 1, got 2'
     """
-    names = {**getattr(error, "flags", {}), **flags}
+    names = {**CORE_FLAGS, **getattr(error, "flags", {}), **flags}
     return _PARAMETER.sub(lambda m: names.get(m[1]) or flag(m[1]), str(error))
 
 
 @contextmanager
 def named_flags(**flags: str) -> Iterator[None]:
     """Core errors raised in the block spell these parameters as the given options when shown
-    (``with named_flags(k="--rrf-k"): fuse(...)``); the error itself is unchanged."""
+    (``with named_flags(k="--rrf-k"): fuse(...)``, or ``@named_flags(...)`` right above a command's
+    function); the error itself is unchanged, and an inner block's names win."""
     try:
         yield
     except NlpkitError as e:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, dask_for, dask_options, input_paths, open_writer, progress, warn
+from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, named_flags, open_writer,
+                               progress, warn)
 
 
 @click.command("pmi")
@@ -40,6 +41,7 @@ from nlpkit.cli.common import common_options, dask_for, dask_options, input_path
               help="Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, else 1).")
 @dask_options
 @common_options
+@named_flags(pattern="--token-pattern")
 def command(files, window, ngram, measure, min_count, top, log_base, stopwords, token_pattern,
             lowercase, cross_lines, cross_sentences, pairs, matrix, jobs, dask, shard_size, fmt,
             no_signature, quiet, encoding_errors):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import (encoding_option, input_paths, parse_number_list, quiet_option,
+from nlpkit.cli.common import (encoding_option, input_paths, named_flags, parse_number_list, quiet_option,
                                signature_option, top_option, warn, FiniteFloat)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
 
@@ -35,6 +35,7 @@ def _refuse_short_k(ctx, param, value):
 @signature_option
 @quiet_option
 @encoding_option
+@named_flags(k="--rrf-k")
 def command(runs, k, weights, top, depth, tie_break, qrels, qrels_format, metrics, per_query,
             run_path, tag, fmt, no_signature, quiet, encoding_errors):
     """Fuse RUN files: score(d) = sum over runs of w / (k + rank), rank 1-based by score.

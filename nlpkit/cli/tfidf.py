@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, open_writer, progress,
-                               warn)
+from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, named_flags, open_writer,
+                               progress, warn)
 
 
 def _df_value(value: str, name: str) -> float:
@@ -67,6 +67,7 @@ def _df_value(value: str, name: str) -> float:
               help="Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, else 1).")
 @dask_options
 @common_options
+@named_flags(mode="--docs", fmt="--docs", pattern="--token-pattern")
 def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, smart, log_base, min_df,
             max_df, ngram_range, stopwords, token_pattern, lowercase, top, query, matrix, vocab_out,
             jobs, dask, shard_size, fmt, no_signature, quiet, encoding_errors):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import open_writer, resolve_format, warn
+from nlpkit.cli.common import named_flags, open_writer, resolve_format, warn
 from nlpkit.io import FORMATS, stdout_is_terminal, write_text
 
 RUN_FORMATS = ("trec",) + FORMATS
@@ -81,7 +81,8 @@ def _emit_metrics(run, signature, fmt, no_signature, qrels_path, qrels_format, m
     from nlpkit.retrieval.runs import read_qrels
 
     names = parse_metrics(metrics)
-    qrels = read_qrels(qrels_path, qrels_format, errors=encoding_errors)
+    with named_flags(fmt="--qrels-format"):
+        qrels = read_qrels(qrels_path, qrels_format, errors=encoding_errors)
     means, per_q = evaluate(run, qrels, names)
     run_q = {norm_id(q) for q in run}
     absent = [q for q in per_q if norm_id(q) not in run_q]

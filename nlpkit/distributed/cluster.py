@@ -38,7 +38,7 @@ def _import_distributed():
     try:
         import distributed
     except ImportError:
-        raise NlpkitError(f"--dask needs Dask, an optional extra: {EXTRA}") from None
+        raise NlpkitError(f"`address` needs Dask, an optional extra: {EXTRA}") from None
     return distributed
 
 
@@ -49,7 +49,7 @@ def _check_address(address: str) -> None:
         return
     host, sep, port = rest.rstrip("/").rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"--dask {address}: expected {scheme}://HOST:PORT (the scheduler's port, e.g. 8786)")
+        raise UsageError(f"`address` {address}: expected {scheme}://HOST:PORT (the scheduler's port, e.g. 8786)")
 
 
 CONNECT_SECONDS = 30
@@ -108,9 +108,9 @@ def connect(address: str, quiet: bool = False) -> Iterator[Any]:
         try:
             n_workers = int(n) if n else (os.cpu_count() or 1)
         except ValueError:
-            raise UsageError(f"--dask {address}: expected local or local:N (N workers)") from None
+            raise UsageError(f"`address` {address}: expected local or local:N (N workers)") from None
         if n_workers < 1:
-            raise UsageError(f"--dask {address}: N must be at least 1")
+            raise UsageError(f"`address` {address}: N must be at least 1")
         import logging
 
         cluster = local_cluster(n_workers)
@@ -123,12 +123,12 @@ def connect(address: str, quiet: bool = False) -> Iterator[Any]:
                              f"dashboard {client.dashboard_link}\n")
     elif address.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
         _check_address(address)
-        client = _client(distributed, address, f"--dask {address}: cannot reach the scheduler", address=address)
+        client = _client(distributed, address, f"`address` {address}: cannot reach the scheduler", address=address)
     elif os.path.isfile(address):
-        client = _client(distributed, address, f"--dask {address}: cannot connect with this scheduler file",
+        client = _client(distributed, address, f"`address` {address}: cannot connect with this scheduler file",
                          scheduler_file=address)
     else:
-        raise UsageError(f"--dask {address!r}: expected local, local:N, tcp://HOST:PORT, tls://HOST:PORT "
+        raise UsageError(f"`address` {address!r}: expected local, local:N, tcp://HOST:PORT, tls://HOST:PORT "
                          "or a scheduler file")
     try:
         check_versions(client)

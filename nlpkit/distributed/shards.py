@@ -123,18 +123,18 @@ def file_size(path: str) -> int:
         raise NlpkitError(f"{path}: cannot read ({e.strerror or e})") from None
 
 
-def parse_size(value: str | int | None) -> int | None:
+def parse_size(shard_size: str | int | None) -> int | None:
     """``64M``, ``1G``, ``500k``, ``4096`` -> bytes; ``auto`` (or None) -> None (`auto_shard_bytes`)."""
-    if isinstance(value, int):
-        return value
-    if value is None or str(value).strip().lower() == "auto":
+    if isinstance(shard_size, int):
+        return shard_size
+    if shard_size is None or str(shard_size).strip().lower() == "auto":
         return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)[bB]?\s*", str(value))
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)[bB]?\s*", str(shard_size))
     if not m:
-        raise UsageError(f"--shard-size: expected auto or a size such as 64M, 1G or 65536, got {value!r}")
+        raise UsageError(f"`shard_size`: expected auto or a size such as 64M, 1G or 65536, got {shard_size!r}")
     n = float(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
     if n < 1:
-        raise UsageError(f"--shard-size must be at least 1 byte, got {value!r}")
+        raise UsageError(f"`shard_size` must be at least 1 byte, got {shard_size!r}")
     return int(n)
 
 
@@ -199,7 +199,7 @@ def plan_shards(paths: list[str], shard_bytes: int = SHARD_BYTES, split: str = "
     if split not in BOUNDARIES:
         raise ValueError(split)
     if any(p == "-" for p in paths):
-        raise UsageError("--dask reads files (local, shared or fsspec URLs), not stdin '-'")
+        raise UsageError("Dask workers read files (local, shared or fsspec URLs), not stdin '-'")
     shards: list[Shard] = []
     pattern = BOUNDARIES[split]
     for k, path in enumerate(paths):

@@ -82,7 +82,6 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
     Map again: weigh each shard with the corpus idf (`tfidf.weigh_task`).
     """
     from nlpkit.distributed.cluster import broadcast, map_reduce
-    from nlpkit.errors import NlpkitError, UsageError
     from nlpkit.stats import tfidf
 
     shards, _ = plan(client, paths, shard_bytes, SPLIT[mode])
@@ -94,19 +93,8 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
     terms, df, n_docs, _ = map_reduce(client, tfidf.shard_summary, parts, tfidf.merge_df, ticker=tick)
     info = client.gather(client.map(tfidf.shard_info, parts, pure=False))
     offsets = _offsets(shards, [u for _, u in info], mode == "paragraphs")
-    if n_docs == 0:
-        raise NlpkitError("empty corpus: no documents")
-    if not terms:
-        raise NlpkitError("empty vocabulary: the documents have no words"
-                          + (" other than stopwords" if tokenizer.stopwords else ""))
-    max_docs = max_df if isinstance(max_df, int) else max_df * n_docs
-    min_docs = min_df if isinstance(min_df, int) else min_df * n_docs
-    if max_docs < min_docs:
-        raise UsageError(f"--min-df {min_df} asks for terms in {min_docs:g} or more of {n_docs} documents, but "
-                         f"--max-df {max_df} allows at most {max_docs:g}: lower --min-df or raise --max-df")
-    keep = (df >= min_docs) & (df <= max_docs)
-    if not keep.any():
-        raise NlpkitError("after --min-df/--max-df no terms remain; lower --min-df or raise --max-df")
+    tfidf.check_corpus(n_docs, len(terms), tokenizer)
+    keep = tfidf.df_mask(df, n_docs, min_df, max_df)
     terms = [t for t, k in zip(terms, keep.tolist()) if k]
     df = df[keep]
     w = weighting
@@ -259,17 +247,12 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
     check_unique_ids(doc_ids, paths[0] if len(paths) == 1 else "the corpus")
     avgdl = total_len / n_docs if total_len > 0 else 1.0
     term_idf = bm25.idf(variant, np.maximum(df, 1), n_docs)
-    nonocc64 = None
-    if variant in bm25.NONOCC_VARIANTS:
-        tfc0 = float(bm25.tf_component(variant, np.zeros(1), np.ones(1), 1.0, k1, b, delta)[0])
-        nonocc64 = term_idf * tfc0
+    nonocc64 = bm25.nonocc_scores(variant, term_idf, k1, b, delta)
     indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
     n_post = int(indptr[-1])
-    doc_bits = max(1, (n_docs - 1).bit_length())
-    packed = doc_bits < 32 and max_tf < (1 << (32 - doc_bits))
-    if not packed:
-        doc_bits = 32
+    doc_bits = bm25.doc_bits_for(n_docs, max_tf)
+    packed = doc_bits < 32
     parent = os.path.dirname(os.path.abspath(out_dir)) or "."
     try:
         os.makedirs(parent, exist_ok=True)
@@ -280,7 +263,7 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
         term_id = {t: i for i, t in enumerate(vocab)}
         args = broadcast(client, [term_id, term_idf, nonocc64])
         futures = client.map(bm25.write_part, [(p, f, k) for k, (p, f) in enumerate(zip(parts, firsts))],
-                             [work] * n, *[[a] * n for a in (*args, avgdl, variant, k1, b, delta, doc_bits, packed)],
+                             [work] * n, *[[a] * n for a in (*args, avgdl, variant, k1, b, delta, doc_bits)],
                              pure=False)
         tick.add(n)
         for fut in as_completed(futures):
@@ -301,8 +284,7 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
                 arr.flush()
         index = bm25.BM25Index(variant=variant, k1=k1, b=b, delta=delta, vocab=vocab, doc_ids=doc_ids,
                                indptr=indptr, postings=postings, scores=scores,
-                               nonocc=(nonocc64.astype(np.float32) if nonocc64 is not None
-                                       else np.zeros(0, dtype=np.float32)),
+                               nonocc=bm25.stored_nonocc(nonocc64),
                                doc_bits=doc_bits, tf_extra=tf_extra, tokenizer=dict(tokenizer_settings))
         store.save_index(index, out_dir, files={name: os.path.join(work, f"{name}.npy") for name in outputs})
         del index, postings, scores, tf_extra, outputs

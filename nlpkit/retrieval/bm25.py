@@ -47,6 +47,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.stats.codes import count_runs, run_starts
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 DEFAULTS = {"k1": 1.5, "b": 0.75, "delta": 0.5}  # bm25s' defaults
@@ -58,15 +59,15 @@ def check_params(variant: str, k1: float, b: float, delta: float) -> None:
     if variant not in VARIANTS:
         raise UsageError(f"unknown BM25 variant {variant!r} (choose from {', '.join(VARIANTS)})")
     if not 0 <= k1 < float("inf"):
-        raise UsageError(f"--k1 must be a finite number >= 0, got {k1}")
+        raise UsageError(f"`k1` must be a finite number >= 0, got {k1}")
     if not 0 <= b <= 1:
-        raise UsageError(f"--b must be between 0 and 1, got {b}")
+        raise UsageError(f"`b` must be between 0 and 1, got {b}")
     if not 0 <= delta < float("inf"):
-        raise UsageError(f"--delta must be a finite number >= 0, got {delta}")
+        raise UsageError(f"`delta` must be a finite number >= 0, got {delta}")
     if variant == "bm25+" and k1 == 0:  # tfc(0) = (k1+1)·0 / (k1·norm + 0): 0/0
-        raise UsageError("--k1 0 is undefined for bm25+ (its non-occurrence term is 0/0): use --k1 > 0")
+        raise UsageError("`k1` 0 is undefined for bm25+ (its non-occurrence term is 0/0): use `k1` > 0")
     if variant == "bm25l" and k1 == 0 and delta == 0:  # tfc(0) = (k1+1)·δ / (k1+δ): 0/0
-        raise UsageError("--k1 0 with --delta 0 is undefined for bm25l (0/0): make one of them > 0")
+        raise UsageError("`k1` 0 with `delta` 0 is undefined for bm25l (0/0): make one of them > 0")
 
 
 def idf(variant: str, df: np.ndarray, n_docs: int) -> np.ndarray:  # [V] -> [V] float64
@@ -99,6 +100,43 @@ def tf_component(variant: str, tf: np.ndarray, dl: np.ndarray, avgdl: float,
     return (k1 + 1) * tf / (k1 * norm + tf) + delta  # bm25+
 
 
+def nonocc_scores(variant: str, term_idf: np.ndarray, k1: float, b: float,
+                  delta: float) -> np.ndarray | None:  # [V] -> [V] float64, or None
+    """What a document without the term scores, idf·tfc(0), for bm25l and bm25+ (None for the
+    other variants, where it is 0): postings store the score above it, a query adds it to all."""
+    if variant not in NONOCC_VARIANTS:
+        return None
+    tfc0 = float(tf_component(variant, np.zeros(1), np.ones(1), 1.0, k1, b, delta)[0])
+    return term_idf * tfc0
+
+
+def posting_scores(variant: str, term: np.ndarray, tf: np.ndarray, dl: np.ndarray, avgdl: float,
+                   term_idf: np.ndarray, nonocc: np.ndarray | None, k1: float, b: float,
+                   delta: float) -> np.ndarray:  # [P] x 3 -> [P] float64
+    """The score each posting stores: idf·tfc(tf), less the term's `nonocc_scores` when there is one."""
+    scores = term_idf[term] * tf_component(variant, tf, dl, avgdl, k1, b, delta)
+    if nonocc is not None:
+        scores -= nonocc[term]
+    return scores
+
+
+def doc_bits_for(n_docs: int, max_tf: int) -> int:
+    """How many low bits of a posting hold its document number: the fewest that number `n_docs`
+    documents, when the largest tf fits in the bits above them; else 32 (postings hold plain
+    document numbers, and `tf_extra` the frequencies)."""
+    bits = max(1, (n_docs - 1).bit_length())
+    return bits if bits < 32 and max_tf < (1 << (32 - bits)) else 32
+
+
+def pack_postings(doc: np.ndarray, tf: np.ndarray, doc_bits: int
+                  ) -> tuple[np.ndarray, np.ndarray | None]:  # [P], [P] -> [P] uint32, [P] uint32 | None
+    """(postings, tf_extra) for `doc_bits` (`doc_bits_for`): doc | tf << doc_bits, or plain
+    document numbers with the frequencies apart when doc_bits is 32."""
+    if doc_bits < 32:
+        return (doc | (tf << doc_bits)).astype(np.uint32), None
+    return doc.astype(np.uint32), tf.astype(np.uint32)
+
+
 @dataclass
 class BM25Index:
     """A BM25 index: parameters, vocabulary, document ids and the postings arrays."""
@@ -121,6 +159,11 @@ class BM25Index:
     source: str = field(default="", repr=False)   # the directory it was loaded from (for messages)
     _checked: np.ndarray | None = field(default=None, repr=False)   # [V] bool: terms whose postings passed
 
+    @property
+    def doc_mask(self) -> np.uint32 | None:
+        """The low `doc_bits` of a posting (its document number); None when postings hold plain numbers."""
+        return np.uint32((1 << self.doc_bits) - 1) if self.doc_bits < 32 else None
+
     def check_terms(self, terms: Sequence[int]) -> None:
         """`check_docs` for the postings of these terms, each term once per index object (a query
         pays only for the terms no earlier query had)."""
@@ -131,8 +174,8 @@ class BM25Index:
             return
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in new]
         docs = np.concatenate([self.postings[s:e] for s, e in spans])
-        if self.doc_bits < 32:
-            docs = docs & np.uint32((1 << self.doc_bits) - 1)
+        if self.doc_mask is not None:
+            docs = docs & self.doc_mask
         self.check_docs(docs, [e - s for s, e in spans])
         self._checked[new] = True
 
@@ -158,9 +201,9 @@ class BM25Index:
 
     @property
     def docs(self) -> np.ndarray:  # [P] int64 document numbers
-        if self.doc_bits >= 32:
+        if self.doc_mask is None:
             return np.asarray(self.postings, dtype=np.int64)
-        return np.asarray(self.postings & np.uint32((1 << self.doc_bits) - 1), dtype=np.int64)
+        return np.asarray(self.postings & self.doc_mask, dtype=np.int64)
 
     @property
     def tf(self) -> np.ndarray:  # [P] int64 term frequencies
@@ -202,7 +245,7 @@ class BM25Index:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         self.check_terms(terms)
         indptr, post = self.indptr, self.postings
-        mask = np.uint32((1 << self.doc_bits) - 1) if self.doc_bits < 32 else None
+        mask = self.doc_mask
         if self.variant in NONOCC_VARIANTS:
             spans = [(indptr[t], indptr[t + 1]) for t in terms]
             all_docs = np.concatenate([post[s:e] for s, e in spans])           # [P_q] uint32
@@ -278,12 +321,7 @@ def _count_postings(docs_tokens: Sequence[Sequence[str]], vocab: dict[str, int],
     n = max(len(docs_tokens), 1)
     key = term * n + doc
     key.sort()
-    if len(key):
-        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-        tf = np.diff(np.append(starts, len(key)))
-        key = key[starts]
-    else:
-        tf = np.empty(0, np.int64)
+    key, tf = count_runs(key)
     return key // n, key % n + offset, tf
 
 
@@ -297,23 +335,19 @@ def _assemble(variant: str, k1: float, b: float, delta: float, vocab: list[str],
     doclen = np.bincount(doc, weights=tf, minlength=n_docs)            # [N]
     avgdl = float(doclen.mean()) if doclen.sum() > 0 else 1.0
     term_idf = idf(variant, np.maximum(counts, 1), n_docs)            # [V]
-    tfc = tf_component(variant, tf, doclen[doc], avgdl, k1, b, delta)  # [P]
-    scores = term_idf[term] * tfc
-    nonocc = np.zeros(0, dtype=np.float32)
-    if variant in NONOCC_VARIANTS:
-        tfc0 = float(tf_component(variant, np.zeros(1), np.ones(1), 1.0, k1, b, delta)[0])
-        nonocc64 = term_idf * tfc0                                      # [V]
-        scores -= nonocc64[term]
-        nonocc = nonocc64.astype(np.float32)
-    doc_bits = max(1, (n_docs - 1).bit_length())
-    max_tf = int(tf.max()) if len(tf) else 0
-    if doc_bits < 32 and max_tf < (1 << (32 - doc_bits)):
-        postings, tf_extra = (doc | (tf << doc_bits)).astype(np.uint32), None
-    else:
-        postings, tf_extra, doc_bits = doc.astype(np.uint32), tf.astype(np.uint32), 32
+    nonocc64 = nonocc_scores(variant, term_idf, k1, b, delta)         # [V] or None
+    scores = posting_scores(variant, term, tf, doclen[doc], avgdl, term_idf, nonocc64, k1, b, delta)  # [P]
+    doc_bits = doc_bits_for(n_docs, int(tf.max()) if len(tf) else 0)
+    postings, tf_extra = pack_postings(doc, tf, doc_bits)
     return BM25Index(variant=variant, k1=k1, b=b, delta=delta, vocab=vocab, doc_ids=doc_ids,
                      indptr=indptr, postings=postings, scores=scores.astype(np.float32),
-                     nonocc=nonocc, doc_bits=doc_bits, tf_extra=tf_extra, tokenizer=dict(tokenizer))
+                     nonocc=stored_nonocc(nonocc64), doc_bits=doc_bits, tf_extra=tf_extra,
+                     tokenizer=dict(tokenizer))
+
+
+def stored_nonocc(nonocc: np.ndarray | None) -> np.ndarray:  # [V] float64 | None -> [V] or [0] float32
+    """The index's `nonocc` array: the terms' non-occurrence scores, or empty for the other variants."""
+    return np.zeros(0, dtype=np.float32) if nonocc is None else nonocc.astype(np.float32)
 
 
 def build_index(docs_tokens: Sequence[Sequence[str]], doc_ids: Sequence[str] | None = None,
@@ -443,27 +477,26 @@ PART_ARRAYS = ("terms", "ends", "postings", "scores", "tf_extra")
 
 def write_part(item: tuple[ShardPostings, int, int], part_dir: str, term_id: dict[str, int],
                term_idf: np.ndarray, nonocc64: np.ndarray | None, avgdl: float, variant: str, k1: float,
-               b: float, delta: float, doc_bits: int, packed: bool) -> int:
+               b: float, delta: float, doc_bits: int) -> int:
     """Score a shard (`score_shard`) and write its postings to ``part_dir/part-K.<array>.npy``,
     term-major: ``terms`` (the shard's distinct terms, ascending), ``ends`` (where each term's
-    postings end), ``postings`` (uint32, doc | tf << doc_bits when `packed`), ``scores``
-    (float32) and ``tf_extra`` (unpacked only). The driver merges the parts by term ranges
+    postings end), ``postings`` and ``tf_extra`` (`pack_postings`: no ``tf_extra`` when packed),
+    and ``scores`` (float32). The driver merges the parts by term ranges
     (`merge_parts`); `part_dir` must be a directory the driver reads at the same path (the index's
     parent directory: local, or on a shared filesystem for a cluster). Returns the postings."""
     p, first_doc, k = item
     term, doc, tf, sc = score_shard((p, first_doc), term_id, term_idf, nonocc64, avgdl, variant, k1, b, delta)
-    new = np.ones(len(term), dtype=bool)
-    new[1:] = term[1:] != term[:-1]
-    starts = np.flatnonzero(new)
+    starts = run_starts(term)
+    postings, tf_extra = pack_postings(doc, tf, doc_bits)
     arrays = {"terms": term[starts], "ends": np.append(starts[1:], len(term)).astype(np.int64),
-              "postings": ((doc | (tf << doc_bits)) if packed else doc).astype(np.uint32), "scores": sc}
-    if not packed:
-        arrays["tf_extra"] = tf.astype(np.uint32)
+              "postings": postings, "scores": sc}
+    if tf_extra is not None:
+        arrays["tf_extra"] = tf_extra
     try:
         for name, arr in arrays.items():
             np.save(os.path.join(part_dir, f"part-{k}.{name}.npy"), arr, allow_pickle=False)
     except OSError as e:
-        raise NlpkitError(f"bm25 index --dask: a worker cannot write its postings to {part_dir} ({e}); "
+        raise NlpkitError(f"bm25 index `address`: a worker cannot write its postings to {part_dir} ({e}); "
                           "the index's parent directory must be on a filesystem every worker shares, "
                           "at the same path") from None
     return len(term)
@@ -522,8 +555,5 @@ def score_shard(item: tuple[ShardPostings, int], term_id: dict[str, int], term_i
     term = lut[p.term]
     order = np.argsort(term, kind="stable")
     term, doc, tf = term[order], p.doc[order], p.tf[order]
-    tfc = tf_component(variant, tf, p.doclen[doc], avgdl, k1, b, delta)
-    scores = term_idf[term] * tfc
-    if nonocc64 is not None:
-        scores -= nonocc64[term]
+    scores = posting_scores(variant, term, tf, p.doclen[doc], avgdl, term_idf, nonocc64, k1, b, delta)
     return term, doc + first_doc, tf, scores.astype(np.float32)

@@ -45,11 +45,11 @@ def rrf(runs: Sequence[Run], k: float = 60, weights: Sequence[float] | None = No
     if len(weights) != len(runs):
         raise UsageError(f"{len(weights)} weights for {len(runs)} runs; give one weight per run")
     if k < 0:
-        raise UsageError(f"--rrf-k must be >= 0, got {k}")
+        raise UsageError(f"`k` must be >= 0, got {k}")
     if depth is not None and depth < 1:
-        raise UsageError(f"--depth must be >= 1, got {depth}")
+        raise UsageError(f"`depth` must be >= 1, got {depth}")
     if tie_break not in TIE_BREAKS:
-        raise UsageError(f"unknown --tie-break {tie_break!r} (choose from {', '.join(TIE_BREAKS)})")
+        raise UsageError(f"unknown `tie_break` {tie_break!r} (choose from {', '.join(TIE_BREAKS)})")
     qids: dict[str, None] = {}
     for run in runs:
         qids.update(dict.fromkeys(run))

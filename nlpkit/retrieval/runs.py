@@ -118,7 +118,7 @@ def _detect_qrels(fields: list[str]) -> str:
     if len(fields) == 4 and fields[1] in ("0", "Q0"):
         return "trec"
     if len(fields) == 3:
-        raise NlpkitError("3-column qrels are ambiguous: use --qrels-format cranfield "
+        raise NlpkitError("3-column qrels are ambiguous: use `fmt` cranfield "
                           "(qid docid code, Cranfield's codes) or convert to TREC 'qid 0 docid rel'")
     return "pairs"
 

@@ -97,7 +97,7 @@ def _decode_block(data: bytes, path: str, lines_before: int, errors: str, origin
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1)
         raise NlpkitError(
             f"{display_name(path)}, line {lineno}: invalid UTF-8 at byte {col} of the line "
-            f"(use --encoding-errors replace to substitute U+FFFD)") from None
+            f"(use `errors` replace to substitute U+FFFD)") from None
 
 
 def auto_jobs(paths: list[str], jobs: int | None = None) -> int:

@@ -191,7 +191,7 @@ def iter_documents(paths: list[str], mode: str = "lines", names: DocNames | None
             yield 1, join_docs(["".join(iter_blocks(path, errors))])
             continue
         if mode in ("tsv", "smart"):
-            yield from _record_batches(iter_records(path, mode, errors=errors, fields=fields, option="--docs"),
+            yield from _record_batches(iter_records(path, mode, errors=errors, fields=fields),
                                        names, prefix, batch_chars or BLOCK_BYTES)
             continue
         line_no = 0
@@ -262,8 +262,7 @@ def _json_doc(line: str, path: str, line_no: int, field: str, id_field: str | No
     return (str(line_no) if rid is None else rid), text
 
 
-def detect_format(lines: Iterable[str], default: str = "lines", name: str = "input",
-                  option: str = "--corpus-format") -> str:
+def detect_format(lines: Iterable[str], default: str = "lines", name: str = "input") -> str:
     """Guess a file's format from its first non-blank lines (see module docstring).
 
     >>> detect_format(["d1\tsome text", "d2\tmore"])
@@ -292,7 +291,7 @@ def detect_format(lines: Iterable[str], default: str = "lines", name: str = "inp
     if tabbed[0]:
         k = tabbed.index(False) + 1
         raise NlpkitError(f"{name}: the first line looks like 'id<TAB>text' but non-blank line {k} does not: "
-                          f"choose {option} tsv (ids in the first column) or {option} lines "
+                          "choose `fmt` tsv (ids in the first column) or `fmt` lines "
                           "(one record per line, numbered from 1)")
     return default
 
@@ -355,28 +354,26 @@ def _jsonl_records(lines: Iterable[str], name: str, id_field: str | None, field:
             yield (str(n) if rid is None else rid), text
 
 
-def _tsv_records(lines: Iterable[str], name: str, option: str = "--corpus-format") -> Iterator[tuple[str, str]]:
+def _tsv_records(lines: Iterable[str], name: str) -> Iterator[tuple[str, str]]:
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
         rid, tab, text = line.partition("\t")
         if not tab:
             raise NlpkitError(f"{name}, line {lineno}: expected 'id<TAB>text', found no tab "
-                              f"(for plain text lines use {option} lines)")
+                              "(for plain text lines use `fmt` lines)")
         yield rid.strip(), text
 
 
 def iter_records(path: str, fmt: str = "auto", id_field: str | None = "id", field: str = "text",
                  errors: str = "strict", kind: str = "corpus", fields: str = "T,W",
-                 first_id: int = 1, option: str | None = None) -> Iterator[tuple[str, str]]:
+                 first_id: int = 1) -> Iterator[tuple[str, str]]:
     """Stream the (id, text) records of a corpus or query file (see the module docstring).
 
     ``kind`` is ``corpus`` or ``queries`` (queries skip blank lines and bodiless SMART
     records). Formats without ids (lines, paragraphs, jsonl without ``id_field``) number
-    records from ``first_id``. ``option`` names the format option in messages
-    [``--queries-format`` for queries, else ``--corpus-format``].
+    records from ``first_id``.
     """
-    option = option or ("--queries-format" if kind == "queries" else "--corpus-format")
     if fmt not in CORPUS_FORMATS:
         raise NlpkitError(f"unknown format {fmt!r} (choose from {', '.join(CORPUS_FORMATS)})")
     name = display_name(path)
@@ -389,7 +386,7 @@ def iter_records(path: str, fmt: str = "auto", id_field: str | None = "id", fiel
             filled += bool(line.strip())
             if filled >= DETECT_LINES:
                 break
-        fmt = detect_format(head, default="lines", name=name, option=option)
+        fmt = detect_format(head, default="lines", name=name)
         lines = chain(head, lines)
     if fmt == "lines":
         records = ((str(i), t) for i, t in enumerate(lines, first_id))
@@ -397,7 +394,7 @@ def iter_records(path: str, fmt: str = "auto", id_field: str | None = "id", fiel
             records = (r for r in records if r[1].strip())
         return records
     if fmt == "tsv":
-        return _tsv_records(lines, name, option)
+        return _tsv_records(lines, name)
     if fmt == "jsonl":
         return _jsonl_records(lines, name, id_field, field, first_id)
     if fmt == "paragraphs":

@@ -34,14 +34,14 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from nlpkit.stats.codes import TRIGRAM_VOCAB, count_runs, pack_ngram, pack_ngrams, sum_by_key, unpack_ngrams
 from nlpkit.stats.counting import (BLOCK_BYTES, BREAK_LINE, BREAK_SENTENCE, BREAK_SENTENCE_LINE,
-                           BlockEncoder, iter_blocks)
+                                   BlockEncoder, iter_blocks)
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.text import WordTokenizer
 
 MEASURES = ("pmi", "npmi", "ppmi")
 LOG_BASES = {"2": np.log2, "e": np.log, "10": np.log10}
-_TRI_BITS = 21                     # trigram codes pack three ids of 21 bits in an int64
 _REDUCE_AT = 1 << 23               # pending codes before a reduction (~64 MB of int64)
 
 
@@ -63,17 +63,10 @@ class Cooccurrence:
 
     def ngram_ids(self, keys: np.ndarray | None = None) -> np.ndarray:  # [P] -> [P, ngram]
         """Unpack codes into id columns."""
-        k = self.keys if keys is None else keys
-        if self.ngram == 2:
-            return np.stack([k >> 32, k & 0xFFFFFFFF], axis=1)
-        mask = (1 << _TRI_BITS) - 1
-        return np.stack([k >> (2 * _TRI_BITS), (k >> _TRI_BITS) & mask, k & mask], axis=1)
+        return unpack_ngrams(self.keys if keys is None else keys, self.ngram)
 
     def code(self, ids: Iterable[int]) -> int:
-        ids = list(ids)
-        if self.ngram == 2:
-            return (ids[0] << 32) | ids[1]
-        return (ids[0] << (2 * _TRI_BITS)) | (ids[1] << _TRI_BITS) | ids[2]
+        return pack_ngram(list(ids))
 
     def count_of(self, ids: Iterable[int]) -> int:
         """Raw count of one n-gram given by ids (0 when unseen)."""
@@ -118,7 +111,7 @@ class CooccurrenceCounter:
                 if not one_seg:
                     same = seg[lo:n - d] == seg[lo + d:]
                     a, b = a[same], b[same]
-                self._push((a.astype(np.int64) << 32) | b)
+                self._push(pack_ngrams(a, b))
         else:
             for d1 in range(1, w - 1):
                 for d2 in range(d1 + 1, w):
@@ -127,8 +120,7 @@ class CooccurrenceCounter:
                         continue
                     a, b, c = ids[lo:n - d2], ids[lo + d1:n - d2 + d1], ids[lo + d2:]
                     same = seg[lo:n - d2] == seg[lo + d2:]
-                    self._push((a[same].astype(np.int64) << (2 * _TRI_BITS))
-                               | (b[same].astype(np.int64) << _TRI_BITS) | c[same])
+                    self._push(pack_ngrams(a[same], b[same], c[same]))
 
     def _push(self, codes: np.ndarray) -> None:
         self._pending.append(codes)
@@ -143,15 +135,10 @@ class CooccurrenceCounter:
         codes = np.concatenate(self._pending) if len(self._pending) > 1 else self._pending[0].copy()
         self._pending, self._pending_n = [], 0
         codes.sort()                                  # in place: np.unique would copy first
-        if len(codes):
-            starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
-            keys, counts = codes[starts], np.diff(np.append(starts, len(codes)))
-        else:
-            keys, counts = codes, np.zeros(0, np.int64)
+        keys, counts = count_runs(codes)
         del codes
         if len(self._keys):
-            keys, counts = _sum_by_key(np.concatenate([self._keys, keys]),
-                                       np.concatenate([self._counts, counts]), self.ngram)
+            keys, counts = sum_by_key(np.concatenate([self._keys, keys]), np.concatenate([self._counts, counts]))
         self._keys, self._counts = keys, counts.astype(np.int64)
 
     def result(self, words: list[str]) -> Cooccurrence:
@@ -165,9 +152,9 @@ class CooccurrenceCounter:
 def check_settings(window: int, ngram: int) -> None:
     """Refuse windows NLTK refuses: window >= 2 for pairs, >= 3 for triples."""
     if ngram not in (2, 3):
-        raise UsageError(f"--ngram must be 2 or 3, got {ngram}")
+        raise UsageError(f"`ngram` must be 2 or 3, got {ngram}")
     if window < ngram:
-        raise UsageError(f"--window must be at least {ngram} for --ngram {ngram} "
+        raise UsageError(f"`window` must be at least {ngram} for `ngram` {ngram} "
                          f"(window {ngram} = adjacent words), got {window}")
 
 
@@ -246,8 +233,8 @@ def _count_items(encoded, enc: BlockEncoder, counter: CooccurrenceCounter,
             ids = np.concatenate([tail_ids, ids])
             seg = np.concatenate([np.zeros(len(tail_ids), seg.dtype), seg])
         counter.add(ids, seg, n_old=len(tail_ids))
-        if ngram == 3 and len(enc) >= 1 << _TRI_BITS:
-            raise NlpkitError(f"--ngram 3 supports at most {1 << _TRI_BITS:,} distinct words")
+        if ngram == 3 and len(enc) >= TRIGRAM_VOCAB:
+            raise NlpkitError(f"`ngram` 3 supports at most {TRIGRAM_VOCAB:,} distinct words")
         last = seg == n_seg - 1                         # tokens of the still-open segment
         tail_ids = ids[last][-(window - 1):] if last.any() else np.zeros(0, np.int32)
         if progress is not None and total:
@@ -292,39 +279,20 @@ def merge_cooccurrences(parts: list[PartialCooccurrence]) -> PartialCooccurrence
     vocab = {w: i for i, w in enumerate(words)}
     luts = [np.fromiter(map(vocab.__getitem__, p.co.words), dtype=np.int64, count=len(p.co.words))
             for p in parts]
-    if first.ngram == 3 and len(vocab) >= 1 << _TRI_BITS:
-        raise NlpkitError(f"--ngram 3 supports at most {1 << _TRI_BITS:,} distinct words")
+    if first.ngram == 3 and len(vocab) >= TRIGRAM_VOCAB:
+        raise NlpkitError(f"`ngram` 3 supports at most {TRIGRAM_VOCAB:,} distinct words")
     unigram = np.zeros(len(vocab), dtype=np.int64)
     codes = []
     for p, lut in zip(parts, luts):
         unigram[lut] += p.co.unigram[:len(lut)]
         ids = lut[p.co.ngram_ids()]
-        codes.append(_pack(ids, first.ngram))
+        codes.append(pack_ngrams(*ids.T))
     keys = np.concatenate(codes)
     counts = np.concatenate([p.co.counts for p in parts])
-    keys, counts = _sum_by_key(keys, counts, first.ngram)
+    keys, counts = sum_by_key(keys, counts)
     co = Cooccurrence(words, unigram, keys, counts, sum(p.co.n_tokens for p in parts),
                       first.window, first.ngram)
     return PartialCooccurrence(co, [e for p in parts for e in p.edges])
-
-
-def _pack(ids: np.ndarray, ngram: int) -> np.ndarray:  # [P, n] -> [P] int64
-    ids = ids.astype(np.int64)
-    if ngram == 2:
-        return (ids[:, 0] << 32) | ids[:, 1]
-    return (ids[:, 0] << (2 * _TRI_BITS)) | (ids[:, 1] << _TRI_BITS) | ids[:, 2]
-
-
-def _sum_by_key(keys: np.ndarray, counts: np.ndarray, ngram: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique n-gram codes and their summed counts."""
-    order = np.argsort(keys)                  # equal keys are summed: no need for a stable sort
-    keys, counts = keys[order], counts[order].astype(np.int64)
-    if not len(keys):
-        return keys, counts
-    first = np.ones(len(keys), dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    starts = np.flatnonzero(first)
-    return keys[starts], np.add.reduceat(counts, starts)
 
 
 def add_boundaries(part: PartialCooccurrence) -> Cooccurrence:
@@ -351,9 +319,8 @@ def add_boundaries(part: PartialCooccurrence) -> Cooccurrence:
         carry = tail if e.closed else (carry + tail)[-(w - 1):]
     if not found:
         return co
-    codes = _pack(np.array(found, dtype=np.int64).reshape(len(found), co.ngram), co.ngram)
-    keys, counts = _sum_by_key(np.concatenate([co.keys, codes]),
-                               np.concatenate([co.counts, np.ones(len(codes), np.int64)]), co.ngram)
+    codes = pack_ngrams(*np.array(found, dtype=np.int64).reshape(len(found), co.ngram).T)
+    keys, counts = sum_by_key(np.concatenate([co.keys, codes]), np.concatenate([co.counts, np.ones(len(codes), np.int64)]))
     return Cooccurrence(co.words, co.unigram, keys, counts, co.n_tokens, co.window, co.ngram)
 
 
@@ -361,7 +328,7 @@ def add_boundaries(part: PartialCooccurrence) -> Cooccurrence:
 
 def _log(base: str) -> Callable[[np.ndarray], np.ndarray]:
     if base not in LOG_BASES:
-        raise UsageError(f"--log-base must be one of 2, e, 10; got {base!r}")
+        raise UsageError(f"`log_base` must be one of 2, e, 10; got {base!r}")
     return LOG_BASES[base]
 
 
@@ -389,7 +356,7 @@ def score(co: Cooccurrence, ids: np.ndarray, counts: np.ndarray, measure: str = 
     preselecting candidates).
     """
     if measure not in MEASURES:
-        raise UsageError(f"--measure must be one of {', '.join(MEASURES)}; got {measure!r}")
+        raise UsageError(f"`measure` must be one of {', '.join(MEASURES)}; got {measure!r}")
     log = _log(log_base)
     if exact and measure != "npmi":
         log = _libm_log(log_base)
@@ -428,9 +395,9 @@ def ranked(co: Cooccurrence, measure: str = "pmi", log_base: str = "2", min_coun
     `top` 0 keeps all.
     """
     if min_count < 1:
-        raise UsageError(f"--min-count must be at least 1, got {min_count}")
+        raise UsageError(f"`min_count` must be at least 1, got {min_count}")
     if top < 0:
-        raise UsageError(f"--top must be >= 0, got {top}")
+        raise UsageError(f"`top` must be >= 0, got {top}")
     sel = co.counts >= min_count
     keys, counts = co.keys[sel], co.counts[sel]
     ids = co.ngram_ids(keys)
@@ -470,7 +437,7 @@ def top_words(co: Cooccurrence, k: int) -> np.ndarray:  # -> [k] ids
 def count_matrix(co: Cooccurrence, word_ids: np.ndarray) -> np.ndarray:  # [k] -> [k, k]
     """Forward pair counts among the given words: M[i, j] = c(word_i, word_j)."""
     if co.ngram != 2:
-        raise UsageError("--matrix needs --ngram 2")
+        raise UsageError(f"a count matrix needs pair counts (ngram 2), not ngram {co.ngram}")
     pos = np.full(len(co.words), -1, dtype=np.int64)
     pos[word_ids] = np.arange(len(word_ids))
     pairs = co.ngram_ids()

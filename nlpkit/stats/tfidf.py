@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from nlpkit.stats.codes import TRIGRAM_VOCAB, pack_ngrams, run_lengths, run_starts, unpack_ngrams
 from nlpkit.stats.counting import BREAK_DOC, BlockEncoder
 from nlpkit.stats.documents import DocNames, batch_texts
 from nlpkit.errors import NlpkitError, UsageError
@@ -54,25 +55,26 @@ class Weighting:
     smart: str | None = field(default=None)
 
     def __post_init__(self) -> None:
-        for value, allowed, name in ((self.tf, TF_SCHEMES, "--tf"), (self.idf, IDF_SCHEMES, "--idf"),
-                                     (self.norm, NORMS, "--norm"), (self.log_base, tuple(LOGS), "--log-base")):
+        for value, allowed, name in ((self.tf, TF_SCHEMES, "`tf`"), (self.idf, IDF_SCHEMES, "`idf`"),
+                                     (self.norm, NORMS, "`norm`"), (self.log_base, tuple(LOGS), "`log_base`")):
             if value not in allowed:
                 raise UsageError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
-def parse_smart(code: str) -> Weighting:
+def parse_smart(smart: str) -> Weighting:
     """gensim SMART letters -> Weighting (log base 2). ``parse_smart("ltc")``."""
+    code = smart
     if len(code) != 3:
-        raise UsageError(f"--smart expects three letters (tf, idf, norm) such as ntc; got {code!r}")
+        raise UsageError(f"`smart` expects three letters (tf, idf, norm) such as ntc; got {code!r}")
     t, d, n = code
     if t not in SMART_TF:
-        raise UsageError(f"--smart {code}: unknown tf letter {t!r} (one of {''.join(SMART_TF)})")
+        raise UsageError(f"`smart` {code}: unknown tf letter {t!r} (one of {''.join(SMART_TF)})")
     if d not in SMART_IDF:
-        raise UsageError(f"--smart {code}: unknown idf letter {d!r} (one of {''.join(SMART_IDF)})")
+        raise UsageError(f"`smart` {code}: unknown idf letter {d!r} (one of {''.join(SMART_IDF)})")
     if n in "ub":
-        raise UsageError(f"--smart {code}: pivoted normalization {n!r} is not supported (use n or c)")
+        raise UsageError(f"`smart` {code}: pivoted normalization {n!r} is not supported (use n or c)")
     if n not in SMART_NORM:
-        raise UsageError(f"--smart {code}: unknown norm letter {n!r} (one of {''.join(SMART_NORM)})")
+        raise UsageError(f"`smart` {code}: unknown norm letter {n!r} (one of {''.join(SMART_NORM)})")
     return Weighting(SMART_TF[t], SMART_IDF[d], SMART_NORM[n], "2", 0.0, code)
 
 
@@ -198,9 +200,6 @@ class TfidfMatrix:
         return self.indices[s:e], self.data[s:e]
 
 
-_NGRAM_SHIFT = {2: (32,), 3: (42, 21)}
-
-
 def _ngram_codes(ids: np.ndarray, doc: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Packed codes of the n-grams inside each document: [t] -> [m], and their documents."""
     if n == 1:
@@ -209,9 +208,7 @@ def _ngram_codes(ids: np.ndarray, doc: np.ndarray, n: int) -> tuple[np.ndarray, 
     if m <= 0:
         return np.zeros(0, np.int64), np.zeros(0, doc.dtype)
     same = doc[:m] == doc[n - 1:]
-    code = np.zeros(m, dtype=np.int64)
-    for j, shift in enumerate(_NGRAM_SHIFT[n] + (0,)):
-        code |= ids[j:j + m].astype(np.int64) << shift
+    code = pack_ngrams(*(ids[j:j + m] for j in range(n)))
     return code[same], doc[:m][same]
 
 
@@ -220,18 +217,16 @@ def _batch_counts(ids: np.ndarray, doc: np.ndarray, n: int) -> tuple[np.ndarray,
     code, d = _ngram_codes(ids, doc, n)
     if n == 1:                                           # one int64 key: (document, word id)
         key = np.sort((d << 31) | code)
-        new = np.ones(len(key), dtype=bool)
-        new[1:] = key[1:] != key[:-1]
-        starts = np.flatnonzero(new)
+        starts = run_starts(key)
+        cnt = run_lengths(starts, len(key))
         code, d = (key[starts] & 0x7FFFFFFF).astype(np.int32), key[starts] >> 31
     else:
         order = np.lexsort((code, d))                    # by document, then n-gram code
         code, d = code[order], d[order]
-        new = np.ones(len(code), dtype=bool)
-        new[1:] = (code[1:] != code[:-1]) | (d[1:] != d[:-1])
-        starts = np.flatnonzero(new)
+        starts = run_starts(code, d)
+        cnt = run_lengths(starts, len(code))
         code, d = code[starts], d[starts]
-    cnt = np.diff(np.append(starts, len(new))).astype(np.int32)
+    cnt = cnt.astype(np.int32)
     return d.astype(np.int32), code, cnt
 
 
@@ -247,16 +242,16 @@ def count_matrix(batches: Iterable[tuple[int, str]], tokenizer: WordTokenizer | 
     """
     lo, hi = ngram_range
     if not 1 <= lo <= hi <= 3:
-        raise UsageError(f"--ngram-range must satisfy 1 <= MIN <= MAX <= 3; got {lo},{hi}")
+        raise UsageError(f"`ngram_range` must satisfy 1 <= MIN <= MAX <= 3; got {lo},{hi}")
     enc = BlockEncoder(tokenizer or WordTokenizer(), doc_break)
     ns = range(lo, hi + 1)
     batches_out: list[tuple[int, list]] = []             # (n_docs, [(doc, code, cnt) per n])
     for n_batch, ids, doc, n_seg in enc.encode_many(batches, jobs):
         if n_seg != n_batch + 1:      # every document ends with a break; a pattern swallowed one
             raise NlpkitError("the token pattern matches the document separator (a newline with "
-                              "--docs lines, NUL otherwise); choose one that does not")
-        if hi == 3 and len(enc) >= 1 << 21:
-            raise NlpkitError("--ngram-range with trigrams supports at most 2,097,152 distinct words")
+                              "`mode` lines, NUL otherwise); choose one that does not")
+        if hi == 3 and len(enc) >= TRIGRAM_VOCAB:
+            raise NlpkitError(f"`ngram_range` with trigrams supports at most {TRIGRAM_VOCAB:,} distinct words")
         batches_out.append((n_batch, [_batch_counts(ids, doc, n) for n in ns]))
         if progress is not None:
             progress(sum(b[0] for b in batches_out))
@@ -320,29 +315,42 @@ def count_matrix(batches: Iterable[tuple[int, str]], tokenizer: WordTokenizer | 
 def _term_strings(codes: np.ndarray, n: int, words: list[str]) -> list[str]:
     if n == 1:
         return [words[i] for i in codes.tolist()]
+    ids = unpack_ngrams(codes, n).tolist()
     if n == 2:
-        return [f"{words[c >> 32]} {words[c & 0xFFFFFFFF]}" for c in codes.tolist()]
-    m = (1 << 21) - 1
-    return [f"{words[c >> 42]} {words[(c >> 21) & m]} {words[c & m]}" for c in codes.tolist()]
+        return [f"{words[a]} {words[b]}" for a, b in ids]
+    return [f"{words[a]} {words[b]} {words[c]}" for a, b, c in ids]
+
+
+def check_corpus(n_docs: int, n_terms: int, tokenizer: WordTokenizer | None = None) -> None:
+    """Refuse a corpus with no documents, or none with a term (naming stopwords when they took all)."""
+    if n_docs == 0:
+        raise NlpkitError("empty corpus: no documents")
+    if not n_terms:
+        raise NlpkitError("empty vocabulary: the documents have no words"
+                          + (" other than stopwords" if tokenizer and tokenizer.stopwords else ""))
+
+
+def df_mask(df: np.ndarray, n_docs: int, min_df: float = 1, max_df: float = 1.0) -> np.ndarray:  # [V] -> [V] bool
+    """The terms in at least min_df and at most max_df of `n_docs` documents (scikit-learn's rule: an
+    int is a count of documents, a float a share of them). Bounds no count meets, or bounds that
+    leave no term, are errors."""
+    max_docs = max_df if isinstance(max_df, int) else max_df * n_docs
+    min_docs = min_df if isinstance(min_df, int) else min_df * n_docs
+    if max_docs < min_docs:
+        raise UsageError(f"`min_df` {min_df} asks for terms in {min_docs:g} or more of {n_docs} documents, but "
+                         f"`max_df` {max_df} allows at most {max_docs:g}: lower `min_df` or raise `max_df`")
+    keep = (df >= min_docs) & (df <= max_docs)
+    if len(keep) and not keep.any():
+        raise NlpkitError("after `min_df`/`max_df` no terms remain; lower `min_df` or raise `max_df`")
+    return keep
 
 
 def prune(counts: CountMatrix, min_df: float = 1, max_df: float = 1.0) -> CountMatrix:
-    """Drop terms in fewer than min_df or more than max_df documents (int = count, float = share).
-
-    Same rule as scikit-learn: a float is a proportion of the documents.
-    """
+    """Drop terms in fewer than min_df or more than max_df documents (`df_mask`)."""
     n = counts.n_docs
-    max_docs = max_df if isinstance(max_df, int) else max_df * n
-    min_docs = min_df if isinstance(min_df, int) else min_df * n
-    if max_docs < min_docs:
-        raise UsageError(f"--min-df {min_df} asks for terms in {min_docs:g} or more of {n} documents, but "
-                         f"--max-df {max_df} allows at most {max_docs:g}: lower --min-df or raise --max-df")
-    df = counts.document_frequency()
-    keep = (df >= min_docs) & (df <= max_docs)
+    keep = df_mask(counts.document_frequency(), n, min_df, max_df)
     if keep.all():
         return counts
-    if not keep.any():
-        raise NlpkitError("after --min-df/--max-df no terms remain; lower --min-df or raise --max-df")
     new_col = np.cumsum(keep) - 1
     entry = keep[counts.indices]
     row = counts.rows()[entry]
@@ -410,11 +418,7 @@ def tfidf(docs: Iterable[str] | None = None, tokenizer: WordTokenizer | None = N
         names = names if names is not None else DocNames()
         batches = batch_texts(docs or [], names)
     counts = count_matrix(batches, tokenizer, ngram_range, doc_break, names, jobs, progress)
-    if counts.n_docs == 0:
-        raise NlpkitError("empty corpus: no documents")
-    if not counts.terms:
-        raise NlpkitError("empty vocabulary: the documents have no words"
-                          + (" other than stopwords" if tokenizer and tokenizer.stopwords else ""))
+    check_corpus(counts.n_docs, len(counts.terms), tokenizer)
     return weigh(prune(counts, min_df, max_df), weighting or Weighting())
 
 

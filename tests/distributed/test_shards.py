@@ -91,7 +91,7 @@ def test_bm25_part_merge_is_independent_of_the_chunk(files, tmp_path):
     first = np.cumsum([0] + [p.n_docs for p in parts])
     for k, p in enumerate(parts):
         bm25.write_part((p, int(first[k]), k), str(tmp_path), term_id, idf, None, total / n_docs,
-                        "lucene", 1.5, 0.75, 0.5, 12, True)
+                        "lucene", 1.5, 0.75, 0.5, 12)
     indptr = np.concatenate(([0], np.cumsum(df)))
     results = []
     for chunk in (1 << 23, 5, 1):

@@ -80,7 +80,7 @@ def test_bm25l_and_bm25plus_fill_k_places_like_bm25s(variant):
 
 
 def test_bm25_parameters_with_undefined_scores_are_refused():
-    with pytest.raises(UsageError, match="--k1 0 is undefined for bm25\\+"):
+    with pytest.raises(UsageError, match="`k1` 0 is undefined for bm25\\+"):
         build_index([["a"]], variant="bm25+", k1=0)
     with pytest.raises(UsageError, match="bm25l"):
         build_index([["a"]], variant="bm25l", k1=0, delta=0)
@@ -280,13 +280,13 @@ def test_smart_readers_handle_the_three_collections(shared_data):
 def test_jsonl_corpus_errors_name_line_and_fields_like_tfidf(tmp_path):
     p = tmp_path / "c.jsonl"
     p.write_text('{"id": "a", "text": "x"}\n\n{"id": "b", "body": "y"}\n', encoding="utf-8")
-    with pytest.raises(NlpkitError, match=r"c\.jsonl, line 3: no field 'text' \(fields: id, body; choose one with --field\)"):
+    with pytest.raises(NlpkitError, match=r"c\.jsonl, line 3: no field 'text' \(fields: id, body; choose one with `field`\)"):
         read_records(str(p), "jsonl")
     p.write_text('{"id": "a", "text": "x"}\n[1]\n', encoding="utf-8")
     with pytest.raises(NlpkitError, match=r"line 2: expected a JSON object, got list"):
         read_records(str(p), "jsonl")
     p.write_text('{"text": "x"}\n', encoding="utf-8")
-    with pytest.raises(NlpkitError, match=r"line 1: no id field 'id' \(fields: text; choose one with --id-field\)"):
+    with pytest.raises(NlpkitError, match=r"line 1: no id field 'id' \(fields: text; choose one with `id_field`\)"):
         read_records(str(p), "jsonl")
     assert read_records(str(p), "jsonl", id_field=None) == [("1", "x")]
 

@@ -77,7 +77,7 @@ def test_runs_with_different_queries_fuse_over_the_union():
 def test_bad_arguments_are_usage_errors():
     with pytest.raises(UsageError, match="2 weights for 1 runs"):
         rrf([{"q": []}], weights=[1, 2])
-    with pytest.raises(UsageError, match="-k must be >= 0"):
+    with pytest.raises(UsageError, match="`k` must be >= 0"):
         rrf([{"q": []}], k=-1)
 
 

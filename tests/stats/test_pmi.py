@@ -211,15 +211,15 @@ def test_npmi_in_unit_interval_and_ppmi_nonnegative(lines, window, ngram):
 # ------------------------------------------------------------------------------ bad input
 
 def test_window_1_is_refused():
-    with pytest.raises(UsageError, match="--window must be at least 2"):
+    with pytest.raises(UsageError, match="`window` must be at least 2"):
         count_cooccurrences([], texts=["a b"], window=1)
-    with pytest.raises(UsageError, match="at least 3 for --ngram 3"):
+    with pytest.raises(UsageError, match="at least 3 for `ngram` 3"):
         count_cooccurrences([], texts=["a b"], window=2, ngram=3)
 
 
 def test_min_count_0_is_refused():
     co = count_cooccurrences([], texts=[TEXTBOOK])
-    with pytest.raises(UsageError, match="--min-count must be at least 1"):
+    with pytest.raises(UsageError, match="`min_count` must be at least 1"):
         ranked(co, min_count=0)
 
 

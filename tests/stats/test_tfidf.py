@@ -211,7 +211,7 @@ def test_empty_and_all_stopword_corpora_are_clear_errors():
         tfidf(["the a of", "and the"], tokenizer=WordTokenizer(stopwords="english"))
     with pytest.raises(NlpkitError, match="no terms remain"):
         tfidf(["cat", "dog", "cat dog"], max_df=1)
-    with pytest.raises(UsageError, match="--min-df 3 asks for terms in 3 or more of 3 documents, but --max-df 2 allows at most 2"):
+    with pytest.raises(UsageError, match="`min_df` 3 asks for terms in 3 or more of 3 documents, but `max_df` 2 allows at most 2"):
         tfidf(["cat", "dog", "cat dog"], min_df=3, max_df=2)
 
 
