@@ -145,6 +145,54 @@ def test_closed_pipe_exits_0_with_a_table_too(tmp_path):
     assert r.stderr == b""
 
 
+CORE_MESSAGES = [   # (files, args, exit status, the whole message): as the user saw them before the core
+    # named its parameters; the CLI spells each parameter as its option (cli_message)
+    ({"c.txt": "a b\n"}, ["bm25", "index", "c.txt", "-o", "ix", "--variant", "bm25+", "--k1", "0"], 2,
+     "--k1 0 is undefined for bm25+ (its non-occurrence term is 0/0): use --k1 > 0"),
+    ({"c.txt": "a b\n"}, ["pmi", "--window", "1", "c.txt"], 2,
+     "--window must be at least 2 for --ngram 2 (window 2 = adjacent words), got 1"),
+    ({"c.txt": "ant bee\ncat dog\n"}, ["tfidf", "--docs", "lines", "--min-df", "2", "--max-df", "1", "c.txt"], 2,
+     "--min-df 2 asks for terms in 2 or more of 2 documents, but --max-df 1 allows at most 1: "
+     "lower --min-df or raise --max-df"),
+    ({"c.txt": "ant\nbee\n"}, ["tfidf", "--docs", "lines", "--min-df", "2", "c.txt"], 1,
+     "after --min-df/--max-df no terms remain; lower --min-df or raise --max-df"),
+    ({"c.txt": "a b\n"}, ["tfidf", "--token-pattern", "(a)(b)", "c.txt"], 2,
+     "--token-pattern '(a)(b)' has 2 capturing groups; use at most one (or (?:...) groups)"),
+    ({"c.txt": "a b\n"}, ["tfidf", "--docs", "lines", "--token-pattern", r"[^ ]+", "c.txt"], 1,
+     "the token pattern matches the document separator (a newline with --docs lines, NUL otherwise); "
+     "choose one that does not"),
+    ({"c.txt": "a b\n"}, ["tfidf", "--smart", "lxu", "c.txt"], 2,
+     "--smart lxu: pivoted normalization 'u' is not supported (use n or c)"),
+    ({"c.txt": b"a \xff\n"}, ["pmi", "c.txt"], 1,
+     "c.txt, line 1: invalid UTF-8 at byte 2 of the line (use --encoding-errors replace to substitute U+FFFD)"),
+    ({"c.jsonl": '{"body": "x"}\n'}, ["tfidf", "--docs", "jsonl", "c.jsonl"], 1,
+     "c.jsonl, line 1: no field 'text' (fields: body; choose one with --field)"),
+    ({"c.tsv": "d1\tone\nd2\ttwo\n", "q.tsv": "q1\tone\nno tab here\n"},
+     ["bm25", "search", "--corpus", "c.tsv", "--corpus-format", "tsv", "--queries", "q.tsv",
+      "--queries-format", "tsv"], 1,
+     "q.tsv, line 2: expected 'id<TAB>text', found no tab (for plain text lines use --queries-format lines)"),
+    ({"c.tsv": "d1\tone\nno tab\n"}, ["bm25", "index", "c.tsv", "-o", "ix", "--corpus-format", "tsv"], 1,
+     "c.tsv, line 2: expected 'id<TAB>text', found no tab (for plain text lines use --corpus-format lines)"),
+    ({"c.tsv": "d1\tone\n", "q.txt": "one\n", "qrels": "1 d1 1\n"},
+     ["bm25", "search", "--corpus", "c.tsv", "--queries", "q.txt", "--qrels", "qrels"], 1,
+     "qrels, line 1: 3-column qrels are ambiguous: use --qrels-format cranfield (qid docid code, Cranfield's codes) or "
+     "convert to TREC 'qid 0 docid rel'"),
+    ({"h.txt": "a\n"}, ["bleu", "h.txt"], 2,
+     "no references: give -r/--reference FILE (repeatable) or --refs-tsv FILE"),
+    ({"c.txt": "a b\n"}, ["pmi", "--dask", "local:0", "c.txt"], 2, "--dask local:0: N must be at least 1"),
+]
+
+
+@pytest.mark.parametrize("files, args, status, message", CORE_MESSAGES,
+                         ids=[" ".join(c[1][:3]) for c in CORE_MESSAGES])
+def test_core_messages_reach_the_user_spelling_the_options(tmp_path, files, args, status, message):
+    for name, text in files.items():
+        (tmp_path / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+    r = subprocess.run([sys.executable, "-m", "nlpkit", *args], cwd=tmp_path, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert (r.returncode, r.stderr.decode()) == (status, f"nlpkit: error: {message}\n")
+
+
 def test_core_messages_name_parameters_and_the_cli_spells_them_as_flags():
     from nlpkit.cli.common import cli_message, named_flags
     from nlpkit.errors import UsageError

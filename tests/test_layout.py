@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import warnings
 from pathlib import Path
 
@@ -143,3 +144,41 @@ def test_every_moved_module_path_is_tested():
     tested = {old for old, _ in test_old_module_paths_import_the_new_module_with_a_deprecation_warning
               .pytestmark[0].args[1]}
     assert set(nlpkit._MOVED) == tested
+
+
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def _strings_spelling_flags(root: Path) -> list[str]:
+    """Every string literal (docstrings aside) under `root` outside nlpkit/cli/ that spells a `--flag`,
+    as ``path:line: --flag``. A command quoted in backticks (`dask scheduler --scheduler-file`) is not
+    one of ours."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if (PKG / "cli") in path.parents:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                for flag in FLAG.findall(re.sub(r"`[^`]*`", "", node.value)):
+                    found.append(f"{path.relative_to(PKG.parent)}:{node.lineno}: {flag}")
+    return found
+
+
+@pytest.mark.parametrize("wing", [
+    "outside lm",
+    pytest.param("lm", marks=pytest.mark.xfail(
+        reason="nlpkit/lm/ is restructured by issue 24's language-model half, which moves its messages "
+               "to parameter names (cli_message) as it goes", strict=False)),
+])
+def test_no_message_outside_the_cli_spells_a_flag(wing):
+    """The core names its own parameters (`` `b` must be between 0 and 1``); the CLI spells them as
+    the options a user typed (`nlpkit.cli.common.cli_message`), so the Python API never tells its
+    callers about options they did not pass."""
+    hits = _strings_spelling_flags(PKG)
+    hits = [h for h in hits if h.startswith("nlpkit/lm/") == (wing == "lm")]
+    assert not hits, "name the parameter in backticks instead:\n" + "\n".join(hits)
