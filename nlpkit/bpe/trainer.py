@@ -29,13 +29,15 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TextIO, Union
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence, TextIO, Union
 
 import regex
 
 from nlpkit.bpe.pretokenize import GPT2_BLOCK_PATTERN, PreTokenizer, byte_level, byte_level_alphabet
 from nlpkit.bpe.spec import AddedToken
 from nlpkit.bpe.tokenizer import Tokenizer
+from nlpkit.distributed.shards import CountingStage, Shard
 from nlpkit.errors import NlpkitError, UsageError
 
 Source = Union[Path, str, TextIO]
@@ -188,10 +190,17 @@ def count_pieces(sources: Iterable[Source], pretok: PreTokenizer, workers: int |
     return total
 
 
-def count_shard(shard, pretok: PreTokenizer, errors: str = "strict") -> Counter:
-    """Pre-token counts of one shard (`nlpkit.distributed`) or a list of them: `count_pieces`
-    in one process."""
-    return count_pieces(list(shard) if isinstance(shard, (list, tuple)) else [shard], pretok, 1, errors)
+@dataclass(frozen=True)
+class CountSettings:
+    """`count_pieces`' options, for `count_shard`."""
+
+    pretok: PreTokenizer
+    errors: str = "strict"
+
+
+def count_shard(shards: Sequence[Shard | str], settings: CountSettings) -> Counter:
+    """Pre-token counts of shards (`nlpkit.distributed`) in order: `count_pieces` in one process."""
+    return count_pieces(list(shards), settings.pretok, 1, settings.errors)
 
 
 def merge_counts(parts: list[Counter]) -> Counter:
@@ -200,6 +209,9 @@ def merge_counts(parts: list[Counter]) -> Counter:
     for p in parts:
         total.update(p)
     return total
+
+
+COUNTING = CountingStage(count_shard, merge_counts)
 
 
 # ---------------------------------------------------------------------------- phase 2: merging

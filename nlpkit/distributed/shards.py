@@ -21,7 +21,7 @@ import io
 import os
 import re
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Callable, Generic, Protocol, Sequence, TypeVar
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.io import decompress, is_compressed, is_url, open_binary
@@ -226,3 +226,30 @@ def plan_shards(paths: list[str], shard_bytes: int = SHARD_BYTES, split: str = "
 
 __all__ = ["SHARD_BYTES", "Shard", "plan_shards", "group_shards", "auto_shard_bytes", "parse_size", "file_size",
            "decompress"]
+
+
+# ------------------------------------------------------------------ a counting stage's map function
+
+SettingsT = TypeVar("SettingsT", contravariant=True)
+PartT = TypeVar("PartT")
+
+
+class CountShards(Protocol[SettingsT, PartT]):
+    """The map function of a counting stage: ``count(shards, settings) -> part``.
+
+    `shards` are one task's shards in input order (paths work too: the local path and the tests
+    pass files); `settings` is the stage's own frozen record of options (each wing's
+    ``CountSettings``), the same for every task. The part is what the stage's `merge` sums, or
+    what stays on a worker for the stage's next map (tfidf, bm25).
+    """
+
+    def __call__(self, shards: Sequence[Shard | str], settings: SettingsT, /) -> PartT: ...
+
+
+@dataclass(frozen=True)
+class CountingStage(Generic[SettingsT, PartT]):
+    """A wing's counting stage as `nlpkit.distributed.stages` runs it: its map function and the merge
+    of partial results in input order (None: the parts stay on the workers)."""
+
+    count: CountShards[SettingsT, PartT]
+    merge: Callable[[list[PartT]], PartT] | None = None

@@ -1,8 +1,10 @@
 """Each subcommand's counting stage as a map over shards plus a tree reduction.
 
-The map functions are the local path's own (`nlpkit.stats.pmi.count_shard`, ...); this
-module only plans shards, submits them and finishes on the driver. Every function takes a
-connected `distributed.Client` (`nlpkit.distributed.cluster.connect`).
+A wing declares its stage next to its counting code: ``COUNTING = CountingStage(count_shard,
+merge)``, where ``count_shard(shards, settings)`` is the one signature of a stage's map function
+(`nlpkit.distributed.shards.CountShards`) and ``settings`` the wing's ``CountSettings``. This
+module only plans shards, submits them (`count_on`) and finishes on the driver. Every function
+takes a connected `distributed.Client` (`nlpkit.distributed.cluster.connect`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from nlpkit.distributed.cluster import broadcast, map_reduce
-from nlpkit.distributed.shards import SHARD_BYTES, auto_shard_bytes, group_shards, plan_shards
+from nlpkit.distributed.shards import SHARD_BYTES, CountingStage, auto_shard_bytes, group_shards, plan_shards
 
 
 def n_workers(client) -> int:
@@ -36,15 +38,24 @@ def count_tasks(client, paths: list[str], shard_bytes: int | None) -> list:
     return group_shards(shards, size)
 
 
+def count_on(client, stage: CountingStage, tasks: list, settings, progress: Callable[..., None] | None = None):
+    """`stage.count(task, settings)` for every task (a list of shards) on the cluster: merged by
+    `stage.merge` in input order, or, for a stage without one, the futures of the parts (they
+    stay on the workers)."""
+    if stage.merge is None:
+        return client.map(stage.count, tasks, [settings] * len(tasks), pure=False)
+    return map_reduce(client, stage.count, tasks, stage.merge, progress, args=(settings,))
+
+
 def pmi_counts(client, paths: list[str], tokenizer, window: int = 2, ngram: int = 2,
                cross_lines: bool = False, cross_sentences: bool = False, errors: str = "strict",
                shard_bytes: int | None = None, progress: Callable[..., None] | None = None):
     """`nlpkit.stats.pmi.count_cooccurrences` over a cluster: the same `Cooccurrence` numbers."""
     from nlpkit.stats import pmi
 
-    part = map_reduce(client, pmi.count_shard, count_tasks(client, paths, shard_bytes), pmi.merge_cooccurrences, progress,
-                      args=(tokenizer, window, ngram, cross_lines, cross_sentences, errors))
-    return pmi.add_boundaries(part)
+    settings = pmi.CountSettings(tokenizer, window, ngram, cross_lines, cross_sentences, errors)
+    return pmi.add_boundaries(count_on(client, pmi.COUNTING, count_tasks(client, paths, shard_bytes), settings,
+                                       progress))
 
 
 def bpe_counts(client, paths: list[str], pretok, errors: str = "strict", shard_bytes: int | None = None,
@@ -52,8 +63,8 @@ def bpe_counts(client, paths: list[str], pretok, errors: str = "strict", shard_b
     """`nlpkit.bpe.trainer.count_pieces` over a cluster: the same counts in the same key order."""
     from nlpkit.bpe import trainer
 
-    return map_reduce(client, trainer.count_shard, count_tasks(client, paths, shard_bytes), trainer.merge_counts, progress,
-                      args=(pretok, errors))
+    return count_on(client, trainer.COUNTING, count_tasks(client, paths, shard_bytes),
+                    trainer.CountSettings(pretok, errors), progress)
 
 
 SPLIT = {"lines": "line", "tsv": "line", "jsonl": "line", "paragraphs": "paragraph", "smart": "smart",
@@ -77,7 +88,7 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
     """The shared first part of the tfidf stages: (kept terms, df, idf, futures of each shard's
     weighted `TfidfMatrix` (they stay on the workers), futures of their (documents, entries)).
 
-    Map: count each shard's documents (`tfidf.count_shard`); the matrices stay on the
+    Map: count each shard's documents (`tfidf.COUNTING`); the matrices stay on the
     workers. Reduce: sorted terms and document frequencies. Driver: min/max-df and idf.
     Map again: weigh each shard with the corpus idf (`tfidf.weigh_task`).
     """
@@ -85,11 +96,9 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
     from nlpkit.stats import tfidf
 
     shards, _ = plan(client, paths, shard_bytes, SPLIT[mode])
-    multi = len(paths) > 1
-    prefixes = [f"{s.path}:" if multi else "" for s in shards]
-    parts = client.map(tfidf.count_shard, shards, [mode] * len(shards), [tokenizer] * len(shards),
-                       [ngram_range] * len(shards), [field] * len(shards), [id_field] * len(shards),
-                       [errors] * len(shards), [fields] * len(shards), prefixes, pure=False)
+    settings = tfidf.CountSettings(mode, tokenizer, ngram_range, field, id_field, errors, fields,
+                                   name_files=len(paths) > 1)
+    parts = count_on(client, tfidf.COUNTING, [[s] for s in shards], settings)
     terms, df, n_docs, _ = map_reduce(client, tfidf.shard_summary, parts, tfidf.merge_df, ticker=tick)
     info = client.gather(client.map(tfidf.shard_info, parts, pure=False))
     offsets = _offsets(shards, [u for _, u in info], mode == "paragraphs")
@@ -232,9 +241,8 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
     n = len(shards)
     from nlpkit.retrieval.search import make_tokenizer
 
-    tok = make_tokenizer(tokenizer_settings)
-    parts = client.map(bm25.count_shard, shards, [fmt] * n, [tok] * n, [id_field] * n,
-                       [field] * n, [fields] * n, [errors] * n, pure=False)
+    settings = bm25.CountSettings(fmt, make_tokenizer(tokenizer_settings), id_field, field, fields, errors)
+    parts = count_on(client, bm25.COUNTING, [[s] for s in shards], settings)
     vocab, df, n_docs, total_len, max_tf = map_reduce(client, bm25.shard_summary, parts,
                                                       bm25.merge_summaries, ticker=tick)
     if n_docs == 0:
@@ -325,8 +333,8 @@ def ngram_counts(client, paths: list[str], order: int, lowercase: bool = False, 
     independent); the driver estimates the model from the merged counts."""
     from nlpkit.lm.ngram import ngram_counts
 
-    return map_reduce(client, ngram_counts.count_shard, count_tasks(client, paths, shard_bytes), ngram_counts.merge_counts, progress,
-                      args=(order, lowercase, transform, errors))
+    return count_on(client, ngram_counts.COUNTING, count_tasks(client, paths, shard_bytes),
+                    ngram_counts.CountSettings(order, lowercase, transform, errors), progress)
 
 
 def ngram_perplexity_shards(client, paths: list[str], model_path: str, errors: str = "strict",

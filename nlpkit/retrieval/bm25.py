@@ -46,8 +46,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from nlpkit.distributed.shards import CountingStage, Shard
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.stats.codes import count_runs, run_starts
+from nlpkit.text import WordTokenizer
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 DEFAULTS = {"k1": 1.5, "b": 0.75, "delta": 0.5}  # bm25s' defaults
@@ -418,22 +420,39 @@ class ShardPostings:
     n_docs: int
 
 
-def count_shard(shard, fmt: str, tok, id_field: str | None = "id",
-                field: str = "text", fields: str = "T,W", errors: str = "strict") -> ShardPostings:
-    """Tokenize one shard's records (`iter_records`) with the index's tokenizer `tok`
-    (`search.make_tokenizer`) and count its postings as `build_index` does."""
+@dataclass(frozen=True)
+class CountSettings:
+    """How `count_shard` reads records (`iter_records`' options, a resolved `fmt`) and the index's
+    tokenizer (`search.make_tokenizer`)."""
+
+    fmt: str
+    tokenizer: WordTokenizer
+    id_field: str | None = "id"
+    field: str = "text"
+    fields: str = "T,W"
+    errors: str = "strict"
+
+
+def count_shard(shards: Sequence[Shard | str], settings: CountSettings) -> ShardPostings:
+    """Tokenize the records of shards (`iter_records`, in order) and count their postings as
+    `build_index` does."""
     from nlpkit.stats.documents import iter_records
 
+    s = settings
     ids, tokens = [], []
     with gc_paused():
-        for rid, text in iter_records(shard, fmt, id_field, field, errors, "corpus", fields):
-            ids.append(rid)
-            tokens.append(tok.tokenize(text))
+        for shard in shards:
+            for rid, text in iter_records(shard, s.fmt, s.id_field, s.field, s.errors, "corpus", s.fields):
+                ids.append(rid)
+                tokens.append(s.tokenizer.tokenize(text))
     vocab: dict[str, int] = {}
     term, doc, tf = _count_postings(tokens, vocab, 0)
     doclen = np.bincount(doc, weights=tf, minlength=len(tokens))
-    numbered = fmt in ("lines", "paragraphs") or (fmt == "jsonl" and id_field is None)
+    numbered = s.fmt in ("lines", "paragraphs") or (s.fmt == "jsonl" and s.id_field is None)
     return ShardPostings(list(vocab), term, doc, tf, doclen, None if numbered else ids, len(tokens))
+
+
+COUNTING = CountingStage(count_shard)   # the parts stay on the workers: `shard_summary`, `write_part`
 
 
 def shard_summary(p: ShardPostings) -> tuple[list[str], np.ndarray, int, float, int]:

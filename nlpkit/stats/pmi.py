@@ -30,13 +30,14 @@ import math
 import os
 from dataclasses import dataclass
 from itertools import chain
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from nlpkit.stats.codes import TRIGRAM_VOCAB, count_runs, pack_ngram, pack_ngrams, sum_by_key, unpack_ngrams
 from nlpkit.stats.counting import (BLOCK_BYTES, BREAK_LINE, BREAK_SENTENCE, BREAK_SENTENCE_LINE,
                                    BlockEncoder, iter_blocks)
+from nlpkit.distributed.shards import CountingStage, Shard
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.text import WordTokenizer
 
@@ -254,19 +255,28 @@ class PartialCooccurrence:
     edges: list[Edge]
 
 
-def count_shard(shard, tokenizer: WordTokenizer, window: int = 2, ngram: int = 2,
-                cross_lines: bool = False, cross_sentences: bool = False,
-                errors: str = "strict") -> PartialCooccurrence:
-    """Count one shard (any path or `nlpkit.distributed.shards.Shard`), or a list of them in
-    input order, as `count_cooccurrences` counts files, keeping each shard's edges so n-grams
-    across shard boundaries can be added once (`add_boundaries`)."""
-    group = shard if isinstance(shard, (list, tuple)) else [shard]
-    enc = BlockEncoder(tokenizer, break_pattern(cross_lines, cross_sentences), shared=True)
-    counter = CooccurrenceCounter(window, ngram)
+@dataclass(frozen=True)
+class CountSettings:
+    """`count_cooccurrences`' options, for `count_shard`."""
+
+    tokenizer: WordTokenizer
+    window: int = 2
+    ngram: int = 2
+    cross_lines: bool = False
+    cross_sentences: bool = False
+    errors: str = "strict"
+
+
+def count_shard(shards: Sequence[Shard | str], settings: CountSettings) -> PartialCooccurrence:
+    """Count shards (or paths) in input order as `count_cooccurrences` counts files, keeping each
+    shard's edges so n-grams across shard boundaries can be added once (`add_boundaries`)."""
+    s = settings
+    enc = BlockEncoder(s.tokenizer, break_pattern(s.cross_lines, s.cross_sentences), shared=True)
+    counter = CooccurrenceCounter(s.window, s.ngram)
     edges = []
-    for sh in group:
+    for sh in shards:
         stream = getattr(sh, "file_index", 0)
-        edge = _count_items(enc.encode_many((stream, b) for b in iter_blocks(sh, errors)), enc, counter)
+        edge = _count_items(enc.encode_many((stream, b) for b in iter_blocks(sh, s.errors)), enc, counter)
         edge.stream = stream
         edges.append(edge)
     return PartialCooccurrence(counter.result(enc.words), edges)
@@ -322,6 +332,9 @@ def add_boundaries(part: PartialCooccurrence) -> Cooccurrence:
     codes = pack_ngrams(*np.array(found, dtype=np.int64).reshape(len(found), co.ngram).T)
     keys, counts = sum_by_key(np.concatenate([co.keys, codes]), np.concatenate([co.counts, np.ones(len(codes), np.int64)]))
     return Cooccurrence(co.words, co.unigram, keys, counts, co.n_tokens, co.window, co.ngram)
+
+
+COUNTING = CountingStage(count_shard, merge_cooccurrences)   # then `add_boundaries` on the driver
 
 
 # ------------------------------------------------------------------------------ scoring

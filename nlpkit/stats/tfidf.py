@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from nlpkit.stats.codes import TRIGRAM_VOCAB, pack_ngrams, run_lengths, run_starts, unpack_ngrams
 from nlpkit.stats.counting import BREAK_DOC, BlockEncoder
 from nlpkit.stats.documents import DocNames, batch_texts
+from nlpkit.distributed.shards import CountingStage, Shard
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.text import WordTokenizer
 
@@ -432,15 +433,33 @@ class ShardCounts:
     units: int          # lines or paragraphs read: numbering of the next shard of the file
 
 
-def count_shard(shard, mode: str, tokenizer: WordTokenizer, ngram_range: tuple[int, int] = (1, 1),
-                field: str = "text", id_field: str | None = None, errors: str = "strict",
-                fields: str = "T,W", prefix: str = "") -> ShardCounts:
-    """`count_matrix` of one shard's documents (read by `iter_documents`, named from 1)."""
+@dataclass(frozen=True)
+class CountSettings:
+    """How `count_shard` reads and counts documents (`iter_documents`' and `count_matrix`'s options);
+    `name_files`: names start ``path:``, as with several input files."""
+
+    mode: str
+    tokenizer: WordTokenizer
+    ngram_range: tuple[int, int] = (1, 1)
+    field: str = "text"
+    id_field: str | None = None
+    errors: str = "strict"
+    fields: str = "T,W"
+    name_files: bool = False
+
+
+def count_shard(shards: Sequence[Shard | str], settings: CountSettings) -> ShardCounts:
+    """`count_matrix` of one shard's documents (read by `iter_documents`, named from 1). A task is
+    one shard: documents are named by their place in the shard, renumbered by the driver."""
     from nlpkit.stats.documents import doc_break, iter_documents
 
+    if len(shards) != 1:
+        raise ValueError(f"tfidf counts one shard a task, got {len(shards)}")
+    s, shard = settings, shards[0]
     names = DocNames()
-    batches = iter_documents([shard], mode, names, field, id_field, errors, fields=fields, prefix=prefix)
-    counts = count_matrix(batches, tokenizer, ngram_range, doc_break(mode), names)
+    prefix = f"{getattr(shard, 'path', shard)}:" if s.name_files else ""
+    batches = iter_documents([shard], s.mode, names, s.field, s.id_field, s.errors, fields=s.fields, prefix=prefix)
+    counts = count_matrix(batches, s.tokenizer, s.ngram_range, doc_break(s.mode), names)
     return ShardCounts(counts, names.units)
 
 
@@ -474,6 +493,9 @@ def weigh_shard(part: ShardCounts, terms: list[str], df: np.ndarray, idf: np.nda
     names = c.names.shifted(name_offset) if name_offset else c.names
     pruned = CountMatrix(indptr, new[entry].astype(np.int32), c.counts[entry], terms, names)
     return weigh(pruned, weighting, df, idf)
+
+
+COUNTING = CountingStage(count_shard)   # the parts stay on the workers: `shard_summary`, `merge_df`
 
 
 def shard_info(part: ShardCounts) -> tuple[int, int]:

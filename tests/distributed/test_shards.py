@@ -64,9 +64,9 @@ def test_grouped_shard_counts_equal_one_pass(files, opts):
     want = pmi.count_cooccurrences(files, tok, **opts)
     for size, target in [(300, 1000), (300, 300), (200, 5000)]:
         groups = group_shards(plan_shards(files, size), target)
-        parts = [pmi.count_shard(g, tok, opts.get("window", 2), opts.get("ngram", 2),
-                                 opts.get("cross_lines", False), opts.get("cross_sentences", False))
-                 for g in groups]
+        settings = pmi.CountSettings(tok, opts.get("window", 2), opts.get("ngram", 2),
+                                     opts.get("cross_lines", False), opts.get("cross_sentences", False))
+        parts = [pmi.count_shard(g, settings) for g in groups]
         got = pmi.add_boundaries(pmi.merge_cooccurrences(parts))
         assert got.n_tokens == want.n_tokens
         lut = np.array([got.words.index(w) for w in want.words])
@@ -84,7 +84,7 @@ def test_bm25_part_merge_is_independent_of_the_chunk(files, tmp_path):
 
     tok = make_tokenizer(tokenizer_settings())
     shards = plan_shards([files[0]], 700)
-    parts = [bm25.count_shard(s, "lines", tok) for s in shards]
+    parts = [bm25.count_shard([s], bm25.CountSettings("lines", tok)) for s in shards]
     vocab, df, n_docs, total, max_tf = bm25.merge_summaries([bm25.shard_summary(p) for p in parts])
     term_id = {t: i for i, t in enumerate(vocab)}
     idf = bm25.idf("lucene", np.maximum(df, 1), n_docs)

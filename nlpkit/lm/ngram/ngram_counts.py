@@ -26,6 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from nlpkit.distributed.shards import CountingStage, Shard
 from nlpkit.errors import NlpkitError, UsageError
 
 UNK, BOS, EOS = 0, 1, 2
@@ -281,14 +282,24 @@ def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
     return result
 
 
-def count_shard(shard, order: int, lowercase: bool = False, transform: Callable[[str], str] | None = None,
-                errors: str = "strict") -> NgramCounts:
-    """`count_ngrams` of one shard (`nlpkit.distributed`) or a list of them; lines never cross shards."""
-    group = list(shard) if isinstance(shard, (list, tuple)) else [shard]
+@dataclass(frozen=True)
+class CountSettings:
+    """`count_ngrams`' options, for `count_shard`."""
+
+    order: int
+    lowercase: bool = False
+    transform: Callable[[str], str] | None = None
+    errors: str = "strict"
+
+
+def count_shard(shards: Sequence[Shard | str], settings: CountSettings) -> NgramCounts:
+    """`count_ngrams` of shards (`nlpkit.distributed`) in order; lines never cross shards."""
+    s = settings
     try:
-        return count_ngrams(group, order, lowercase=lowercase, transform=transform, errors=errors, jobs=1)
+        return count_ngrams(list(shards), s.order, lowercase=s.lowercase, transform=s.transform, errors=s.errors,
+                            jobs=1)
     except EmptyCorpus:                  # an empty file among others: nothing to add (the driver decides)
-        return NgramCounts(order=order, vocab=list(SPECIALS))
+        return NgramCounts(order=s.order, vocab=list(SPECIALS))
 
 
 def merge_counts(parts: list[NgramCounts]) -> NgramCounts:
@@ -327,6 +338,9 @@ def merge_counts(parts: list[NgramCounts]) -> NgramCounts:
         out.suffix.append(suffix)
         maps = new_maps
     return out
+
+
+COUNTING = CountingStage(count_shard, merge_counts)
 
 
 def _names(paths: Sequence) -> list[str]:
