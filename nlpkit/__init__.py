@@ -2,7 +2,7 @@
 
 Each subcommand's algorithm lives in its wing: `nlpkit.edit` (edit distances), `nlpkit.stats`
 (the counting core, PMI, TF-IDF, document readers), `nlpkit.retrieval` (BM25, RRF),
-`nlpkit.bpe` (tokenizers), `nlpkit.lm` (the model engine), `nlpkit.bleu` (sacrebleu).
+`nlpkit.bpe` (tokenizers), `nlpkit.lm` (the model engine), `nlpkit.mt` (BLEU, chrF, TER via sacrebleu).
 """
 
 import sys as _sys
@@ -22,7 +22,7 @@ _MOVED = {
     "nlpkit.tfidf": "nlpkit.stats.tfidf",
     "nlpkit.documents": "nlpkit.stats.documents",
     "nlpkit.retrieval.corpus": "nlpkit.stats.documents",
-    "nlpkit.mt_eval": "nlpkit.bleu",
+    "nlpkit.mt_eval": "nlpkit.mt.bleu",
     # 0.3 (issue 24): the transformer engine's modules together; colliding names made distinct.
     "nlpkit.lm.model": "nlpkit.lm.transformer.model",
     "nlpkit.lm.config": "nlpkit.lm.transformer.config",
@@ -38,6 +38,7 @@ _MOVED = {
     "nlpkit.lm.ngram.scoring": "nlpkit.lm.ngram.line_scoring",
     "nlpkit.lm.ngram.counting": "nlpkit.lm.ngram.ngram_counts",
     "nlpkit.bpe.batch": "nlpkit.bpe.parallel_encoding",
+    "nlpkit.bleu": "nlpkit.mt.bleu",              # issue 24: a wing like the others, no top-level exemption
 }
 
 

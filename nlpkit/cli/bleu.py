@@ -39,7 +39,7 @@ def _install_warning_handler(quiet: bool) -> None:
     """sacrebleu's logger -> 'nlpkit: warning: sacrebleu: ...' on stderr (or nothing with --quiet)."""
     import logging
 
-    from nlpkit.bleu import quiet_sacrebleu
+    from nlpkit.mt.bleu import quiet_sacrebleu
 
     logger = logging.getLogger("sacrebleu")
     if any(getattr(h, "_nlpkit", False) for h in logger.handlers):
@@ -117,7 +117,7 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
     sacrebleu's signature. Lines are read as sacrebleu reads them (trailing
     whitespace stripped, a BOM kept). Hypotheses come from stdin when no HYP is given.
     """
-    from nlpkit import bleu as core
+    from nlpkit.mt import bleu as core
     from nlpkit.io import display_name
 
     if paired_bs and paired_ar:

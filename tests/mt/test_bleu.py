@@ -1,4 +1,4 @@
-"""nlpkit.bleu against sacrebleu's own API: same inputs and options, same numbers and signatures."""
+"""nlpkit.mt.bleu against sacrebleu's own API: same inputs and options, same numbers and signatures."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.significance import PairedTest
 
-from nlpkit import bleu as mt_eval
+from nlpkit.mt import bleu as mt_eval
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.bleu import EvalOptions
+from nlpkit.mt.bleu import EvalOptions
 
 WORDS = ("the cat dog sat on a mat , . house Haus big small ran quickly über naïve "
          "of to in it is was we they 's ( ) - 2021 3.5").split()

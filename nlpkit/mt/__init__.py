@@ -1,0 +1,1 @@
+"""Machine-translation evaluation: BLEU, chrF(++) and TER through sacrebleu (`nlpkit.mt.bleu`)."""
