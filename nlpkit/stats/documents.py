@@ -418,14 +418,14 @@ def read_records(path: str, fmt: str = "auto", id_field: str | None = "id", fiel
     return records
 
 
-def one_format(paths: Sequence[str], fmt: str = "auto", option: str = "--corpus-format") -> str:
+def one_format(paths: Sequence[str], fmt: str = "auto") -> str:
     """The format of a corpus in several files: `fmt`, or with ``auto`` the format each file is
     detected as (`detect_format`), which must be the same for all. One file keeps ``auto`` (stdin,
     which cannot be read twice, is then detected as it is read)."""
     if fmt != "auto" or len(paths) < 2:
         return fmt
     if "-" in paths:
-        raise NlpkitError(f"stdin among several corpus files: give {option} (auto would read stdin twice)")
+        raise NlpkitError("stdin among several corpus files: give `fmt` (auto would read stdin twice)")
     found = []
     for path in paths:
         head = []
@@ -433,11 +433,11 @@ def one_format(paths: Sequence[str], fmt: str = "auto", option: str = "--corpus-
             head.append(line)
             if sum(bool(x.strip()) for x in head) >= DETECT_LINES:
                 break
-        found.append(detect_format(head, default="lines", name=display_name(path), option=option))
+        found.append(detect_format(head, default="lines", name=display_name(path)))
     if len(set(found)) > 1:
         i = next(k for k, f in enumerate(found) if f != found[0])
         raise NlpkitError(f"{display_name(paths[i])} looks like {found[i]} but {display_name(paths[0])} like "
-                          f"{found[0]}: one corpus has one format (give {option})")
+                          f"{found[0]}: one corpus has one format (give `fmt`)")
     return found[0]
 
 
