@@ -84,6 +84,18 @@ def test_no_import_cycle_counting_function_level_imports():
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
+def test_no_command_module_imports_another_command_module():
+    """Options and steps shared by commands live in shared modules (cli/common.py, cli/decoding.py),
+    never in a command that another command imports."""
+    from nlpkit.cli.main import COMMANDS
+
+    mods = _modules()
+    known = set(mods)
+    commands = {module for module, _ in COMMANDS.values()}
+    found = {m: sorted(_imports(mods[m], m, known) & (commands - {m})) for m in sorted(commands)}
+    assert not {m: ts for m, ts in found.items() if ts}, found
+
+
 @pytest.mark.parametrize("old, new", [
     ("nlpkit.distance", "nlpkit.edit.distance"),
     ("nlpkit.bitparallel", "nlpkit.edit.bitparallel"),

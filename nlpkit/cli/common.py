@@ -306,23 +306,16 @@ def model_options(f):
     return f
 
 
-def model_name(model) -> str:
-    """The model as signatures name it: `default` for the shipped model, else the file or directory name."""
-    from pathlib import Path
-
-    from nlpkit.lm.transformer.loaders import DEFAULT_MODEL_DIR
-
-    src = Path(model.source) if model.source else None
-    if src is None or src.resolve() == DEFAULT_MODEL_DIR.resolve():
-        return "default"
-    return src.name
+# Options whose flag is not `--` + the parameter's name with dashes
+_FLAG_NAMES = {"add_bos": "--add-bos/--no-add-bos", "messages_file": "--messages"}
 
 
-def rope_label(model) -> str:
-    """RoPE setting for signatures: `none`, `learned` (gpt2), or `<type>x<factor>` (e.g. `yarnx2.0`)."""
-    if not model.config.uses_rope:
-        return "learned"
-    scaling = model.config.rope_scaling or {}
-    kind = scaling.get("rope_type", "none")
-    factor = scaling.get("factor")      # a longrope GGUF carries its factors, not this one
-    return kind if kind == "none" or factor is None else f"{kind}x{factor}"
+def refuse_inapplicable(ctx: click.Context, backend) -> None:
+    """A usage error for the first option given that means nothing for this kind of model
+    (`backend.inapplicable`: parameter -> why), e.g. --context for an n-gram model."""
+    from click.core import ParameterSource
+
+    for name, why in backend.inapplicable.items():
+        if name in ctx.params and ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
+            opt = _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+            raise click.UsageError(f"{opt} does not apply to {backend.described} ({why})")

@@ -1,4 +1,5 @@
-"""`nlpkit perplexity`: tokens, mean NLL, token/word/byte perplexity and bits per byte (core: lm/perplexity.py)."""
+"""`nlpkit perplexity`: how well a language model predicts a text (core: nlpkit/lm/perplexity.py through
+the model's `perplexity_run`; a transformer scores windows, an n-gram model each line as KenLM's query)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,8 @@ from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, model_name,
-                               model_options, open_writer, progress, rope_label, warn)
-
-SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words", "bytes"]
-PER_LINE = ["file", "line", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words",
-            "bytes"]
-TOTAL = "(total)"  # the file cell of the corpus total row (JSON records also carry "total": true)
-PER_TOKEN = ["file", "line", "position", "id", "token", "logprob"]
+from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, model_options, open_writer,
+                               progress, refuse_inapplicable, warn)
 
 
 @click.command("perplexity")
@@ -56,13 +51,9 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
       echo "The cat sat on the mat." | nlpkit perplexity --per-token
       nlpkit perplexity held-out.txt --model lm.arpa
     """
-    from nlpkit.cli.ngram import ngram_model_path
-    if ngram_model_path(model_path):  # an ARPA / counts file: KenLM query's figures (nlpkit/cli/ngram.py)
-        from nlpkit.cli.ngram import ngram_perplexity, refuse_neural_options
-        refuse_neural_options(click.get_current_context())
-        paths = input_paths(files, "text")
-        return ngram_perplexity(ngram_model_path(model_path), paths, per_line, per_token,
-                                fmt, no_signature, quiet, encoding_errors, dask_for(dask, paths), shard_size)
+    from nlpkit.lm.load import backend_class, load_language_model
+
+    refuse_inapplicable(click.get_current_context(), backend_class(model_path))
     if stride is not None and context is not None and stride > context:
         raise click.BadParameter(f"--stride {stride} is larger than --context {context}", param_hint="--stride")
     if stride is not None and mode != "sliding":
@@ -72,104 +63,26 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")
 
-    from nlpkit.errors import NlpkitError
-    from nlpkit.io import display_name, read_text
-    from nlpkit.lm.transformer.loaders import load_model
-    from nlpkit.lm.perplexity import Perplexity, check_context, default_context, default_stride, perplexity, prefix_token
-    from nlpkit.signature import make_signature
-
-    model = load_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor)
-    ctx = context or default_context(model)
-    check_context(model, ctx)
-    if stride is not None and stride > ctx:
+    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
+                             warn=lambda m: warn(m, quiet))
+    ctx = lm.window_context(context)
+    if stride is not None and ctx is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
-    strd = (stride or default_stride(ctx)) if mode == "sliding" else None
-    if strd is not None and strd >= ctx:
-        warn(f"--stride {strd} equal to the context {ctx}: as in the transformers guide, the first token of "
-             "each window after the first is not scored (a smaller --stride, or --mode disjoint, scores "
+    run = lm.perplexity_run(paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos, per_line=per_line,
+                            per_token=per_token, errors=encoding_errors)
+    if run.stride is not None and run.stride >= run.context:
+        warn(f"--stride {run.stride} equal to the context {run.context}: as in the transformers guide, the first "
+             "token of each window after the first is not scored (a smaller --stride, or --mode disjoint, scores "
              "every token)", quiet)
-    bos = prefix_token(model.config) is not None if add_bos is None else add_bos
-    sig = make_signature("perplexity", model=model_name(model), mode=mode, ctx=ctx, stride=strd, bos=bos,
-                         rope=rope_label(model))
-    columns = PER_LINE if per_line else SUMMARY
-    if per_token:
-        columns = PER_TOKEN if per_line else [c for c in PER_TOKEN if c != "line"]
-    tok = model.tokenizer
-
-    def stats(p) -> dict:
-        return {"tokens": p.tokens, "mean_nll": p.mean_nll, "token_ppl": p.token_perplexity,
-                "word_ppl": p.word_perplexity, "byte_ppl": p.byte_perplexity, "bits_per_byte": p.bits_per_byte,
-                "words": p.words, "bytes": p.bytes}
-
-    def token_rows(name: str, line: int | None, scored) -> list[dict]:
-        where = {"file": name} if line is None else {"file": name, "line": line}
-        return [{**where, "position": pos, "id": i,
-                 "token": tok.decode_bytes([i]).decode("utf-8", errors="replace"), "logprob": lp}
-                for pos, i, lp in zip(scored.positions, scored.ids, scored.logprobs)]
-
-    several = len(paths) > 1 and not per_line and not per_token
-    totals: list = []
     with ExitStack() as stack:
-        client = None
+        client = size = None
         if dask:
             from nlpkit.distributed.cluster import connect
             from nlpkit.distributed.shards import parse_size
-            from nlpkit.distributed.stages import perplexity_lines, perplexity_windows
 
             size = parse_size(shard_size)
-            import os
-
-            key = (os.path.abspath(str(model.source)), rope_scaling, rope_factor)   # workers have their own cwd
             client = stack.enter_context(connect(dask, quiet))
-        out = stack.enter_context(open_writer(columns, fmt, sig, no_signature))
+        out = stack.enter_context(open_writer(run.columns, fmt, run.signature, no_signature, digits=run.digits))
         tick = stack.enter_context(progress("tasks" if dask else "scoring", quiet=quiet))
-        if per_line:
-            records = (perplexity_lines(client, paths, key, mode, ctx, strd, bos, encoding_errors, size, tick,
-                                        per_token) if client is not None
-                       else _local_lines(model, paths, mode, ctx, strd, bos, encoding_errors, per_token))
-            for name, lineno, p in records:
-                if p is None:
-                    if not per_token:
-                        out.write({"file": name, "line": lineno, "tokens": 0, "words": 0, "bytes": 0})
-                elif per_token:
-                    out.write_many(token_rows(name, lineno, p[1]))
-                else:
-                    out.write({"file": name, "line": lineno, **stats(p)})
-            return
-        map_windows = perplexity_windows(client, key, size, tick) if client is not None else None
-        for path in paths:
-            name = display_name(path)
-            text = read_text(path, errors=encoding_errors)
-            if not text.strip():
-                what = "empty text" if not text else "only whitespace (no text)"
-                raise NlpkitError(f"{display_name(path)}: {what}, nothing to score")
-            p, scored = perplexity(model, text, mode=mode, context=ctx, stride=strd, add_bos=bos,
-                                   progress=None if client is not None else tick, map_windows=map_windows)
-            if per_token:
-                out.write_many(token_rows(name, None, scored))
-            else:
-                out.write({"file": name, **stats(p), **({"total": False} if several else {})})
-                totals.append(p)
-        if several and totals:
-            nll = sum(p.nll for p in totals)
-            n = sum(p.tokens for p in totals)
-            p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
-                           bytes=sum(p.bytes for p in totals))
-            out.write({"file": TOTAL, **stats(p), "total": True})
-
-
-def _local_lines(model, paths, mode, ctx, strd, bos, errors, per_token):
-    """(file, line number, Perplexity — with `per_token` a (Perplexity, Scored) pair — or None when
-    the line is too short), as `nlpkit.distributed.stages.perplexity_lines` yields them."""
-    from nlpkit.io import display_name, iter_lines
-    from nlpkit.lm.perplexity import TooShort, perplexity
-
-    for path in paths:
-        name = display_name(path)
-        for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
-            try:
-                p, scored = perplexity(model, line, mode=mode, context=ctx, stride=strd, add_bos=bos)
-            except TooShort:
-                yield name, lineno, None
-                continue
-            yield name, lineno, ((p, scored) if per_token else p)
+        for record in run.records(tick, client, size):
+            out.write(record)

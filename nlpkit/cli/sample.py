@@ -1,19 +1,14 @@
 """`nlpkit sample [PROMPT] -n N`: N continuations in one batch, as records with their log-probabilities;
-`--dist` prints the next-token distribution after the filters instead."""
+`--dist` prints the next-token distribution after the filters instead (core: nlpkit/lm/generation.py;
+options shared with `generate`: nlpkit/cli/decoding.py)."""
 
 from __future__ import annotations
 
 import click
 
 from nlpkit.cli.common import common_options, model_options, open_writer
-from nlpkit.cli.generate import (chat_ids, chat_options, chat_prompt, decoding_options, decoding_signature,
-                                 load_for_decoding, print_stats, prompt_ids, read_prompt, resolve_seed,
-                                 sampling_config, warm_up)
-
-
-def token_text(tokenizer, token_id: int) -> str:
-    """How one token reads: its bytes as UTF-8, with a partial character shown as \\xNN escapes."""
-    return tokenizer.decode_bytes([token_id]).decode("utf-8", errors="backslashreplace")
+from nlpkit.cli.decoding import (chat_options, check_chat, decoding_options, decoding_signature, load_for_decoding,
+                                 make_prompt, print_stats, read_prompt, sampling_config)
 
 
 @click.command("sample")
@@ -26,9 +21,8 @@ def token_text(tokenizer, token_id: int) -> str:
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty,
-            seed, stops, no_kv_cache, sliding, stats, truncate_prompt, ignore_eos,
-            fmt, no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
+def command(prompt, n, dist, model_path, rope_scaling, rope_factor, decoding, fmt, no_signature, quiet,
+            encoding_errors, chat=False, system=None, messages_file=None):
     """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
     its KV cache shared by the N rows. Each record has the text, its token count, and its total
     log-probability under the model (logprob) and under the filtered distribution it was drawn from
@@ -44,42 +38,32 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_toke
       nlpkit sample "The weather today" --dist --top-p 0.9
       nlpkit sample -m SmolLM2-135M-Instruct.Q4_1.gguf --chat "Name a fruit." --system "Answer in one word." -n 4
     """
-    from nlpkit.cli.ngram import ngram_model_path
     from nlpkit.lm.generation import GenerationStats, next_token_distribution, sample_batch
 
-    if ngram_model_path(model_path):  # an ARPA / counts file (nlpkit/cli/ngram.py)
-        from nlpkit.cli.ngram import ngram_sample, ngram_sampling, refuse_neural_options
-        refuse_neural_options(click.get_current_context())
-        cfg, seed = ngram_sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed)
-        return ngram_sample(ngram_model_path(model_path), read_prompt(prompt, encoding_errors), n, dist, cfg,
-                            max_new_tokens, seed, stops, ignore_eos, stats, fmt, no_signature, quiet)
-    model = load_for_decoding(model_path, rope_scaling, rope_factor)
-    cfg = sampling_config(model, temperature, top_k, top_p, min_p, repetition_penalty)
-    seed = resolve_seed(seed)
-    text = prompt if messages_file == "-" else read_prompt(prompt, encoding_errors)
-    text, end_ids = chat_prompt(model, text, chat, system, messages_file)
-    ids = chat_ids(model, text, max_new_tokens, truncate_prompt, quiet) if chat else \
-        prompt_ids(model, text, max_new_tokens, truncate_prompt, quiet)
+    check_chat(chat, system, messages_file)
+    opts = decoding
+    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
+    cfg = sampling_config(lm, opts)
+    seed = opts.drawn_seed()
+    p = make_prompt(lm, prompt if messages_file == "-" else read_prompt(prompt, encoding_errors), opts, chat,
+                    system, messages_file, quiet)
     chat_sig = {"chat": True} if chat else {}
 
     if dist:
-        sig = decoding_signature("sample-dist", model, cfg, seed=seed, max_new_tokens=0, stops=(), sliding=False,
+        sig = decoding_signature("sample-dist", lm, cfg, seed=seed, max_new_tokens=0, stops=(), sliding=False,
                                  **chat_sig)
         with open_writer(["token", "id", "probability", "cumulative"], fmt, sig, no_signature, digits=6) as out:
             cum = 0.0
-            for tid, p in next_token_distribution(model, ids, cfg):
-                cum += p
-                out.write({"token": token_text(model.tokenizer, tid), "id": tid, "probability": p,
-                           "cumulative": cum})
+            for tid, prob in next_token_distribution(lm, p, cfg):
+                cum += prob
+                out.write({"token": lm.token_text(tid), "id": tid, "probability": prob, "cumulative": cum})
         return
 
-    warm = warm_up(model) if stats else None
+    warm = lm.warm_up() if opts.stats else None
     st = GenerationStats()
-    samples = sample_batch(model, ids, n, max_new_tokens=max_new_tokens, sampling=cfg, seed=seed, stop=stops,
-                           use_cache=not no_kv_cache, sliding=sliding, ignore_eos=ignore_eos, stats=st,
-                           eos_ids=end_ids)
-    sig = decoding_signature("sample", model, cfg, seed=seed, max_new_tokens=max_new_tokens, stops=stops,
-                             sliding=sliding, n=n, **chat_sig)
+    samples = sample_batch(lm, p, n, stats=st, **opts.decode_kwargs(cfg))
+    sig = decoding_signature("sample", lm, cfg, seed=seed, max_new_tokens=opts.max_new_tokens, stops=opts.stops,
+                             sliding=opts.sliding, n=n, **chat_sig)
     with open_writer(["index", "text", "tokens", "logprob", "logprob_filtered", "finish"], fmt, sig,
                      no_signature) as out:
         for s in samples:
@@ -88,4 +72,4 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, max_new_toke
                        "ids": s.ids})  # json/jsonl only: lets anyone recompute the log-probabilities
     if any(s.finish == "context" for s in samples):
         st.finish = "context"
-    print_stats(st, quiet, stats, seed, warm)
+    print_stats(lm, st, quiet, opts.stats, seed, warm)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from nlpkit.cli.common import common_options, input_paths, open_writer
-from nlpkit.cli.generate import chat_options
+from nlpkit.cli.decoding import chat_options
 
 
 def _load(tokenizer_path: str | None, model_path: str | None):

@@ -1,15 +1,20 @@
-"""Text generation: prefill once, decode token by token with the KV cache, stop, detokenize incrementally.
+"""Text generation, written once for every `LanguageModel` (the transformer engine and n-gram models).
 
 Three layers, each usable alone:
 
-- `decode_steps(model, prompt_ids, ...)` - the loop. Prefills the prompt once (batch 1), broadcasts
-  the cache to `n` rows, then yields one `Step` (a token per row with its log-probabilities) per
-  forward pass. Without a cache (`use_cache=False`) every step recomputes the whole sequence, which
-  is what the cache saves (quadratic against linear work).
-- `TextStream` - turns token ids into text pieces that never split a UTF-8 sequence and never show
-  any part of a stop string.
-- `generate(...)` (one streamed continuation) and `sample_batch(...)` (N continuations in one batch,
-  with their total log-probabilities) - the two things the CLI offers.
+- `decode_steps(model, prompt_ids, ...)` - the loop. The model's `DecodingState` holds the rows
+  (the transformer prefills the prompt once and broadcasts its KV cache to `n` rows; an n-gram model
+  keeps a word history per row); each step filters every row's next-token logits, draws one token
+  per row and yields a `Step` (a token per row with its log-probabilities).
+- the model's text stream - token ids to text pieces that never show any part of a stop string
+  (`TextStream` for a tokenizer's bytes, never splitting a UTF-8 sequence; words joined by spaces
+  for an n-gram model).
+- `generate(...)` (one streamed continuation), `sample_batch(...)` (N continuations in one batch,
+  with their total log-probabilities) and `next_token_distribution(...)` - what the CLI offers.
+
+`model` is a `LanguageModel` (`nlpkit.lm.load.load_language_model`) or a bare transformer `Model`;
+`prompt_ids` a list of ids or a `Prompt` (`LanguageModel.prompt`: ids, the text between prompt and
+continuation, extra end ids).
 
 >>> stats = GenerationStats()
 >>> for piece in generate(model, model.tokenizer.encode("Once upon"), max_new_tokens=20, stats=stats):
@@ -18,7 +23,6 @@ Three layers, each usable alone:
 
 from __future__ import annotations
 
-import codecs
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
@@ -26,7 +30,10 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.lm.interface import Prompt
 from nlpkit.lm.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
+from nlpkit.lm.transformer.text_stream import TextStream
+from nlpkit.lm.transformer.backend import encode_prompt, prepare_prompt
 
 FINISH_REASONS = ("eos", "stop", "length", "context")
 
@@ -62,78 +69,42 @@ class Step:
     logprob_filtered: np.ndarray  # [b] under the distribution actually sampled from
 
 
-# ------------------------------------------------------------------------- prompt handling
-
-def prepare_prompt(model, prompt_ids: Sequence[int], *, max_new_tokens: int, truncate: bool = False,
-                   context: int | None = None) -> list[int]:
-    """Check the prompt against the context: an empty prompt becomes [BOS]; a prompt longer than the
-    context is an error naming both lengths, unless `truncate` keeps its end (leaving room for
-    `max_new_tokens` when it can)."""
-    ids = [int(i) for i in prompt_ids]
-    ctx = context or model.config.positions
-    if not ids:
-        start = model.config.bos_id if model.config.bos_id is not None else model.config.eos_id
-        if start is None:
-            raise NlpkitError("the prompt is empty and the model has no BOS (or EOS) token to start from")
-        ids = [int(start)]
-    if truncate:
-        keep = max(1, min(len(ids), ctx - max_new_tokens))
-        ids = ids[len(ids) - keep:]
-    elif len(ids) > ctx:
-        raise NlpkitError(f"the prompt is {len(ids)} tokens but the model's context is {ctx} tokens "
-                          "(use --truncate-prompt to keep the end of the prompt)")
-    return ids
-
-
-def encode_prompt(model, text: str) -> list[int]:
-    """Tokenize a prompt the way the model's own tokenizer does (BOS first when the model adds one)."""
-    tok = model.require_tokenizer()
-    ids = list(tok.encode(text)) if text else []
-    bos = model.config.bos_id
-    if ids and model.config.add_bos and bos is not None and ids[0] != bos:
-        ids = [bos] + ids
-    return ids
-
-
 # ------------------------------------------------------------------------------ the loop
 
-def _last_logits(model, tokens: np.ndarray, cache) -> np.ndarray:  # [b, t] -> [b, V]
-    return model.forward(tokens, cache, last_only=True)[:, -1]
+def as_language_model(model):
+    """`model` itself when it is a `LanguageModel`; a bare transformer `Model` wrapped as one."""
+    if hasattr(model, "start"):
+        return model
+    from nlpkit.lm.transformer.backend import TransformerLM
+
+    return TransformerLM(model)
 
 
-def decode_steps(model, prompt_ids: Sequence[int], *, n: int = 1, sampling: SamplingConfig | None = None,
+def as_prompt(prompt) -> Prompt:
+    return prompt if isinstance(prompt, Prompt) else Prompt([int(i) for i in prompt])
+
+
+def decode_steps(model, prompt_ids, *, n: int = 1, sampling: SamplingConfig | None = None,
                  seed: int | None = None, use_cache: bool = True, sliding: bool = False,
                  context: int | None = None, stats: GenerationStats | None = None) -> Iterator[Step]:
     """Yield one `Step` per generated position for `n` rows sharing one prompt, until the consumer
     stops or the context is full (then `stats.finish = "context"`).
 
-    The prompt is prefilled once with batch 1 and its cache broadcast to `n` rows. With `sliding`, a
-    full context forgets its oldest quarter instead of stopping (the prompt included).
+    The transformer prefills the prompt once with batch 1 and broadcasts its cache to `n` rows; with
+    `sliding`, a full context forgets its oldest quarter instead of stopping (the prompt included).
     """
+    lm = as_language_model(model)
+    ids0 = as_prompt(prompt_ids).ids
     cfg = (sampling or SamplingConfig()).validate()
     stats = stats if stats is not None else GenerationStats()
     rng = np.random.default_rng(seed)
-    ctx = context or model.config.positions
-    V = model.config.vocab_size
-    prompt = np.asarray(prompt_ids, dtype=np.int64)[None, :]  # [1, P]
-    if prompt.shape[1] == 0:
-        raise NlpkitError("decode needs at least one prompt token")
-    if prompt.shape[1] > ctx:
-        raise NlpkitError(f"the prompt is {prompt.shape[1]} tokens but the context is {ctx} tokens")
-    stats.prompt_tokens, stats.batch = prompt.shape[1], n
-
-    t0 = time.perf_counter()
-    cache = model.new_cache(1, ctx) if use_cache else None
-    logits = _last_logits(model, prompt, cache)  # [1, V]
-    logits = np.repeat(logits, n, axis=0)  # [n, V]
-    if cache is not None:
-        cache = cache.broadcast(n) if n > 1 else cache
-    tokens = np.repeat(prompt, n, axis=0)  # [n, T]  everything so far (the no-cache path and --sliding use it)
+    state = lm.start(ids0, n, use_cache=use_cache, sliding=sliding, context=context, stats=stats)
+    V = lm.vocab_size
+    prompt = np.asarray(ids0, dtype=np.int64)
     seen = np.zeros((n, V), dtype=bool)  # [n, V] tokens in each row (repetition penalty)
-    seen[:, prompt[0][prompt[0] < V]] = True
-    stats.prefill_seconds += time.perf_counter() - t0
-
+    seen[:, prompt[prompt < V]] = True
     rows = np.arange(n)
+    logits = state.logits()  # [n, V]
     while True:
         t0 = time.perf_counter()
         filtered = process_logits(logits, seen, cfg)  # [n, V]
@@ -145,120 +116,36 @@ def decode_steps(model, prompt_ids: Sequence[int], *, n: int = 1, sampling: Samp
             lpf = np.log(probs[rows, ids])
         lp = token_logprobs(logits, ids)  # [n]
         seen[rows, ids] = True
-        tokens = np.concatenate([tokens, ids[:, None]], axis=1)
         stats.new_tokens += 1
         stats.decode_seconds += time.perf_counter() - t0
         yield Step(ids, lp, lpf)
 
         t0 = time.perf_counter()
-        filled = cache.length if cache is not None else tokens.shape[1] - 1
-        if filled >= ctx:  # no room for the token just chosen
-            if not sliding:
-                stats.finish = "context"
-                return
-            if cache is None:
-                stats.context_dropped += 1  # the recomputed window below starts one token later
-            else:
-                drop = max(1, ctx // 4)
-                stats.context_dropped += drop
-                if model.config.uses_rope:
-                    cache.drop_oldest(drop)  # kept keys keep their RoPE angles; new positions continue
-                else:  # learned positions cannot continue past their table: re-prefill the kept window
-                    cache.reset()
-                    model.forward(tokens[:, -(ctx - drop):-1], cache, last_only=True)
-        if cache is not None:
-            logits = _last_logits(model, ids[:, None], cache)  # [n, V]
-        else:
-            logits = _last_logits(model, tokens[:, -ctx:], None)  # [n, V], full recompute
+        if not state.advance(ids):  # no room for the token just chosen
+            stats.finish = "context"
+            return
+        logits = state.logits()  # [n, V]
         stats.decode_seconds += time.perf_counter() - t0
 
 
-# ------------------------------------------------------------------------ detokenization
+# ------------------------------------------------------------------------- the front ends
 
-class TextStream:
-    """Token ids in, text pieces out: complete UTF-8 characters only, and never any part of a stop string.
-
-    Text that could still be the start of a stop string is held back until it cannot; when a stop
-    string appears, the text before it is released and `stopped` becomes True.
-    """
-
-    def __init__(self, tokenizer, stop: Sequence[str] = ()):
-        self.tokenizer = tokenizer
-        self.stop = [s for s in stop if s]
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.pending = ""
-        self.stopped = False
-
-    def _held(self) -> int:
-        """Length of the longest suffix of `pending` that is a proper prefix of some stop string."""
-        best = 0
-        for s in self.stop:
-            for k in range(min(len(s) - 1, len(self.pending)), best, -1):
-                if self.pending.endswith(s[:k]):
-                    best = k
-                    break
-        return best
-
-    def push(self, token_id: int) -> str:
-        """Add one token; return the text that is now safe to show ('' while held back)."""
-        if self.stopped:
-            return ""
-        self.pending += self.decoder.decode(self._bytes(int(token_id)))
-        hits = [i for i in (self.pending.find(s) for s in self.stop) if i >= 0]
-        if hits:
-            out, self.pending, self.stopped = self.pending[:min(hits)], "", True
-            return out
-        cut = len(self.pending) - self._held()
-        out, self.pending = self.pending[:cut], self.pending[cut:]
-        return out
-
-    def _bytes(self, token_id: int) -> bytes:
-        """The token's bytes; none for an id the model has but its tokenizer does not (models pad their
-        embedding past the tokenizer, e.g. Qwen2: HF's decode skips such ids too)."""
-        try:
-            return self.tokenizer.decode_bytes([token_id])
-        except NlpkitError:
-            return b""
-
-    def finish(self) -> str:
-        """The held-back rest (no stop string followed); an unfinished UTF-8 sequence becomes U+FFFD."""
-        if self.stopped:
-            return ""
-        out = self.pending + self.decoder.decode(b"", final=True)
-        self.pending = ""
-        return out
-
-
-# ------------------------------------------------------------------------- the two front ends
-
-def _eos(model, ignore_eos: bool, eos_ids: Iterable[int] = ()) -> frozenset[int]:
-    """The ids that end a continuation: the model's EOS (every id of a list), plus `eos_ids`
-    (a chat template's end-of-turn tokens); none with `ignore_eos`."""
-    if ignore_eos:
-        return frozenset()
-    eos = model.config.eos_id
-    if eos is None and model.tokenizer is not None:
-        eos = getattr(model.tokenizer, "eos_id", None)
-    ids = {*getattr(model.config, "eos_ids", ()), *eos_ids}
-    if eos is not None:
-        ids.add(eos)
-    return frozenset(ids)
-
-
-def generate_ids(model, prompt_ids: Sequence[int], *, max_new_tokens: int = 128,
+def generate_ids(model, prompt_ids, *, max_new_tokens: int = 128,
                  sampling: SamplingConfig | None = None, seed: int | None = None, use_cache: bool = True,
                  sliding: bool = False, ignore_eos: bool = False, context: int | None = None,
                  stats: GenerationStats | None = None, eos_ids: Iterable[int] = ()) -> Iterator[int]:
     """New token ids of one continuation (EOS -- or any of `eos_ids` -- and length stop it; EOS itself
     is not yielded)."""
+    lm = as_language_model(model)
+    prompt = as_prompt(prompt_ids)
     stats = stats if stats is not None else GenerationStats()
     if max_new_tokens < 0:
         raise UsageError(f"--max-new-tokens must be >= 0, got {max_new_tokens}")
     if max_new_tokens == 0:
         stats.finish = "length"
         return
-    eos = _eos(model, ignore_eos, eos_ids)
-    for step in decode_steps(model, prompt_ids, n=1, sampling=sampling, seed=seed, use_cache=use_cache,
+    eos = lm.end_ids(ignore_eos, (*prompt.end_ids, *eos_ids))
+    for step in decode_steps(lm, prompt, n=1, sampling=sampling, seed=seed, use_cache=use_cache,
                              sliding=sliding, context=context, stats=stats):
         tid = int(step.ids[0])
         if tid in eos:
@@ -271,12 +158,14 @@ def generate_ids(model, prompt_ids: Sequence[int], *, max_new_tokens: int = 128,
     # decode_steps returned: context full (stats.finish already says so)
 
 
-def generate(model, prompt_ids: Sequence[int], *, stop: Sequence[str] = (), stats: GenerationStats | None = None,
+def generate(model, prompt_ids, *, stop: Sequence[str] = (), stats: GenerationStats | None = None,
              **kwargs) -> Iterator[str]:
     """Text pieces of one continuation, streamed as produced (see `generate_ids` for the options)."""
+    lm = as_language_model(model)
+    prompt = as_prompt(prompt_ids)
     stats = stats if stats is not None else GenerationStats()
-    stream = TextStream(model.tokenizer, stop)
-    for tid in generate_ids(model, prompt_ids, stats=stats, **kwargs):
+    stream = lm.text_stream(prompt, stop)
+    for tid in generate_ids(lm, prompt, stats=stats, **kwargs):
         piece = stream.push(tid)
         if piece:
             yield piece
@@ -300,7 +189,7 @@ class Sample:
     finish: str = ""
 
 
-def sample_batch(model, prompt_ids: Sequence[int], n: int, *, max_new_tokens: int = 128,
+def sample_batch(model, prompt_ids, n: int, *, max_new_tokens: int = 128,
                  sampling: SamplingConfig | None = None, seed: int | None = None, stop: Sequence[str] = (),
                  use_cache: bool = True, sliding: bool = False, ignore_eos: bool = False,
                  context: int | None = None, stats: GenerationStats | None = None,
@@ -311,22 +200,23 @@ def sample_batch(model, prompt_ids: Sequence[int], n: int, *, max_new_tokens: in
     Log-probabilities count the tokens of the returned ids (EOS included when it ended the row,
     a token that completed a stop string included).
     """
+    lm = as_language_model(model)
+    prompt = as_prompt(prompt_ids)
     if n < 1:
         raise UsageError(f"-n must be at least 1, got {n}")
     if max_new_tokens < 0:
         raise UsageError(f"--max-new-tokens must be at least 0, got {max_new_tokens}")
     stats = stats if stats is not None else GenerationStats()
-    eos = _eos(model, ignore_eos, eos_ids)
+    eos = lm.end_ids(ignore_eos, (*prompt.end_ids, *eos_ids))
     samples = [Sample(i) for i in range(n)]
     if max_new_tokens == 0:                     # as generate: empty texts, nothing decoded
         for s in samples:
             s.finish = "length"
         stats.finish = "length"
         return samples
-    streams = [TextStream(model.tokenizer, stop) if model.tokenizer is not None else None for _ in range(n)]
-    pieces: list[list[str]] = [[] for _ in range(n)]
+    streams = [lm.text_stream(prompt, stop) for _ in range(n)]
     active = np.ones(n, dtype=bool)
-    for step in decode_steps(model, prompt_ids, n=n, sampling=sampling, seed=seed, use_cache=use_cache,
+    for step in decode_steps(lm, prompt, n=n, sampling=sampling, seed=seed, use_cache=use_cache,
                              sliding=sliding, context=context, stats=stats):
         for i in np.flatnonzero(active):
             s, tid = samples[i], int(step.ids[i])
@@ -337,7 +227,7 @@ def sample_batch(model, prompt_ids: Sequence[int], n: int, *, max_new_tokens: in
                 s.finish, active[i] = "eos", False
                 continue
             if streams[i] is not None:
-                pieces[i].append(streams[i].push(tid))
+                streams[i].push(tid)
                 if streams[i].stopped:
                     s.finish, active[i] = "stop", False
                     continue
@@ -349,22 +239,25 @@ def sample_batch(model, prompt_ids: Sequence[int], n: int, *, max_new_tokens: in
         if not s.finish:
             s.finish = stats.finish or "context"
         if streams[i] is not None:
-            s.text = "".join(pieces[i]) + streams[i].finish()
+            s.text = streams[i].text()
     stats.finish = samples[0].finish
     return samples
 
 
-def next_token_distribution(model, prompt_ids: Sequence[int], sampling: SamplingConfig | None = None,
+def next_token_distribution(model, prompt_ids, sampling: SamplingConfig | None = None,
                             context: int | None = None) -> list[tuple[int, float]]:
     """(id, probability) of every token left after the filters, most likely first (greedy: one token, 1.0)."""
+    lm = as_language_model(model)
+    ids = as_prompt(prompt_ids).ids
     cfg = (sampling or SamplingConfig()).validate()
-    ctx = context or model.config.positions
-    prompt = np.asarray(prompt_ids, dtype=np.int64)[None, :]
-    cache = model.new_cache(1, max(ctx, prompt.shape[1]))
-    logits = _last_logits(model, prompt, cache)  # [1, V]
+    logits = lm.next_logits(ids, context)[None, :]  # [1, V]
     seen = np.zeros(logits.shape, dtype=bool)
-    seen[0, prompt[0]] = True
+    seen[0, ids] = True
     probs = probabilities(process_logits(logits, seen, cfg), cfg)[0]  # [V]
     order = np.argsort(-probs, kind="stable")
     order = order[probs[order] > 0]
     return [(int(i), float(probs[i])) for i in order]
+
+
+__all__ = ["GenerationStats", "Step", "Sample", "TextStream", "decode_steps", "generate_ids", "generate",
+           "sample_batch", "next_token_distribution", "encode_prompt", "prepare_prompt", "as_language_model"]

@@ -125,6 +125,14 @@ def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0)
 
 
+def window_primitive(model) -> Callable[[list[int], int], np.ndarray]:
+    """`LanguageModel.logprobs` (ids, first) -> log-probabilities of ids[first:], for a language model of
+    either kind; for a bare transformer `Model`, `window_logprobs` on it."""
+    if hasattr(model, "logprobs"):
+        return model.logprobs
+    return lambda ids, first: window_logprobs(model, ids, first)
+
+
 @dataclass(frozen=True)
 class Window:
     """One forward pass of a scoring plan: seq[start:end] is the input (with `swap`, when set, in
@@ -196,7 +204,8 @@ def score_windows(model, seq: list[int], windows: list[Window], progress=None,
     """Run a plan: each window's log-probabilities (`window_logprobs`, or `map_windows(seq, windows)`
     yielding them in order, e.g. on a Dask cluster), gathered into one `Scored`."""
     if map_windows is None:
-        results = (window_logprobs(model, w.tokens(seq), w.first) for w in windows)
+        logprobs = window_primitive(model)
+        results = (logprobs(w.tokens(seq), w.first) for w in windows)
     else:
         results = map_windows(seq, windows)
     res = Scored()

@@ -593,16 +593,16 @@ def test_mle_sampling_backs_off_from_an_unseen_history_as_nltk(tmp_path):
     from nltk.lm import MLE
     from nltk.lm.preprocessing import padded_everygram_pipeline
 
-    from nlpkit.lm.ngram.sampling import next_word_distribution, prompt_history
+    from nlpkit.lm.generation import next_token_distribution
+    from nlpkit.lm.ngram.backend import NgramLM
     from nlpkit.lm.sampling import SamplingConfig
 
     sents = ["I am Sam", "Sam I am", "I do not like green eggs and ham"]
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(sents) + "\n")
     train_ngram([str(corpus)], str(tmp_path / "m.ngram"), order=2, smoothing="mle")
-    model = load_ngram_model(tmp_path / "m.ngram")
-    dist = dict((model.vocab[i], p) for i, p in
-                next_word_distribution(model, prompt_history(model, "qqzz"), SamplingConfig()))
+    lm = NgramLM(load_ngram_model(tmp_path / "m.ngram"))
+    dist = dict((lm.token_text(i), p) for i, p in next_token_distribution(lm, lm.prompt("qqzz"), SamplingConfig()))
     train, vocab = padded_everygram_pipeline(2, [s.split() for s in sents])
     ref = MLE(2)
     ref.fit(train, vocab)

@@ -169,14 +169,15 @@ def test_generate_from_ngram_model_follows_the_generate_conventions(tmp_path):
 
 
 def test_greedy_generation_follows_the_most_likely_word():
-    from nlpkit.lm.ngram.ngram_model import load_ngram_model
-    from nlpkit.lm.ngram.sampling import generate_ngram, prompt_history
+    from nlpkit.lm.generation import generate
+    from nlpkit.lm.load import load_language_model
     from nlpkit.lm.sampling import SamplingConfig
 
-    model = load_ngram_model(FIX / "kenlm-2.arpa.gz")
-    hist = prompt_history(model, "of")
-    text = "".join(generate_ngram(model, hist, max_new_tokens=1, sampling=SamplingConfig(temperature=0), seed=0))
-    dist = model.next_log10(hist)
+    lm = load_language_model(FIX / "kenlm-2.arpa.gz")
+    prompt = lm.prompt("of")
+    text = "".join(generate(lm, prompt, max_new_tokens=1, sampling=SamplingConfig(temperature=0), seed=0))
+    model = lm.model
+    dist = model.next_log10(prompt.ids)
     dist[[model.bos_id, model.unk_id]] = -1e9
     assert text.strip() == model.vocab[int(dist.argmax())]
 

@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 from nlpkit.lm.ngram.ngram_model import load_ngram_model
-from nlpkit.lm.ngram.sampling import next_word_distribution, prompt_history
+from nlpkit.lm.generation import next_token_distribution
+from nlpkit.lm.ngram.backend import NgramLM
+from nlpkit.lm.ngram.sampling import prompt_history
 from nlpkit.lm.ngram.line_scoring import score_lines
 from nlpkit.lm.sampling import SamplingConfig
 
@@ -78,6 +80,11 @@ def test_next_log10_equals_kenlm_query_for_every_word(model, history):
     assert dist.dtype == np.float64
     got = dist[[model.word_id.get(w, model.unk_id) for w in NEXT["words"]]]
     np.testing.assert_allclose(got, NEXT[history]["log10"], rtol=0, atol=2e-6)
+
+
+def next_word_distribution(model, history: list[int], cfg) -> list[tuple[int, float]]:
+    """What `sample --dist` prints for an n-gram model: the distribution after the filters."""
+    return next_token_distribution(NgramLM(model), history, cfg)
 
 
 def test_also_would_consider_is_followed_by_higher_as_kenlm(model):

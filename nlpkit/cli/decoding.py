@@ -1,0 +1,221 @@
+"""Decoding options shared by `generate`, `sample` (and, next, `score`): the option decorators, one
+`DecodingOptions` value they resolve into, and the steps every decoding command takes with it (load
+the model, the sampling settings, the seed, the prompt, the signature, the --stats line).
+
+As ripgrep does: flags are parsed into low-level arguments once and resolved into one options value the
+command reads; no command module imports another's.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass, fields
+
+import click
+
+from nlpkit.cli.common import refuse_inapplicable, warn
+
+
+def _seed(ctx, param, value):
+    """--seed: None or -1 = a random seed (as llama.cpp); other negatives are a usage error."""
+    if value is not None and value < -1:
+        raise click.BadParameter(f"must be >= 0, or -1 for a random seed; got {value}", ctx=ctx, param=param)
+    return None if value == -1 else value
+
+
+def _stops(ctx, param, value):
+    """--stop "" would stop nowhere (an empty string is in every text): a usage error."""
+    if any(v == "" for v in value):
+        raise click.BadParameter("an empty stop string matches everywhere; give some text", param=param)
+    return value
+
+
+@dataclass
+class DecodingOptions:
+    """What the decoding options say, resolved once (see `decoding_options`)."""
+
+    max_new_tokens: int = 128
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+    stops: tuple[str, ...] = ()
+    no_kv_cache: bool = False
+    sliding: bool = False
+    stats: bool = False
+    truncate_prompt: bool = False
+    ignore_eos: bool = False
+
+    def drawn_seed(self) -> int:
+        """The --seed, or a fresh random one (drawn here only; shown by --stats and in the signature, so
+        a run can be repeated)."""
+        if self.seed is None:
+            import secrets
+
+            self.seed = secrets.randbelow(2**31)
+        return self.seed
+
+    def decode_kwargs(self, cfg) -> dict:
+        """The keyword arguments of `nlpkit.lm.generation`'s front ends."""
+        return dict(max_new_tokens=self.max_new_tokens, sampling=cfg, seed=self.drawn_seed(), stop=self.stops,
+                    use_cache=not self.no_kv_cache, sliding=self.sliding, ignore_eos=self.ignore_eos)
+
+
+_NAMES = [f.name for f in fields(DecodingOptions)]
+
+
+def decoding_options(f):
+    """--max-new-tokens, the sampling knobs, --seed, --stop, --no-kv-cache, --sliding, --stats,
+    --truncate-prompt, --ignore-eos; the command receives them as one `decoding: DecodingOptions`."""
+    dflt = "[default: the model's generation_config.json, else llama.cpp's %s; an n-gram model: %s]"
+    opts = [
+        click.option("--max-new-tokens", type=click.IntRange(min=0), default=128, show_default=True,
+                     help="Stop after this many new tokens."),
+        click.option("--temperature", type=float, default=None,
+                     help="Divide the logits by T; 0 = greedy (always the most likely token). " + dflt % ("0.8", "1")),
+        click.option("--top-k", type=int, default=None,
+                     help="Keep the K most likely tokens (ties at the boundary kept); 0 = disabled. "
+                          + dflt % ("40", "0")),
+        click.option("--top-p", type=float, default=None,
+                     help="Nucleus: keep the most likely tokens whose probabilities reach P; in (0, 1], "
+                          "1 = disabled. " + dflt % ("0.95", "1")),
+        click.option("--min-p", type=float, default=None,
+                     help="Drop tokens below P x the top token's probability; 0 = disabled. " + dflt % ("0.05", "0")),
+        click.option("--repetition-penalty", type=float, default=None,
+                     help="Divide (positive) or multiply (negative) the logits of tokens already seen; 1 = off. "
+                          + dflt % ("1", "1")),
+        click.option("--seed", type=int, default=None, callback=_seed, metavar="N",
+                     help="Random seed: the same seed gives the same text [default: a random seed, "
+                          "shown by --stats and in the signature; -1 = random]."),
+        click.option("--stop", "stops", multiple=True, metavar="STR", callback=_stops,
+                     help="Stop when the text contains STR (not printed). Repeatable."),
+        click.option("--no-kv-cache", is_flag=True,
+                     help="Recompute the whole sequence every step (slow; for comparison)."),
+        click.option("--sliding", is_flag=True,
+                     help="When the context is full, forget the oldest quarter and continue (default: stop)."),
+        click.option("--stats", is_flag=True,
+                     help="Print warm-up, prefill and decode tokens/s, and the seed, on stderr."),
+        click.option("--truncate-prompt", is_flag=True,
+                     help="Drop the start of a too-long prompt (leaving room for --max-new-tokens) instead of failing."),
+        click.option("--ignore-eos", is_flag=True, help="Keep generating after the end-of-sequence token."),
+    ]
+
+    @functools.wraps(f)
+    def command(*args, **kwargs):
+        kwargs["decoding"] = DecodingOptions(**{name: kwargs.pop(name) for name in _NAMES})
+        return f(*args, **kwargs)
+
+    for deco in reversed(opts):
+        command = deco(command)
+    return command
+
+
+_CHAT_HELP = ("Treat PROMPT as a user message: render the model's chat template (with the generation prompt) and "
+              "stop at its end-of-turn token.")
+_MESSAGES_HELP = ("--chat conversation: a JSON list of {\"role\": ..., \"content\": ...} ('-' = stdin); a PROMPT is "
+                  "added as the last user message.")
+
+
+def chat_options(f=None, *, chat_help: str = _CHAT_HELP, messages_help: str = _MESSAGES_HELP):
+    """--chat, --system, --messages: render the model's chat template around the prompt. Use as
+    ``@chat_options``, or ``@chat_options(chat_help=..., messages_help=...)`` where the input differs
+    (tokenize)."""
+    def decorate(f):
+        opts = [
+            click.option("--chat", is_flag=True, help=chat_help),
+            click.option("--system", default=None, metavar="TEXT", help="System message for --chat."),
+            click.option("--messages", "messages_file", default=None, metavar="FILE", help=messages_help),
+        ]
+        for deco in reversed(opts):
+            f = deco(f)
+        return f
+    return decorate if f is None else decorate(f)
+
+
+def check_chat(chat: bool, system: str | None, messages_file: str | None) -> None:
+    if not chat and (system is not None or messages_file is not None):
+        raise click.UsageError("--system and --messages need --chat")
+
+
+def load_for_decoding(model_path: str | None, rope_scaling: str | None = None, rope_factor: float | None = None,
+                      quiet: bool = False):
+    """The model (a `LanguageModel`), after refusing the options that mean nothing for its kind."""
+    from nlpkit.lm.load import backend_class, load_language_model
+
+    refuse_inapplicable(click.get_current_context(), backend_class(model_path))
+    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
+                             warn=lambda m: warn(m, quiet))
+    lm.require_tokenizer()
+    return lm
+
+
+def sampling_config(lm, opts: DecodingOptions):
+    """The sampling knobs: the options given, the rest from the model's defaults (its
+    generation_config.json, else llama.cpp's; an n-gram model's own distribution)."""
+    from nlpkit.lm.sampling import SamplingConfig
+
+    base, source = lm.sampling_defaults()
+    given = {"temperature": opts.temperature, "top_k": opts.top_k, "top_p": opts.top_p, "min_p": opts.min_p,
+             "repetition_penalty": opts.repetition_penalty}
+    if source is not None:  # the model's own values first: a bad one is its file's fault, not an option's
+        SamplingConfig(**{k: base[k] for k, v in given.items() if v is None}).validate(source=source)
+    return SamplingConfig(**{k: (base[k] if v is None else v) for k, v in given.items()}).validate()
+
+
+def decoding_signature(name: str, lm, cfg, *, seed: int, max_new_tokens: int, stops, sliding: bool,
+                       **extra) -> str:
+    sampled = not cfg.greedy
+    return lm.signature(name, {"temp": cfg.temperature, "top_k": cfg.top_k if sampled else "none",
+                               "top_p": cfg.top_p if sampled else "none", "min_p": cfg.min_p if sampled else "none",
+                               "rep": cfg.repetition_penalty, "seed": seed if sampled else "none",
+                               "max_new": max_new_tokens, "stop": len(stops), "sliding": sliding}, extra)
+
+
+def read_prompt(prompt: str | None, errors: str = "strict") -> str:
+    """The PROMPT argument; else stdin when piped (one trailing newline dropped); else '' (start from BOS)."""
+    if prompt is not None:
+        return prompt
+    try:
+        piped = not sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        piped = False
+    if not piped:
+        return ""
+    from nlpkit.io import read_text
+
+    text = read_text("-", errors=errors)
+    return text[:-1] if text.endswith("\n") else text
+
+
+def make_prompt(lm, text: str, opts: DecodingOptions, chat: bool = False, system: str | None = None,
+                messages_file: str | None = None, quiet: bool = False):
+    """The model's `Prompt` for `text` (with --chat, the rendered conversation), warning when
+    --truncate-prompt cut it."""
+    p = lm.prompt(text, max_new_tokens=opts.max_new_tokens, truncate=opts.truncate_prompt,
+                  chat=(system, messages_file) if chat else None)
+    if opts.truncate_prompt and p.full_length and len(p.ids) < p.full_length:
+        what = "the chat prompt" if chat else "the prompt"
+        warn(f"--truncate-prompt: {what} was cut from {p.full_length} to its last {len(p.ids)} tokens "
+             f"(context {lm.context_length}, --max-new-tokens {opts.max_new_tokens})", quiet)
+    return p
+
+
+def print_stats(lm, stats, quiet: bool = False, show: bool = False, seed: int | None = None,
+                warm_seconds: float | None = None) -> None:
+    """--stats line on stderr; the context-full notice unless --quiet."""
+    if stats.finish == "context":
+        warn(f"the context is full ({stats.prompt_tokens} prompt + {stats.new_tokens} new tokens): stopped "
+             "(use --sliding to keep going, or a shorter prompt)", quiet)
+    if show:
+        unit = lm.token_unit
+        per_s = "tok/s" if unit == "tokens" else f"{unit}/s"
+        rows = f" x {stats.batch} rows" if stats.batch > 1 else ""
+        warm = f"warm-up: {warm_seconds:.3f} s; " if warm_seconds is not None else ""
+        sys.stderr.write(
+            f"{warm}prefill: {stats.prompt_tokens} {unit} in {stats.prefill_seconds:.3f} s "
+            f"({stats.prefill_tps:.1f} {per_s}); "
+            f"decode: {stats.new_tokens}{rows} {unit} in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} {per_s}); "
+            f"finish: {stats.finish}" + (f"; seed: {seed}" if seed is not None else "") + "\n")

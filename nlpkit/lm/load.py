@@ -1,0 +1,46 @@
+"""`load_language_model(path)`: sniff a model path and load the backend that reads it.
+
+An ARPA or nlpkit counts file (plain or .gz) is an n-gram model (`NgramLM`); anything else -- a Hugging
+Face directory, a GGUF file, or None ($NLPKIT_MODEL, else the model shipped in `nlpkit/lm/default/`) --
+is read by the transformer engine (`TransformerLM`). Both answer `nlpkit.lm.interface.LanguageModel`.
+
+    >>> lm = load_language_model("lm.arpa")        # doctest: +SKIP
+    >>> lm.kind
+    'ngram'
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+
+def resolve_path(path: str | os.PathLike | None) -> str | None:
+    """The model path: `path`, else $NLPKIT_MODEL, else None (the shipped model)."""
+    return str(path) if path else (os.environ.get("NLPKIT_MODEL") or None)
+
+
+def backend_class(path: str | os.PathLike | None) -> type:
+    """The backend that reads `path`, found by sniffing the file without loading it: a class with
+    `kind`, `described` and `inapplicable` (the parameters that mean nothing for it, with why)."""
+    from nlpkit.lm.ngram import is_ngram_model
+
+    p = resolve_path(path)
+    if p and is_ngram_model(p):
+        from nlpkit.lm.ngram.backend import NgramLM
+
+        return NgramLM
+    from nlpkit.lm.transformer.backend import TransformerLM
+
+    return TransformerLM
+
+
+def load_language_model(path: str | os.PathLike | None = None, *, rope_scaling: str | None = None,
+                        rope_factor: float | None = None, warn: Callable[[str], None] | None = None):
+    """The model at `path` behind `LanguageModel`. `rope_scaling`/`rope_factor` apply to a transformer
+    (an n-gram model has no positions); `warn` receives a loader's warnings (an n-gram model without
+    ``<unk>``, ...)."""
+    cls = backend_class(path)
+    if cls.kind == "ngram":
+        return cls.load(resolve_path(path), warn=warn)
+    return cls.load(path, rope_scaling=rope_scaling, rope_factor=rope_factor)

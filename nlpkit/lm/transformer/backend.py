@@ -1,0 +1,401 @@
+"""The transformer engine behind `nlpkit.lm.interface.LanguageModel`.
+
+A thin adapter: tokenization is the model's own tokenizer, `logprobs` is one causal pass over a window
+(`nlpkit.lm.perplexity.window_logprobs`), decoding prefills the prompt once and advances a KV cache
+(`TransformerState`), and perplexity scores each text in the windows `--mode` chooses, with the columns
+`nlpkit perplexity` has always printed for a neural model.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError
+from nlpkit.lm.interface import PerplexityRun, Prompt
+
+PERPLEXITY_SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words",
+                      "bytes"]
+PERPLEXITY_PER_LINE = ["file", "line", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte",
+                       "words", "bytes"]
+PERPLEXITY_PER_TOKEN = ["file", "line", "position", "id", "token", "logprob"]
+TOTAL = "(total)"  # the file cell of the corpus total row (JSON records also carry "total": true)
+
+
+def last_logits(model, tokens: np.ndarray, cache) -> np.ndarray:  # [b, t] -> [b, V]
+    return model.forward(tokens, cache, last_only=True)[:, -1]
+
+
+def prepare_prompt(model, prompt_ids: Sequence[int], *, max_new_tokens: int, truncate: bool = False,
+                   context: int | None = None) -> list[int]:
+    """Check the prompt against the context: an empty prompt becomes [BOS]; a prompt longer than the
+    context is an error naming both lengths, unless `truncate` keeps its end (leaving room for
+    `max_new_tokens` when it can)."""
+    ids = [int(i) for i in prompt_ids]
+    ctx = context or model.config.positions
+    if not ids:
+        start = model.config.bos_id if model.config.bos_id is not None else model.config.eos_id
+        if start is None:
+            raise NlpkitError("the prompt is empty and the model has no BOS (or EOS) token to start from")
+        ids = [int(start)]
+    if truncate:
+        keep = max(1, min(len(ids), ctx - max_new_tokens))
+        ids = ids[len(ids) - keep:]
+    elif len(ids) > ctx:
+        raise NlpkitError(f"the prompt is {len(ids)} tokens but the model's context is {ctx} tokens "
+                          "(use --truncate-prompt to keep the end of the prompt)")
+    return ids
+
+
+def encode_prompt(model, text: str) -> list[int]:
+    """Tokenize a prompt the way the model's own tokenizer does (BOS first when the model adds one)."""
+    tok = model.require_tokenizer()
+    ids = list(tok.encode(text)) if text else []
+    bos = model.config.bos_id
+    if ids and model.config.add_bos and bos is not None and ids[0] != bos:
+        ids = [bos] + ids
+    return ids
+
+
+def render_chat(model, text: str | None, system: str | None, messages_file: str | None) -> tuple[str, list[int]]:
+    """(prompt text, end-of-turn ids): the conversation (`messages_file`, or `system` then `text` as the
+    user message) rendered by the model's chat template with the generation prompt. The rendered text
+    already holds the template's special tokens (BOS included, if any)."""
+    from nlpkit.lm.chat import ChatTemplate, conversation, end_of_turn_ids, special_token_variables
+
+    template = ChatTemplate.for_tokenizer(model.tokenizer, model.source or "model")
+    if messages_file is not None:
+        messages = conversation(None, system, messages_file)
+        if text:
+            messages.append({"role": "user", "content": text})
+    else:
+        messages = conversation(text, system, None)
+    rendered = template.render(messages, special_token_variables(model.tokenizer))
+    return rendered, end_of_turn_ids(model.tokenizer, getattr(model.config, "eos_ids", ()))
+
+
+def generation_config(model) -> dict:
+    """The model's generation_config.json ({} when it has none, e.g. a GGUF file)."""
+    import json
+
+    path = Path(model.source) / "generation_config.json" if model.source else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise NlpkitError(f"{path}: not readable JSON ({e})") from None
+    return data if isinstance(data, dict) else {}
+
+
+class TransformerState:
+    """`rows` continuations of one prompt: the prompt prefilled once with batch 1, its cache broadcast
+    to the rows; with `sliding`, a full context forgets its oldest quarter instead of stopping."""
+
+    def __init__(self, model, prompt_ids: Sequence[int], rows: int, *, use_cache: bool = True,
+                 sliding: bool = False, context: int | None = None, stats=None):
+        self.model, self.rows, self.sliding = model, rows, sliding
+        self.ctx = context or model.config.positions
+        self.stats = stats
+        prompt = np.asarray(prompt_ids, dtype=np.int64)[None, :]  # [1, P]
+        if prompt.shape[1] == 0:
+            raise NlpkitError("decode needs at least one prompt token")
+        if prompt.shape[1] > self.ctx:
+            raise NlpkitError(f"the prompt is {prompt.shape[1]} tokens but the context is {self.ctx} tokens")
+        if stats is not None:
+            stats.prompt_tokens, stats.batch = prompt.shape[1], rows
+        t0 = time.perf_counter()
+        self.cache = model.new_cache(1, self.ctx) if use_cache else None
+        logits = last_logits(model, prompt, self.cache)  # [1, V]
+        self._logits = np.repeat(logits, rows, axis=0)  # [n, V]
+        if self.cache is not None and rows > 1:
+            self.cache = self.cache.broadcast(rows)
+        self.tokens = np.repeat(prompt, rows, axis=0)  # [n, T] everything so far (no-cache path, --sliding)
+        if stats is not None:
+            stats.prefill_seconds += time.perf_counter() - t0
+
+    def logits(self) -> np.ndarray:  # -> [n, V]
+        return self._logits
+
+    def advance(self, ids: np.ndarray) -> bool:  # [n] -> False when the context is full (and not sliding)
+        model, cache, ctx = self.model, self.cache, self.ctx
+        self.tokens = np.concatenate([self.tokens, ids[:, None]], axis=1)
+        filled = cache.length if cache is not None else self.tokens.shape[1] - 1
+        if filled >= ctx:  # no room for the token just chosen
+            if not self.sliding:
+                return False
+            if cache is None:
+                self._dropped(1)  # the recomputed window below starts one token later
+            else:
+                drop = max(1, ctx // 4)
+                self._dropped(drop)
+                if model.config.uses_rope:
+                    cache.drop_oldest(drop)  # kept keys keep their RoPE angles; new positions continue
+                else:  # learned positions cannot continue past their table: re-prefill the kept window
+                    cache.reset()
+                    model.forward(self.tokens[:, -(ctx - drop):-1], cache, last_only=True)
+        if cache is not None:
+            self._logits = last_logits(model, ids[:, None], cache)  # [n, V]
+        else:
+            self._logits = last_logits(model, self.tokens[:, -ctx:], None)  # [n, V], full recompute
+        return True
+
+    def _dropped(self, k: int) -> None:
+        if self.stats is not None:
+            self.stats.context_dropped += k
+
+
+class TransformerLM:
+    """A loaded `Model` (Hugging Face directory or GGUF file) as a `LanguageModel`."""
+
+    kind = "transformer"
+    token_unit = "tokens"
+    inapplicable: Mapping[str, str] = {}
+
+    described = "a transformer model"
+
+    def __init__(self, model, rope_scaling: str | None = None, rope_factor: float | None = None):
+        self.model = model
+        self.load_options = (rope_scaling, rope_factor)   # how a Dask worker loads the same model
+
+    @classmethod
+    def load(cls, path=None, *, rope_scaling: str | None = None, rope_factor: float | None = None) -> "TransformerLM":
+        from nlpkit.lm.transformer.loaders import load_model
+
+        return cls(load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor), rope_scaling, rope_factor)
+
+    def require_tokenizer(self):
+        return self.model.require_tokenizer()
+
+    @property
+    def context_length(self) -> int:
+        """Positions the model can attend to (trained, or scaled by RoPE scaling)."""
+        return self.model.config.positions
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def name(self) -> str:
+        """`default` for the shipped model, else the file or directory name."""
+        from nlpkit.lm.transformer.loaders import DEFAULT_MODEL_DIR
+
+        src = Path(self.model.source) if self.model.source else None
+        if src is None or src.resolve() == DEFAULT_MODEL_DIR.resolve():
+            return "default"
+        return src.name
+
+    @property
+    def rope_label(self) -> str:
+        """`none`, `learned` (gpt2), or `<type>x<factor>` (e.g. `yarnx2.0`)."""
+        c = self.model.config
+        if not c.uses_rope:
+            return "learned"
+        scaling = c.rope_scaling or {}
+        kind = scaling.get("rope_type", "none")
+        factor = scaling.get("factor")      # a longrope GGUF carries its factors, not this one
+        return kind if kind == "none" or factor is None else f"{kind}x{factor}"
+
+    def signature(self, command: str, settings: Mapping[str, Any], extra: Mapping[str, Any] = {}) -> str:
+        from nlpkit.signature import make_signature
+
+        return make_signature(command, model=self.name, **settings, rope=self.rope_label, **extra)
+
+    # ------------------------------------------------------------------ tokens
+    @property
+    def vocab_size(self) -> int:
+        return self.model.config.vocab_size
+
+    @property
+    def prefix_id(self) -> int | None:
+        from nlpkit.lm.perplexity import prefix_token
+
+        return prefix_token(self.model.config)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.model.require_tokenizer().encode(text))
+
+    def token_text(self, token_id: int) -> str:
+        """How one token reads: its bytes as UTF-8, a partial character shown as \\xNN escapes."""
+        return self.model.tokenizer.decode_bytes([token_id]).decode("utf-8", errors="backslashreplace")
+
+    # ------------------------------------------------------------------ scoring
+    def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray:  # [t] -> [t - first]
+        from nlpkit.lm.perplexity import window_logprobs
+
+        return window_logprobs(self.model, list(ids), first)
+
+    def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray:  # [P] -> [V]
+        ctx = context or self.model.config.positions
+        prompt = np.asarray(prompt_ids, dtype=np.int64)[None, :]
+        cache = self.model.new_cache(1, max(ctx, prompt.shape[1]))
+        return last_logits(self.model, prompt, cache)[0]
+
+    # ------------------------------------------------------------------ decoding
+    def sampling_defaults(self) -> tuple[dict, str | None]:
+        """The model's sampling settings (its generation_config.json, else llama.cpp's), and the file
+        they came from (named when one of them is invalid)."""
+        from nlpkit.lm.sampling import sampling_defaults
+
+        base, _ = sampling_defaults(generation_config(self.model))
+        return base, f"{self.model.source}/generation_config.json"
+
+    def prompt(self, text: str, *, max_new_tokens: int = 0, truncate: bool = False, chat=None) -> Prompt:
+        """The prompt's ids, checked against the context (`prepare_prompt`). `chat` = (system, messages
+        file): `text` becomes the last user message of a conversation rendered by the model's chat
+        template (its special tokens recognised, no BOS added again), ended by its end-of-turn ids."""
+        model = self.model
+        if chat is None:
+            full, end = encode_prompt(model, text), ()
+        else:
+            rendered, end = render_chat(model, text, *chat)
+            full = model.tokenizer.encode(rendered, allowed_special="all", add_special=False)
+        ids = prepare_prompt(model, full, max_new_tokens=max_new_tokens, truncate=truncate)
+        echo = text if chat is None else model.tokenizer.decode(ids)   # with --chat: what the model sees
+        return Prompt(ids, end_ids=tuple(end), echo=echo, full_length=len(full))
+
+    def warm_up(self) -> float:
+        """One throwaway 1-token forward pass (touches every weight: page-ins, thread pools), timed, so
+        --stats does not count start-up work as prefill."""
+        model = self.model
+        t0 = time.perf_counter()
+        start = model.config.bos_id if model.config.bos_id is not None else 0
+        model.forward(np.array([[start]], dtype=np.int64), model.new_cache(1, 8), last_only=True)
+        return time.perf_counter() - t0
+
+    def start(self, prompt_ids: Sequence[int], rows: int = 1, *, use_cache: bool = True, sliding: bool = False,
+              context: int | None = None, stats=None) -> TransformerState:
+        return TransformerState(self.model, prompt_ids, rows, use_cache=use_cache, sliding=sliding,
+                                context=context, stats=stats)
+
+    def end_ids(self, ignore_eos: bool, extra: Sequence[int] = ()) -> frozenset[int]:
+        """The model's EOS (every id of a list), plus `extra` (a chat template's end-of-turn tokens);
+        none with `ignore_eos`."""
+        if ignore_eos:
+            return frozenset()
+        model = self.model
+        eos = model.config.eos_id
+        if eos is None and model.tokenizer is not None:
+            eos = getattr(model.tokenizer, "eos_id", None)
+        ids = {*getattr(model.config, "eos_ids", ()), *extra}
+        if eos is not None:
+            ids.add(eos)
+        return frozenset(ids)
+
+    def text_stream(self, prompt: Prompt | None = None, stop: Sequence[str] = ()):
+        from nlpkit.lm.transformer.text_stream import TextStream
+
+        return TextStream(self.model.tokenizer, stop) if self.model.tokenizer is not None else None
+
+    # ------------------------------------------------------------------ perplexity
+    def window_context(self, context: int | None) -> int:
+        """The window length perplexity uses: `context`, else the model's (at most 1024), checked
+        against the model's positions."""
+        from nlpkit.lm.perplexity import check_context, default_context
+
+        ctx = context or default_context(self.model)
+        check_context(self.model, ctx)
+        return ctx
+
+    def perplexity_run(self, paths: Sequence[str], *, mode: str = "sliding", context: int | None = None,
+                       stride: int | None = None, add_bos: bool | None = None, per_line: bool = False,
+                       per_token: bool = False, errors: str = "strict") -> PerplexityRun:
+        """Each text scored in windows (`mode`): a record per file (then a corpus total), per line
+        (`per_line`) or per scored token (`per_token`)."""
+        from nlpkit.lm.perplexity import default_stride, prefix_token
+
+        ctx = self.window_context(context)
+        strd = (stride or default_stride(ctx)) if mode == "sliding" else None
+        bos = prefix_token(self.model.config) is not None if add_bos is None else add_bos
+        columns = PERPLEXITY_PER_LINE if per_line else PERPLEXITY_SUMMARY
+        if per_token:
+            columns = PERPLEXITY_PER_TOKEN if per_line else [c for c in PERPLEXITY_PER_TOKEN if c != "line"]
+        sig = self.signature("perplexity", {"mode": mode, "ctx": ctx, "stride": strd, "bos": bos})
+
+        def records(progress=None, client=None, shard_size: int | None = None) -> Iterator[dict]:
+            return self._perplexity_records(paths, mode, ctx, strd, bos, per_line, per_token, errors, progress,
+                                            client, shard_size)
+
+        return PerplexityRun(columns, sig, records, context=ctx, stride=strd)
+
+    def _perplexity_records(self, paths, mode, ctx, strd, bos, per_line, per_token, errors, progress, client,
+                            shard_size) -> Iterator[dict]:
+        from nlpkit.io import display_name, read_text
+        from nlpkit.lm.perplexity import Perplexity, perplexity
+
+        model, tok = self.model, self.model.tokenizer
+        key = (os.path.abspath(str(model.source)), *self.load_options)   # Dask workers have their own cwd
+
+        def stats(p) -> dict:
+            return {"tokens": p.tokens, "mean_nll": p.mean_nll, "token_ppl": p.token_perplexity,
+                    "word_ppl": p.word_perplexity, "byte_ppl": p.byte_perplexity, "bits_per_byte": p.bits_per_byte,
+                    "words": p.words, "bytes": p.bytes}
+
+        def token_rows(name: str, line: int | None, scored) -> list[dict]:
+            where = {"file": name} if line is None else {"file": name, "line": line}
+            return [{**where, "position": pos, "id": i,
+                     "token": tok.decode_bytes([i]).decode("utf-8", errors="replace"), "logprob": lp}
+                    for pos, i, lp in zip(scored.positions, scored.ids, scored.logprobs)]
+
+        if per_line:
+            if client is not None:
+                from nlpkit.distributed.stages import perplexity_lines
+
+                lines = perplexity_lines(client, paths, key, mode, ctx, strd, bos, errors, shard_size, progress,
+                                         per_token)
+            else:
+                lines = _local_lines(model, paths, mode, ctx, strd, bos, errors, per_token)
+            for name, lineno, p in lines:
+                if p is None:
+                    if not per_token:
+                        yield {"file": name, "line": lineno, "tokens": 0, "words": 0, "bytes": 0}
+                elif per_token:
+                    yield from token_rows(name, lineno, p[1])
+                else:
+                    yield {"file": name, "line": lineno, **stats(p)}
+            return
+        map_windows = None
+        if client is not None:
+            from nlpkit.distributed.stages import perplexity_windows
+
+            map_windows = perplexity_windows(client, key, shard_size, progress)
+        several = len(paths) > 1 and not per_token
+        totals: list = []
+        for path in paths:
+            name = display_name(path)
+            text = read_text(path, errors=errors)
+            if not text.strip():
+                what = "empty text" if not text else "only whitespace (no text)"
+                raise NlpkitError(f"{name}: {what}, nothing to score")
+            p, scored = perplexity(model, text, mode=mode, context=ctx, stride=strd, add_bos=bos,
+                                   progress=None if client is not None else progress, map_windows=map_windows)
+            if per_token:
+                yield from token_rows(name, None, scored)
+            else:
+                yield {"file": name, **stats(p), **({"total": False} if several else {})}
+                totals.append(p)
+        if several and totals:
+            nll = sum(p.nll for p in totals)
+            n = sum(p.tokens for p in totals)
+            p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
+                           bytes=sum(p.bytes for p in totals))
+            yield {"file": TOTAL, **stats(p), "total": True}
+
+
+def _local_lines(model, paths, mode, ctx, strd, bos, errors, per_token):
+    """(file, line number, Perplexity — with `per_token` a (Perplexity, Scored) pair — or None when
+    the line is too short), as `nlpkit.distributed.stages.perplexity_lines` yields them."""
+    from nlpkit.io import display_name, iter_lines
+    from nlpkit.lm.perplexity import TooShort, perplexity
+
+    for path in paths:
+        name = display_name(path)
+        for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
+            try:
+                p, scored = perplexity(model, line, mode=mode, context=ctx, stride=strd, add_bos=bos)
+            except TooShort:
+                yield name, lineno, None
+                continue
+            yield name, lineno, ((p, scored) if per_token else p)
