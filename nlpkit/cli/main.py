@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tfidf": ("nlpkit.cli.tfidf", "TF-IDF weights (every TF/IDF/norm variant, SMART), top terms, matrix, query ranking."),
     "pmi": ("nlpkit.cli.pmi", "Pointwise mutual information (PMI/NPMI/PPMI) of co-occurring words."),
     "perplexity": ("nlpkit.cli.perplexity", "Perplexity, NLL and bits per byte of text under a language model."),
+    "score": ("nlpkit.cli.score", "Log-likelihoods, multiple-choice accuracy, preference pairs (as lm-eval); compare models."),
     "generate": ("nlpkit.cli.generate", "Stream one continuation of a prompt (greedy, top-k/top-p/min-p sampling)."),
     "sample": ("nlpkit.cli.sample", "N sampled continuations in one batch with log-probs; next-token distribution."),
     "bpe-train": ("nlpkit.cli.bpe_train", "Train a byte-level BPE tokenizer (same merges as HF tokenizers)."),

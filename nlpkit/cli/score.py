@@ -1,0 +1,236 @@
+"""`nlpkit score`: log-likelihoods, multiple-choice accuracy and preference pairs of JSONL items, as
+lm-evaluation-harness computes them, with standard errors and paired comparisons of several models
+(core: nlpkit/evaluation/, nlpkit/lm/continuations.py, nlpkit/lm/ngram/continuations.py)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import ExitStack
+
+import click
+
+from nlpkit.cli.common import FiniteFloat, common_options, input_paths, open_writer, progress, resolve_format, warn
+
+ITEM_COLUMNS = {
+    "loglikelihood": ["model", "index", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
+    "multiple-choice": ["model", "index", "gold", "pred", "pred_norm", "acc", "acc_norm", "acc_bytes", "acc_tokens",
+                        "logprobs", "tokens"],
+    "preference": ["model", "index", "logprob_chosen", "logprob_rejected", "margin", "accuracy"],
+}
+SUMMARY_COLUMNS = ["model", "metric", "value", "stderr", "low", "high", "n"]
+COMPARISON_COLUMNS = ["model", "baseline", "metric", "difference", "p_value", "low", "high", "mcnemar_p"]
+PAIRED_OPTIONS = ("fail_if_worse", "bootstrap", "seed")
+
+EPILOG = """\b
+Examples:
+  nlpkit score -m SmolLM2-135M/ hellaswag.jsonl
+  nlpkit score -m base/ -m finetuned/ items.jsonl --summary-only --fail-if-worse 0.05
+  nlpkit score -m lm.arpa -m SmolLM2-135M/ items.jsonl       # a KenLM baseline beside a neural model
+  echo '{"context": "The sky is", "continuation": " blue"}' | nlpkit score --format jsonl
+  nlpkit score -m policy/ --reference sft/ --beta 0.1 pairs.jsonl --field prompt=question
+"""
+
+
+def _beta(ctx, param, value):
+    if value is not None and value <= 0:
+        raise click.BadParameter(f"must be positive, got {value}", ctx=ctx, param=param)
+    return value
+
+
+@click.command("score", epilog=EPILOG)
+@click.argument("files", nargs=-1)
+@click.option("-m", "--model", "models", multiple=True, metavar="PATH",
+              help="Model: a Hugging Face directory, .gguf, ARPA or .ngram file [$NLPKIT_MODEL, else the shipped "
+                   "model]. Repeat to compare: each later model against the first.")
+@click.option("--task", type=click.Choice(("loglikelihood", "multiple-choice", "preference")), default=None,
+              help="The task [from the first record's fields: continuation, choices, or chosen + rejected].")
+@click.option("--field", "fields", multiple=True, metavar="ROLE=NAME",
+              help="Read a role (context, continuation, choices, gold, prompt, chosen, rejected) from field NAME.")
+@click.option("--delimiter", default=" ", show_default=True,
+              help="Multiple-choice: put between context and each choice (lm-evaluation-harness target_delimiter).")
+@click.option("--mutual-info", is_flag=True,
+              help="Multiple-choice: also acc_mutual_info (each choice scored after an empty context too).")
+@click.option("--reference", default=None, metavar="PATH",
+              help="Preference: the reference model of DPO's implicit reward (same tokenizer; checked).")
+@click.option("--beta", type=FiniteFloat(), default=None, callback=_beta,
+              help="Preference with --reference: DPO's beta, a positive number [0.1].")
+@click.option("--context", "window", type=click.IntRange(min=2), default=None,
+              help="Window in tokens [the model's trained positions]: longer inputs lose their left end, as "
+                   "lm-evaluation-harness's max_length.")
+@click.option("--bootstrap", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Paired comparison: bootstrap resamples.")
+@click.option("--seed", type=int, default=12345, show_default=True,
+              help="Paired comparison: the resampling seed (sacrebleu's default).")
+@click.option("--fail-if-worse", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True), default=None,
+              metavar="ALPHA",
+              help="Exit 1 when a later model is worse than the first with a paired bootstrap p-value below ALPHA "
+                   "(a reason on stderr).")
+@click.option("--summary-only", is_flag=True, help="Print only the summaries (and comparisons), not each item.")
+@common_options
+def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
+            fail_if_worse, summary_only, fmt, no_signature, quiet, encoding_errors):
+    """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy and
+    preference pairs, as lm-evaluation-harness computes them.
+
+    Each line of FILES (JSONL; '-' or none: stdin) is an item: context + continuation
+    (loglikelihood), context + choices + gold (multiple-choice: acc, acc_norm per character,
+    acc_bytes, acc_tokens) or prompt + chosen + rejected (preference: margin, accuracy; DPO rewards
+    with --reference). Tokenization is lm-evaluation-harness's; an empty context is conditioned on
+    the model's BOS (else EOS). One record per item and model, then per model and metric the mean,
+    standard error (sample sd / sqrt n) and 95% interval; with several -m, each later model against
+    the first: difference, paired bootstrap p-value and interval, McNemar's exact test.
+    """
+    cctx = click.get_current_context()
+    from click.core import ParameterSource
+
+    models = list(models) or [None]
+    if len(models) < 2:
+        for name in PAIRED_OPTIONS:
+            if cctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
+                raise click.UsageError(f"--{name.replace('_', '-')} compares models: give -m at least twice "
+                                       "(the first is the baseline)")
+    if beta is not None and reference is None:
+        raise click.UsageError("--beta needs --reference (the DPO reward compares the model with a reference)")
+    if reference is not None and task not in (None, "preference"):
+        raise click.UsageError("--reference applies to the preference task only")
+    if mutual_info and task not in (None, "multiple-choice"):
+        raise click.UsageError("--mutual-info applies to the multiple-choice task only")
+    paths = input_paths(files, "items")
+    if paths.count("-") > 1:
+        raise click.UsageError("stdin ('-') can be given only once")
+
+    from nlpkit.evaluation.evaluate import Evaluation, significantly_worse
+    from nlpkit.evaluation.items import iter_items, parse_fields
+    from nlpkit.evaluation.tasks import TaskOptions
+    from nlpkit.signature import make_signature
+
+    field_map = parse_fields(fields)
+    options = TaskOptions(delimiter=delimiter, mutual_info=mutual_info, beta=0.1 if beta is None else beta)
+    names = _names(models)
+    scorers = {name: _scorer(path, window, quiet) for name, path in zip(names, models)}
+    ref = _scorer(reference, window, quiet) if reference is not None else None
+    evaluation = Evaluation(scorers, options, ref)
+    items = _items(paths, task, field_map, encoding_errors, iter_items)
+    first = next(items, None)
+    if first is None:
+        return
+    found = first[0]
+    if found != "multiple-choice" and mutual_info:
+        raise click.UsageError(f"--mutual-info applies to the multiple-choice task, these items are {found}")
+    if found != "preference" and reference is not None:
+        raise click.UsageError(f"--reference applies to the preference task, these items are {found}")
+    norms = "chars,bytes,tokens" + (",mutual-info" if mutual_info else "") if found == "multiple-choice" else None
+    sig = make_signature("score", task=found, delimiter=repr(delimiter) if found == "multiple-choice" else None,
+                         norm=norms, models=",".join(names), reference=_names([reference])[0] if reference else None,
+                         beta=options.beta if reference else None, ctx=window,
+                         bootstrap=bootstrap if len(names) > 1 else None, seed=seed if len(names) > 1 else None)
+    out_fmt = resolve_format(fmt)
+    records: dict[str, list[dict]] = {"items": [], "summary": [], "comparisons": []}
+
+    def chained():
+        yield first
+        yield from items
+
+    columns = ITEM_COLUMNS[found] if len(names) > 1 else ITEM_COLUMNS[found][1:]
+    with ExitStack() as stack:
+        tick = stack.enter_context(progress("items", quiet=quiet))
+        item_out = None
+        if not summary_only and out_fmt != "json":
+            item_out = stack.enter_context(open_writer(columns, out_fmt, sig, no_signature, title="items"))
+        for item, name, rec in evaluation.run(chained(), progress=tick):
+            if rec.get("truncated") and name == names[0]:
+                warn(f"{item.where}: context and continuation exceed the window: the context loses its left end "
+                     "(as lm-evaluation-harness truncates)", quiet)
+            row = {"model": name, **rec} if len(names) > 1 else rec
+            if out_fmt == "json":
+                if not summary_only:
+                    records["items"].append(row)
+            elif item_out is not None:
+                item_out.write({"record": "item", **row} if out_fmt == "jsonl" else row)
+    summary = evaluation.summaries()
+    comparisons = evaluation.comparisons(bootstrap, seed)
+    if out_fmt == "json":
+        _write_json(records, summary, comparisons, sig, no_signature, len(names) > 1)
+    else:
+        _write_section(summary, SUMMARY_COLUMNS if len(names) > 1 else SUMMARY_COLUMNS[1:], out_fmt, sig,
+                       no_signature, "summary", separate=not summary_only)
+        if comparisons:
+            _write_section(comparisons, COMPARISON_COLUMNS, out_fmt, sig, no_signature, "comparison", separate=True)
+    if fail_if_worse is not None:
+        reasons = significantly_worse(comparisons, fail_if_worse)
+        if reasons:
+            sys.stdout.flush()
+            sys.stderr.write(f"nlpkit: error: {reasons[0]}" + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1
+                                                                else "") + "\n")
+            sys.exit(1)
+
+
+def _names(models: list[str | None]) -> list[str]:
+    """Models as records and signatures name them: the file or directory name, the path when two share one."""
+    import os
+
+    base = [os.path.basename(str(m).rstrip("/")) if m else "default" for m in models]
+    return [m if base.count(b) > 1 and m else b for b, m in zip(base, models)]
+
+
+def _scorer(path: str | None, window: int | None, quiet: bool):
+    """The continuation scorer of a model file: n-gram (ARPA / .ngram) or the transformer engine."""
+    from nlpkit.cli.ngram import ngram_model_path
+
+    ngram = ngram_model_path(path)
+    if ngram:
+        from nlpkit.cli.ngram import load
+        from nlpkit.lm.ngram.continuations import NgramContinuationScorer
+        from nlpkit.lm.ngram.scoring import line_transform
+
+        model = load(ngram, quiet)
+        return NgramContinuationScorer(model, line_transform(model))
+    from nlpkit.lm.continuations import ContinuationScorer
+    from nlpkit.lm.loaders import load_model
+
+    model = load_model(path)
+    model.require_tokenizer()
+    if window is not None and window > model.config.positions:
+        raise click.BadParameter(f"{window} exceeds the {model.config.positions} positions of {path or 'the model'}",
+                                 param_hint="--context")
+    return ContinuationScorer(model, window)
+
+
+def _items(paths, task, field_map, errors, iter_items):
+    """(task, Item) of every file in turn, one task for all, indices counting on across files."""
+    from nlpkit.errors import NlpkitError
+    from nlpkit.io import display_name, iter_lines
+
+    index, found = 0, task
+    for path in paths:
+        for t, item in iter_items(iter_lines(path, errors=errors), display_name(path), found, field_map):
+            if found is not None and t != found:
+                raise NlpkitError(f"{item.where}: a {t} item among {found} items")
+            found = t
+            item.index = index
+            index += 1
+            yield t, item
+
+
+def _write_section(rows, columns, fmt, sig, no_signature, kind, separate):
+    """The summary / comparison records after the items: jsonl records carry `record`, tsv blocks and tables are
+    separated by a blank line."""
+    if separate and fmt in ("tsv", "table"):
+        sys.stdout.write("\n")
+    with open_writer(columns, fmt, sig, no_signature, title=kind) as out:
+        for r in rows:
+            out.write({"record": kind, **r} if fmt == "jsonl" else r)
+
+
+def _write_json(records, summary, comparisons, sig, no_signature, several):
+    import json
+
+    from nlpkit.io import _jsonable
+
+    doc = {} if no_signature else {"signature": sig}
+    if records["items"]:
+        doc["items"] = records["items"]
+    doc["summary"] = summary if several else [{k: v for k, v in r.items() if k != "model"} for r in summary]
+    if comparisons:
+        doc["comparisons"] = comparisons
+    sys.stdout.write(json.dumps(_jsonable(doc), ensure_ascii=False, indent=2) + "\n")

@@ -1,0 +1,92 @@
+"""One evaluation run: items scored by one or more models, per-item records, summaries and paired comparisons.
+
+Items stream through (records are yielded as each item is scored); what is kept is one float per item per metric
+per model, which the summaries (`significance.summarize`) and the comparisons of every later model against the
+first (`significance.paired_bootstrap` on one shared set of resamples, and `significance.mcnemar` for accuracies)
+need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError
+from nlpkit.evaluation.items import Item
+from nlpkit.evaluation.significance import (BOOTSTRAP_SAMPLES, SEED, mcnemar, paired_bootstrap, resample_indices,
+                                            summarize)
+from nlpkit.evaluation.tasks import TaskOptions, is_accuracy, metric_names, score_item
+
+
+@dataclass
+class Evaluation:
+    """Scores items with each model (`scorers`: name -> scorer) and keeps what the statistics need."""
+
+    scorers: dict[str, object]
+    options: TaskOptions = field(default_factory=TaskOptions)
+    reference: object | None = None
+    task: str | None = None
+    values: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # model -> metric -> per item
+
+    def run(self, items: Iterable[tuple[str, Item]], progress: Callable | None = None
+            ) -> Iterator[tuple[Item, str, dict]]:
+        """(item, model name, record) for every item and model, in input order."""
+        self.options.validate()
+        for n, (task, item) in enumerate(items, 1):
+            if self.task is None:
+                self.task = task
+                self.values = {name: {m: [] for m in self.metrics} for name in self.scorers}
+            for name, scorer in self.scorers.items():
+                rec, metrics = score_item(scorer, task, item, self.options, self.reference)
+                for m in self.metrics:
+                    self.values[name][m].append(metrics[m])
+                yield item, name, rec
+            if progress:
+                progress(n)
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        if self.task is None:
+            raise NlpkitError("no items scored")
+        return metric_names(self.task, self.options, self.reference is not None)
+
+    def summaries(self) -> list[dict]:
+        """One record per model and metric: value, stderr, 95% interval, n."""
+        out = []
+        for name in self.scorers:
+            for m in self.metrics:
+                s = summarize(self.values[name][m])
+                out.append({"model": name, "metric": m, "value": s.value, "stderr": s.stderr, "low": s.low,
+                            "high": s.high, "n": s.n})
+        return out
+
+    def comparisons(self, n_samples: int = BOOTSTRAP_SAMPLES, seed: int | None = SEED) -> list[dict]:
+        """Every later model against the first, per metric: difference, bootstrap p and interval, McNemar."""
+        names = list(self.scorers)
+        if len(names) < 2:
+            return []
+        base = names[0]
+        n = len(self.values[base][self.metrics[0]])
+        out = []
+        for other in names[1:]:
+            idx = resample_indices(n, n_samples, seed)  # the same resamples for every metric, as sacrebleu
+            for m in self.metrics:
+                a, b = np.asarray(self.values[base][m]), np.asarray(self.values[other][m])
+                p = paired_bootstrap(a, b, indices=idx)
+                rec = {"model": other, "baseline": base, "metric": m, "baseline_value": p.base, "value": p.other,
+                       "difference": p.difference, "p_value": p.p_value, "low": p.low, "high": p.high}
+                if is_accuracy(m):
+                    t = mcnemar(a > 0.5, b > 0.5)
+                    rec.update({"mcnemar_p": t.p_value, "only_baseline": t.b, "only_model": t.c})
+                out.append(rec)
+        return out
+
+
+def significantly_worse(comparisons: list[dict], alpha: float) -> list[str]:
+    """A one-line reason per comparison where a later model is worse than the first at level `alpha`: a negative
+    difference with a bootstrap p-value below alpha (all metrics here are higher-is-better)."""
+    return [f"{c['model']} is worse than {c['baseline']} on {c['metric']}: {c['value']:.4g} vs "
+            f"{c['baseline_value']:.4g} (difference {c['difference']:.4g}, paired bootstrap p = {c['p_value']:.4g} "
+            f"< {alpha})" for c in comparisons if c["difference"] < 0 and c["p_value"] < alpha]

@@ -1,0 +1,176 @@
+"""Items to score, one JSON object per line: the task from the fields present, every field checked.
+
+Three tasks (field names are roles; a file may call them anything, mapped with `fields`):
+
+- loglikelihood: `context`, `continuation`;
+- multiple-choice: `context`, `choices` (a non-empty list of strings), `gold` (an index, a choice string, or a list
+  of indices: any of them is right);
+- preference: `prompt`, `chosen`, `rejected`.
+
+Without an explicit task, the first record decides: `choices` -> multiple-choice, `chosen` and `rejected` ->
+preference, `continuation` -> loglikelihood. Every record is then checked for that task's fields, and every error
+names the file and line (`items.jsonl, line 7: no field 'gold' ...`). Blank lines are skipped (they keep their
+line numbers). Reading streams: one record at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from nlpkit.errors import NlpkitError, UsageError
+
+TASKS = ("loglikelihood", "multiple-choice", "preference")
+ROLES = {
+    "loglikelihood": ("context", "continuation"),
+    "multiple-choice": ("context", "choices", "gold"),
+    "preference": ("prompt", "chosen", "rejected"),
+}
+ALL_ROLES = ("context", "continuation", "choices", "gold", "prompt", "chosen", "rejected")
+
+
+@dataclass
+class Item:
+    """One record: `continuations` are what gets scored after `context` (loglikelihood: the continuation;
+    multiple-choice: the choices, without the delimiter; preference: chosen, then rejected)."""
+
+    index: int  # 0-based among the records
+    where: str  # "file, line N" for messages
+    context: str
+    continuations: list[str]
+    gold: tuple[int, ...] = field(default_factory=tuple)  # multiple-choice: the right choices
+
+
+def parse_fields(specs: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """`["gold=label", "choices=endings"]` -> {"gold": "label", "choices": "endings"}: role -> field name.
+
+    >>> parse_fields(["gold=label"])
+    {'gold': 'label'}
+    """
+    out: dict[str, str] = {}
+    for spec in specs:
+        role, sep, name = spec.partition("=")
+        role = role.strip()
+        if not sep or not name or role not in ALL_ROLES:
+            raise UsageError(f"field mapping {spec!r}: expected ROLE=NAME with ROLE one of {', '.join(ALL_ROLES)}")
+        out[role] = name
+    return out
+
+
+def detect_task(record: dict, fields: dict[str, str], where: str) -> str:
+    """The task a record's fields call for (see the module docstring)."""
+    name = lambda role: fields.get(role, role)  # noqa: E731
+    if name("choices") in record:
+        return "multiple-choice"
+    if name("chosen") in record and name("rejected") in record:
+        return "preference"
+    if name("continuation") in record:
+        return "loglikelihood"
+    have = ", ".join(map(str, record)) or "none"
+    raise NlpkitError(f"{where}: cannot tell the task from the fields ({have}): expected "
+                      f"{name('continuation')!r} (loglikelihood), {name('choices')!r} and {name('gold')!r} "
+                      f"(multiple-choice), or {name('chosen')!r} and {name('rejected')!r} (preference); map fields "
+                      "with --field ROLE=NAME or choose --task")
+
+
+def _get(record: dict, role: str, fields: dict[str, str], where: str):
+    key = fields.get(role, role)
+    if key not in record:
+        have = ", ".join(map(str, record)) or "none"
+        how = f"map another with --field {role}=NAME" if key == role else f"the {role} field, --field {role}={key}"
+        raise NlpkitError(f"{where}: no field {key!r} ({how}; the record has: {have})")
+    return record[key]
+
+
+def _text(record: dict, role: str, fields: dict[str, str], where: str, allow_empty: bool = True) -> str:
+    value = _get(record, role, fields, where)
+    key = fields.get(role, role)
+    if not isinstance(value, str):
+        raise NlpkitError(f"{where}: field {key!r} is {_kind(value)}, expected a string")
+    if not allow_empty and not value:
+        raise NlpkitError(f"{where}: field {key!r} is empty: nothing to score")
+    return value
+
+
+def _kind(value) -> str:
+    return "null" if value is None else {dict: "an object", list: "a list", bool: "a boolean",
+                                         int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def parse_gold(value, choices: list[str], key: str, where: str) -> tuple[int, ...]:
+    """`gold` as the indices of the right choices: an index, a choice string, or a list of indices.
+
+    >>> parse_gold("b", ["a", "b"], "gold", "x")
+    (1,)
+    """
+    n = len(choices)
+
+    def index(v) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise NlpkitError(f"{where}: field {key!r} holds {_kind(v)} {json.dumps(v, ensure_ascii=False)}: "
+                              "expected a choice index, a choice string or a list of indices")
+        if not 0 <= v < n:
+            raise NlpkitError(f"{where}: {key} {v} is out of range for {n} choice{'s' * (n != 1)} "
+                              f"(indices 0..{n - 1})")
+        return v
+
+    if isinstance(value, str):
+        if value not in choices:
+            raise NlpkitError(f"{where}: {key} {value!r} is not one of the choices")
+        return (choices.index(value),)
+    if isinstance(value, list):
+        if not value:
+            raise NlpkitError(f"{where}: field {key!r} is an empty list: no right choice")
+        return tuple(sorted(set(index(v) for v in value)))
+    return (index(value),)
+
+
+def make_item(record, task: str, fields: dict[str, str], index: int, where: str) -> Item:
+    """One checked `Item` from a parsed JSON value."""
+    if not isinstance(record, dict):
+        raise NlpkitError(f"{where}: expected a JSON object, got {_kind(record)}")
+    if task == "loglikelihood":
+        return Item(index, where, _text(record, "context", fields, where),
+                    [_text(record, "continuation", fields, where, allow_empty=False)])
+    if task == "preference":
+        return Item(index, where, _text(record, "prompt", fields, where),
+                    [_text(record, "chosen", fields, where, allow_empty=False),
+                     _text(record, "rejected", fields, where, allow_empty=False)])
+    context = _text(record, "context", fields, where)
+    choices = _get(record, "choices", fields, where)
+    key = fields.get("choices", "choices")
+    if not isinstance(choices, list):
+        raise NlpkitError(f"{where}: field {key!r} is {_kind(choices)}, expected a list of strings")
+    if not choices:
+        raise NlpkitError(f"{where}: field {key!r} is empty: an item needs at least one choice")
+    for i, c in enumerate(choices):
+        if not isinstance(c, str):
+            raise NlpkitError(f"{where}: choice {i} of {key!r} is {_kind(c)}, expected a string")
+    gold = parse_gold(_get(record, "gold", fields, where), choices, fields.get("gold", "gold"), where)
+    return Item(index, where, context, list(choices), gold)
+
+
+def iter_items(lines: Iterator[str], name: str, task: str | None = None,
+               fields: dict[str, str] | None = None) -> Iterator[tuple[str, Item]]:
+    """(task, Item) for each non-blank line of a JSONL stream; `name` is the file as messages show it."""
+    fields = fields or {}
+    if task is not None and task not in TASKS:
+        raise UsageError(f"task must be one of {', '.join(TASKS)}, not {task!r}")
+    index = 0
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{name}, line {lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise NlpkitError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+        if task is None:
+            if not isinstance(record, dict):
+                raise NlpkitError(f"{where}: expected a JSON object, got {_kind(record)}")
+            task = detect_task(record, fields, where)
+        yield task, make_item(record, task, fields, index, where)
+        index += 1
+    if index == 0:
+        raise NlpkitError(f"{name}: no items (expected one JSON object per line)")

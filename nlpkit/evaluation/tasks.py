@@ -1,0 +1,129 @@
+"""Per-item records and metrics of the three tasks, from continuation scores (any model: `scorer.score(context,
+continuations)` -> `ContinuationScore`s; the transformer engine and n-gram models both provide it).
+
+- loglikelihood: the continuation's log-probability (nats), tokens, `is_greedy`, characters and UTF-8 bytes; metrics
+  `logprob` (mean per item) and `is_greedy` (lm-evaluation-harness's `acc` of a loglikelihood task).
+- multiple-choice (lm-evaluation-harness `process_results`): each choice scored as `delimiter + choice`;
+  `acc` argmax of the log-likelihoods, `acc_norm` of log-likelihood / the choice's characters, `acc_bytes` / its
+  UTF-8 bytes (both without the delimiter, as there), `acc_tokens` / its tokens (llama.cpp's HellaSwag mean per
+  token); with `mutual_info`, `acc_mutual_info`: argmax of log p(choice | context) - log p(choice | empty context).
+  Ties go to the first choice (numpy argmax). Right when the prediction is any gold index.
+- preference (DPO, Rafailov et al. 2023): log p(chosen | prompt), log p(rejected | prompt), `margin` and `accuracy`
+  (margin > 0); with a reference model, the implicit rewards r = beta (log p - log p_ref), `reward_margin` and
+  `reward_accuracy` (r(chosen) > r(rejected)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.evaluation.items import Item
+
+MC_METRICS = ("acc", "acc_norm", "acc_bytes", "acc_tokens")
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """How items are scored: the multiple-choice delimiter, mutual information, DPO's beta."""
+
+    delimiter: str = " "
+    mutual_info: bool = False
+    beta: float = 0.1
+
+    def validate(self) -> "TaskOptions":
+        if not np.isfinite(self.beta) or self.beta <= 0:
+            raise UsageError(f"beta must be a positive finite number, got {self.beta}")
+        return self
+
+
+def metric_names(task: str, options: TaskOptions, reference: bool = False) -> tuple[str, ...]:
+    """The summary metrics of a task, in output order."""
+    if task == "loglikelihood":
+        return ("logprob", "is_greedy")
+    if task == "multiple-choice":
+        return MC_METRICS + (("acc_mutual_info",) if options.mutual_info else ())
+    return ("margin", "accuracy") + (("reward_margin", "reward_accuracy") if reference else ())
+
+
+def is_accuracy(metric: str) -> bool:
+    """Right/wrong per item (McNemar applies) rather than a real-valued score."""
+    return metric.startswith("acc") or metric in ("is_greedy", "accuracy", "reward_accuracy")
+
+
+def _argmax(values: np.ndarray) -> int:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return int(np.argmax(values))
+
+
+def score_item(scorer, task: str, item: Item, options: TaskOptions, reference=None) -> tuple[dict, dict]:
+    """(record, metrics) of one item: the record as output (index first), the per-item metric values.
+    A model's error about the item (a continuation without tokens, ...) names the item's file and line."""
+    try:
+        return _score_item(scorer, task, item, options, reference)
+    except NlpkitError as e:
+        if str(e).startswith(item.where):
+            raise
+        raise type(e)(f"{item.where}: {e}") from None
+
+
+def _score_item(scorer, task: str, item: Item, options: TaskOptions, reference=None) -> tuple[dict, dict]:
+    if task == "loglikelihood":
+        s = scorer.score(item.context, item.continuations)[0]
+        cont = item.continuations[0]
+        rec = {"index": item.index, "logprob": s.logprob, "tokens": s.tokens, "is_greedy": s.is_greedy,
+               "chars": len(cont), "bytes": len(cont.encode("utf-8")), "truncated": s.truncated}
+        return rec, {"logprob": s.logprob, "is_greedy": float(s.is_greedy)}
+    if task == "multiple-choice":
+        return _multiple_choice(scorer, item, options)
+    return _preference(scorer, item, options, reference)
+
+
+def _multiple_choice(scorer, item: Item, options: TaskOptions) -> tuple[dict, dict]:
+    conts = [options.delimiter + c for c in item.continuations]
+    scores = scorer.score(item.context, conts)
+    lls = np.array([s.logprob for s in scores])  # [k]
+    chars = np.array([float(len(c)) for c in item.continuations])
+    nbytes = np.array([float(len(c.encode("utf-8"))) for c in item.continuations])
+    ntok = np.array([float(s.tokens) for s in scores])
+    preds = {"acc": _argmax(lls), "acc_norm": _argmax(lls / chars), "acc_bytes": _argmax(lls / nbytes),
+             "acc_tokens": _argmax(lls / ntok)}
+    rec = {"index": item.index, "logprobs": lls.tolist(), "tokens": [s.tokens for s in scores],
+           "is_greedy": [s.is_greedy for s in scores], "gold": list(item.gold)}
+    if options.mutual_info:
+        uncond = np.array([s.logprob for s in scorer.score("", conts)])
+        rec["logprobs_unconditional"] = uncond.tolist()
+        preds["acc_mutual_info"] = _argmax(lls - uncond)
+    metrics = {}
+    for name, pred in preds.items():
+        rec["pred" + name[3:]] = pred
+        metrics[name] = float(pred in item.gold)
+    rec.update(metrics)
+    rec["truncated"] = any(s.truncated for s in scores)
+    return rec, metrics
+
+
+def _preference(scorer, item: Item, options: TaskOptions, reference) -> tuple[dict, dict]:
+    chosen, rejected = scorer.score(item.context, item.continuations)
+    margin = chosen.logprob - rejected.logprob
+    rec = {"index": item.index, "logprob_chosen": chosen.logprob, "logprob_rejected": rejected.logprob,
+           "margin": margin, "tokens_chosen": chosen.tokens, "tokens_rejected": rejected.tokens}
+    metrics = {"margin": margin, "accuracy": float(margin > 0)}
+    if reference is not None:
+        ref_c, ref_r = reference.score(item.context, item.continuations)
+        for mine, ref in ((chosen, ref_c), (rejected, ref_r)):
+            if mine.ids != ref.ids or mine.context_ids != ref.context_ids:
+                raise NlpkitError(f"{item.where}: the reference model tokenizes this item differently from the "
+                                  "model: a reference must share the model's tokenizer")
+        r_c = options.beta * (chosen.logprob - ref_c.logprob)
+        r_r = options.beta * (rejected.logprob - ref_r.logprob)
+        rec.update({"ref_logprob_chosen": ref_c.logprob, "ref_logprob_rejected": ref_r.logprob,
+                    "reward_chosen": r_c, "reward_rejected": r_r, "reward_margin": r_c - r_r})
+        metrics.update({"reward_margin": r_c - r_r, "reward_accuracy": float(r_c > r_r)})
+    rec.update({"accuracy": metrics["accuracy"]})
+    if reference is not None:
+        rec["reward_accuracy"] = metrics["reward_accuracy"]
+    rec["truncated"] = chosen.truncated or rejected.truncated
+    return rec, metrics

