@@ -76,6 +76,13 @@ LL_ITEMS = [
     {"context": "\u65e5\u672c\u8a9e", "continuation": "\u306e\u6587\u7ae0\u3002"},
     {"context": "newlines\n\n\n", "continuation": "\nend"},
 ]
+PREF_ITEMS = [
+    {"prompt": "The capital of France is", "chosen": " Paris.", "rejected": " London."},
+    {"prompt": "Question: what is two plus two?\nAnswer: ", "chosen": "four", "rejected": "twenty-two, I think"},
+    {"prompt": "", "chosen": "It is a truth universally acknowledged.", "rejected": "It is a lie."},
+    {"prompt": "Caf\u00e9 au lait", "chosen": " est tr\u00e8s bon", "rejected": " \U0001F600"},
+    {"prompt": "a single man in possession of a good", "chosen": " fortune", "rejected": " fortune, must be"},
+]
 GREEDY_CONTEXTS = ["It is a truth universally", "The capital of France is", "a single man", "Once upon a",
                    "the", "1, 2, 3,", "Hello"]
 
@@ -148,6 +155,11 @@ def build_models() -> dict[str, Path]:
         {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "add_bos_token": False,
          "tokenizer_class": "PreTrainedTokenizerFast"}, indent=1) + "\n")
     out["gpt2-bpe"] = d
+    ref = root / "gpt2-bpe-ref"  # the same tokenizer, other weights: a DPO reference model
+    lmfix.randomize(model.eval(), 2503)
+    model.save_pretrained(ref, safe_serialization=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(d / f, ref / f)
 
     d = root / "llama-spm"
     d.mkdir(parents=True)
@@ -163,7 +175,7 @@ def build_models() -> dict[str, Path]:
     cfg = json.loads((d / "tokenizer_config.json").read_text())
     (d / "tokenizer_config.json").write_text(json.dumps({**cfg, "add_bos_token": True}, indent=1) + "\n")
     out["llama-spm"] = d
-    for d in out.values():
+    for d in [*out.values(), ref]:
         (d / "generation_config.json").unlink(missing_ok=True)
     return out
 
@@ -247,15 +259,43 @@ def run_lmeval(name: str, path: Path, max_length: int | None, task_dir: Path) ->
     return fixture
 
 
+def preference_fixture(names: list[str]) -> None:
+    """log p(chosen | prompt), log p(rejected | prompt) by a direct transformers forward pass on the token ids
+    lm-eval's encoding gives (float64 log-softmax of float32 logits), per model -> preference.json."""
+    from lm_eval.models.huggingface import HFLM
+    write_jsonl(OUT / "preference.jsonl", PREF_ITEMS)
+    out = {}
+    for name in names:
+        lm = HFLM(pretrained=str(OUT / "models" / name), dtype="float32", batch_size=1, device="cpu")
+        rows = []
+        for it in PREF_ITEMS:
+            row = {}
+            for key in ("chosen", "rejected"):
+                enc = encodings(lm, [(it["prompt"], it[key])])[0]
+                ids = enc["context_ids"] + enc["continuation_ids"]
+                with torch.no_grad():
+                    logits = lm.model(torch.tensor([ids[:-1]])).logits[0].double()
+                lp = torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), torch.tensor(ids[1:])]
+                row[key] = float(lp[-len(enc["continuation_ids"]):].sum())
+                row[f"{key}_ids"] = enc["continuation_ids"]
+            rows.append(row)
+        out[name] = rows
+    (OUT / "preference.json").write_text(json.dumps(out) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--skip-smollm2", action="store_true")
+    ap.add_argument("--preference-only", action="store_true", help="rebuild the models, write preference.json only")
     args = ap.parse_args()
     torch.manual_seed(0)
     OUT.mkdir(parents=True, exist_ok=True)
     write_jsonl(OUT / "mc.jsonl", MC_ITEMS)
     write_jsonl(OUT / "ll.jsonl", LL_ITEMS)
     models = {name: (path, None) for name, path in build_models().items()}
+    preference_fixture(["gpt2-bpe", "gpt2-bpe-ref", "llama-spm"])
+    if args.preference_only:
+        return
     if not args.skip_smollm2:
         d = smollm2_dir()
         if d is not None:

@@ -94,7 +94,7 @@ def _text(record: dict, role: str, fields: dict[str, str], where: str, allow_emp
 
 
 def _kind(value) -> str:
-    return "null" if value is None else {dict: "an object", list: "a list", bool: "a boolean",
+    return "null" if value is None else {dict: "an object", list: "a list", bool: "a boolean", str: "a string",
                                          int: "a number", float: "a number"}.get(type(value), type(value).__name__)
 
 
