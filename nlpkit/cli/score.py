@@ -1,6 +1,6 @@
 """`nlpkit score`: log-likelihoods, multiple-choice accuracy and preference pairs of JSONL items, as
 lm-evaluation-harness computes them, with standard errors and paired comparisons of several models
-(core: nlpkit/evaluation/, nlpkit/lm/continuations.py, nlpkit/lm/ngram/continuations.py)."""
+(core: nlpkit/evaluation/, nlpkit/lm/transformer/continuations.py, nlpkit/lm/ngram/continuations.py)."""
 
 from __future__ import annotations
 
@@ -181,12 +181,12 @@ def _scorer(path: str | None, window: int | None, quiet: bool):
     if ngram:
         from nlpkit.cli.ngram import load
         from nlpkit.lm.ngram.continuations import NgramContinuationScorer
-        from nlpkit.lm.ngram.scoring import line_transform
+        from nlpkit.lm.ngram.line_scoring import line_transform
 
         model = load(ngram, quiet)
         return NgramContinuationScorer(model, line_transform(model))
-    from nlpkit.lm.continuations import ContinuationScorer
-    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.transformer.continuations import ContinuationScorer
+    from nlpkit.lm.transformer.loaders import load_model
 
     model = load_model(path)
     model.require_tokenizer()

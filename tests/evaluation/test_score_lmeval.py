@@ -38,8 +38,8 @@ def reference(name: str) -> dict:
 
 
 def scorer(name: str):
-    from nlpkit.lm.continuations import ContinuationScorer
-    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.transformer.continuations import ContinuationScorer
+    from nlpkit.lm.transformer.loaders import load_model
 
     path = smollm2_gguf() if name == "smollm2" else FIX / "models" / name
     return ContinuationScorer(load_model(path), reference(name)["max_length"])
@@ -53,7 +53,7 @@ def run_json(cli, name: str, *args: str) -> dict:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_every_request_tokenizes_as_lm_eval_encode_pair(name):
-    from nlpkit.lm.continuations import encode_pair
+    from nlpkit.lm.transformer.continuations import encode_pair
 
     model = scorer(name).model
     for task in ("score_mc", "score_ll"):

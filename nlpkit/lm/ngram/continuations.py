@@ -16,8 +16,8 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.continuations import ContinuationScore, score_grouped
-from nlpkit.lm.ngram.model import NgramModel, log10_to_nats
-from nlpkit.lm.ngram.scoring import query_words
+from nlpkit.lm.ngram.ngram_model import NgramModel, log10_to_nats
+from nlpkit.lm.ngram.line_scoring import query_words
 
 
 def words_of(text: str, transform: Callable[[str], str] | None) -> list[str]:
