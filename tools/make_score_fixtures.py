@@ -16,7 +16,10 @@ Two custom tasks over local JSONL (tests/fixtures/score/{mc,ll}.jsonl): `score_m
 " "; metrics acc, acc_norm, acc_bytes, acc_mutual_info) and `score_ll` (loglikelihood; metric acc = is_greedy). Items
 include contexts ending in spaces and newlines, an empty context, non-ASCII text and a context longer than every
 model's window. Each model also gets one loglikelihood item whose continuation is its own greedy continuation
-(`ll-greedy-<model>.jsonl`), so that is_greedy is pinned true as well as false.
+(`ll-greedy-<model>.jsonl`), so that is_greedy is pinned true as well as false. SmolLM2 also runs the
+multiple-choice task with --apply_chat_template (lmeval-smollm2-chat.json), the reference of `score --chat`.
+Preference pairs (preference.jsonl) are scored by a direct transformers forward pass on lm-eval's token ids, on
+gpt2-bpe and a reference model sharing its tokenizer (gpt2-bpe-ref) and on llama-spm (preference.json).
 
 lm-eval runs with its HF backend, float32, batch size 1, on CPU, and its per-sample log (`log_samples`) and aggregated
 results are written, trimmed to what the tests read, to tests/fixtures/score/lmeval-<model>.json. Beside each request
@@ -219,6 +222,26 @@ def encodings(lm, args: list) -> list[dict]:
     return out
 
 
+def run_lmeval_chat(name: str, path: Path, max_length: int | None, task_dir: Path) -> dict:
+    """The multiple-choice task with lm-eval's --apply_chat_template (each context a user turn, the choices the
+    reply, target_delimiter dropped) -> lmeval-<model>-chat.json."""
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    kwargs = {"max_length": max_length} if max_length else {}
+    lm = HFLM(pretrained=str(path), dtype="float32", batch_size=1, device="cpu", **kwargs)
+    res = simple_evaluate(model=lm, tasks=["score_mc"], batch_size=1, log_samples=True, apply_chat_template=True,
+                          task_manager=TaskManager(include_path=str(task_dir)), bootstrap_iters=1000)
+    samples = [{"doc_id": s["doc_id"], "arguments": [list(a) for a in s["arguments"]],
+                "resps": [[float(r[0][0]), bool(r[0][1])] for r in s["resps"]],
+                "metrics": {m: s[m] for m in s["metrics"]}}
+               for s in sorted(res["samples"]["score_mc"], key=lambda s: s["doc_id"])]
+    agg = {k.split(",")[0]: v for k, v in res["results"]["score_mc"].items() if k != "alias"}
+    return {"model": name, "max_length": lm.max_length, "apply_chat_template": True,
+            "score_mc": {"samples": samples, "results": agg, "n": len(samples)}}
+
+
 def run_lmeval(name: str, path: Path, max_length: int | None, task_dir: Path) -> dict:
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
@@ -287,13 +310,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--skip-smollm2", action="store_true")
     ap.add_argument("--preference-only", action="store_true", help="rebuild the models, write preference.json only")
+    ap.add_argument("--chat-only", action="store_true", help="only SmolLM2's --apply_chat_template run")
     args = ap.parse_args()
     torch.manual_seed(0)
     OUT.mkdir(parents=True, exist_ok=True)
     write_jsonl(OUT / "mc.jsonl", MC_ITEMS)
     write_jsonl(OUT / "ll.jsonl", LL_ITEMS)
-    models = {name: (path, None) for name, path in build_models().items()}
-    preference_fixture(["gpt2-bpe", "gpt2-bpe-ref", "llama-spm"])
+    models = {}
+    if not args.chat_only:
+        models = {name: (path, None) for name, path in build_models().items()}
+        preference_fixture(["gpt2-bpe", "gpt2-bpe-ref", "llama-spm"])
     if args.preference_only:
         return
     if not args.skip_smollm2:
@@ -305,9 +331,14 @@ def main() -> None:
         (task_dir / "score_task.py").write_text(TASK_PY)
         (task_dir / "score_mc.yaml").write_text(TASK_MC.format(data=OUT / "mc.jsonl"))
         for name, (path, max_length) in models.items():
-            fixture = run_lmeval(name, path, max_length, task_dir)
-            (OUT / f"lmeval-{name}.json").write_text(json.dumps(fixture, ensure_ascii=False) + "\n",
-                                                     encoding="utf-8")
+            if not args.chat_only:
+                fixture = run_lmeval(name, path, max_length, task_dir)
+                (OUT / f"lmeval-{name}.json").write_text(json.dumps(fixture, ensure_ascii=False) + "\n",
+                                                         encoding="utf-8")
+            if name == "smollm2":  # the tiny models have no chat template
+                fixture = run_lmeval_chat(name, path, max_length, task_dir)
+                (OUT / f"lmeval-{name}-chat.json").write_text(json.dumps(fixture, ensure_ascii=False) + "\n",
+                                                              encoding="utf-8")
 
 
 if __name__ == "__main__":

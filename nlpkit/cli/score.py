@@ -9,7 +9,8 @@ from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.common import FiniteFloat, common_options, input_paths, open_writer, progress, resolve_format, warn
+from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, open_writer, progress,
+                               resolve_format, warn)
 
 ITEM_COLUMNS = {
     "loglikelihood": ["model", "index", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
@@ -46,8 +47,9 @@ def _beta(ctx, param, value):
               help="The task [from the first record's fields: continuation, choices, or chosen + rejected].")
 @click.option("--field", "fields", multiple=True, metavar="ROLE=NAME",
               help="Read a role (context, continuation, choices, gold, prompt, chosen, rejected) from field NAME.")
-@click.option("--delimiter", default=" ", show_default=True,
-              help="Multiple-choice: put between context and each choice (lm-evaluation-harness target_delimiter).")
+@click.option("--delimiter", default=None,
+              help="Multiple-choice: put between context and each choice (lm-evaluation-harness target_delimiter) "
+                   "[a space; none with --chat].")
 @click.option("--mutual-info", is_flag=True,
               help="Multiple-choice: also acc_mutual_info (each choice scored after an empty context too).")
 @click.option("--reference", default=None, metavar="PATH",
@@ -66,9 +68,14 @@ def _beta(ctx, param, value):
               help="Exit 1 when a later model is worse than the first with a paired bootstrap p-value below ALPHA "
                    "(a reason on stderr).")
 @click.option("--summary-only", is_flag=True, help="Print only the summaries (and comparisons), not each item.")
+@click.option("--chat", is_flag=True,
+              help="Render each context (prompt) as a user turn with the model's chat template and score the "
+                   "continuation as the reply (lm-evaluation-harness --apply_chat_template).")
+@click.option("--system", default=None, metavar="TEXT", help="System message for --chat.")
+@dask_options
 @common_options
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
-            fail_if_worse, summary_only, fmt, no_signature, quiet, encoding_errors):
+            fail_if_worse, summary_only, chat, system, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy and
     preference pairs, as lm-evaluation-harness computes them.
 
@@ -89,6 +96,10 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
             if cctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
                 raise click.UsageError(f"--{name.replace('_', '-')} compares models: give -m at least twice "
                                        "(the first is the baseline)")
+    if system is not None and not chat:
+        raise click.UsageError("--system needs --chat")
+    if delimiter is None:
+        delimiter = "" if chat else " "
     if beta is not None and reference is None:
         raise click.UsageError("--beta needs --reference (the DPO reward compares the model with a reference)")
     if reference is not None and task not in (None, "preference"):
@@ -96,6 +107,7 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     if mutual_info and task not in (None, "multiple-choice"):
         raise click.UsageError("--mutual-info applies to the multiple-choice task only")
     paths = input_paths(files, "items")
+    dask = dask_for(dask, paths)
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")
 
@@ -107,9 +119,10 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     field_map = parse_fields(fields)
     options = TaskOptions(delimiter=delimiter, mutual_info=mutual_info, beta=0.1 if beta is None else beta)
     names = _names(models)
-    scorers = {name: _scorer(path, window, quiet) for name, path in zip(names, models)}
-    ref = _scorer(reference, window, quiet) if reference is not None else None
+    scorers = {name: _scorer(path, window, quiet, chat, system) for name, path in zip(names, models)}
+    ref = _scorer(reference, window, quiet, chat, system) if reference is not None else None
     evaluation = Evaluation(scorers, options, ref)
+    specs = {name: _spec(path, window, chat, system) for name, path in zip(names, models)}
     items = _items(paths, task, field_map, encoding_errors, iter_items)
     first = next(items, None)
     if first is None:
@@ -120,10 +133,11 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     if found != "preference" and reference is not None:
         raise click.UsageError(f"--reference applies to the preference task, these items are {found}")
     norms = "chars,bytes,tokens" + (",mutual-info" if mutual_info else "") if found == "multiple-choice" else None
-    sig = make_signature("score", task=found, delimiter=repr(delimiter) if found == "multiple-choice" else None,
-                         norm=norms, models=",".join(names), reference=_names([reference])[0] if reference else None,
-                         beta=options.beta if reference else None, ctx=window,
-                         bootstrap=bootstrap if len(names) > 1 else None, seed=seed if len(names) > 1 else None)
+    settings = {"task": found, "delimiter": repr(delimiter) if found == "multiple-choice" else None, "norm": norms,
+                "models": ",".join(names), "reference": _names([reference])[0] if reference else None,
+                "beta": options.beta if reference else None, "ctx": window or "model", "chat": chat or None,
+                "bootstrap": bootstrap if len(names) > 1 else None, "seed": seed if len(names) > 1 else None}
+    sig = make_signature("score", **{k: v for k, v in settings.items() if v is not None})
     out_fmt = resolve_format(fmt)
     records: dict[str, list[dict]] = {"items": [], "summary": [], "comparisons": []}
 
@@ -133,11 +147,20 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
 
     columns = ITEM_COLUMNS[found] if len(names) > 1 else ITEM_COLUMNS[found][1:]
     with ExitStack() as stack:
-        tick = stack.enter_context(progress("items", quiet=quiet))
+        tick = stack.enter_context(progress("tasks" if dask else "items", quiet=quiet))
+        map_items = None
+        if dask:
+            from nlpkit.distributed.cluster import connect
+            from nlpkit.distributed.shards import parse_size
+            from nlpkit.distributed.stages import score_items
+
+            client = stack.enter_context(connect(dask, quiet))
+            map_items = score_items(client, specs, _spec(reference, window, chat, system) if reference else None,
+                                    options, parse_size(shard_size), tick)
         item_out = None
         if not summary_only and out_fmt != "json":
             item_out = stack.enter_context(open_writer(columns, out_fmt, sig, no_signature, title="items"))
-        for item, name, rec in evaluation.run(chained(), progress=tick):
+        for item, name, rec in evaluation.run(chained(), progress=tick, map_items=map_items):
             if rec.get("truncated") and name == names[0]:
                 warn(f"{item.where}: context and continuation exceed the window: the context loses its left end "
                      "(as lm-evaluation-harness truncates)", quiet)
@@ -173,27 +196,22 @@ def _names(models: list[str | None]) -> list[str]:
     return [m if base.count(b) > 1 and m else b for b, m in zip(base, models)]
 
 
-def _scorer(path: str | None, window: int | None, quiet: bool):
-    """The continuation scorer of a model file: n-gram (ARPA / .ngram) or the transformer engine."""
-    from nlpkit.cli.ngram import ngram_model_path
+def _scorer(path: str | None, window: int | None, quiet: bool, chat: bool = False, system: str | None = None):
+    """The continuation scorer of a model file (`nlpkit.evaluation.models.load_scorer`), flags named in errors."""
+    from nlpkit.evaluation.models import ModelSpec, is_ngram, load_scorer
 
-    ngram = ngram_model_path(path)
-    if ngram:
-        from nlpkit.cli.ngram import load
-        from nlpkit.lm.ngram.continuations import NgramContinuationScorer
-        from nlpkit.lm.ngram.line_scoring import line_transform
+    if is_ngram(path) and (chat or window is not None):
+        flag = "--chat" if chat else "--context"
+        raise click.UsageError(f"{flag} does not apply to an n-gram model ({path}): " +
+                               ("it has no chat template" if chat else "it has no window, only its last words"))
+    return load_scorer(ModelSpec(path, window, chat, system), warn=lambda m: warn(m, quiet))
 
-        model = load(ngram, quiet)
-        return NgramContinuationScorer(model, line_transform(model))
-    from nlpkit.lm.transformer.continuations import ContinuationScorer
-    from nlpkit.lm.transformer.loaders import load_model
 
-    model = load_model(path)
-    model.require_tokenizer()
-    if window is not None and window > model.config.positions:
-        raise click.BadParameter(f"{window} exceeds the {model.config.positions} positions of {path or 'the model'}",
-                                 param_hint="--context")
-    return ContinuationScorer(model, window)
+def _spec(path, window, chat, system):
+    """A model as a Dask worker loads it again: its absolute path and the scoring settings."""
+    from nlpkit.evaluation.models import ModelSpec
+
+    return ModelSpec(path, window, chat, system).absolute()
 
 
 def _items(paths, task, field_map, errors, iter_items):

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from nlpkit.distributed.cluster import broadcast, map_reduce
-from nlpkit.distributed.shards import SHARD_BYTES, CountingStage, auto_shard_bytes, group_shards, plan_shards
+from nlpkit.distributed.shards import (SHARD_BYTES, TASKS_PER_WORKER, CountingStage, auto_shard_bytes, group_shards,
+                                      plan_shards)
 
 
 def n_workers(client) -> int:
@@ -352,6 +353,45 @@ def ngram_perplexity_shards(client, paths: list[str], model_path: str, errors: s
                                                 args=(model_path, errors, per_token, per_line))):
         for part in parts:
             yield shard.file_index, part
+
+
+def score_items(client, specs: dict, reference, options, shard_bytes: int | None = None,
+                progress: Callable[..., None] | None = None) -> Callable:
+    """A `map_items` for `nlpkit.evaluation.evaluate.Evaluation.run` (``score --dask``): the driver reads and checks
+    the items, the workers score chunks of consecutive items (each loads the models once,
+    `evaluate.score_chunk`) and the results come back in input order. A chunk holds about `shard_bytes` of item
+    text, or for None (``--shard-size auto``) a share of the items giving `TASKS_PER_WORKER` tasks per worker."""
+    from nlpkit.distributed.cluster import map_ordered
+    from nlpkit.evaluation import evaluate
+    from nlpkit.lm.transformer import threads
+
+    def run(items):
+        items = list(items)
+        chunks = chunk_items(items, shard_bytes, n_workers(client))
+        results = map_ordered(client, evaluate.score_chunk, chunks, progress,
+                              args=(specs, reference, options, threads.blas_threads()))
+        for chunk, result in zip(chunks, results):
+            yield from zip(chunk, result)
+
+    return run
+
+
+def chunk_items(items: list, shard_bytes: int | None, workers: int) -> list[list]:
+    """Consecutive runs of (task, item) pairs: about `shard_bytes` of text each, or `TASKS_PER_WORKER` per worker."""
+    if shard_bytes is None:
+        per = max(1, -(-len(items) // (TASKS_PER_WORKER * max(workers, 1))))
+        return [items[i:i + per] for i in range(0, len(items), per)]
+    chunks, current, size = [], [], 0
+    for pair in items:
+        item = pair[1]
+        current.append(pair)
+        size += len(item.context.encode("utf-8")) + sum(len(c.encode("utf-8")) for c in item.continuations)
+        if size >= shard_bytes:
+            chunks.append(current)
+            current, size = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 WINDOW_TASK_TOKENS = 65536   # at most this many input tokens of windows per task (whole-text perplexity)

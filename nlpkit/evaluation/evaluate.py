@@ -30,20 +30,26 @@ class Evaluation:
     task: str | None = None
     values: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # model -> metric -> per item
 
-    def run(self, items: Iterable[tuple[str, Item]], progress: Callable | None = None
-            ) -> Iterator[tuple[Item, str, dict]]:
-        """(item, model name, record) for every item and model, in input order."""
+    def run(self, items: Iterable[tuple[str, Item]], progress: Callable | None = None,
+            map_items: Callable | None = None) -> Iterator[tuple[Item, str, dict]]:
+        """(item, model name, record) for every item and model, in input order. `map_items` scores the items
+        elsewhere (a Dask cluster): it takes the (task, item) pairs and yields ((task, item), per-model results)
+        in order, each result as `score_models` gives it."""
         self.options.validate()
-        for n, (task, item) in enumerate(items, 1):
+        if map_items is None:
+            scored = (((task, item), score_models(self.scorers, task, item, self.options, self.reference))
+                      for task, item in items)
+        else:
+            scored = map_items(items)
+        for n, ((task, item), results) in enumerate(scored, 1):
             if self.task is None:
                 self.task = task
                 self.values = {name: {m: [] for m in self.metrics} for name in self.scorers}
-            for name, scorer in self.scorers.items():
-                rec, metrics = score_item(scorer, task, item, self.options, self.reference)
+            for name, rec, metrics in results:
                 for m in self.metrics:
                     self.values[name][m].append(metrics[m])
                 yield item, name, rec
-            if progress:
+            if progress and map_items is None:
                 progress(n)
 
     @property
@@ -82,6 +88,25 @@ class Evaluation:
                     rec.update({"mcnemar_p": t.p_value, "only_baseline": t.b, "only_model": t.c})
                 out.append(rec)
         return out
+
+
+def score_models(scorers: dict, task: str, item: Item, options: TaskOptions, reference=None) -> list[tuple]:
+    """(model name, record, metrics) of one item under each model, in model order."""
+    return [(name, *score_item(scorer, task, item, options, reference)) for name, scorer in scorers.items()]
+
+
+def score_chunk(chunk: list[tuple[str, Item]], specs: dict, reference, options: TaskOptions,
+                blas_threads: int | None = None) -> list[list[tuple]]:
+    """A Dask task: `score_models` of each (task, item) of a chunk, on this worker's cached models (`specs`: name ->
+    `ModelSpec`; `reference`: a `ModelSpec` or None), with the driver's BLAS thread count so that the numbers are
+    the driver's own."""
+    from nlpkit.evaluation.models import cached_scorer
+    from nlpkit.lm.perplexity import _match_blas_threads
+
+    _match_blas_threads(blas_threads)
+    scorers = {name: cached_scorer(spec) for name, spec in specs.items()}
+    ref = cached_scorer(reference) if reference is not None else None
+    return [score_models(scorers, task, item, options, ref) for task, item in chunk]
 
 
 def significantly_worse(comparisons: list[dict], alpha: float) -> list[str]:

@@ -53,6 +53,13 @@ def is_accuracy(metric: str) -> bool:
     return metric.startswith("acc") or metric in ("is_greedy", "accuracy", "reward_accuracy")
 
 
+def _context(scorer, text: str) -> str:
+    """The context as the model sees it: rendered as a user turn by the model's chat template when the scorer has
+    one (`--chat`; lm-evaluation-harness's apply_chat_template), else as given."""
+    render = getattr(scorer, "render", None)
+    return render(text) if render is not None else text
+
+
 def _argmax(values: np.ndarray) -> int:
     with np.errstate(divide="ignore", invalid="ignore"):
         return int(np.argmax(values))
@@ -71,7 +78,7 @@ def score_item(scorer, task: str, item: Item, options: TaskOptions, reference=No
 
 def _score_item(scorer, task: str, item: Item, options: TaskOptions, reference=None) -> tuple[dict, dict]:
     if task == "loglikelihood":
-        s = scorer.score(item.context, item.continuations)[0]
+        s = scorer.score(_context(scorer, item.context), item.continuations)[0]
         cont = item.continuations[0]
         rec = {"index": item.index, "logprob": s.logprob, "tokens": s.tokens, "is_greedy": s.is_greedy,
                "chars": len(cont), "bytes": len(cont.encode("utf-8")), "truncated": s.truncated}
@@ -83,7 +90,7 @@ def _score_item(scorer, task: str, item: Item, options: TaskOptions, reference=N
 
 def _multiple_choice(scorer, item: Item, options: TaskOptions) -> tuple[dict, dict]:
     conts = [options.delimiter + c for c in item.continuations]
-    scores = scorer.score(item.context, conts)
+    scores = scorer.score(_context(scorer, item.context), conts)
     lls = np.array([s.logprob for s in scores])  # [k]
     chars = np.array([float(len(c)) for c in item.continuations])
     nbytes = np.array([float(len(c.encode("utf-8"))) for c in item.continuations])
@@ -93,7 +100,7 @@ def _multiple_choice(scorer, item: Item, options: TaskOptions) -> tuple[dict, di
     rec = {"index": item.index, "logprobs": lls.tolist(), "tokens": [s.tokens for s in scores],
            "is_greedy": [s.is_greedy for s in scores], "gold": list(item.gold)}
     if options.mutual_info:
-        uncond = np.array([s.logprob for s in scorer.score("", conts)])
+        uncond = np.array([s.logprob for s in scorer.score("", conts)])  # lm-eval: ("", choice), never rendered
         rec["logprobs_unconditional"] = uncond.tolist()
         preds["acc_mutual_info"] = _argmax(lls - uncond)
     metrics = {}
@@ -106,13 +113,13 @@ def _multiple_choice(scorer, item: Item, options: TaskOptions) -> tuple[dict, di
 
 
 def _preference(scorer, item: Item, options: TaskOptions, reference) -> tuple[dict, dict]:
-    chosen, rejected = scorer.score(item.context, item.continuations)
+    chosen, rejected = scorer.score(_context(scorer, item.context), item.continuations)
     margin = chosen.logprob - rejected.logprob
     rec = {"index": item.index, "logprob_chosen": chosen.logprob, "logprob_rejected": rejected.logprob,
            "margin": margin, "tokens_chosen": chosen.tokens, "tokens_rejected": rejected.tokens}
     metrics = {"margin": margin, "accuracy": float(margin > 0)}
     if reference is not None:
-        ref_c, ref_r = reference.score(item.context, item.continuations)
+        ref_c, ref_r = reference.score(_context(reference, item.context), item.continuations)
         for mine, ref in ((chosen, ref_c), (rejected, ref_r)):
             if mine.ids != ref.ids or mine.context_ids != ref.context_ids:
                 raise NlpkitError(f"{item.where}: the reference model tokenizes this item differently from the "

