@@ -138,3 +138,31 @@ def test_items_with_the_same_context_reuse_its_prefill():
     assert sc.prefill_tokens == before
     ref = reference("gpt2-bpe")["score_mc"]["samples"][0]["resps"]
     assert abs(again[1].logprob - ref[1][0]) <= TOL * again[1].tokens
+
+
+def test_chat_renders_each_context_as_lm_eval_apply_chat_template_and_scores_equal():
+    """SmolLM2 with lm-eval's --apply_chat_template: the context rendered as a user turn with the generation prompt,
+    target_delimiter dropped, the unconditional (mutual-information) requests left unrendered."""
+    from nlpkit.evaluation.evaluate import Evaluation
+    from nlpkit.evaluation.items import iter_items
+    from nlpkit.evaluation.models import ModelSpec, load_scorer
+    from nlpkit.evaluation.tasks import TaskOptions
+
+    ref = json.loads((FIX / "lmeval-smollm2-chat.json").read_text(encoding="utf-8"))["score_mc"]
+    scorer = load_scorer(ModelSpec(str(smollm2_gguf()), 128, chat=True))
+    lines = (FIX / "mc.jsonl").read_text(encoding="utf-8").splitlines()
+    items = list(iter_items(iter(lines), "mc.jsonl"))
+    for (_, it), s in zip(items, ref["samples"]):
+        k = len(it.continuations)
+        assert [tuple(a) for a in s["arguments"][:k]] == [(scorer.render(it.context), c) for c in it.continuations]
+    ev = Evaluation({"smollm2": scorer}, TaskOptions(delimiter="", mutual_info=True))
+    records = [rec for _, _, rec in ev.run(items)]
+    for rec, s in zip(records, ref["samples"]):
+        for metric in ("acc", "acc_norm", "acc_bytes", "acc_mutual_info"):
+            assert rec[metric] == s["metrics"][metric], (s["doc_id"], metric)
+        for got, (ll, _), n in zip(rec["logprobs"] + rec["logprobs_unconditional"], s["resps"], rec["tokens"] * 2):
+            assert abs(got - ll) <= TOL * n
+    summary = {r["metric"]: r for r in ev.summaries()}
+    for metric in ("acc", "acc_norm", "acc_bytes", "acc_mutual_info"):
+        assert summary[metric]["value"] == pytest.approx(ref["results"][metric], abs=1e-12)
+        assert summary[metric]["stderr"] == pytest.approx(ref["results"][f"{metric}_stderr"], abs=1e-12)
