@@ -9,8 +9,8 @@ from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, open_writer, progress,
-                               resolve_format, warn)
+from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
+                               open_writer, progress, resolve_format, warn)
 
 ITEM_COLUMNS = {
     "loglikelihood": ["model", "index", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
@@ -74,6 +74,7 @@ def _beta(ctx, param, value):
 @click.option("--system", default=None, metavar="TEXT", help="System message for --chat.")
 @dask_options
 @common_options
+@named_flags(window="--context")
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
             fail_if_worse, summary_only, chat, system, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy and

@@ -71,14 +71,14 @@ def detect_task(record: dict, fields: dict[str, str], where: str) -> str:
     raise NlpkitError(f"{where}: cannot tell the task from the fields ({have}): expected "
                       f"{name('continuation')!r} (loglikelihood), {name('choices')!r} and {name('gold')!r} "
                       f"(multiple-choice), or {name('chosen')!r} and {name('rejected')!r} (preference); map fields "
-                      "with --field ROLE=NAME or choose --task")
+                      "with `field` ROLE=NAME or choose the `task`")
 
 
 def _get(record: dict, role: str, fields: dict[str, str], where: str):
     key = fields.get(role, role)
     if key not in record:
         have = ", ".join(map(str, record)) or "none"
-        how = f"map another with --field {role}=NAME" if key == role else f"the {role} field, --field {role}={key}"
+        how = f"map another with `field` {role}=NAME" if key == role else f"the {role} field, `field` {role}={key}"
         raise NlpkitError(f"{where}: no field {key!r} ({how}; the record has: {have})")
     return record[key]
 

@@ -58,7 +58,7 @@ def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None):
     model = load_model(spec.path)
     model.require_tokenizer()
     if spec.window is not None and spec.window > model.config.positions:
-        raise UsageError(f"--context {spec.window} exceeds the {model.config.positions} positions of "
+        raise UsageError(f"`window` {spec.window} exceeds the {model.config.positions} positions of "
                          f"{spec.path or 'the model'}")
     return ContinuationScorer(model, spec.window, chat_renderer(model, spec.system) if spec.chat else None)
 
