@@ -136,39 +136,58 @@ def _summary(idx, index_path, size, sig, fmt, no_signature):
 @click.argument("index_path", metavar="INDEX", type=click.Path(file_okay=False))
 @click.argument("corpus", nargs=-1)
 @corpus_options
+@dask_options
 @format_option
 @signature_option
 @quiet_option
 @encoding_option
 @named_flags(fmt="--corpus-format")
-def add_cmd(index_path, corpus, corpus_format, id_field, field, fmt, no_signature, quiet,
+def add_cmd(index_path, corpus, corpus_format, id_field, field, dask, shard_size, fmt, no_signature, quiet,
             encoding_errors):
     """Append the documents of CORPUS (one or more files, plain or compressed, '-', or piped stdin)
     to INDEX; every score is recomputed (N, df, avgdl change).
 
     Documents without ids (lines, paragraphs) continue the index's numbering, across the files
-    in the order given.
+    in the order given. With --dask the workers tokenize and count the new documents; the
+    merged index is the same, byte for byte.
     """
+    from nlpkit.errors import NlpkitError
+    from nlpkit.io import display_name
     from nlpkit.retrieval.search import add_texts, signature
     from nlpkit.retrieval.store import index_size, load_index, save_index
 
     paths = input_paths(list(corpus), "corpus")
+    dask = dask_for(dask, paths)
     idx = load_index(index_path, mmap=False)
-    records = _read_corpus(paths, corpus_format, id_field, field, encoding_errors,
-                           first_id=idx.n_docs + 1)
-    if not records:
+    if dask:
+        from nlpkit.distributed.cluster import connect
+        from nlpkit.distributed.shards import parse_size
+        from nlpkit.distributed.stages import bm25_add
+        from nlpkit.stats.documents import check_unique_ids
+
+        with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:
+            parts, ids = bm25_add(client, idx, paths, corpus_format, id_field, field or "text", field or "T,W",
+                                  encoding_errors, parse_size(shard_size), tick)
+        check_unique_ids(ids, display_name(paths[0]) if len(paths) == 1 else "the corpus")
+    else:
+        records = _read_corpus(paths, corpus_format, id_field, field, encoding_errors,
+                               first_id=idx.n_docs + 1)
+        ids = [rid for rid, _ in records]
+    if not ids:
         warn("no documents to add; the index is unchanged", quiet)
     else:
-        from nlpkit.errors import NlpkitError
-        from nlpkit.io import display_name
-
         old = set(idx.doc_ids)
-        clash = next(((i, rid) for i, (rid, _) in enumerate(records, 1) if rid in old), None)
+        clash = next(((i, rid) for i, rid in enumerate(ids, 1) if rid in old), None)
         if clash is not None:
             name = display_name(paths[0]) if len(paths) == 1 else "the corpus"
             raise NlpkitError(f"{name}: document id {clash[1]!r} (record {clash[0]}) is already in "
                               f"the index {index_path}; ids must be unique")
-        idx = add_texts(idx, records)
+        if dask:
+            from nlpkit.retrieval.bm25 import add_shards
+
+            idx = add_shards(idx, parts, ids)
+        else:
+            idx = add_texts(idx, records)
         save_index(idx, index_path)
     _summary(idx, index_path, index_size(index_path), signature(idx), fmt, no_signature)
 

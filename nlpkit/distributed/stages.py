@@ -199,6 +199,35 @@ def tfidf_query(client, paths: list[str], mode: str, tokenizer, weighting, token
     return [(name, cos) for _, name, cos in (hits[:top] if top else hits)]
 
 
+def bm25_add(client, index, paths: list[str], fmt: str, id_field: str | None = "id", field: str = "text",
+             fields: str = "T,W", errors: str = "strict", shard_bytes: int | None = None,
+             progress: Callable[..., None] | None = None) -> tuple[list, list[str]]:
+    """The counting of `nlpkit bm25 add` over a cluster: the new documents of `paths` (in order) tokenized
+    with `index`'s tokenizer and counted per shard on the workers (`bm25.count_shard`); returns the shards'
+    postings in corpus order and the new documents' ids (numbered on from the index's where the format
+    has none), for `bm25.add_shards`, which merges and rescores on the driver as the local path does."""
+    from nlpkit.retrieval import bm25
+    from nlpkit.retrieval.search import make_tokenizer
+    from nlpkit.stats.documents import detect_format, one_format
+
+    fmt = one_format(paths, fmt)
+    if fmt == "auto":                       # as iter_records: the first non-blank line decides
+        from nlpkit.io import iter_lines
+
+        fmt = detect_format(iter_lines(paths[0], errors="replace"), default="lines")
+    shards, _ = plan(client, paths, shard_bytes, SPLIT[fmt])
+    settings = bm25.CountSettings(fmt, make_tokenizer(index.tokenizer), id_field, field, fields, errors)
+    futures = count_on(client, bm25.COUNTING, [[s] for s in shards], settings)
+    parts, ids = [], []
+    for k, p in enumerate(client.gather(futures)):          # in corpus order
+        first = index.n_docs + len(ids) + 1
+        ids.extend(p.ids if p.ids is not None else map(str, range(first, first + p.n_docs)))
+        parts.append(p)
+        if progress is not None:
+            progress(k + 1, len(futures))
+    return parts, ids
+
+
 def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: str, k1: float, b: float, delta: float,
                tokenizer_settings: dict, id_field: str | None = "id", field: str = "text",
                fields: str = "T,W", errors: str = "strict", shard_bytes: int | None = None,

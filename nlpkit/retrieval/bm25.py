@@ -392,9 +392,41 @@ def add_documents(index: BM25Index, docs_tokens: Sequence[Sequence[str]],
     if len(set(all_ids)) != len(all_ids):
         from nlpkit.stats.documents import check_unique_ids
         check_unique_ids(all_ids, "index + new documents")
-    index.check_docs(index.docs, np.diff(np.asarray(index.indptr)).tolist())
     vocab = dict(index.term_id)
     new_term, new_doc, new_tf = _count_postings(docs_tokens, vocab, n_old)
+    return _append_postings(index, vocab, all_ids, new_term, new_doc, new_tf)
+
+
+def add_shards(index: BM25Index, parts: Sequence["ShardPostings"], doc_ids: Sequence[str]) -> BM25Index:
+    """`add_documents` of documents counted in shards (`count_shard`, in corpus order): the same index.
+
+    Each shard's words join the vocabulary in its first-occurrence order, shard after shard, as one
+    `_count_postings` over all the documents adds them; documents are numbered on from the index's."""
+    doc_ids = list(doc_ids)
+    all_ids = list(index.doc_ids) + doc_ids
+    if len(set(all_ids)) != len(all_ids):
+        from nlpkit.stats.documents import check_unique_ids
+        check_unique_ids(all_ids, "index + new documents")
+    vocab = dict(index.term_id)
+    terms, docs, tfs, offset = [], [], [], index.n_docs
+    for p in parts:
+        lut = np.fromiter((vocab.setdefault(w, len(vocab)) for w in p.vocab), dtype=np.int64, count=len(p.vocab))
+        terms.append(lut[p.term])
+        docs.append(p.doc + offset)
+        tfs.append(p.tf)
+        offset += p.n_docs
+    if offset - index.n_docs != len(doc_ids):
+        raise NlpkitError(f"{len(doc_ids)} document ids for {offset - index.n_docs} documents")
+    term, doc = np.concatenate(terms or [np.zeros(0, np.int64)]), np.concatenate(docs or [np.zeros(0, np.int64)])
+    tf = np.concatenate(tfs or [np.zeros(0, np.int64)])
+    order = np.lexsort((doc, term))                       # term-major, documents ascending
+    return _append_postings(index, vocab, all_ids, term[order], doc[order], tf[order])
+
+
+def _append_postings(index: BM25Index, vocab: dict[str, int], all_ids: list[str], new_term: np.ndarray,
+                     new_doc: np.ndarray, new_tf: np.ndarray) -> BM25Index:
+    """The index with new postings (term-major, numbered after the old documents) merged in, rescored."""
+    index.check_docs(index.docs, np.diff(np.asarray(index.indptr)).tolist())
     old_counts = np.diff(np.asarray(index.indptr))
     old_term = np.repeat(np.arange(len(index.vocab), dtype=np.int64), old_counts)  # [P_old]
     term = np.concatenate([old_term, new_term])

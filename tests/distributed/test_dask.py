@@ -144,6 +144,23 @@ def test_bm25_index_of_many_files_plain_and_gzip_identical(cluster, corpus, tmp_
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".nlpkit")]
 
 
+def test_bm25_add_of_many_files_plain_and_gzip_identical(cluster, corpus, tmp_path):
+    """bm25 add of files (plain, cut into shards, and .gz) with --dask: the same index as locally, and as
+    indexing everything at once; ids numbered on from the index's in file order."""
+    first, more = corpus["plain"][0], [corpus["gz"][0], corpus["plain"][1], corpus["gz"][1]]
+    a, b, c = tmp_path / "local", tmp_path / "dask", tmp_path / "once"
+    for d in (a, b):
+        assert run_cli("bm25", "index", first, "-o", str(d), "--quiet").returncode == 0
+    local = run_cli("bm25", "add", str(a), *more, "--format", "tsv", "--no-signature")
+    dask = run_cli("bm25", "add", str(b), *more, "--format", "tsv", "--no-signature",
+                   "--dask", cluster.scheduler_address, "--shard-size", "3k")
+    once = run_cli("bm25", "index", first, *more, "-o", str(c), "--format", "tsv", "--no-signature")
+    assert local.returncode == dask.returncode == once.returncode == 0, dask.stderr.decode()
+    assert _tree(a) == _tree(b) == _tree(c)
+    assert local.stdout.split(b"\n")[1].split(b"\t")[1] == b"900"
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".nlpkit")]
+
+
 def test_bpe_train_identical(cluster, corpus, tmp_path):
     a, b = tmp_path / "local", tmp_path / "dask"
     local = run_cli("bpe-train", *corpus["files"], "-o", str(a), "--vocab-size", "400", "--quiet")
