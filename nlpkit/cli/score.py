@@ -156,8 +156,10 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
             from nlpkit.distributed.stages import score_items
 
             client = stack.enter_context(connect(dask, quiet))
-            map_items = score_items(client, specs, _spec(reference, window, chat, system) if reference else None,
-                                    options, parse_size(shard_size), tick)
+            from nlpkit.evaluation.evaluate import score_chunk
+
+            ref_spec = _spec(reference, window, chat, system) if reference else None
+            map_items = score_items(client, score_chunk, (specs, ref_spec, options), parse_size(shard_size), tick)
         item_out = None
         if not summary_only and out_fmt != "json":
             item_out = stack.enter_context(open_writer(columns, out_fmt, sig, no_signature, title="items"))
@@ -198,13 +200,9 @@ def _names(models: list[str | None]) -> list[str]:
 
 
 def _scorer(path: str | None, window: int | None, quiet: bool, chat: bool = False, system: str | None = None):
-    """The continuation scorer of a model file (`nlpkit.evaluation.models.load_scorer`), flags named in errors."""
-    from nlpkit.evaluation.models import ModelSpec, is_ngram, load_scorer
+    """The continuation scorer of a model file (`nlpkit.evaluation.models.load_scorer`)."""
+    from nlpkit.evaluation.models import ModelSpec, load_scorer
 
-    if is_ngram(path) and (chat or window is not None):
-        flag = "--chat" if chat else "--context"
-        raise click.UsageError(f"{flag} does not apply to an n-gram model ({path}): " +
-                               ("it has no chat template" if chat else "it has no window, only its last words"))
     return load_scorer(ModelSpec(path, window, chat, system), warn=lambda m: warn(m, quiet))
 
 

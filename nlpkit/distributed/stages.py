@@ -384,21 +384,20 @@ def ngram_perplexity_shards(client, paths: list[str], model_path: str, errors: s
             yield shard.file_index, part
 
 
-def score_items(client, specs: dict, reference, options, shard_bytes: int | None = None,
+def score_items(client, score_chunk: Callable, args: tuple, shard_bytes: int | None = None,
                 progress: Callable[..., None] | None = None) -> Callable:
     """A `map_items` for `nlpkit.evaluation.evaluate.Evaluation.run` (``score --dask``): the driver reads and checks
-    the items, the workers score chunks of consecutive items (each loads the models once,
-    `evaluate.score_chunk`) and the results come back in input order. A chunk holds about `shard_bytes` of item
-    text, or for None (``--shard-size auto``) a share of the items giving `TASKS_PER_WORKER` tasks per worker."""
+    the items, the workers score chunks of consecutive items, `score_chunk(chunk, *args, blas_threads)`
+    (`evaluate.score_chunk`: each worker loads the models once), and the results come back in input order. A chunk
+    holds about `shard_bytes` of item text, or for None (``--shard-size auto``) a share of the items giving
+    `TASKS_PER_WORKER` tasks per worker."""
     from nlpkit.distributed.cluster import map_ordered
-    from nlpkit.evaluation import evaluate
     from nlpkit.lm.transformer import threads
 
     def run(items):
         items = list(items)
         chunks = chunk_items(items, shard_bytes, n_workers(client))
-        results = map_ordered(client, evaluate.score_chunk, chunks, progress,
-                              args=(specs, reference, options, threads.blas_threads()))
+        results = map_ordered(client, score_chunk, chunks, progress, args=(*args, threads.blas_threads()))
         for chunk, result in zip(chunks, results):
             yield from zip(chunk, result)
 

@@ -30,37 +30,16 @@ class ModelSpec:
         return ModelSpec(os.path.abspath(self.path), self.window, self.chat, self.system)
 
 
-def is_ngram(path: str | None) -> bool:
-    """Whether the path (else $NLPKIT_MODEL) is an n-gram model file."""
-    from nlpkit.lm.ngram import is_ngram_model
-
-    path = path or os.environ.get("NLPKIT_MODEL") or None
-    return bool(path) and is_ngram_model(path)
-
-
 def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None):
-    """The continuation scorer of `spec` (see the module docstring)."""
-    if is_ngram(spec.path):
-        from nlpkit.lm.ngram import load_ngram_model
-        from nlpkit.lm.ngram.continuations import NgramContinuationScorer
-        from nlpkit.lm.ngram.line_scoring import line_transform
+    """The continuation scorer of `spec`: the model loaded behind `LanguageModel` (`nlpkit.lm.load`), its
+    `continuation_scorer`. Settings the kind of model has no use for are refused, with the backend's reason."""
+    from nlpkit.lm.load import load_language_model
 
-        path = spec.path or os.environ["NLPKIT_MODEL"]
-        if spec.chat:
-            raise UsageError(f"chat does not apply to an n-gram model ({path}): it has no chat template")
-        if spec.window is not None:
-            raise UsageError(f"a window does not apply to an n-gram model ({path}): it sees its last words only")
-        model = load_ngram_model(path, warn=warn)
-        return NgramContinuationScorer(model, line_transform(model))
-    from nlpkit.lm.transformer.continuations import ContinuationScorer, chat_renderer
-    from nlpkit.lm.transformer.loaders import load_model
-
-    model = load_model(spec.path)
-    model.require_tokenizer()
-    if spec.window is not None and spec.window > model.config.positions:
-        raise UsageError(f"`window` {spec.window} exceeds the {model.config.positions} positions of "
-                         f"{spec.path or 'the model'}")
-    return ContinuationScorer(model, spec.window, chat_renderer(model, spec.system) if spec.chat else None)
+    lm = load_language_model(spec.path, warn=warn)
+    for param, key, given in (("chat", "chat", spec.chat), ("window", "sliding", spec.window is not None)):
+        if given and key in lm.inapplicable:
+            raise UsageError(f"`{param}` does not apply to {lm.described} ({lm.name}): {lm.inapplicable[key]}")
+    return lm.continuation_scorer(spec.window, spec.chat, spec.system)
 
 
 _CACHE: dict[ModelSpec, object] = {}

@@ -24,6 +24,11 @@ What a model offers:
   `perplexity_run(paths, ...)`: what `nlpkit perplexity` prints (each kind keeps the columns it has
   always printed: the transformer scores windows of a text, the n-gram model each line as a sentence,
   as KenLM's query), `window_context(context)` the window length it uses.
+- **continuations** - `continuation_scorer(window, chat, system)` -> a scorer whose `score(context, continuations)`
+  gives one `nlpkit.lm.continuations.ContinuationScore` per continuation (its summed log-probability after the
+  context, its tokens, `is_greedy`): lm-evaluation-harness's encoding and left truncation, the context prefilled
+  once and its KV cache shared by all continuations in one batch (transformer); each continuation's words after
+  `<s>` and the context's, as KenLM's full_scores (n-gram). `nlpkit score` is written on it.
 - **decoding** - `prompt(text, ...)` -> `Prompt` (ids and what goes between the prompt and the first
   new text), `start(prompt_ids, rows, ...)` -> a `DecodingState` (the next-token logits of every row,
   advanced one token per row at a time), `text_stream(prompt, stop)` -> a `TextStream` (token ids to
@@ -35,11 +40,7 @@ model that no method gives yet becomes one method here and one in each backend
 (`nlpkit/lm/transformer/backend.py`, `nlpkit/lm/ngram/backend.py`), never an ``if lm.kind == ...``
 in a command. The two planned next:
 
-- continuation scoring (``nlpkit score``): `score_continuations(context_ids, continuations)` ->
-  one `nlpkit.lm.continuations.ContinuationScore` per continuation (its summed log-probability after
-  the context, and `is_greedy`: every token the argmax). The transformer prefills the shared context
-  once and scores the choices as one batch over its broadcast KV cache (as `start(ids, rows=n)`
-  does for sampling); the n-gram backend scores each choice's words after the context's last n-1.
+- continuation scoring (``nlpkit score``): done, `continuation_scorer` above.
 - full-vocabulary log-probabilities (``perplexity --compare``): `window_logits(ids, first)` ->
   chunks of [n, V] rows for the positions `logprobs(ids, first)` scores (same windows, same
   convention), from which KL divergence and top-token agreement are computed.
@@ -154,3 +155,5 @@ class LanguageModel(Protocol):
     def sampling_defaults(self) -> tuple[dict, str | None]: ...
 
     def warm_up(self) -> float | None: ...
+
+    def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None) -> Any: ...

@@ -133,6 +133,13 @@ class NgramLM:
     described = "an n-gram model"
     context_length = None
 
+    def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None):
+        """Continuation scoring (`nlpkit score`): words after `<s>` as KenLM's full_scores scores them
+        (`continuations.NgramContinuationScorer`). `window` and `chat` do not apply (see `inapplicable`)."""
+        from nlpkit.lm.ngram.continuations import NgramContinuationScorer
+
+        return NgramContinuationScorer(self.model, self.transform)
+
     @classmethod
     def load(cls, path, *, warn: Callable[[str], None] | None = None) -> "NgramLM":
         from nlpkit.lm.ngram import load_ngram_model

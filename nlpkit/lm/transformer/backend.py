@@ -171,6 +171,19 @@ class TransformerLM:
     def require_tokenizer(self):
         return self.model.require_tokenizer()
 
+    def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None):
+        """Continuation scoring (`nlpkit score`): a `continuations.ContinuationScorer` on this model, lm-evaluation-
+        harness's encoding and truncation at `window` tokens [the trained positions]; with `chat`, contexts
+        rendered as a user turn by the model's chat template (`system` first)."""
+        from nlpkit.errors import UsageError
+        from nlpkit.lm.transformer.continuations import ContinuationScorer, chat_renderer
+
+        self.model.require_tokenizer()
+        if window is not None and window > self.model.config.positions:
+            raise UsageError(f"`window` {window} exceeds the {self.model.config.positions} positions of "
+                             f"{self.model.source or 'the model'}")
+        return ContinuationScorer(self.model, window, chat_renderer(self.model, system) if chat else None)
+
     @property
     def context_length(self) -> int:
         """Positions the model can attend to (trained, or scaled by RoPE scaling)."""
