@@ -179,6 +179,7 @@ CORE_MESSAGES = [   # (files, args, exit status, the whole message): as the user
      "convert to TREC 'qid 0 docid rel'"),
     ({"a.tsv": "d1\tone\n", "b.txt": "two words\n"}, ["bm25", "index", "a.tsv", "b.txt", "-o", "ix"], 1,
      "b.txt looks like lines but a.tsv like tsv: one corpus has one format (give --corpus-format)"),
+    ({"c.txt": "a b\n"}, ["pmi", "--min-count", "0", "c.txt"], 2, "--min-count must be at least 1, got 0"),
     ({"h.txt": "a\n"}, ["bleu", "h.txt"], 2,
      "no references: give -r/--reference FILE (repeatable) or --refs-tsv FILE"),
     ({"c.txt": "a b\n"}, ["pmi", "--dask", "local:0", "c.txt"], 2, "--dask local:0: N must be at least 1"),

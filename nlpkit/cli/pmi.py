@@ -66,10 +66,7 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
     n = int(ngram)
     window = n if window is None else window
     core.check_settings(window, n)
-    if min_count < 1:
-        raise UsageError(f"--min-count must be at least 1, got {min_count}")
-    if top < 0:
-        raise UsageError(f"--top must be >= 0 (0 = all), got {top}")
+    core.check_ranking(min_count, top)
     if pairs and n != 2:
         raise UsageError("--pair needs --ngram 2")
     if matrix and n != 2:

@@ -407,10 +407,7 @@ def ranked(co: Cooccurrence, measure: str = "pmi", log_base: str = "2", min_coun
     Order: score descending, then the words ascending (NLTK's ``score_ngrams`` order).
     `top` 0 keeps all.
     """
-    if min_count < 1:
-        raise UsageError(f"`min_count` must be at least 1, got {min_count}")
-    if top < 0:
-        raise UsageError(f"`top` must be >= 0, got {top}")
+    check_ranking(min_count, top)
     sel = co.counts >= min_count
     keys, counts = co.keys[sel], co.counts[sel]
     ids = co.ngram_ids(keys)
@@ -429,6 +426,14 @@ def ranked(co: Cooccurrence, measure: str = "pmi", log_base: str = "2", min_coun
     if top:
         order = order[:top]
     return ids[order], counts[order], scores[order]
+
+
+def check_ranking(min_count: int, top: int) -> None:
+    """Refuse a `ranked` selection that means nothing (checked before counting by the CLI)."""
+    if min_count < 1:
+        raise UsageError(f"`min_count` must be at least 1, got {min_count}")
+    if top < 0:
+        raise UsageError(f"`top` must be >= 0 (0 = all), got {top}")
 
 
 def word_ranks(words: list[str]) -> np.ndarray:  # [V] -> [V]
