@@ -5,7 +5,7 @@
 2. Gutenberg paragraphs (../shared/data/gutenberg, blank-line separated, cleaned of the licence
    text; over 100,000 documents) with 1,000 queries drawn (seeded) from its sentences: index build
    time, index size on disk, load time (memory-mapped) and queries per second (top 10, one query
-   at a time) — nlpkit against bm25s (numpy backend, one thread; numba backend alongside when it
+   at a time, and all at once: `batched.search_many`, what `bm25 search --queries` runs) — nlpkit against bm25s (numpy backend, one thread; numba backend alongside when it
    works), both fed the same token lists (nlpkit's tokenizer, english stopwords).
 
     python benchmarks/retrieval.py [--data ../shared/data] [--queries 1000] [--no-numba]
@@ -31,6 +31,7 @@ os.environ.setdefault("DISABLE_TQDM", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from nlpkit.retrieval.batched import search_many  # noqa: E402
 from nlpkit.retrieval.bm25 import build_index  # noqa: E402
 from nlpkit.stats.documents import read_records  # noqa: E402
 from nlpkit.retrieval.fusion import rrf  # noqa: E402
@@ -133,6 +134,9 @@ def speed(data: Path, n_queries: int, numba: bool) -> None:
         ours_all()  # page the memory-mapped postings in, as bm25s's are after its first pass
         t_q, ours_res = timed(ours_all, repeat=2)
         t_rq, ref_res = timed(lambda: ref_all(ref), repeat=2)
+        t_bq, batched = timed(lambda: search_many(idx, query_tokens, 10), repeat=2)
+        assert all((a[0] == b[0]).all() and (a[1] == b[1]).all() for a, b in zip(ours_res, batched)), \
+            "batched search differs from one query at a time"
         same = np.mean([set(d.tolist()) == set(r.tolist())
                         for (d, _), r in zip(ours_res, ref_res.documents)])
         # (a query matching fewer than 10 documents: bm25s pads with score-0 non-matches)
@@ -143,7 +147,8 @@ def speed(data: Path, n_queries: int, numba: bool) -> None:
                 ("index size (MB)", index_size(ours_dir) / 1e6, du(ref_dir) / 1e6,
                  du(ref_dir) / index_size(ours_dir)),
                 ("load, mmap (s)", t_load, t_rload, t_rload / t_load),
-                ("queries/s", len(query_tokens) / t_q, len(query_tokens) / t_rq, t_rq / t_q)]
+                ("queries/s", len(query_tokens) / t_q, len(query_tokens) / t_rq, t_rq / t_q),
+                ("queries/s batched", len(query_tokens) / t_bq, len(query_tokens) / t_rq, t_rq / t_bq)]
         if numba:
             try:
                 refn = bm25s.BM25.load(ref_dir, mmap=True)
@@ -154,6 +159,8 @@ def speed(data: Path, n_queries: int, numba: bool) -> None:
                                                       n_threads=1), repeat=2)
                 rows.append(("queries/s vs numba", len(query_tokens) / t_q, len(query_tokens) / t_nq,
                              t_nq / t_q))
+                rows.append(("batched vs numba", len(query_tokens) / t_bq, len(query_tokens) / t_nq,
+                             t_nq / t_bq))
             except Exception as e:  # noqa: BLE001 - report, do not fail the benchmark
                 print(f"(bm25s numba backend unavailable: {type(e).__name__}: {e})")
         print(f"{'task':<20} {'nlpkit':>10} {'bm25s':>10} {'ratio':>8}   (ratio > 1: nlpkit better)")

@@ -72,11 +72,12 @@ def add_texts(index: BM25Index, records: Sequence[tuple[str, str]]) -> BM25Index
 
 def search_texts(index: BM25Index, queries: Sequence[tuple[str, str]], k: int = 10,
                  progress: Callable[..., None] | None = None) -> Run:
-    """{qid: [(docid, score), ...]} for (qid, text) queries; an empty query has no results."""
+    """{qid: [(docid, score), ...]} for (qid, text) queries; an empty query has no results.
+    Queries are searched in blocks (`batched.search_many`): the results of one at a time."""
+    from nlpkit.retrieval.batched import search_many
+
     tok = make_tokenizer(index.tokenizer)
-    run: Run = {}
-    for i, (qid, text) in enumerate(queries, 1):
-        run[qid] = index.search_ids(tok.tokenize(text), k)
-        if progress and i % 64 == 0:
-            progress(i, len(queries))
-    return run
+    hits = search_many(index, [tok.tokenize(text) for _, text in queries], k, progress)
+    ids = index.doc_ids
+    return {qid: [(ids[d], s) for d, s in zip(docs.tolist(), scores.tolist())]
+            for (qid, _), (docs, scores) in zip(queries, hits)}

@@ -1,0 +1,76 @@
+"""Searching many queries at once (`nlpkit.retrieval.batched`) gives `BM25Index.search`'s results query by
+query: the same documents, the same scores to the bit, the same order of ties."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from nlpkit.retrieval.batched import search_many
+from nlpkit.retrieval.bm25 import VARIANTS, build_index
+from nlpkit.stats.documents import read_records
+from nlpkit.text import WordTokenizer
+
+
+def _same(index, queries, k, **kw):
+    got = search_many(index, queries, k, **kw)
+    want = [index.search(q, k) for q in queries]
+    assert len(got) == len(want)
+    for q, (gd, gs), (wd, ws) in zip(queries, got, want):
+        assert gd.tolist() == wd.tolist(), q
+        assert gs.tobytes() == ws.tobytes(), q          # bit for bit
+
+
+@pytest.fixture(scope="module")
+def cranfield(shared_data):
+    tok = WordTokenizer(stopwords="english")
+    docs = read_records(str(shared_data / "cranfield" / "cran.all.1400"), "smart")
+    queries = read_records(str(shared_data / "cranfield" / "cran.qry"), "smart", fields="W", kind="queries")
+    return [tok.tokenize(t) for _, t in docs], [rid for rid, _ in docs], [tok.tokenize(t) for _, t in queries]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("k", [1, 10, 100, 1400])
+def test_batched_search_equals_one_query_at_a_time_on_cranfield(cranfield, variant, k):
+    docs, ids, queries = cranfield
+    index = build_index(docs, ids, variant=variant, k1=1.2, b=0.75, delta=1.0)
+    _same(index, queries, k, block_postings=50_000)          # several blocks
+
+
+def _tie_corpus(seed: int = 7) -> tuple[list[list[str]], list[str], list[list[str]]]:
+    """Few words, many identical documents, ids not in numeric order: ties everywhere."""
+    rng = random.Random(seed)
+    words = ["a", "b", "c", "d", "e"]
+    shapes = [["a"], ["a", "b"], ["b", "a"], ["a", "a", "b"], ["c"], ["c", "d", "e"], ["e"], ["d", "d"]]
+    docs = [list(rng.choice(shapes)) for _ in range(300)]
+    ids = [f"d{rng.randrange(10**6):06d}-{i}" for i in range(len(docs))]
+    queries = [[rng.choice(words) for _ in range(rng.randint(1, 4))] for _ in range(60)]
+    queries += [[], ["zzz"], ["a", "zzz"], ["a", "a"], ["e", "e", "e", "d"]]
+    return docs, ids, queries
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 50, 1000])
+def test_batched_search_keeps_the_order_of_ties(variant, k):
+    docs, ids, queries = _tie_corpus()
+    index = build_index(docs, ids, variant=variant, k1=1.2, b=0.75, delta=0.5)
+    _same(index, queries, k, block_postings=200)
+
+
+def test_batched_search_of_zero_places_and_of_no_queries_is_empty():
+    docs, ids, queries = _tie_corpus()
+    index = build_index(docs, ids)
+    assert all(len(d) == 0 for d, _ in search_many(index, queries, 0))
+    assert search_many(index, [], 10) == []
+
+
+def test_batched_search_with_zero_idf_terms():
+    """robertson/atire store 0 for a term in every document: such queries take `search`'s own path."""
+    docs, ids, queries = _tie_corpus(3)
+    every = [d + ["z"] for d in docs]
+    for variant in ("robertson", "atire"):
+        index = build_index(every, ids, variant=variant)
+        _same(index, [q + ["z"] for q in queries] + [["z"]], 5, block_postings=500)
+    np.testing.assert_equal(len(search_many(build_index(every, ids), [["z"]], 3)[0][0]), 3)
