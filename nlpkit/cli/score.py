@@ -32,12 +32,6 @@ Examples:
 """
 
 
-def _beta(ctx, param, value):
-    if value is not None and value <= 0:
-        raise click.BadParameter(f"must be positive, got {value}", ctx=ctx, param=param)
-    return value
-
-
 @click.command("score", epilog=EPILOG)
 @click.argument("files", nargs=-1)
 @click.option("-m", "--model", "models", multiple=True, metavar="PATH",
@@ -54,7 +48,7 @@ def _beta(ctx, param, value):
               help="Multiple-choice: also acc_mutual_info (each choice scored after an empty context too).")
 @click.option("--reference", default=None, metavar="PATH",
               help="Preference: the reference model of DPO's implicit reward (same tokenizer; checked).")
-@click.option("--beta", type=FiniteFloat(), default=None, callback=_beta,
+@click.option("--beta", type=FiniteFloat(min=0, min_open=True), default=None, metavar="BETA",
               help="Preference with --reference: DPO's beta, a positive number [0.1].")
 @click.option("--context", "window", type=click.IntRange(min=2), default=None,
               help="Window in tokens [the model's trained positions]: longer inputs lose their left end, as "
