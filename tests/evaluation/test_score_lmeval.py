@@ -166,3 +166,16 @@ def test_chat_renders_each_context_as_lm_eval_apply_chat_template_and_scores_equ
     for metric in ("acc", "acc_norm", "acc_bytes", "acc_mutual_info"):
         assert summary[metric]["value"] == pytest.approx(ref["results"][metric], abs=1e-12)
         assert summary[metric]["stderr"] == pytest.approx(ref["results"][f"{metric}_stderr"], abs=1e-12)
+
+
+def test_choices_sharing_a_prefix_score_as_each_alone():
+    """Tokens every choice shares are prefilled with the context once; each choice's score equals scoring it
+    alone (lm-eval's way: context + choice in one pass)."""
+    sc = scorer("llama-spm")
+    choices = [" the cat sat", " the cat ran away", " the dog"]
+    together = sc.score("It is a truth that", choices)
+    for c, t in zip(choices, together):
+        alone = scorer("llama-spm").score("It is a truth that", [c])[0]
+        assert alone.ids == t.ids
+        assert abs(alone.logprob - t.logprob) <= TOL * t.tokens
+        assert alone.is_greedy == t.is_greedy
