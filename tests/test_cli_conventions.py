@@ -186,6 +186,24 @@ CORE_MESSAGES = [   # (files, args, exit status, the whole message): as the user
 ]
 
 
+_LM = str(REPO / "tests" / "fixtures" / "lm" / "gpt2")   # 64 learned positions, no chat template
+CORE_MESSAGES += [  # the language models' messages (nlpkit/lm/ names its parameters too)
+    ({"s.txt": "hi there\n"}, ["perplexity", "s.txt", "--mode", "second-half", "--context", "64"], 1,
+     "--mode second-half needs at least 2 x context = 128 tokens, the text has 4 (lower --context or use "
+     "--mode sliding)"),
+    ({"s.txt": "hi there\n"}, ["perplexity", "s.txt", "--context", "100000"], 2,
+     "--context 100000 exceeds the 512 positions this model was trained on: use --context 512 or less or set a "
+     "RoPE scaling (--rope-scaling, --rope-factor)"),
+    ({}, ["generate", "hi", "--model", _LM, "--rope-scaling", "yarn", "--rope-factor", "2"], 2,
+     "--rope-scaling applies to RoPE models (llama); this model uses learned positions"),
+    ({}, ["generate", "hi", "--model", _LM, "--chat"], 1,
+     f"{_LM}: the model has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json, "
+     "no tokenizer.chat_template in the GGUF); give a plain prompt without --chat"),
+    ({"s.txt": "hi there\n"}, ["perplexity", "s.txt", "--model", _LM, "--context", "2000"], 2,
+     "--context 2000 exceeds the 64 positions this model was trained on: use --context 64 or less"),
+]
+
+
 @pytest.mark.parametrize("files, args, status, message", CORE_MESSAGES,
                          ids=[" ".join(c[1][:3]) for c in CORE_MESSAGES])
 def test_core_messages_reach_the_user_spelling_the_options(tmp_path, files, args, status, message):

@@ -182,12 +182,7 @@ def _strings_spelling_flags(root: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("wing", [
-    "outside lm",
-    pytest.param("lm", marks=pytest.mark.xfail(
-        reason="nlpkit/lm/ is restructured by issue 24's language-model half, which moves its messages "
-               "to parameter names (cli_message) as it goes", strict=False)),
-])
+@pytest.mark.parametrize("wing", ["outside lm", "lm"])
 def test_no_message_outside_the_cli_spells_a_flag(wing):
     """The core names its own parameters (`` `b` must be between 0 and 1``); the CLI spells them as
     the options a user typed (`nlpkit.cli.common.cli_message`), so the Python API never tells its

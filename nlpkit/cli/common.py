@@ -122,7 +122,7 @@ _PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
 
 # Core parameters whose option is not ``--`` + the name in every command that has them; a command's own
 # exceptions are declared on it with `named_flags` (``@named_flags(pattern="--token-pattern")``).
-CORE_FLAGS = {"address": "--dask", "errors": "--encoding-errors"}
+CORE_FLAGS = {"address": "--dask", "errors": "--encoding-errors", "messages_file": "--messages"}
 
 
 def flag(name: str) -> str:
@@ -306,8 +306,8 @@ def model_options(f):
     return f
 
 
-# Options whose flag is not `--` + the parameter's name with dashes
-_FLAG_NAMES = {"add_bos": "--add-bos/--no-add-bos", "messages_file": "--messages"}
+# Flag pairs named whole when an option is refused
+_FLAG_PAIRS = {"add_bos": "--add-bos/--no-add-bos"}
 
 
 def refuse_inapplicable(ctx: click.Context, backend) -> None:
@@ -317,5 +317,5 @@ def refuse_inapplicable(ctx: click.Context, backend) -> None:
 
     for name, why in backend.inapplicable.items():
         if name in ctx.params and ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
-            opt = _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+            opt = _FLAG_PAIRS.get(name) or CORE_FLAGS.get(name) or flag(name)
             raise click.UsageError(f"{opt} does not apply to {backend.described} ({why})")

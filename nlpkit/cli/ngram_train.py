@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.common import common_options, dask_for, dask_options, input_paths, open_writer, progress, warn
+from nlpkit.cli.common import (cli_message, common_options, dask_for, dask_options, input_paths, open_writer,
+                               progress, warn)
 
 
 @click.command("ngram-train")
@@ -91,7 +92,7 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask
                               tokenizer=tokenizer, errors=encoding_errors, jobs=jobs, progress=advance,
                               warn=lambda m: warn(m, quiet), counts=counts)
     except UsageError as e:
-        raise click.UsageError(str(e)) from None
+        raise click.UsageError(cli_message(e)) from None
     seconds = time.perf_counter() - start
     sig = make_signature("ngram-train", order=order, smoothing=smoothing, k=k if smoothing == "add-k" else None,
                          lower=lowercase, tok="bpe" if tokenizer else "whitespace")

@@ -65,7 +65,7 @@ class ChatTemplate:
         if template is None:
             raise NlpkitError(f"{where}: the model has no chat template (no chat_template.jinja, no chat_template in "
                               "tokenizer_config.json, no tokenizer.chat_template in the GGUF); give a plain prompt "
-                              "without --chat")
+                              "without `chat`")
         if isinstance(template, dict):
             pick = name or "default"
             if pick not in template:
@@ -129,9 +129,9 @@ def read_messages(path: str) -> list[dict]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise NlpkitError(f"{where}: --messages is not valid JSON ({e})") from None
+        raise NlpkitError(f"{where}: `messages_file` is not valid JSON ({e})") from None
     if not isinstance(data, list) or not data:
-        raise NlpkitError(f"{where}: --messages must be a non-empty JSON list of {{\"role\": ..., \"content\": ...}}")
+        raise NlpkitError(f"{where}: `messages_file` must be a non-empty JSON list of {{\"role\": ..., \"content\": ...}}")
     for k, m in enumerate(data):
         if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
             raise NlpkitError(f"{where}: message {k + 1} must be an object with string \"role\" and \"content\", "

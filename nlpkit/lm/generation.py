@@ -140,7 +140,7 @@ def generate_ids(model, prompt_ids, *, max_new_tokens: int = 128,
     prompt = as_prompt(prompt_ids)
     stats = stats if stats is not None else GenerationStats()
     if max_new_tokens < 0:
-        raise UsageError(f"--max-new-tokens must be >= 0, got {max_new_tokens}")
+        raise UsageError(f"`max_new_tokens` must be >= 0, got {max_new_tokens}")
     if max_new_tokens == 0:
         stats.finish = "length"
         return
@@ -203,9 +203,9 @@ def sample_batch(model, prompt_ids, n: int, *, max_new_tokens: int = 128,
     lm = as_language_model(model)
     prompt = as_prompt(prompt_ids)
     if n < 1:
-        raise UsageError(f"-n must be at least 1, got {n}")
+        raise UsageError(f"`n` must be at least 1, got {n}")
     if max_new_tokens < 0:
-        raise UsageError(f"--max-new-tokens must be at least 0, got {max_new_tokens}")
+        raise UsageError(f"`max_new_tokens` must be at least 0, got {max_new_tokens}")
     stats = stats if stats is not None else GenerationStats()
     eos = lm.end_ids(ignore_eos, (*prompt.end_ids, *eos_ids))
     samples = [Sample(i) for i in range(n)]

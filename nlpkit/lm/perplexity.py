@@ -194,8 +194,8 @@ def second_half_windows(n: int, context: int, bos_id: int | None) -> list[Window
     """llama.cpp perplexity: n_chunk = n // context chunks, each scoring tokens context/2+1 .. context-1
     (`bos_id`, when given, replaces each chunk's first token)."""
     if n < 2 * context:
-        raise NlpkitError(f"--mode second-half needs at least 2 x context = {2 * context} tokens, the text has "
-                          f"{n} (lower --context or use --mode sliding)")
+        raise NlpkitError(f"`mode` second-half needs at least 2 x context = {2 * context} tokens, the text has "
+                          f"{n} (lower `context` or use `mode` sliding)")
     return [Window(c * context, (c + 1) * context, context // 2 + 1, swap=bos_id) for c in range(n // context)]
 
 
@@ -240,11 +240,11 @@ def count_words(text: str) -> int:
 
 def check_window(mode: str, context: int, stride: int | None) -> None:
     if mode not in MODES:
-        raise UsageError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+        raise UsageError(f"`mode` must be one of {', '.join(MODES)}, not {mode!r}")
     if context < 2:
-        raise UsageError(f"--context must be at least 2 tokens, got {context}")
+        raise UsageError(f"`context` must be at least 2 tokens, got {context}")
     if stride is not None and not 1 <= stride <= context:
-        raise UsageError(f"--stride {stride} must be between 1 and --context {context}")
+        raise UsageError(f"`stride` {stride} must be between 1 and `context` {context}")
 
 
 def prefix_token(config) -> int | None:
@@ -262,7 +262,7 @@ def score_ids(model, ids: list[int], *, mode: str = "sliding", context: int, str
     check_window(mode, context, stride)
     prefix = prefix_token(model.config) if add_bos else None
     if add_bos and prefix is None:
-        raise NlpkitError("--add-bos: this model defines no BOS or EOS token to predict the first token from")
+        raise NlpkitError("`add_bos`: this model defines no BOS or EOS token to predict the first token from")
     seq = ([prefix] if prefix is not None else []) + list(ids)
     if mode in ("sliding", "disjoint") and len(seq) < 2:
         raise TooShort("text too short: at least 2 tokens (or 1 after the prefix token) are needed to score one")
@@ -314,13 +314,13 @@ def check_context(model, context: int) -> None:
     c = model.config
     if context > c.positions:
         if c.positions > c.max_seq_len:
-            raise UsageError(f"--context {context} exceeds the {c.positions} positions of this model with its RoPE "
+            raise UsageError(f"`context` {context} exceeds the {c.positions} positions of this model with its RoPE "
                              f"scaling ({c.rope_scaling.get('rope_type')} x{c.rope_scaling.get('factor')}): use "
-                             f"--context {c.positions} or less, or a larger --rope-factor")
-        hint = " or set a RoPE scaling (--rope-scaling, --rope-factor)" if c.uses_rope and not c.rope_scaling \
+                             f"`context` {c.positions} or less, or a larger `rope_factor`")
+        hint = " or set a RoPE scaling (`rope_scaling`, `rope_factor`)" if c.uses_rope and not c.rope_scaling \
             else ""
-        raise UsageError(f"--context {context} exceeds the {c.max_seq_len} positions this model was trained on: "
-                         f"use --context {c.max_seq_len} or less{hint}")
+        raise UsageError(f"`context` {context} exceeds the {c.max_seq_len} positions this model was trained on: "
+                         f"use `context` {c.max_seq_len} or less{hint}")
 
 
 def perplexity(model, text: str, *, mode: str = "sliding", context: int | None = None, stride: int | None = None,

@@ -82,12 +82,38 @@ def test_context_full_stops_with_reason_context():
     assert len(ids) == 64 - 3 + 1 and stats.finish == "context"
 
 
-@pytest.mark.parametrize("model_name,use_cache", [("llama-gqa", True), ("gpt2", True), ("llama-gqa", False)])
+# the tokens drawn right after the first slide (new token 62: 3 prompt + 61 new fill the 64 positions),
+# per way of sliding: the cache drops its oldest quarter (llama keeps the kept keys' RoPE angles; gpt2's
+# learned positions re-prefill the kept window), or the recomputed window starts one token later
+AFTER_SLIDE = {("llama-gqa", True): (96, [78, 89, 29, 206, 238, 126]),
+               ("gpt2", True): (96, [104, 95, 71, 222, 227, 102]),
+               ("llama-gqa", False): (88, [113, 98, 38, 218, 220, 145])}
+
+
+@pytest.mark.parametrize("model_name,use_cache", list(AFTER_SLIDE))
 def test_sliding_window_generates_past_the_context(model_name, use_cache):
     stats = GenerationStats()
     ids = list(generate_ids(tiny(model_name), [1, 2, 3], max_new_tokens=150, ignore_eos=True,
                             use_cache=use_cache, sliding=True, stats=stats, seed=1))
-    assert len(ids) == 150 and stats.finish == "length" and stats.context_dropped > 0
+    dropped, after = AFTER_SLIDE[model_name, use_cache]
+    assert len(ids) == 150 and stats.finish == "length" and stats.context_dropped == dropped
+    assert ids[62:68] == after
+    unslid = list(generate_ids(tiny(model_name), [1, 2, 3], max_new_tokens=62, ignore_eos=True,
+                               use_cache=use_cache, seed=1))
+    assert ids[:62] == unslid            # nothing changes before the context is full
+
+
+def test_sliding_without_cache_is_a_fresh_window_of_the_last_tokens():
+    """Without a cache, each step after the slide predicts from the last `context` tokens alone:
+    greedy tokens equal the argmax of a full forward pass over that window."""
+    model = tiny("llama-gqa")
+    ctx = model.config.positions
+    ids = list(generate_ids(model, [1, 2, 3], max_new_tokens=80, ignore_eos=True, use_cache=False,
+                            sliding=True, sampling=GREEDY_CFG))
+    seq = [1, 2, 3] + ids
+    for k in range(62, 70):
+        window = np.asarray(seq[3 + k - ctx:3 + k], dtype=np.int64)[None, :]
+        assert int(np.argmax(model.forward(window)[0, -1])) == ids[k]
 
 
 def test_eos_stops_and_is_not_yielded():
@@ -207,7 +233,7 @@ def test_sample_batch_row_equals_generate_with_same_seed_for_n1():
 
 
 def test_sample_batch_rejects_n_zero():
-    with pytest.raises(NlpkitError, match="-n"):
+    with pytest.raises(NlpkitError, match="`n` must be at least 1, got 0"):
         sample_batch(tiny("llama-gqa"), [1], 0)
 
 

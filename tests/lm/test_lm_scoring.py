@@ -87,7 +87,7 @@ def test_long_window_is_chunked_through_the_cache(monkeypatch):
 
 def test_bad_windows_and_texts():
     model, ref = fixture("gpt2")
-    with pytest.raises(UsageError, match="--stride 20 must be between 1 and --context 10"):
+    with pytest.raises(UsageError, match="`stride` 20 must be between 1 and `context` 10"):
         score_ids(model, ref["ppl_ids"], context=10, stride=20)
     with pytest.raises(NlpkitError, match="empty text"):
         perplexity(model, "", context=16)

@@ -231,7 +231,7 @@ def test_nlpkit_arpa_records_options_as_comments(nlpkit_arpas):
 
 
 def test_order_below_one_and_empty_corpus(tmp_path):
-    with pytest.raises(UsageError, match="--order must be at least 1"):
+    with pytest.raises(UsageError, match="`order` must be at least 1"):
         train_ngram([str(FIX / "tiny.txt")], str(tmp_path / "x.arpa"), order=0)
     empty = tmp_path / "empty.txt"
     empty.write_text("")

@@ -97,7 +97,7 @@ def estimate_discounts(counts: NgramCounts, warn: Callable[[str], None] | None =
             if warn is not None:
                 warn(f"{k}-gram counts of counts {n[1:]} do not give modified Kneser-Ney discounts (small or "
                      f"artificial data?); using the fallback D1={d[0]} D2={d[1]} D3+={d[2]} "
-                     "(lmplz --discount_fallback)")
+                     "(`lmplz --discount_fallback`)")
         discounts.append(d)
     return discounts, fallback
 

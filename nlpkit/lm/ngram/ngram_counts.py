@@ -229,7 +229,7 @@ def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
     ``lmplz --skip_symbols``); `on_symbol(n)` hears how many were.
     """
     if order < 1:
-        raise UsageError(f"--order must be at least 1, got {order}")
+        raise UsageError(f"`order` must be at least 1, got {order}")
     from nlpkit.stats.counting import BREAK_LINE, BlockEncoder, auto_jobs
     from nlpkit.text import WordTokenizer
 

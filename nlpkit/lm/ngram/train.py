@@ -94,7 +94,7 @@ def load_bpe(path: str):
     from nlpkit.bpe.tokenizer import Tokenizer
 
     if not os.path.exists(path):
-        raise NlpkitError(f"--tokenizer {path}: no such file or directory")
+        raise NlpkitError(f"`tokenizer` {path}: no such file or directory")
     return Tokenizer.load(path)
 
 
@@ -131,17 +131,17 @@ def train_ngram(paths: Sequence[str], output: str, *, order: int = 3, smoothing:
     from nlpkit.lm.ngram.arpa import write_model_file
 
     if order < 1:
-        raise UsageError(f"--order must be at least 1, got {order}")
+        raise UsageError(f"`order` must be at least 1, got {order}")
     if smoothing not in SMOOTHINGS:
-        raise UsageError(f"--smoothing must be one of {', '.join(SMOOTHINGS)}, got {smoothing!r}")
+        raise UsageError(f"`smoothing` must be one of {', '.join(SMOOTHINGS)}, got {smoothing!r}")
     if smoothing == "add-k" and not k > 0:
-        raise UsageError(f"--k must be > 0 for add-k smoothing, got {k}")
+        raise UsageError(f"`k` must be > 0 for add-k smoothing, got {k}")
     tok_path = os.path.abspath(tokenizer) if tokenizer else None
     transform = text_transform(False, tok_path)
 
     def symbols(n: int) -> None:
         if warn is not None:
-            warn(f"dropped {n} occurrence(s) of <s>, </s> or <unk> in the text (reserved words; lmplz --skip_symbols)")
+            warn(f"dropped {n} occurrence(s) of <s>, </s> or <unk> in the text (reserved words; `lmplz --skip_symbols`)")
 
     if counts is None:          # else counted already (nlpkit.distributed.stages.ngram_counts)
         counts = count_ngrams(paths, order, lowercase=lowercase, transform=transform, errors=errors,

@@ -47,7 +47,7 @@ def prepare_prompt(model, prompt_ids: Sequence[int], *, max_new_tokens: int, tru
         ids = ids[len(ids) - keep:]
     elif len(ids) > ctx:
         raise NlpkitError(f"the prompt is {len(ids)} tokens but the model's context is {ctx} tokens "
-                          "(use --truncate-prompt to keep the end of the prompt)")
+                          "(use `truncate_prompt` to keep the end of the prompt)")
     return ids
 
 

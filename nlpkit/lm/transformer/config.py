@@ -158,17 +158,17 @@ class ModelConfig:
         if kind is None and factor is None:
             return self
         if self.arch != ROPE_BLOCK:
-            raise UsageError("--rope-scaling applies to RoPE models (llama); this model uses learned positions")
+            raise UsageError("`rope_scaling` applies to RoPE models (llama); this model uses learned positions")
         if kind is None:  # only a factor: keep the model's own type, or linear when it has none
             kind = (self.rope_scaling or {}).get("rope_type", "linear")
         if kind == "none":
             return dataclasses.replace(self, rope_scaling=None)
         if kind not in ROPE_TYPES or kind in ("default", "longrope"):
-            raise UsageError(f"--rope-scaling must be none, linear, ntk, dynamic, yarn or llama3, not {kind!r}")
+            raise UsageError(f"`rope_scaling` must be none, linear, ntk, dynamic, yarn or llama3, not {kind!r}")
         if factor is None:
-            raise UsageError(f"--rope-scaling {kind} needs --rope-factor")
+            raise UsageError(f"`rope_scaling` {kind} needs `rope_factor`")
         if not factor > 0:
-            raise UsageError(f"--rope-factor must be positive, got {factor}")
+            raise UsageError(f"`rope_factor` must be positive, got {factor}")
         scaling: dict[str, Any] = {"rope_type": kind, "factor": float(factor)}
         if kind in ("yarn", "llama3"):
             scaling["original_max_position_embeddings"] = self.max_seq_len

@@ -440,7 +440,7 @@ class Model:
             else:
                 if start + t > c.max_seq_len:
                     raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions; {start + t} tokens do not fit "
-                                      f"(use a sliding window: perplexity --context)")
+                                      f"(use a sliding window: perplexity `context`)")
                 x = x + w.pos_embed[start:start + t]
             pool = RowPool(n_threads) if n_threads > 1 else SERIAL
             # a small batch (sampling -n N decode steps): gemms of a few rows, where BLAS threads cost more in

@@ -25,7 +25,7 @@ def resolve_model_path(path: str | os.PathLike | None) -> Path:
             return Path(env)
         if not (DEFAULT_MODEL_DIR / "config.json").is_file():
             raise NlpkitError(f"no model given and the default model is not installed ({DEFAULT_MODEL_DIR} has no "
-                              "config.json); pass --model PATH or set NLPKIT_MODEL")
+                              "config.json); pass `model` PATH or set NLPKIT_MODEL")
         return DEFAULT_MODEL_DIR
     return Path(path)
 
