@@ -38,12 +38,18 @@ What a model offers:
 A new evaluation feature is written once in `nlpkit/lm/` against these methods; what it needs from a
 model that no method gives yet becomes one method here and one in each backend
 (`nlpkit/lm/transformer/backend.py`, `nlpkit/lm/ngram/backend.py`), never an ``if lm.kind == ...``
-in a command. The two planned next:
+in a command. Two are added this way:
 
-- continuation scoring (``nlpkit score``): done, `continuation_scorer` above.
-- full-vocabulary log-probabilities (``perplexity --compare``): `window_logits(ids, first)` ->
-  chunks of [n, V] rows for the positions `logprobs(ids, first)` scores (same windows, same
-  convention), from which KL divergence and top-token agreement are computed.
+- continuation scoring (``nlpkit score``): `continuation_scorer(window, chat, system)` -> a scorer whose
+  `score_ids(context_ids, continuations)` gives one `nlpkit.lm.continuations.ContinuationScore` per
+  continuation (its summed log-probability after the context, and `is_greedy`: every token the
+  argmax). The transformer prefills the shared context once and scores the choices as one batch over
+  its KV cache (`nlpkit/lm/transformer/continuations.py`); the n-gram backend scores each choice's
+  words after the context's last n-1 (`nlpkit/lm/ngram/continuations.py`).
+- full-vocabulary log-probabilities (``perplexity --compare``): the rows of the windows `logprobs(ids,
+  first)` scores, [n, V] at a time (`window_logits(ids, first)`, with the same windows and convention),
+  from which KL divergence and top-token agreement are computed (`nlpkit.lm.divergence`); an n-gram
+  backend gives the same rows from `next_logits` of each history.
 
 Conventions every scoring method keeps: ids include the prefix token (`prefix_id`) when the first
 text token is to be scored; `first` is the first position whose prediction is returned; natural logs.
@@ -153,6 +159,8 @@ class LanguageModel(Protocol):
     def end_ids(self, ignore_eos: bool, extra: Sequence[int] = ()) -> frozenset[int]: ...
 
     def sampling_defaults(self) -> tuple[dict, str | None]: ...
+
+    def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None) -> Any: ...
 
     def warm_up(self) -> float | None: ...
 
