@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The prepared-model cache (nlpkit/lm/prepared.py) of every test, and of every CLI run a test starts, goes to a
+# temporary directory removed at the end: the suite never writes into the user's cache.
+_CACHE_DIR = tempfile.mkdtemp(prefix="nlpkit-test-cache-")
+os.environ["NLPKIT_CACHE_DIR"] = _CACHE_DIR
+
+
+def pytest_unconfigure(config) -> None:
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 

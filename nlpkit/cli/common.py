@@ -19,6 +19,7 @@ rich bar on stderr only when stderr is a terminal, the work has lasted ~1 s and
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -293,8 +294,17 @@ def _positive_factor(ctx, param, value):
     return value
 
 
+def _no_cache(ctx, param, value):
+    if value:  # the loaders read it (nlpkit.lm.prepared.cache_enabled), and so do Dask workers started from here
+        os.environ["NLPKIT_NO_CACHE"] = "1"
+    return value
+
+
 def model_options(f):
-    """-m/--model, --rope-scaling, --rope-factor: how perplexity, generate and sample pick a model."""
+    """-m/--model, --rope-scaling, --rope-factor, --no-cache: how perplexity, generate and sample pick a model."""
+    f = click.option("--no-cache", is_flag=True, expose_value=False, callback=_no_cache,
+                     help="Load the model from its file without the prepared-model cache, and write no "
+                          "cache entry [$NLPKIT_NO_CACHE].")(f)
     f = click.option("--rope-factor", type=float, default=None, callback=_positive_factor,
                      help="RoPE scaling factor s (with --rope-scaling).")(f)
     f = click.option("--rope-scaling", type=click.Choice(ROPE_CHOICES), default=None,

@@ -17,10 +17,10 @@ def is_ngram_model(path) -> bool:
     return path is not None and sniff(path) is not None
 
 
-def load_ngram_model(path, warn=None):
+def load_ngram_model(path, warn=None, *, use_cache=None):
     from nlpkit.lm.ngram.ngram_model import load_ngram_model as _load
 
-    return _load(path, warn=warn)
+    return _load(path, warn=warn, use_cache=use_cache)
 
 
 def train_ngram(*args, **kwargs):

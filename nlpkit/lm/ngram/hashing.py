@@ -86,6 +86,15 @@ class HashIndex:
             pending = pending[~placed[pending]]
             slot[pending] = (slot[pending] + 1) & self.mask
 
+    @classmethod
+    def from_table(cls, keys: np.ndarray, vals: np.ndarray) -> "HashIndex":
+        """The index over `keys` whose table `vals` an earlier `HashIndex(keys).vals` built (a cached model)."""
+        index = cls.__new__(cls)
+        index.source = keys.view(np.uint64) if keys.dtype == np.int64 else keys
+        bits = int(len(vals)).bit_length() - 1
+        index.mask, index.shift, index.vals = (1 << bits) - 1, np.uint64(64 - bits), vals
+        return index
+
     def _slot(self, keys: np.ndarray) -> np.ndarray:
         return ((keys * _GOLDEN) >> self.shift).astype(np.intp)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -283,11 +284,80 @@ def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: lis
     return keys, perms, index
 
 
-def load_ngram_model(path: str | os.PathLike, warn=None) -> NgramModel:
-    """Read an ARPA file (KenLM, SRILM, nlpkit; .gz too) or an nlpkit counts file."""
-    from nlpkit.lm.ngram.arpa import read_model_file
+CACHE_KIND = "ngram1"  # the prepared-cache layout of an n-gram model (bump when to_prepared changes)
+
+
+def load_ngram_model(path: str | os.PathLike, warn=None, *, use_cache: bool | None = None) -> NgramModel:
+    """Read an ARPA file (KenLM, SRILM, nlpkit; .gz too) or an nlpkit counts file.
+
+    The sorted keys, values and hash tables are kept in the prepared-model cache (`nlpkit.lm.prepared`):
+    loading the same unchanged file again maps them instead of parsing it (use_cache=False: parse, write
+    nothing; None: unless $NLPKIT_NO_CACHE). Warnings are given again from the cached entry."""
+    from nlpkit.lm.prepared import load_prepared
 
     path = str(path)
+    def build():
+        warnings: list[str] = []
+        prepared = to_prepared(_parse_model(path, warnings.append))
+        prepared.meta["warnings"] = warnings
+        return prepared
+
+    entry = load_prepared([Path(path)], CACHE_KIND, build, use_cache=use_cache)
+    for message in entry.meta["warnings"] if warn is not None else ():
+        warn(message)
+    return from_prepared(entry, path)
+
+
+def to_prepared(model: NgramModel):
+    """The model as named arrays and JSON metadata for the prepared-model cache."""
+    from nlpkit.lm.prepared import Prepared
+
+    arrays = {}
+    for k in range(model.order):
+        arrays[f"keys.{k}"] = model.keys[k]
+        for name in ("logprob", "backoff", "counts", "context_total"):
+            values = getattr(model, name)
+            if values:
+                arrays[f"{name}.{k}"] = values[k]
+        if k and model.key_index[k] is not None:
+            arrays[f"hash.{k}"] = model.key_index[k].vals
+    text = "\n".join(model.vocab)
+    plain = text.count("\n") == len(model.vocab) - 1
+    arrays["vocab"] = np.frombuffer(text.encode("utf-8", "surrogatepass"), np.uint8)
+    if not plain:  # a word with a line break in it: split by character offsets instead
+        arrays["vocab_ends"] = np.cumsum([len(w) + 1 for w in model.vocab], dtype=np.int64)
+    meta = {"kind": model.kind, "options": model.options, "smoothing": model.smoothing, "k": model.k,
+            "order": model.order}
+    return Prepared(arrays, meta)
+
+
+def from_prepared(entry, path: str) -> NgramModel:
+    """The model back from its prepared arrays (mapped from the cache, or just built)."""
+    a, m = entry.arrays, entry.meta
+    text = a["vocab"].tobytes().decode("utf-8", "surrogatepass")
+    if "vocab_ends" in a:
+        ends = a["vocab_ends"].tolist()
+        vocab = [text[s:e - 1] for s, e in zip([0] + ends[:-1], ends)]
+    else:
+        vocab = text.split("\n")
+    order = m["order"]
+    keys = [a[f"keys.{k}"] for k in range(order)]
+
+    def per_order(name: str) -> list:
+        return [a[f"{name}.{k}"] for k in range(order)] if f"{name}.0" in a else []
+
+    index = [None] + [HashIndex.from_table(keys[k], a[f"hash.{k}"]) if f"hash.{k}" in a else HashIndex(keys[k])
+                      for k in range(1, order)]
+    return NgramModel(kind=m["kind"], vocab=vocab, keys=keys, logprob=per_order("logprob"),
+                      backoff=per_order("backoff"), counts=per_order("counts"),
+                      context_total=per_order("context_total"), options=m["options"], source=path,
+                      smoothing=m["smoothing"], k=m["k"], key_index=index)
+
+
+def _parse_model(path: str, warn) -> NgramModel:
+    """Parse and index a model file (what the cache keeps)."""
+    from nlpkit.lm.ngram.arpa import read_model_file
+
     raw = read_model_file(path)
     vocab = raw.vocab
     V = len(vocab)
@@ -300,8 +370,7 @@ def load_ngram_model(path: str | os.PathLike, warn=None) -> NgramModel:
             backoff.append(raw.backoffs[k][perms[k]].astype(np.float32))
             raw.values[k] = raw.backoffs[k] = None
         if "<unk>" not in vocab:                      # as KenLM: an <unk> with log10 p = -100
-            if warn is not None:
-                warn(f"{path}: the model has no <unk>; unknown words get log10 probability -100 (as KenLM)")
+            warn(f"{path}: the model has no <unk>; unknown words get log10 probability -100 (as KenLM)")
             vocab = vocab + ["<unk>"]
             logprob[0] = np.append(logprob[0], np.float32(-100.0))
             backoff[0] = np.append(backoff[0], np.float32(0.0))

@@ -1,0 +1,203 @@
+"""The prepared-model cache: arrays made once from a model file (dequantized, transposed, sorted, hashed),
+kept in one file per model that later loads memory-map instead of rebuilding.
+
+Why: loading SmolLM2-135M means reading 538 MB of safetensors and transposing every projection (or
+dequantizing a GGUF), and loading a 100 MB ARPA means parsing text, sorting and hashing millions of
+n-grams; a CI job calling nlpkit per file paid that on every call. A cached entry is mapped read-only
+(the page cache holds it once for every process that maps it) and checked, never trusted:
+
+    entry = preamble | header (JSON) | zeros to a multiple of 64 | data (arrays, each 64-byte aligned)
+    preamble = b"NLPKITPC" | format version u32 | header bytes u32 | header crc32 u32 | 0 u32 | data sum u64
+
+The header names the entry's kind and the source files it was made from (absolute path, size, mtime,
+inode); a different kind, version or source is a stale entry, a wrong crc32, size or data sum (the uint64
+wrap-around sum of the data, which also touches every page once, so the first forward after loading does
+not pay the page faults) a corrupt one: either is rebuilt and replaced. An entry is written to a
+temporary file in the same directory and renamed over the old one, so a reader sees a whole entry or
+none, and two processes building the same entry at once both succeed (the last rename wins; a process
+still mapping the replaced file keeps its pages). A cache that cannot be written (read-only, full disk)
+costs nothing but the rebuild: the freshly built arrays are used as they are.
+
+Where: `$NLPKIT_CACHE_DIR`, else the platform's user cache directory (`$XDG_CACHE_HOME/nlpkit` or
+`~/.cache/nlpkit` on Linux, `~/Library/Caches/nlpkit` on macOS, `%LOCALAPPDATA%\\nlpkit\\Cache` on
+Windows). One entry per model path, about the size of its arrays; deleting the directory clears it.
+`$NLPKIT_NO_CACHE=1` (the CLI's `--no-cache`) loads without reading or writing it.
+
+    >>> entry = load_prepared([Path("model.arpa")], "ngram", build)   # doctest: +SKIP
+    >>> entry.arrays["keys.2"], entry.meta["vocab_size"]              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import struct
+import sys
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+MAGIC = b"NLPKITPC"
+_PREAMBLE = struct.Struct("<8sIIIIQ")  # magic, version, header bytes, header crc32, reserved, data sum
+ALIGN = 64
+
+
+@dataclass
+class Prepared:
+    """What a loader keeps of a model: named arrays and JSON-able metadata (config patches, words, warnings)."""
+    arrays: dict[str, np.ndarray]
+    meta: dict = field(default_factory=dict)
+    from_cache: bool = False
+
+
+def cache_dir() -> Path:
+    """$NLPKIT_CACHE_DIR, else the platform's per-user cache directory for nlpkit."""
+    env = os.environ.get("NLPKIT_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / "nlpkit" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "nlpkit"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nlpkit"
+
+
+def fingerprint(sources: Sequence[Path]) -> list[list]:
+    """[absolute path, size, mtime_ns, inode] of each source file: a change to any of them makes the entry stale."""
+    out = []
+    for p in sources:
+        st = os.stat(p)
+        out.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns, st.st_ino])
+    return out
+
+
+def entry_path(sources: Sequence[Path], kind: str) -> Path:
+    """The cache file of a model: one per (kind, first source's absolute path), so a rebuilt entry replaces the stale one."""
+    digest = hashlib.sha256(json.dumps([kind, str(Path(sources[0]).resolve())]).encode()).hexdigest()[:24]
+    return cache_dir() / f"{kind}-{Path(sources[0]).name[:40]}-{digest}.npc"
+
+
+def cache_enabled() -> bool:
+    """False when $NLPKIT_NO_CACHE is set to anything but "" or "0" (the CLI's --no-cache sets it)."""
+    return os.environ.get("NLPKIT_NO_CACHE", "") in ("", "0")
+
+
+def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepared], *,
+                  use_cache: bool | None = None) -> Prepared:
+    """The prepared arrays of the model made from `sources` (its first file names the entry): mapped from a
+    valid cache entry, else built by `build()` and (with use_cache) written for the next load.
+    `kind` names the loader and its own layout version (e.g. "hf1"); bumping it orphans old entries.
+    use_cache None: `cache_enabled()`; False reads and writes nothing."""
+    if not (cache_enabled() if use_cache is None else use_cache):
+        return build()
+    try:
+        prints = fingerprint(sources)
+        path = entry_path(sources, kind)
+    except OSError:
+        return build()
+    entry = read_entry(path, kind, prints)
+    if entry is not None:
+        return entry
+    prepared = build()
+    try:
+        if fingerprint(sources) == prints:  # a source that changed while we read it is not cached
+            write_entry(path, kind, prints, prepared)
+    except OSError:
+        pass  # an unwritable cache only costs the next load a rebuild
+    return prepared
+
+
+def _data_sum(data: np.ndarray) -> int:
+    """uint64 wrap-around sum of a byte buffer whose length is a multiple of 8.  # [n] uint8 -> int"""
+    return int(data.view("<u8").sum(dtype=np.uint64)) if len(data) else 0
+
+
+def read_entry(path: Path, kind: str, prints: list[list]) -> Prepared | None:
+    """The entry at `path` if it is whole, of this kind and made from these sources; None otherwise."""
+    try:
+        f = open(path, "rb")
+    except OSError:
+        return None
+    with f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            pre = f.read(_PREAMBLE.size)
+            if len(pre) != _PREAMBLE.size:
+                return None
+            magic, version, hlen, hcrc, _, dsum = _PREAMBLE.unpack(pre)
+            if magic != MAGIC or version != FORMAT_VERSION or _PREAMBLE.size + hlen > size:
+                return None
+            raw = f.read(hlen)
+            if len(raw) != hlen or zlib.crc32(raw) != hcrc:
+                return None
+            header = json.loads(raw)
+            if header.get("kind") != kind or header.get("sources") != prints:
+                return None
+            start, nbytes = _align(_PREAMBLE.size + hlen), int(header["data_bytes"])
+            if nbytes % ALIGN or start + nbytes != size:
+                return None
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+            return None
+    data = np.frombuffer(mm, np.uint8, count=nbytes, offset=start)
+    if _data_sum(data) != dsum:
+        return None
+    arrays = {}
+    try:
+        for name, dtype, shape, offset in header["arrays"]:
+            dt = np.dtype(dtype)
+            count = int(np.prod(shape, dtype=np.int64))
+            if offset % ALIGN or offset < 0 or offset + count * dt.itemsize > nbytes:
+                return None
+            arrays[name] = np.frombuffer(mm, dt, count=count, offset=start + offset).reshape(shape)
+    except (TypeError, ValueError):
+        return None
+    return Prepared(arrays, header.get("meta", {}), from_cache=True)
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def write_entry(path: Path, kind: str, prints: list[list], prepared: Prepared) -> None:
+    """Write the entry to a temporary file beside `path` and rename it into place (atomic)."""
+    layout, offset = [], 0
+    for name, a in prepared.arrays.items():
+        a = np.asarray(a)
+        if a.dtype.hasobject:
+            raise TypeError(f"array {name} holds Python objects")
+        layout.append([name, a.dtype.str, list(a.shape), offset])
+        offset += _align(a.nbytes)
+    raw = json.dumps({"kind": kind, "sources": prints, "meta": prepared.meta, "arrays": layout, "data_bytes": offset},
+                     separators=(",", ":")).encode()
+    head = _PREAMBLE.size + len(raw)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    total = 0
+    try:
+        with open(tmp, "wb") as f:
+            f.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(raw), zlib.crc32(raw), 0, 0))
+            f.write(raw)
+            f.write(bytes(_align(head) - head))
+            for a in prepared.arrays.values():
+                b = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+                f.write(memoryview(b))
+                whole = len(b) - len(b) % 8
+                total += _data_sum(b[:whole])
+                total += int.from_bytes(bytes(b[whole:]), "little")  # the last word, zero-padded
+                f.write(bytes(_align(len(b)) - len(b)))
+            f.seek(_PREAMBLE.size - 8)
+            f.write(struct.pack("<Q", total % (1 << 64)))
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+__all__ = ["Prepared", "cache_dir", "cache_enabled", "entry_path", "load_prepared", "read_entry", "write_entry", "FORMAT_VERSION"]

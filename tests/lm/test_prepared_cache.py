@@ -1,0 +1,178 @@
+"""The prepared-model cache (nlpkit/lm/prepared.py): a second load maps what the first one built, gives the same
+arrays and the same numbers (KenLM's, transformers'), and a corrupt, truncated or stale entry is rebuilt.
+
+Every test points $NLPKIT_CACHE_DIR at its own tmp_path (the suite's conftest already keeps it out of the
+user's cache)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nlpkit.lm.ngram.ngram_model import load_ngram_model
+from nlpkit.lm.ngram.line_scoring import score_lines
+from nlpkit.lm.prepared import entry_path, fingerprint, read_entry
+
+REPO = Path(__file__).resolve().parents[2]
+NGRAM = REPO / "tests" / "fixtures" / "ngram"
+QUERY = json.loads((NGRAM / "query.json").read_text())
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("NLPKIT_CACHE_DIR", str(d))
+    monkeypatch.delenv("NLPKIT_NO_CACHE", raising=False)
+    return d
+
+
+def heldout_log10(model) -> np.ndarray:
+    lines = (NGRAM / "heldout.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    return np.concatenate([s.log10 for s in score_lines(model, lines)])
+
+
+def ngram_arrays(model) -> dict:
+    out = {"vocab": model.vocab}
+    for k in range(model.order):
+        out[f"keys{k}"], out[f"logprob{k}"], out[f"backoff{k}"] = model.keys[k], model.logprob[k], model.backoff[k]
+        if k:
+            out[f"hash{k}"] = model.key_index[k].vals
+    return out
+
+
+def assert_same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], np.ndarray):
+            assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+        else:
+            assert a[k] == b[k], k
+
+
+def test_cached_arpa_equals_a_fresh_load_and_scores_as_kenlm_query(cache):
+    path = NGRAM / "kenlm-4.arpa.gz"
+    fresh = load_ngram_model(path, use_cache=False)
+    assert not cache.exists()  # use_cache=False writes nothing
+    load_ngram_model(path)  # builds the entry
+    entry = entry_path([path], "ngram1")
+    assert entry.is_file()
+    cached = load_ngram_model(path)
+    assert not cached.keys[1].flags.writeable  # mapped from the entry, read-only
+    assert_same(ngram_arrays(cached), ngram_arrays(fresh))
+    np.testing.assert_allclose(heldout_log10(cached), QUERY["kenlm-4"]["log10"], atol=1e-5, rtol=0)
+
+
+SRILM_NO_UNK = """\\data\\
+ngram 1=4
+ngram 2=1
+
+\\1-grams:
+-0.5\t<s>\t-0.5
+-1.0\t</s>
+-0.7\ta
+-0.7\tb
+
+\\2-grams:
+-0.2\t<s> a
+
+\\end\\
+"""
+
+
+def test_cached_model_warns_again(cache, tmp_path):
+    p = tmp_path / "no-unk.arpa"
+    p.write_text(SRILM_NO_UNK)
+    for _ in range(2):  # built, then from the cache
+        warned = []
+        model = load_ngram_model(p, warn=warned.append)
+        assert warned == [f"{p}: the model has no <unk>; unknown words get log10 probability -100 (as KenLM)"]
+        s = next(iter(score_lines(model, ["a c"])))
+        assert s.log10.tolist() == pytest.approx([-0.2, -100.0 + 0.0, -1.0])
+
+
+def _entry(cache: Path) -> Path:
+    (entry,) = cache.glob("*.npc")
+    return entry
+
+
+@pytest.mark.parametrize("damage", ["flip a data byte", "truncate", "flip a header byte", "empty"])
+def test_corrupt_entry_is_detected_and_rebuilt(cache, tmp_path, damage):
+    src = tmp_path / "lm.arpa.gz"
+    src.write_bytes((NGRAM / "kenlm-3.arpa.gz").read_bytes())
+    want = ngram_arrays(load_ngram_model(src, use_cache=False))
+    load_ngram_model(src)
+    entry = _entry(cache)
+    data = bytearray(entry.read_bytes())
+    if damage == "flip a data byte":
+        data[-100] ^= 0x10
+    elif damage == "truncate":
+        del data[len(data) // 2:]
+    elif damage == "flip a header byte":
+        data[40] ^= 0x01
+    else:
+        data = bytearray()
+    entry.write_bytes(data)
+    assert read_entry(entry, "ngram1", fingerprint([src])) is None  # the damaged entry is not trusted
+    model = load_ngram_model(src)  # rebuilt and written again ...
+    assert_same(ngram_arrays(model), want)
+    assert read_entry(entry, "ngram1", fingerprint([src])) is not None  # ... valid
+
+
+def test_stale_entry_is_rebuilt_when_the_source_changes(cache, tmp_path):
+    src = tmp_path / "lm.arpa"
+    src.write_text(SRILM_NO_UNK)
+    assert load_ngram_model(src).vocab_size == 5  # <s> </s> a b + <unk>
+    src.write_text(SRILM_NO_UNK.replace("ngram 1=4", "ngram 1=5").replace("-0.7\tb\n", "-0.7\tb\n-0.9\tc\n"))
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9))
+    assert load_ngram_model(src).vocab_size == 6
+    assert len(list(cache.glob("*.npc"))) == 1  # the stale entry was replaced, not kept beside
+
+
+def test_no_cache_option_writes_nothing(cache, cli):
+    r = cli("perplexity", "--no-cache", "--model", str(NGRAM / "kenlm-2.arpa.gz"), str(NGRAM / "heldout.txt"))
+    assert r.returncode == 0, r.stderr
+    assert not cache.exists()
+    r2 = cli("perplexity", "--model", str(NGRAM / "kenlm-2.arpa.gz"), str(NGRAM / "heldout.txt"))
+    assert r2.returncode == 0 and r2.stdout == r.stdout
+    assert len(list(cache.glob("*.npc"))) == 1
+
+
+def test_unwritable_cache_still_loads(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("NLPKIT_CACHE_DIR", str(blocker / "cache"))
+    model = load_ngram_model(NGRAM / "kenlm-2.arpa.gz")
+    np.testing.assert_allclose(heldout_log10(model), QUERY["kenlm-2"]["log10"], atol=1e-5, rtol=0)
+
+
+LOADER = """
+import sys, hashlib, numpy as np
+from nlpkit.lm.ngram.ngram_model import load_ngram_model
+m = load_ngram_model(sys.argv[1])
+h = hashlib.sha256()
+for a in m.keys + m.logprob + m.backoff:
+    h.update(np.ascontiguousarray(a).tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_two_processes_building_the_same_entry_both_succeed(cache, tmp_path):
+    src = tmp_path / "lm.arpa.gz"
+    src.write_bytes((NGRAM / "kenlm-5.arpa.gz").read_bytes())
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    procs = [subprocess.Popen([sys.executable, "-c", LOADER, str(src)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    assert outs[0][0] == outs[1][0]
+    assert not list(cache.glob(".*.tmp"))  # no temporary left behind
+    third = subprocess.run([sys.executable, "-c", LOADER, str(src)], capture_output=True, text=True, env=env)
+    assert third.stdout == outs[0][0]
+    assert read_entry(_entry(cache), "ngram1", fingerprint([src])) is not None
