@@ -24,6 +24,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -205,6 +206,53 @@ def worker_llamacpp_f32(threads: int, ppl: bool) -> dict:
     return worker_llamacpp(threads, ppl, str(F32_GGUF))
 
 
+LLAMA_BIN = Path(os.environ.get("LLAMA_BIN", "/work/build/llama.cpp/build/bin"))
+
+
+def run_rusage(cmd: list[str], env: dict | None = None) -> tuple[int, str, float]:
+    """(exit status, stdout + stderr, peak RSS MB of that process alone): os.wait4 on the child itself."""
+    import tempfile
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = status
+        out.seek(0)
+        return status, out.read().decode("utf-8", "replace"), ru.ru_maxrss / 1024
+
+
+def llamacpp_bin(threads: int, model_path: Path) -> dict | None:
+    """llama.cpp's own binaries: llama-bench (pp512 and tg128, 3 repetitions, its mean; its peak RSS) and
+    the load time that llama-completion / llama-simple report (llama_perf_context_print's "load time")."""
+    bench = LLAMA_BIN / "llama-bench"
+    if not bench.is_file():
+        return None
+    status, out, rss = run_rusage([str(bench), "-m", str(model_path), "-t", str(threads), "-p", str(PROMPT_TOKENS),
+                                   "-n", str(DECODE_TOKENS), "-r", "3", "-o", "json"])
+    if status != 0:
+        print(f"llama-bench failed:\n{out[-1500:]}", file=sys.stderr)
+        return None
+    rows = json.loads(out[out.index("["):out.rindex("]") + 1])
+    res = {"rss_mb": rss, "settings": f"llama-bench -t {threads} -p {PROMPT_TOKENS} -n {DECODE_TOKENS} -r 3"}
+    for r in rows:
+        key = "prefill_tok_s" if r["n_prompt"] and not r["n_gen"] else "decode_tok_s"
+        res[key] = float(r["avg_ts"])
+    for name in ("llama-completion", "llama-simple"):
+        exe = LLAMA_BIN / name
+        if exe.is_file():
+            args = [str(exe), "-m", str(model_path), "-n", "1", "-t", str(threads)]
+            args += ["-p", "Hello", "-no-cnv", "--no-warmup"] if name == "llama-completion" else ["Hello"]
+            best = float("inf")
+            for _ in range(3):
+                _, out, _ = run_rusage(args)
+                for line in out.splitlines():
+                    if "load time" in line and "=" in line:
+                        best = min(best, float(line.split("=")[1].split()[0]) / 1000)
+            if best < float("inf"):
+                res["load_s"] = best
+                break
+    return res
+
+
 F32_GGUF = OUT / "smollm2-135m-instruct-f32.gguf"
 
 
@@ -213,7 +261,8 @@ def convert_f32_gguf() -> bool:
     if F32_GGUF.is_file():
         return True
     ready = Path("/work/build/LLAMA_READY")
-    tree = Path(os.environ.get("LLAMA_CPP_DIR") or (ready.read_text().strip() if ready.is_file() else ""))
+    tree = Path(os.environ.get("LLAMA_CPP_DIR") or (ready.read_text().strip() if ready.is_file() else "")
+                or "/work/build/llama.cpp")
     if not (tree / "convert_hf_to_gguf.py").is_file():
         print("llama.cpp source tree not found (LLAMA_CPP_DIR): no F32 GGUF run", file=sys.stderr)
         return False
@@ -233,6 +282,21 @@ def worker_load(threads: int, ppl: bool, path: str = "") -> dict:
     load = time.perf_counter() - t
     model.forward(np.arange(8)[None] % model.config.vocab_size)
     return {"load_s": load, "rss_mb": peak_rss_mb()}
+
+
+def worker_first(threads: int, ppl: bool, path: str = "") -> dict:
+    """A new user's first forward: load the model (from the cache) and time one 5-token prefill, as
+    `generate` runs it (with a KV cache)."""
+    import numpy as np
+    from nlpkit.lm.loaders import load_model
+    t = time.perf_counter()
+    model = load_model(path or HF_DIR)
+    load = time.perf_counter() - t
+    ids = np.array([prompt_ids(5)])
+    cache = model.new_cache(1, 64)
+    t = time.perf_counter()
+    model.forward(ids, cache, last_only=True)
+    return {"load_s": load, "first_s": time.perf_counter() - t}
 
 
 def sample_timing(n: int, threads: int) -> float:
@@ -263,14 +327,17 @@ def thread_env(threads: int) -> dict:
     the fastest on a quiet machine)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads), **WAIT[wait_policy])
+    if threads == 0:  # each library's default thread count (nlpkit's "default threads")
+        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NLPKIT_LM_THREADS"):
+            env.pop(k, None)
     if wait_policy == "default":
         for k in WAIT["passive"]:
             env.pop(k, None)
     return env
 
 
-def run_worker(engine: str, threads: int, ppl: bool, path: str = "") -> dict | None:
-    env = thread_env(threads)
+def run_worker(engine: str, threads: int, ppl: bool, path: str = "", **extra_env: str) -> dict | None:
+    env = dict(thread_env(threads), **extra_env)
     cmd = [sys.executable, __file__, "--worker", engine, "--threads", str(threads)] + ([] if ppl else ["--skip-ppl"]) \
         + (["--path", path] if path else [])
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -280,12 +347,85 @@ def run_worker(engine: str, threads: int, ppl: bool, path: str = "") -> dict | N
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+
+
+def load_section(threads: int, llama: dict) -> dict:
+    """Load time of SmolLM2-135M as an HF directory and as its Q4_1 GGUF: without the prepared-model cache,
+    the first load with it (which writes the entry), and again (best of 3: the CI-job case)."""
+    print(f"\nload (s) of SmolLM2-135M, each in a new process; target: again <= {LOAD_TARGET} s")
+    print(f"{'model':22}{'no cache':>10}{'first':>10}{'again':>10}{'RSS again':>11}{'llama.cpp':>11}"
+          f"{'again/l.cpp':>13}")
+    out = {}
+    for label, path, peer in (("HF directory (F32)", HF_DIR, llama.get("F32")),
+                              ("GGUF Q4_1", gguf_path(), llama.get("Q4_1"))):
+        plain = run_worker("load", threads, False, str(path), NLPKIT_NO_CACHE="1") or {}
+        first = run_worker("load", threads, False, str(path)) or {}
+        again = [run_worker("load", threads, False, str(path)) or {} for _ in range(3)]
+        best = min(again, key=lambda r: r.get("load_s", float("inf")))
+        peer_s = (peer or {}).get("load_s")
+        cells = [plain.get("load_s"), first.get("load_s"), best.get("load_s"), best.get("rss_mb"), peer_s]
+        ratio = f"{best['load_s'] / peer_s:13.2f}" if peer_s and best.get("load_s") else f"{'-':>13}"
+        print(f"{label:22}" + "".join(f"{c:10.3f}" if c is not None else f"{'-':>10}" for c in cells[:3])
+              + (f"{cells[3]:11.0f}" if cells[3] else f"{'-':>11}")
+              + (f"{cells[4]:11.3f}" if cells[4] else f"{'-':>11}") + ratio)
+        out[label] = best.get("load_s")
+    return out
+
+
+def first_forward_section(threads: int, runs: int = 10) -> tuple[float, float]:
+    """The 5-token prefill right after loading, in `runs` new processes (default threads)."""
+    times = [r["first_s"] for r in (run_worker("first", threads) for _ in range(runs)) if r]
+    if not times:
+        return float("nan"), float("nan")
+    slow, mid = max(times), median(times)
+    print(f"\nfirst forward after loading (5-token prefill, {len(times)} new processes, default threads): "
+          f"median {mid:.3f} s, slowest {slow:.3f} s, slowest/median {slow / mid:.2f} "
+          f"(target: slowest <= 0.15 s and <= 2x the median); all: {' '.join(f'{t:.3f}' for t in times)}")
+    return slow, mid
+
+
+def busy_section(pairs: int = 2) -> dict:
+    """nlpkit's default threads against its own 1-thread figures with one CPU-bound process beside it,
+    run in turn (default, 1 thread, default, 1 thread, ...) while that process spins."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        got = {"default": [], "1thr": []}
+        for _ in range(pairs):
+            for name, n in (("default", 0), ("1thr", 1)):
+                r = run_worker("nlpkit", n, False)
+                if r:
+                    got[name].append(r)
+    finally:
+        hog.kill()
+        hog.wait()
+    res = {}
+    print(f"\nunder load: one CPU-bound process beside nlpkit ({os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f}); median of {pairs} runs each, in turn; target: default >= 0.9x 1 thread")
+    print(f"{'busy':44}{'nlpkit default':>17}{'nlpkit 1thr':>17}{'default/1thr':>16}")
+    for label, key in (("decode tok/s (busy)", "decode_tok_s"), (f"prefill tok/s, {PROMPT_TOKENS} (busy)", "prefill_tok_s")):
+        a = median([r[key] for r in got["default"]]) if got["default"] else float("nan")
+        b = median([r[key] for r in got["1thr"]]) if got["1thr"] else float("nan")
+        res[key] = a / b
+        print(f"{label:44}{a:17.2f}{b:17.2f}{a / b:16.3f}")
+    return res
+
+
+LOAD_TARGET = 0.3
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2, help="threads for transformers (and nlpkit's second run)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for transformers and llama.cpp (and nlpkit's "
+                                                           "second run)")
     ap.add_argument("--skip-ppl", action="store_true")
-    ap.add_argument("--worker", choices=["nlpkit", "transformers", "llamacpp", "llamacpp_f32", "load"])
+    ap.add_argument("--worker", choices=["nlpkit", "transformers", "llamacpp", "llamacpp_f32", "load", "first"])
     ap.add_argument("--path", default="")
+    ap.add_argument("--busy", action="store_true", help="only the rows under load (one CPU-bound process beside)")
+    ap.add_argument("--skip-busy", action="store_true", help="skip the rows under load")
     ap.add_argument("--skip-families", action="store_true", help="skip the per-family load time / RSS table")
     ap.add_argument("--skip-sample", action="store_true", help="skip the sample -n 8 vs -n 1 timing")
     ap.add_argument("--wait", choices=["auto", "passive", "default"], default="auto",
@@ -293,84 +433,136 @@ def main() -> None:
                          "own; quiet machine), auto: passive when the 1-minute load average exceeds 1")
     args = ap.parse_args()
     if args.worker:
-        if args.worker == "load":
-            print(json.dumps(worker_load(args.threads, False, args.path)))
-            return
         fn = {"nlpkit": worker_nlpkit, "transformers": worker_transformers, "llamacpp": worker_llamacpp,
-              "llamacpp_f32": worker_llamacpp_f32}[args.worker]
-        print(json.dumps(fn(args.threads, not args.skip_ppl)))
+              "llamacpp_f32": worker_llamacpp_f32, "load": worker_load, "first": worker_first}[args.worker]
+        print(json.dumps(fn(args.threads, not args.skip_ppl, args.path) if args.worker in ("load", "first")
+                         else fn(args.threads, not args.skip_ppl)))
         return
     t_start, load_start = time.perf_counter(), os.getloadavg()[0]
     global wait_policy
     wait_policy = args.wait if args.wait != "auto" else ("passive" if load_start > 1.0 else "default")
     OUT.mkdir(parents=True, exist_ok=True)
     convert()
+    # the prepared-model cache of this run: its own directory, emptied, so "first" loads really write it
+    os.environ["NLPKIT_CACHE_DIR"] = str(OUT / "cache")
+    shutil.rmtree(OUT / "cache", ignore_errors=True)
+    os.environ.pop("NLPKIT_NO_CACHE", None)
+    print(f"SmolLM2-135M-Instruct, float32 weights (from the Q4_1 GGUF); {os.cpu_count()} CPUs, load average "
+          f"at start {load_start:.1f}")
+    if args.busy:
+        busy_section()
+        print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s, load average now {os.getloadavg()[0]:.1f}")
+        return
+    n = args.threads
     ppl = not args.skip_ppl
-    # nlpkit once with single-threaded BLAS and once with --threads; transformers with --threads.
-    # On a busy machine single-threaded BLAS is nlpkit's fastest setting (OPENBLAS_NUM_THREADS=1).
-    runs = {"nlpkit 1thr": run_worker("nlpkit", 1, ppl),
-            f"nlpkit {args.threads}thr": run_worker("nlpkit", args.threads, ppl) if args.threads != 1 else None,
-            f"transformers {args.threads}thr": run_worker("transformers", args.threads, ppl)}
+    llama: dict[str, dict] = {}  # llama.cpp's figures by model, at n threads ("F32 1thr": one thread)
     if importlib.util.find_spec("llama_cpp"):
-        runs[f"llama.cpp Q4_1 {args.threads}thr"] = run_worker("llamacpp", args.threads, False)
+        llama["Q4_1"] = run_worker("llamacpp", n, False)
         if convert_f32_gguf():
-            runs[f"llama.cpp F32 {args.threads}thr"] = run_worker("llamacpp_f32", args.threads, False)
+            llama["F32"] = run_worker("llamacpp_f32", n, False)
+            llama["F32 1thr"] = run_worker("llamacpp_f32", 1, False)
+    elif (LLAMA_BIN / "llama-bench").is_file():
+        llama["Q4_1"] = llamacpp_bin(n, gguf_path())
+        if convert_f32_gguf():
+            llama["F32"] = llamacpp_bin(n, F32_GGUF)
+            llama["F32 1thr"] = llamacpp_bin(1, F32_GGUF)
+    else:
+        print(f"llama.cpp: neither llama-cpp-python nor {LLAMA_BIN}/llama-bench: no llama.cpp columns", file=sys.stderr)
+    llama = {k: v for k, v in llama.items() if v}
+    again = load_section(n, llama)  # also writes the HF directory's cache entry the runs below load from
+    # nlpkit with one thread and with n (its default on this machine), transformers with n, llama.cpp's
+    runs = {"nlpkit 1thr": run_worker("nlpkit", 1, ppl),
+            f"nlpkit {n}thr": run_worker("nlpkit", n, ppl) if n != 1 else None,
+            f"transformers {n}thr": run_worker("transformers", n, ppl)}
+    runs.update({f"llama.cpp {k}" if "thr" in k else f"llama.cpp {k} {n}thr": v for k, v in llama.items()})
     runs = {k: v for k, v in runs.items() if v}
-    tf = runs.get(f"transformers {args.threads}thr")
+    tf = runs.get(f"transformers {n}thr")
     if "nlpkit 1thr" not in runs or tf is None:
         sys.exit(1)
-    rows = [("load time (s)", "load_s", False), ("peak RSS after decode (MB)", "rss_mb", False),
-            (f"prefill tok/s ({PROMPT_TOKENS} tokens)", "prefill_tok_s", True),
-            (f"decode tok/s ({DECODE_TOKENS} greedy, KV cache)", "decode_tok_s", True)]
+    rows = [(f"decode tok/s ({DECODE_TOKENS} greedy, KV cache)", "decode_tok_s", True),
+            (f"prefill tok/s ({PROMPT_TOKENS} tokens)", "prefill_tok_s", True)]
     if ppl:
-        rows += [("perplexity, tinyshakespeare[:20000] ctx 512/256", "ppl", None), ("perplexity time (s)", "ppl_s", False),
-                 ("peak RSS after perplexity (MB)", "ppl_rss_mb", False)]
+        rows += [("perplexity time (s), 20k chars ctx 512/256", "ppl_s", False),
+                 ("perplexity, tinyshakespeare[:20000]", "ppl", None)]
+    rows += [("load time (s; nlpkit: again, from the cache)", "load_s", False),
+             ("peak RSS after decode (MB)", "rss_mb", False)]
+    if ppl:
+        rows += [("peak RSS after perplexity (MB)", "ppl_rss_mb", False)]
     names = list(runs)
-    nl_names = [n for n in names if n.startswith("nlpkit")]
-    f32 = next((n for n in names if n.startswith("llama.cpp F32")), None)
-    # ratios: each nlpkit run against transformers at --threads, and (like for like) against llama.cpp's F32 GGUF
-    refs = [(n, "transformers", tf) for n in nl_names] + ([(n, "llama.cpp F32", runs[f32]) for n in nl_names]
-                                                          if f32 else [])
-    short = {n: n.replace("transformers", "transf.").replace("llama.cpp ", "l.cpp ") for n in names}
-    print(f"SmolLM2-135M-Instruct, float32 weights (from the Q4_1 GGUF), load average at start {load_start:.1f}, "
-          f"now {os.getloadavg()[0]:.1f}")
-    print(f"{'task':44}" + "".join(f"{short[n]:>17}" for n in names)
-          + "".join(f"{n.split()[1] + ('/transf.' if r == 'transformers' else '/l.cpp F32'):>16}" for n, r, _ in refs))
+    nl_names = [k for k in names if k.startswith("nlpkit")]
+    # ratios: each nlpkit run against transformers at n threads, and like for like against llama.cpp's F32
+    # GGUF on the same threads
+    refs = [(k, "transf.", tf) for k in nl_names]
+    for k in nl_names:
+        peer = runs.get("llama.cpp F32 1thr") if k == "nlpkit 1thr" else runs.get(f"llama.cpp F32 {n}thr")
+        if peer:
+            refs.append((k, "l.cpp F32", peer))
+    short = {k: k.replace("transformers", "transf.").replace("llama.cpp ", "l.cpp ") for k in names}
+    print(f"\n{'task':44}" + "".join(f"{short[k]:>16}" for k in names)
+          + "".join(f"{k.split()[1] + '/' + r:>17}" for k, r, _ in refs))
     for label, key, higher_better in rows:
-        cells = "".join(f"{runs[n][key]:17.4f}" if key in runs[n] else f"{'-':>17}" for n in names)
+        cells = "".join(f"{runs[k][key]:16.4f}" if key in runs[k] else f"{'-':>16}" for k in names)
         ratios = ""
-        for n, _, ref in refs:
-            a, b = runs[n].get(key), ref.get(key)
+        for k, _, ref in refs:
+            a, b = runs[k].get(key), ref.get(key)
             if a is None or b is None:
-                ratios += f"{'-':>16}"
+                ratios += f"{'-':>17}"
             elif higher_better is None:
-                ratios += f"{abs(a - b) / b:16.2e}"
+                ratios += f"{abs(a - b) / b:17.2e}"
             else:
-                ratios += f"{(a / b if higher_better else b / a):16.3f}"
+                ratios += f"{(a / b if higher_better else b / a):17.3f}"
         print(f"{label:44}{cells}{ratios}")
-    print(f"ratio Nthr/X = nlpkit with N threads against X (transformers at {args.threads} threads, or llama.cpp's "
-          "F32 GGUF); >1: nlpkit better; for perplexity, the relative difference")
+    print(f"ratio Nthr/X = nlpkit with N threads against X (transformers at {n} threads; llama.cpp's F32 GGUF at "
+          "the same N threads); >1: nlpkit better; for perplexity, the relative difference")
     if ppl:
         print(f"perplexity token ids identical (nlpkit vs transformers tokenizer): {tf.get('ppl_ids_equal')}")
     nl = runs["nlpkit 1thr"]
     same = sum(x == y for x, y in zip(nl["greedy"], tf["greedy"]))
     print(f"greedy tokens identical: {same}/{DECODE_TOKENS}")
-    print(f"settings: nlpkit Nthr = OPENBLAS_NUM_THREADS=N (row-parallel prefill on N threads); transformers "
-          f"torch.set_num_threads({args.threads}); idle threads: --wait {wait_policy} "
-          f"({' '.join(f'{k}={v}' for k, v in WAIT[wait_policy].items()) or 'library defaults'}); "
-          + "; ".join(f"{n}: {r['settings']}" for n, r in runs.items() if "settings" in r))
+    print(f"settings: nlpkit Nthr = OPENBLAS_NUM_THREADS=N; transformers torch.set_num_threads({n}); idle threads: "
+          f"--wait {wait_policy} ({' '.join(f'{k}={v}' for k, v in WAIT[wait_policy].items()) or 'library defaults'}); "
+          + "; ".join(f"{k}: {r['settings']}" for k, r in runs.items() if "settings" in r))
+    slow, mid = first_forward_section(0)
+    busy = {} if args.skip_busy else busy_section()
     if not args.skip_sample:
-        one, eight = sample_timing(1, args.threads), sample_timing(8, args.threads)
-        print(f"sample --ignore-eos on the default model, 64 new tokens: -n 1 {one:.2f} s, -n 8 {eight:.2f} s, "
+        one, eight = sample_timing(1, n), sample_timing(8, n)
+        print(f"\nsample --ignore-eos on the default model, 64 new tokens: -n 1 {one:.2f} s, -n 8 {eight:.2f} s, "
               f"ratio {eight / one:.2f} (target <= 2)")
     if not args.skip_families:
         fam = REPO / "tests" / "fixtures" / "lm" / "families"
-        print(f"{'family fixture':24}{'HF load s':>12}{'HF RSS MB':>12}{'GGUF load s':>12}{'GGUF RSS MB':>12}")
+        print(f"\n{'family fixture':24}{'HF load s':>12}{'HF RSS MB':>12}{'GGUF load s':>12}{'GGUF RSS MB':>12}")
         for d in sorted(p for p in fam.iterdir() if p.is_dir()):
             hf = run_worker("load", 1, False, str(d)) or {}
             gg = run_worker("load", 1, False, str(d / "model.gguf")) if (d / "model.gguf").is_file() else {}
             cells = [hf.get("load_s"), hf.get("rss_mb"), (gg or {}).get("load_s"), (gg or {}).get("rss_mb")]
             print(f"{d.name:24}" + "".join(f"{c:12.3f}" if c is not None else f"{'-':>12}" for c in cells))
+    targets = []
+
+    def ratio(a: str, b: str, key: str, higher: bool = True) -> float | None:
+        x, y = runs.get(a, {}).get(key), runs.get(b, {}).get(key)
+        return None if x is None or y is None else (x / y if higher else y / x)
+
+    for label, value, goal in (
+            (f"decode {n}thr / l.cpp F32 {n}thr", ratio(f"nlpkit {n}thr", f"llama.cpp F32 {n}thr", "decode_tok_s"), 1.0),
+            ("decode 1thr / l.cpp F32 1thr", ratio("nlpkit 1thr", "llama.cpp F32 1thr", "decode_tok_s"), 1.0),
+            (f"prefill {n}thr / transformers", ratio(f"nlpkit {n}thr", f"transformers {n}thr", "prefill_tok_s"), 1.0),
+            (f"perplexity time, transformers / nlpkit {n}thr",
+             ratio(f"nlpkit {n}thr", f"transformers {n}thr", "ppl_s", higher=False), 1.25),
+            (f"peak RSS, l.cpp F32 / nlpkit {n}thr",
+             ratio(f"nlpkit {n}thr", f"llama.cpp F32 {n}thr", "rss_mb", higher=False), 1.0),
+            ("busy: decode default / 1thr", busy.get("decode_tok_s"), 0.9),
+            ("busy: prefill default / 1thr", busy.get("prefill_tok_s"), 0.9)):
+        if value is not None:
+            targets.append(f"{label} {value:.2f} ({'met' if value >= goal else 'NOT met'}: >= {goal})")
+    for label, value in again.items():
+        if value is not None:
+            targets.append(f"load again, {label} {value:.3f} s ({'met' if value <= LOAD_TARGET else 'NOT met'}: "
+                           f"<= {LOAD_TARGET})")
+    if slow == slow:
+        ok = slow <= 0.15 and slow <= 2 * mid
+        targets.append(f"first forward slowest {slow:.3f} s, {slow / mid:.2f}x the median ({'met' if ok else 'NOT met'}:"
+                       " <= 0.15 s and <= 2x)")
+    print("\ntargets (issue 27):\n  " + "\n  ".join(targets))
     print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s, load average now {os.getloadavg()[0]:.1f}")
 
 

@@ -9,8 +9,8 @@ n-grams; a CI job calling nlpkit per file paid that on every call. A cached entr
     entry = preamble | header (JSON) | zeros to a multiple of 64 | data (arrays, each 64-byte aligned)
     preamble = b"NLPKITPC" | format version u32 | header bytes u32 | header crc32 u32 | 0 u32 | data sum u64
 
-The header names the entry's kind and the source files it was made from (absolute path, size, mtime,
-inode); a different kind, version or source is a stale entry, a wrong crc32, size or data sum (the uint64
+The header names the entry's kind, the code that made it (a digest of its source files) and the model
+files it was made from (absolute path, size, mtime, inode); a different one of any is a stale entry, a wrong crc32, size or data sum (the uint64
 wrap-around sum of the data, which also touches every page once, so the first forward after loading does
 not pay the page faults) a corrupt one: either is rebuilt and replaced. An entry is written to a
 temporary file in the same directory and renamed over the old one, so a reader sees a whole entry or
@@ -77,10 +77,21 @@ def fingerprint(sources: Sequence[Path]) -> list[list]:
     return out
 
 
-def entry_path(sources: Sequence[Path], kind: str) -> Path:
-    """The cache file of a model: one per (kind, first source's absolute path), so a rebuilt entry replaces the stale one."""
+def entry_path(sources: Sequence[Path], kind: str, label: str | None = None) -> Path:
+    """The cache file of a model: one per (kind, first source's absolute path), so a rebuilt entry replaces the
+    stale one; `label` (default: that file's name) makes it recognisable in a listing."""
     digest = hashlib.sha256(json.dumps([kind, str(Path(sources[0]).resolve())]).encode()).hexdigest()[:24]
-    return cache_dir() / f"{kind}-{Path(sources[0]).name[:40]}-{digest}.npc"
+    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in (label or Path(sources[0]).name))[:40]
+    return cache_dir() / f"{kind}-{name}-{digest}.npc"
+
+
+def code_version(*files: str | os.PathLike) -> str:
+    """A digest of the source files that make an entry's arrays: an entry made by other code is stale.
+    (During development the version number does not change when the loaders do.)"""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def cache_enabled() -> bool:
@@ -88,28 +99,29 @@ def cache_enabled() -> bool:
     return os.environ.get("NLPKIT_NO_CACHE", "") in ("", "0")
 
 
-def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepared], *,
-                  use_cache: bool | None = None) -> Prepared:
+def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepared], *, version: str = "",
+                  label: str | None = None, use_cache: bool | None = None) -> Prepared:
     """The prepared arrays of the model made from `sources` (its first file names the entry): mapped from a
     valid cache entry, else built by `build()` and (with use_cache) written for the next load.
-    `kind` names the loader and its own layout version (e.g. "hf1"); bumping it orphans old entries.
-    use_cache None: `cache_enabled()`; False reads and writes nothing."""
+    `kind` names what the entry holds ("ngram", "weights"), `version` the code that made it (`code_version`):
+    an entry of another version is rebuilt. use_cache None: `cache_enabled()`; False reads and writes nothing."""
     if not (cache_enabled() if use_cache is None else use_cache):
         return build()
     try:
         prints = fingerprint(sources)
-        path = entry_path(sources, kind)
+        path = entry_path(sources, kind, label)
     except OSError:
         return build()
-    entry = read_entry(path, kind, prints)
+    tag = f"{kind}/{version}"
+    entry = read_entry(path, tag, prints)
     if entry is not None:
         return entry
     prepared = build()
     try:
         if fingerprint(sources) == prints:  # a source that changed while we read it is not cached
-            write_entry(path, kind, prints, prepared)
-    except OSError:
-        pass  # an unwritable cache only costs the next load a rebuild
+            write_entry(path, tag, prints, prepared)
+    except (OSError, TypeError, ValueError):
+        pass  # an unwritable cache (or metadata JSON cannot hold) only costs the next load a rebuild
     return prepared
 
 
@@ -200,4 +212,4 @@ def write_entry(path: Path, kind: str, prints: list[list], prepared: Prepared) -
             tmp.unlink()
 
 
-__all__ = ["Prepared", "cache_dir", "cache_enabled", "entry_path", "load_prepared", "read_entry", "write_entry", "FORMAT_VERSION"]
+__all__ = ["Prepared", "cache_dir", "cache_enabled", "code_version", "entry_path", "load_prepared", "read_entry", "write_entry", "FORMAT_VERSION"]

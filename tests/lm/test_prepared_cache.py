@@ -18,7 +18,7 @@ import pytest
 
 from nlpkit.lm.ngram.ngram_model import load_ngram_model
 from nlpkit.lm.ngram.line_scoring import score_lines
-from nlpkit.lm.prepared import entry_path, fingerprint, read_entry
+from nlpkit.lm.prepared import Prepared, entry_path, fingerprint, load_prepared, read_entry
 
 REPO = Path(__file__).resolve().parents[2]
 NGRAM = REPO / "tests" / "fixtures" / "ngram"
@@ -61,7 +61,7 @@ def test_cached_arpa_equals_a_fresh_load_and_scores_as_kenlm_query(cache):
     fresh = load_ngram_model(path, use_cache=False)
     assert not cache.exists()  # use_cache=False writes nothing
     load_ngram_model(path)  # builds the entry
-    entry = entry_path([path], "ngram1")
+    entry = entry_path([path], "ngram")
     assert entry.is_file()
     cached = load_ngram_model(path)
     assert not cached.keys[1].flags.writeable  # mapped from the entry, read-only
@@ -97,6 +97,15 @@ def test_cached_model_warns_again(cache, tmp_path):
         assert s.log10.tolist() == pytest.approx([-0.2, -100.0 + 0.0, -1.0])
 
 
+def _tag(entry: Path) -> str:
+    """The kind/version tag of the n-gram loader's entries (what read_entry checks)."""
+    from nlpkit.lm.ngram import ngram_model
+    from nlpkit.lm.prepared import code_version
+
+    here = Path(ngram_model.__file__).parent
+    return f"{ngram_model.CACHE_KIND}/{code_version(*(here / f for f in ngram_model._MADE_BY))}"
+
+
 def _entry(cache: Path) -> Path:
     (entry,) = cache.glob("*.npc")
     return entry
@@ -119,10 +128,10 @@ def test_corrupt_entry_is_detected_and_rebuilt(cache, tmp_path, damage):
     else:
         data = bytearray()
     entry.write_bytes(data)
-    assert read_entry(entry, "ngram1", fingerprint([src])) is None  # the damaged entry is not trusted
+    assert read_entry(entry, _tag(entry), fingerprint([src])) is None  # the damaged entry is not trusted
     model = load_ngram_model(src)  # rebuilt and written again ...
     assert_same(ngram_arrays(model), want)
-    assert read_entry(entry, "ngram1", fingerprint([src])) is not None  # ... valid
+    assert read_entry(entry, _tag(entry), fingerprint([src])) is not None  # ... valid
 
 
 def test_stale_entry_is_rebuilt_when_the_source_changes(cache, tmp_path):
@@ -175,4 +184,20 @@ def test_two_processes_building_the_same_entry_both_succeed(cache, tmp_path):
     assert not list(cache.glob(".*.tmp"))  # no temporary left behind
     third = subprocess.run([sys.executable, "-c", LOADER, str(src)], capture_output=True, text=True, env=env)
     assert third.stdout == outs[0][0]
-    assert read_entry(_entry(cache), "ngram1", fingerprint([src])) is not None
+    assert read_entry(_entry(cache), _tag(_entry(cache)), fingerprint([src])) is not None
+
+
+def test_entry_made_by_other_code_is_rebuilt(cache, tmp_path):
+    src = tmp_path / "model.bin"
+    src.write_bytes(b"weights")
+    built = []
+
+    def build() -> Prepared:
+        built.append(1)
+        return Prepared({"w": np.arange(6, dtype=np.float32).reshape(2, 3)}, {"note": "x"})
+
+    for version in ("a", "a", "b", "b"):
+        got = load_prepared([src], "test", build, version=version)
+        assert got.arrays["w"].tolist() == [[0, 1, 2], [3, 4, 5]] and got.meta == {"note": "x"}
+    assert len(built) == 2  # once per version; the "b" entry replaced the "a" one
+    assert len(list(cache.glob("*.npc"))) == 1

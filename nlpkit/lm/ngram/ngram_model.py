@@ -284,7 +284,8 @@ def _sort_order(raw_ngrams: list[np.ndarray], V: int, path: str, first_line: lis
     return keys, perms, index
 
 
-CACHE_KIND = "ngram1"  # the prepared-cache layout of an n-gram model (bump when to_prepared changes)
+CACHE_KIND = "ngram"  # the prepared-model cache entry of an n-gram model ...
+_MADE_BY = ("arpa.py", "ngram_counts.py", "hashing.py", "ngram_model.py")  # ... made by these modules (their digest)
 
 
 def load_ngram_model(path: str | os.PathLike, warn=None, *, use_cache: bool | None = None) -> NgramModel:
@@ -293,7 +294,7 @@ def load_ngram_model(path: str | os.PathLike, warn=None, *, use_cache: bool | No
     The sorted keys, values and hash tables are kept in the prepared-model cache (`nlpkit.lm.prepared`):
     loading the same unchanged file again maps them instead of parsing it (use_cache=False: parse, write
     nothing; None: unless $NLPKIT_NO_CACHE). Warnings are given again from the cached entry."""
-    from nlpkit.lm.prepared import load_prepared
+    from nlpkit.lm.prepared import code_version, load_prepared
 
     path = str(path)
     def build():
@@ -302,7 +303,9 @@ def load_ngram_model(path: str | os.PathLike, warn=None, *, use_cache: bool | No
         prepared.meta["warnings"] = warnings
         return prepared
 
-    entry = load_prepared([Path(path)], CACHE_KIND, build, use_cache=use_cache)
+    here = Path(__file__).parent
+    entry = load_prepared([Path(path)], CACHE_KIND, build, version=code_version(*(here / f for f in _MADE_BY)),
+                          use_cache=use_cache)
     for message in entry.meta["warnings"] if warn is not None else ():
         warn(message)
     return from_prepared(entry, path)
