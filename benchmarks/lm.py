@@ -288,7 +288,7 @@ def worker_first(threads: int, ppl: bool, path: str = "") -> dict:
     """A new user's first forward: load the model (from the cache) and time one 5-token prefill, as
     `generate` runs it (with a KV cache)."""
     import numpy as np
-    from nlpkit.lm.loaders import load_model
+    from nlpkit.lm.transformer.loaders import load_model
     t = time.perf_counter()
     model = load_model(path or HF_DIR)
     load = time.perf_counter() - t
