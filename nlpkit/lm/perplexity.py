@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.lm.transformer.threads import RowPool, workers
+from nlpkit.lm.transformer.threads import RowPool, engine_threads
 
 MODES = ("sliding", "disjoint", "second-half")
 
@@ -94,7 +94,7 @@ def log_softmax_at(logits: np.ndarray, targets: np.ndarray, block: int = 128) ->
                               - np.log(e.sum(axis=-1, dtype=np.float64)))
 
     starts = list(range(0, len(targets), block))
-    n = workers() if len(starts) > 1 else 1
+    n = engine_threads() if len(starts) > 1 else 1
     if n > 1:  # numpy releases the GIL in these loops: blocks run in parallel threads
         RowPool(n).map(lambda share: [rows(r) for r in share], [starts[i::n] for i in range(n)])
     else:

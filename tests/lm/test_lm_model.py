@@ -69,7 +69,12 @@ def test_row_parallel_prefill_matches_transformers(monkeypatch, name):
         cache = model(name).new_cache(len(seqs), 64)
         model(name).forward(seqs[:, :5], cache)
         return model(name).forward(seqs[:, 5:], cache)
-    np.testing.assert_allclose(continued("2"), continued("1"), atol=1e-5, rtol=0)
+    # the same bits, so a thread count chosen by the machine's load never changes a number
+    np.testing.assert_array_equal(continued("2"), continued("1"))
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "1")
+    serial = model(name).forward(seqs)
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
+    np.testing.assert_array_equal(model(name).forward(seqs), serial)
 
 
 def test_row_parallel_prefill_restores_blas_threads(monkeypatch):
@@ -80,6 +85,34 @@ def test_row_parallel_prefill_restores_blas_threads(monkeypatch):
     monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
     model("llama-gqa").forward(np.array(reference("llama-gqa")["sequences"]))
     assert threads.blas_threads() == before
+
+
+def test_threads_follow_the_cpus_other_processes_leave_free(monkeypatch):
+    """CpuShare: of 2 CPUs, another process busy on one -> 1 thread; the CPUs free -> 2 (samples are
+    (monotonic s, busy CPU-s of the machine, this process's CPU-s, runnable tasks))."""
+    from nlpkit.lm.transformer.threads import CpuShare
+    share = CpuShare()
+    share.cpus = {0, 1}
+    samples = iter([(10.0, 0.0, 0.0, 3),     # 0 s after the mark, nothing measured: 3 runnable = us + 2 others
+                    (10.5, 1.0, 0.5, 2),     # 0.5 s: the machine busy 1 CPU-s, we 0.5: others 1 CPU
+                    (11.0, 2.0, 1.5, 1),     # 0.5 s: busy 1 CPU-s, all of it ours
+                    (11.5, 3.0, 2.5, 1),     # the same
+                    (12.0, 3.95, 2.5, 2)])   # 0.5 s: others 0.95 CPU-s: most of both CPUs
+    monkeypatch.setattr(share, "_sample", lambda: next(samples))
+    share._mark, share._free = (10.0, 0.0, 0.0, 1), None
+    assert share.threads(2) == 1
+    assert share.threads(2) == 1
+    assert share.threads(2) == 2
+    assert share.threads(4) == 2           # never more than the CPUs free
+    assert share.threads(2) == 1
+    assert share.threads(1) == 1           # (no sample taken: the iterator is spent)
+
+
+def test_an_explicit_thread_count_is_kept(monkeypatch):
+    from nlpkit.lm.transformer import threads
+    monkeypatch.setattr(threads._share, "threads", lambda want: 1)  # a busy machine
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
+    assert threads.engine_threads() == 2
 
 
 def test_row_split_covers_every_row_once():

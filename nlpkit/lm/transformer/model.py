@@ -15,7 +15,6 @@ gate/up into another, so a decode step is four matmuls per layer. A tied embeddi
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +23,7 @@ from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.config import ModelConfig
 from nlpkit.lm.transformer.rope import RoPE, apply_rope, apply_rope_partial
-from nlpkit.lm.transformer.threads import SERIAL, RowPool, single_threaded_blas, workers
+from nlpkit.lm.transformer.threads import SERIAL, RowPool, engine_threads, held_blas_threads
 
 
 @dataclass
@@ -77,7 +76,9 @@ class Weights:
         if self.embed is not None:
             return self.embed[tokens]
         b, t = tokens.shape
-        return np.take(self.lm_head, tokens.reshape(-1), axis=1).T.reshape(b, t, -1)
+        # C order: the rows of a transposed gather would be strided, and every norm of the first layer would sum
+        # them in another order than a contiguous row (the row-parallel and serial paths must give equal bits)
+        return np.ascontiguousarray(np.take(self.lm_head, tokens.reshape(-1), axis=1).T).reshape(b, t, -1)
 
 
 # ---------------------------------------------------------------- building blocks
@@ -219,7 +220,7 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
     if cache is not None:
         k, v = cache.write(li, k, v)  # [b, kv, L, hd]
     o = attention(q, k, v, mask, pool, softcap)  # [b, kv, g, t, hd]
-    out = np.empty_like(x)
+    out = np.empty(x.shape, np.float32)  # C order, as the serial path's output (empty_like would copy x's strides)
 
     def run_finish(part):
         s, e = part
@@ -430,7 +431,8 @@ class Model:
         x = w.embed_tokens(tokens)  # [b, t, d]
         if c.embed_scale is not None:
             x = x * np.float32(c.embed_scale)
-        n_threads = workers() if t >= PARALLEL_MIN_TOKENS else 1
+        n = engine_threads()  # the CPUs free for us now, at most BLAS's own count (threads.CpuShare)
+        n_threads = n if t >= PARALLEL_MIN_TOKENS else 1
         rope_block = c.uses_rope
         with np.errstate(over="ignore"):
             if rope_block:
@@ -445,9 +447,9 @@ class Model:
             pool = RowPool(n_threads) if n_threads > 1 else SERIAL
             # a small batch (sampling -n N decode steps): gemms of a few rows, where BLAS threads cost more in
             # synchronisation than they give (measured: sample -n 8 15x slower with 2 BLAS threads on a busy
-            # machine); one BLAS thread, as in decode. Batch-1 steps keep BLAS's own setting.
+            # machine); one BLAS thread. Batch-1 steps run BLAS on the n free CPUs.
             small_batch = b > 1 and b * t < PARALLEL_MIN_TOKENS
-            with single_threaded_blas() if n_threads > 1 or small_batch else nullcontext():
+            with held_blas_threads(1 if n_threads > 1 or small_batch else n):
                 for li, (project, finish) in enumerate(self.layer_rows()):
                     if not rope_block:
                         x = block(x, c, project, finish, cache, li, mask, pool)
@@ -464,7 +466,8 @@ class Model:
             x = x[:, logits_from:]
         x = rms_norm(x, w.norm_g, c.norm_eps) if rope_block and c.norm == "rms" \
             else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
-        logits = linear(x, w.lm_head)  # [b, t, V]
+        with held_blas_threads(n):
+            logits = linear(x, w.lm_head)  # [b, t, V]
         if c.final_softcap is not None:
             softcap_(logits, c.final_softcap)
         return logits

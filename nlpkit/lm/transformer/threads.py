@@ -16,6 +16,7 @@ import ctypes
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -106,16 +107,106 @@ SERIAL = RowPool(1)  # everything on the calling thread: short inputs and decode
 
 
 @contextmanager
-def single_threaded_blas():
-    """Hold BLAS to one thread inside the block (and restore its count after)."""
+def held_blas_threads(n: int):
+    """Hold BLAS to n threads inside the block (and restore its count after)."""
     handle = _openblas()
     if handle is None:
         yield
         return
     get, put = handle
     before = int(get())
-    put(1)
+    if before == n:
+        yield
+        return
+    put(n)
     try:
         yield
     finally:
         put(before)
+
+
+def single_threaded_blas():
+    """Hold BLAS to one thread inside the block (and restore its count after)."""
+    return held_blas_threads(1)
+
+
+# ---------------------------------------------------------------- how many threads, now
+
+_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") and "SC_CLK_TCK" in os.sysconf_names else 100
+
+
+class CpuShare:
+    """How many threads the engine should run now: the CPUs this process may use, less those that other
+    processes kept busy over the last `interval` seconds or more (the busy time of those CPUs in /proc/stat,
+    less this process's own CPU time); between measurements the last answer stands. Before a first
+    measurement it goes by the tasks runnable at that moment. Without /proc/stat (macOS, Windows) the
+    count asked for stands.
+
+    Why: with a thread on every CPU, one busy process beside nlpkit makes every threaded BLAS call (a
+    decode step makes 121) and every row-parallel pass wait for a descheduled thread: on 2 CPUs beside
+    other work, 2-thread decode ran at 1.5 tok/s against 21 tok/s on one thread. llama.cpp leaves the
+    count to its user (`-t`, default the physical cores) and slows down the same way; here the count
+    follows the machine, all CPUs while they are free and fewer while they are not. Thread counts
+    never change a number: a decode step's matrix-vector products split output columns, and the
+    row-parallel prefill gives the same bits as the serial one (tests/lm/test_lm_model.py).
+
+    ``CpuShare().threads(2) -> 1`` while another process keeps one of 2 CPUs busy.
+    """
+
+    def __init__(self, interval: float = 0.2):
+        self.interval = interval
+        self.cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+        self._mark = self._sample()
+        self._free: float | None = None
+
+    def _sample(self) -> tuple[float, float, float, int] | None:
+        """(monotonic s, busy CPU-s of our CPUs, this process's CPU-s, runnable tasks); None without /proc/stat."""
+        try:
+            with open("/proc/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        busy, running = 0, 1
+        for line in data.split(b"\n"):
+            if line[:3] == b"cpu" and line[3:4].isdigit():
+                name, *fields = line.split()
+                if int(name[3:]) in self.cpus:
+                    v = [int(x) for x in fields[:8]]  # user nice system idle iowait irq softirq steal
+                    busy += sum(v) - v[3] - v[4]
+            elif line.startswith(b"procs_running"):
+                running = int(line.split()[1])
+        return time.monotonic(), busy / _HZ, time.process_time(), running
+
+    def free(self) -> float:
+        """How many of our CPUs other processes left idle, lately."""
+        if self._mark is None:
+            return float(len(self.cpus))
+        if self._free is not None and time.monotonic() - self._mark[0] < self.interval:
+            return self._free
+        now = self._sample()
+        if now is None:
+            return float(len(self.cpus))
+        elapsed = now[0] - self._mark[0]
+        if elapsed >= self.interval:
+            others = (now[1] - self._mark[1]) - (now[2] - self._mark[2])  # CPU-seconds of other processes
+            self._free = len(self.cpus) - min(float(len(self.cpus)), max(0.0, others / elapsed))
+            self._mark = now
+        else:  # nothing measured yet: the tasks runnable now, this one aside
+            self._free = float(len(self.cpus) - min(len(self.cpus), max(0, now[3] - 1)))
+        return self._free
+
+    def threads(self, want: int) -> int:
+        """min(want, the free CPUs rounded to the nearest), at least 1."""
+        return 1 if want <= 1 else max(1, min(want, int(self.free() + 0.5)))
+
+
+_share = CpuShare()  # measuring from import on, so the first forward after loading has a measurement
+
+
+def engine_threads() -> int:
+    """Threads for the next forward pass: `workers()`, fewer while other processes keep CPUs busy
+    (`CpuShare`); $NLPKIT_LM_THREADS, when set, is used as it is."""
+    want = workers()
+    if want <= 1 or os.environ.get("NLPKIT_LM_THREADS"):
+        return want
+    return _share.threads(want)
