@@ -167,6 +167,10 @@ def _merges_from(value: Any, where: str, field: str) -> list[tuple[str, str]]:
         out = [tuple(m.split(" ")) for m in value]
         if all(len(m) == 2 and m[0] and m[1] for m in out):
             return out
+    elif all(type(m) is list and len(m) == 2 for m in value):  # [a, b] pairs (newer tokenizer.json files)
+        out = [(a, b) for a, b in value]
+        if all(type(a) is str and type(b) is str and a and b for a, b in out):
+            return out
     out = []
     for k, m in enumerate(value):
         if isinstance(m, str):

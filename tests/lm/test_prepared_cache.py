@@ -201,3 +201,67 @@ def test_entry_made_by_other_code_is_rebuilt(cache, tmp_path):
         assert got.arrays["w"].tolist() == [[0, 1, 2], [3, 4, 5]] and got.meta == {"note": "x"}
     assert len(built) == 2  # once per version; the "b" entry replaced the "a" one
     assert len(list(cache.glob("*.npc"))) == 1
+
+
+# ------------------------------------------------------------------ transformer weights
+
+LM = REPO / "tests" / "fixtures" / "lm"
+
+
+def weight_arrays(model) -> dict:
+    from nlpkit.lm.transformer.loaders.prepared_weights import pack
+    return pack(model.weights, {}).arrays
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "llama-untied", "llama-mqa-bias", "gpt2"])
+def test_cached_weights_equal_a_fresh_load_and_logits_equal_transformers(cache, name):
+    from nlpkit.lm.transformer.loaders import load_model
+    fresh = load_model(LM / name, use_cache=False)
+    assert not cache.exists()
+    load_model(LM / name)  # prepares and writes the entry
+    cached = load_model(LM / name)
+    got = weight_arrays(cached)
+    assert_same(got, weight_arrays(fresh))
+    assert not any(a.flags.writeable for a in got.values())  # mapped from the entry
+    assert cached.config == fresh.config
+    seqs = np.array(json.loads((LM / name / "reference.json").read_text())["sequences"])
+    np.testing.assert_allclose(cached.forward(seqs), np.load(LM / name / "logits.npy"), atol=1e-4, rtol=0)
+
+
+def test_corrupt_weights_entry_is_rebuilt(cache, tmp_path):
+    import shutil
+    from nlpkit.lm.transformer.loaders import load_model
+    d = tmp_path / "model"
+    shutil.copytree(LM / "llama-gqa", d)
+    want = weight_arrays(load_model(d, use_cache=False))
+    load_model(d)
+    entry = _entry(cache)
+    data = bytearray(entry.read_bytes())
+    data[len(data) // 2] ^= 0x40  # one bit inside a weight matrix
+    entry.write_bytes(data)
+    assert_same(weight_arrays(load_model(d)), want)  # the damaged entry was rebuilt, not used
+    assert entry.read_bytes() != bytes(data)
+    assert_same(weight_arrays(load_model(d)), want)
+
+
+HF_LOADER = """
+import sys, hashlib, numpy as np
+from nlpkit.lm.transformer.loaders import load_model
+m = load_model(sys.argv[1])
+print(hashlib.sha256(m.forward(np.arange(12)[None] % m.config.vocab_size).tobytes()).hexdigest())
+"""
+
+
+def test_two_processes_preparing_the_same_weights_both_succeed(cache, tmp_path):
+    import shutil
+    d = tmp_path / "model"
+    shutil.copytree(LM / "llama-untied", d)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    procs = [subprocess.Popen([sys.executable, "-c", HF_LOADER, str(d)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
+    assert outs[0][0] == outs[1][0]
+    third = subprocess.run([sys.executable, "-c", HF_LOADER, str(d)], capture_output=True, text=True, env=env)
+    assert third.stdout == outs[0][0]
+    assert len(list(cache.glob("weights-*.npc"))) == 1 and not list(cache.glob(".*.tmp"))

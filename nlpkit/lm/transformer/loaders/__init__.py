@@ -34,8 +34,10 @@ NGRAM_SUFFIXES = (".arpa", ".arpa.gz", ".lm", ".lm.gz", ".ngram", ".ngram.gz")  
 
 
 def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | None = None,
-               rope_factor: float | None = None):
+               rope_factor: float | None = None, use_cache: bool | None = None):
     """Load a model: HF directory (config.json + safetensors) or .gguf file; optional RoPE scaling override.
+    The prepared weights come from the prepared-model cache (`nlpkit.lm.prepared`) when they were made
+    before from the same files; use_cache=False neither reads nor writes it (None: unless $NLPKIT_NO_CACHE).
 
     >>> model = load_model("tests/fixtures/lm/llama-gqa")   # doctest: +SKIP
     """
@@ -50,7 +52,7 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
     if p.is_dir():
         from nlpkit.lm.transformer.loaders.hf import load_hf_dir
         with _named(p / "config.json", p / "model.safetensors"):
-            model = load_hf_dir(p)
+            model = load_hf_dir(p, use_cache)
     else:
         try:
             with open(p, "rb") as f:

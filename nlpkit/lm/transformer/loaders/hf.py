@@ -8,6 +8,7 @@ uses). GPT-2 stores its projections as Conv1D `[in, out]` already. A tied embedd
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer import families
 from nlpkit.lm.transformer.config import ModelConfig, config_from_hf
+from nlpkit.lm.transformer.loaders.prepared_weights import load_weights
 from nlpkit.lm.transformer.loaders.safetensors import TensorSet
 from nlpkit.lm.transformer.loaders.weights import read_block_weights
 from nlpkit.lm.transformer.model import GPT2Layer, Model, Weights
@@ -105,8 +107,10 @@ def load_tokenizer(directory: Path):
     return Tokenizer.from_dir(directory)
 
 
-def load_hf_dir(directory: str | Path) -> Model:
-    """Load config.json, the safetensors weights and the tokenizer of a Hugging Face model directory."""
+def load_hf_dir(directory: str | Path, use_cache: bool | None = None) -> Model:
+    """Load config.json, the safetensors weights and the tokenizer of a Hugging Face model directory; the
+    weights from the prepared-model cache when they were prepared before (use_cache None: unless
+    $NLPKIT_NO_CACHE; False: neither read nor write it)."""
     directory = Path(directory)
     cfg_path = directory / "config.json"
     if not cfg_path.is_file():
@@ -114,11 +118,17 @@ def load_hf_dir(directory: str | Path) -> Model:
                           "directory or a .gguf file")
     config = config_from_hf(_read_json(cfg_path))
     ts = TensorSet(directory)
-    weights = load_rope_weights(ts, config) if config.uses_rope else load_gpt2_weights(ts, config)
-    try:
-        tok, tok_error = load_tokenizer(directory), None
-    except NlpkitError as e:  # e.g. a tokenizer kind nlpkit cannot read yet: the model still runs on token ids
-        tok, tok_error = None, f"its tokenizer is not supported ({e})"
+    # the weights are mapped and checked (or read and prepared) on a thread while this one reads the tokenizer:
+    # numpy's sums and copies release the GIL, the tokenizer's dictionaries are Python
+    with ThreadPoolExecutor(1, thread_name_prefix="nlpkit-weights") as pool:
+        pending = pool.submit(load_weights, [cfg_path, *ts.paths()], directory.name, config,
+                              lambda: load_rope_weights(ts, config) if config.uses_rope
+                              else load_gpt2_weights(ts, config), use_cache=use_cache)
+        try:
+            tok, tok_error = load_tokenizer(directory), None
+        except NlpkitError as e:  # e.g. a tokenizer kind nlpkit cannot read yet: the model still runs on token ids
+            tok, tok_error = None, f"its tokenizer is not supported ({e})"
+        weights = pending.result()
     tok_cfg = _read_json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
     gen_cfg = _read_json(directory / "generation_config.json") \
         if (directory / "generation_config.json").is_file() else {}

@@ -135,6 +135,7 @@ class TensorSet:
         single = directory / "model.safetensors"
         self.files: dict[str, SafetensorsFile] = {}
         self.where: dict[str, SafetensorsFile] = {}
+        self.index: Path | None = None if single.is_file() else index
         if single.is_file():
             f = SafetensorsFile(single)
             self.files[single.name] = f
@@ -165,6 +166,10 @@ class TensorSet:
 
     def __contains__(self, name: str) -> bool:
         return name in self.where
+
+    def paths(self) -> list[Path]:
+        """The files the tensors come from (the index first, when there is one)."""
+        return ([self.index] if self.index is not None else []) + [f.path for f in self.files.values()]
 
     def shape(self, name: str) -> tuple[int, ...]:
         return self.where[name].shape(name)
