@@ -67,7 +67,7 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
                               "config.json, a .gguf file, or an n-gram model: ARPA or nlpkit counts)")
         from nlpkit.lm.transformer.loaders.gguf import load_gguf
         with _named(p, p):
-            model = load_gguf(p)
+            model = load_gguf(p, use_cache)
     if rope_scaling is not None or rope_factor is not None:
         model.set_rope(rope_scaling, rope_factor)
     return model

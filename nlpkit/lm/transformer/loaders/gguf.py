@@ -23,6 +23,7 @@ from nlpkit.bpe.gguf_vocab import gguf_adds_bos
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer import families
 from nlpkit.lm.transformer.config import ACT_NAMES, ModelConfig, block_options
+from nlpkit.lm.transformer.loaders.prepared_weights import load_weights
 from nlpkit.lm.transformer.loaders.weights import read_block_weights
 from nlpkit.lm.transformer.model import Model
 
@@ -258,8 +259,9 @@ def _tokenizer(meta: dict, c: ModelConfig, where: str):
     return Tokenizer.from_spec(spec)
 
 
-def load_gguf(path: str | Path) -> Model:
-    """Read a GGUF file of a supported architecture; quantized tensors are dequantized to float32 once, at load."""
+def load_gguf(path: str | Path, use_cache: bool | None = None) -> Model:
+    """Read a GGUF file of a supported architecture; quantized tensors are dequantized to float32 once, at load,
+    and kept in the prepared-model cache (use_cache None: unless $NLPKIT_NO_CACHE; False: neither read nor write)."""
     path = Path(path)
     meta, tensors = read_gguf_header(path)
     tokens = meta.get("tokenizer.ggml.tokens")
@@ -275,7 +277,9 @@ def load_gguf(path: str | Path) -> Model:
                           "attention_factor": float(meta.get(a + "attn_factor", 1.0))}
     c.validate()
     fam = families.by_gguf_arch(meta.get("general.architecture"))
-    weights = read_block_weights(ts, c, families.gguf_tensor_name, qk_permuted=fam.gguf_qk_permuted)
+    weights = load_weights([path], path.name, c, lambda: read_block_weights(ts, c, families.gguf_tensor_name,
+                                                                        qk_permuted=fam.gguf_qk_permuted),
+                           use_cache=use_cache)  # dequantized and transposed once, then mapped from the cache
     model = Model(c, weights, None, source=str(path))
     try:
         model.tokenizer = _tokenizer(meta, c, str(path))
