@@ -20,6 +20,8 @@ os.environ["NLPKIT_CACHE_DIR"] = _CACHE_DIR
 
 
 def pytest_unconfigure(config) -> None:
+    from nlpkit.lm.prepared import flush
+    flush()  # entries still being written by a thread
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 

@@ -10,13 +10,15 @@ n-grams; a CI job calling nlpkit per file paid that on every call. A cached entr
     preamble = b"NLPKITPC" | format version u32 | header bytes u32 | header crc32 u32 | 0 u32 | data sum u64
 
 The header names the entry's kind, the code that made it (a digest of its source files) and the model
-files it was made from (absolute path, size, mtime, inode); a different one of any is a stale entry, a wrong crc32, size or data sum (the uint64
-wrap-around sum of the data, which also touches every page once, so the first forward after loading does
-not pay the page faults) a corrupt one: either is rebuilt and replaced. An entry is written to a
-temporary file in the same directory and renamed over the old one, so a reader sees a whole entry or
-none, and two processes building the same entry at once both succeed (the last rename wins; a process
-still mapping the replaced file keeps its pages). A cache that cannot be written (read-only, full disk)
-costs nothing but the rebuild: the freshly built arrays are used as they are.
+files it was made from (absolute path, size, mtime, inode); a different one of any is a stale entry, a
+wrong crc32, size or data sum (the uint64 wrap-around sum of the data, which also touches every page
+once, so the first forward after loading does not pay the page faults) a corrupt one: either is rebuilt
+and replaced. An entry is written to a temporary file in the same directory and renamed over the old
+one, so a reader sees a whole entry or none, and two processes building the same entry at once both
+succeed (the last rename wins; a process still mapping the replaced file keeps its pages). The entry is
+written by a thread while the first load goes on with the arrays it built (`flush()` waits for it, and
+so does the interpreter at exit). A cache that cannot be written (read-only, full disk) costs nothing
+but the rebuild: the freshly built arrays are used as they are.
 
 Where: `$NLPKIT_CACHE_DIR`, else the platform's user cache directory (`$XDG_CACHE_HOME/nlpkit` or
 `~/.cache/nlpkit` on Linux, `~/Library/Caches/nlpkit` on macOS, `%LOCALAPPDATA%\\nlpkit\\Cache` on
@@ -35,6 +37,8 @@ import mmap
 import os
 import struct
 import sys
+import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -118,11 +122,37 @@ def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepar
         return entry
     prepared = build()
     try:
-        if fingerprint(sources) == prints:  # a source that changed while we read it is not cached
-            write_entry(path, tag, prints, prepared)
+        if fingerprint(sources) != prints:  # a source that changed while we read it is not cached
+            return prepared
+    except OSError:
+        return prepared
+    # written behind: the caller goes on with the arrays it has while a thread writes them (the
+    # interpreter waits for it at exit, so the entry is whole or, if the process is killed, never renamed)
+    writer = threading.Thread(target=_write_quietly, args=(path, tag, prints, prepared), name="nlpkit-cache-write")
+    with _lock:
+        _writers.append(writer)
+    writer.start()
+    return prepared
+
+
+_lock = threading.Lock()
+_writers: list[threading.Thread] = []
+
+
+def _write_quietly(path: Path, tag: str, prints: list[list], prepared: Prepared) -> None:
+    try:
+        write_entry(path, tag, prints, prepared)
     except (OSError, TypeError, ValueError):
         pass  # an unwritable cache (or metadata JSON cannot hold) only costs the next load a rebuild
-    return prepared
+
+
+def flush() -> None:
+    """Wait until every entry this process is writing is in place."""
+    with _lock:
+        pending = list(_writers)
+        _writers.clear()
+    for w in pending:
+        w.join()
 
 
 def _data_sum(data: np.ndarray) -> int:
@@ -190,6 +220,12 @@ def write_entry(path: Path, kind: str, prints: list[list], prepared: Prepared) -
                      separators=(",", ":")).encode()
     head = _PREAMBLE.size + len(raw)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for old in path.parent.glob(f".{path.name}.*.tmp"):  # a writer killed before its rename, an hour ago or more
+        try:
+            if time.time() - old.stat().st_mtime > 3600:
+                old.unlink()
+        except OSError:
+            pass
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     total = 0
     try:
@@ -212,4 +248,4 @@ def write_entry(path: Path, kind: str, prints: list[list], prepared: Prepared) -
             tmp.unlink()
 
 
-__all__ = ["Prepared", "cache_dir", "cache_enabled", "code_version", "entry_path", "load_prepared", "read_entry", "write_entry", "FORMAT_VERSION"]
+__all__ = ["Prepared", "cache_dir", "cache_enabled", "code_version", "flush", "entry_path", "load_prepared", "read_entry", "write_entry", "FORMAT_VERSION"]

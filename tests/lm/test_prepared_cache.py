@@ -18,7 +18,7 @@ import pytest
 
 from nlpkit.lm.ngram.ngram_model import load_ngram_model
 from nlpkit.lm.ngram.line_scoring import score_lines
-from nlpkit.lm.prepared import Prepared, entry_path, fingerprint, load_prepared, read_entry
+from nlpkit.lm.prepared import Prepared, entry_path, fingerprint, flush, load_prepared, read_entry
 
 REPO = Path(__file__).resolve().parents[2]
 NGRAM = REPO / "tests" / "fixtures" / "ngram"
@@ -60,7 +60,8 @@ def test_cached_arpa_equals_a_fresh_load_and_scores_as_kenlm_query(cache):
     path = NGRAM / "kenlm-4.arpa.gz"
     fresh = load_ngram_model(path, use_cache=False)
     assert not cache.exists()  # use_cache=False writes nothing
-    load_ngram_model(path)  # builds the entry
+    load_ngram_model(path)  # builds the entry (written by a thread: flush waits for it)
+    flush()
     entry = entry_path([path], "ngram")
     assert entry.is_file()
     cached = load_ngram_model(path)
@@ -92,6 +93,7 @@ def test_cached_model_warns_again(cache, tmp_path):
     for _ in range(2):  # built, then from the cache
         warned = []
         model = load_ngram_model(p, warn=warned.append)
+        flush()
         assert warned == [f"{p}: the model has no <unk>; unknown words get log10 probability -100 (as KenLM)"]
         s = next(iter(score_lines(model, ["a c"])))
         assert s.log10.tolist() == pytest.approx([-0.2, -100.0 + 0.0, -1.0])
@@ -117,6 +119,7 @@ def test_corrupt_entry_is_detected_and_rebuilt(cache, tmp_path, damage):
     src.write_bytes((NGRAM / "kenlm-3.arpa.gz").read_bytes())
     want = ngram_arrays(load_ngram_model(src, use_cache=False))
     load_ngram_model(src)
+    flush()
     entry = _entry(cache)
     data = bytearray(entry.read_bytes())
     if damage == "flip a data byte":
@@ -130,6 +133,7 @@ def test_corrupt_entry_is_detected_and_rebuilt(cache, tmp_path, damage):
     entry.write_bytes(data)
     assert read_entry(entry, _tag(entry), fingerprint([src])) is None  # the damaged entry is not trusted
     model = load_ngram_model(src)  # rebuilt and written again ...
+    flush()
     assert_same(ngram_arrays(model), want)
     assert read_entry(entry, _tag(entry), fingerprint([src])) is not None  # ... valid
 
@@ -138,9 +142,11 @@ def test_stale_entry_is_rebuilt_when_the_source_changes(cache, tmp_path):
     src = tmp_path / "lm.arpa"
     src.write_text(SRILM_NO_UNK)
     assert load_ngram_model(src).vocab_size == 5  # <s> </s> a b + <unk>
+    flush()
     src.write_text(SRILM_NO_UNK.replace("ngram 1=4", "ngram 1=5").replace("-0.7\tb\n", "-0.7\tb\n-0.9\tc\n"))
     os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9))
     assert load_ngram_model(src).vocab_size == 6
+    flush()
     assert len(list(cache.glob("*.npc"))) == 1  # the stale entry was replaced, not kept beside
 
 
@@ -198,6 +204,7 @@ def test_entry_made_by_other_code_is_rebuilt(cache, tmp_path):
 
     for version in ("a", "a", "b", "b"):
         got = load_prepared([src], "test", build, version=version)
+        flush()
         assert got.arrays["w"].tolist() == [[0, 1, 2], [3, 4, 5]] and got.meta == {"note": "x"}
     assert len(built) == 2  # once per version; the "b" entry replaced the "a" one
     assert len(list(cache.glob("*.npc"))) == 1
@@ -219,6 +226,7 @@ def test_cached_weights_equal_a_fresh_load_and_logits_equal_transformers(cache, 
     fresh = load_model(LM / name, use_cache=False)
     assert not cache.exists()
     load_model(LM / name)  # prepares and writes the entry
+    flush()
     cached = load_model(LM / name)
     got = weight_arrays(cached)
     assert_same(got, weight_arrays(fresh))
@@ -234,6 +242,7 @@ def test_cached_gguf_weights_equal_a_fresh_load_and_logits_equal_transformers(ca
     d = LM / "families" / name
     fresh = load_model(d / "model.gguf", use_cache=False)
     load_model(d / "model.gguf")
+    flush()
     cached = load_model(d / "model.gguf")
     assert_same(weight_arrays(cached), weight_arrays(fresh))
     assert cached.config == fresh.config
@@ -251,11 +260,13 @@ def test_corrupt_weights_entry_is_rebuilt(cache, tmp_path):
     shutil.copytree(LM / "llama-gqa", d)
     want = weight_arrays(load_model(d, use_cache=False))
     load_model(d)
+    flush()
     entry = _entry(cache)
     data = bytearray(entry.read_bytes())
     data[len(data) // 2] ^= 0x40  # one bit inside a weight matrix
     entry.write_bytes(data)
     assert_same(weight_arrays(load_model(d)), want)  # the damaged entry was rebuilt, not used
+    flush()
     assert entry.read_bytes() != bytes(data)
     assert_same(weight_arrays(load_model(d)), want)
 
