@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from nlpkit.lm.transformer.loaders.weights import read_block_weights
 from nlpkit.lm.transformer.model import Model
 
 _MAX_COUNT = 1 << 20  # tensors or metadata keys beyond real files' sizes: a corrupt header
+_U64 = struct.Struct("<Q")
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
@@ -50,6 +52,22 @@ class _Buf:
     def string(self) -> str:
         return self.take(self.scalar("<Q")).decode("utf-8", errors="replace")
 
+    def strings(self, n: int) -> list[str]:
+        """n length-prefixed strings (a vocabulary, merges): `string` n times, without a call per piece."""
+        data, pos, end, out = self.data, self.pos, len(self.data), []
+        length = _U64.unpack_from
+        for _ in range(n):
+            if pos + 8 > end:
+                raise NlpkitError(f"{self.path}: GGUF header runs past the end of the file (truncated or corrupt)")
+            (k,) = length(data, pos)
+            pos += 8
+            if pos + k > end:
+                raise NlpkitError(f"{self.path}: GGUF header runs past the end of the file (truncated or corrupt)")
+            out.append(data[pos:pos + k].decode("utf-8", errors="replace"))
+            pos += k
+        self.pos = pos
+        return out
+
     def value(self, vtype: int):
         if vtype in _SCALARS:
             return self.scalar(_SCALARS[vtype])
@@ -62,6 +80,8 @@ class _Buf:
             if itype in _SCALARS:
                 fmt = _SCALARS[itype]
                 return np.frombuffer(self.take(n * struct.calcsize(fmt)), dtype=np.dtype(fmt)).tolist()
+            if itype == 8:
+                return self.strings(n)
             return [self.value(itype) for _ in range(n)]
         raise NlpkitError(f"{self.path}: unknown GGUF metadata value type {vtype}")
 
@@ -277,14 +297,18 @@ def load_gguf(path: str | Path, use_cache: bool | None = None) -> Model:
                           "attention_factor": float(meta.get(a + "attn_factor", 1.0))}
     c.validate()
     fam = families.by_gguf_arch(meta.get("general.architecture"))
-    weights = load_weights([path], path.name, c, lambda: read_block_weights(ts, c, families.gguf_tensor_name,
-                                                                        qk_permuted=fam.gguf_qk_permuted),
-                           use_cache=use_cache)  # dequantized and transposed once, then mapped from the cache
-    model = Model(c, weights, None, source=str(path))
-    try:
-        model.tokenizer = _tokenizer(meta, c, str(path))
-        if model.tokenizer is None:
-            model.tokenizer_error = f"its GGUF tokenizer model {meta.get('tokenizer.ggml.model')!r} is not supported"
-    except NlpkitError as e:
-        model.tokenizer_error = f"its tokenizer is not supported ({e})"
+    # dequantized and transposed once, then mapped from the cache, on a thread while this one builds the tokenizer
+    with ThreadPoolExecutor(1, thread_name_prefix="nlpkit-weights") as pool:
+        pending = pool.submit(load_weights, [path], path.name, c, lambda: read_block_weights(
+            ts, c, families.gguf_tensor_name, qk_permuted=fam.gguf_qk_permuted), use_cache=use_cache)
+        tokenizer, tokenizer_error = None, None
+        try:
+            tokenizer = _tokenizer(meta, c, str(path))
+            if tokenizer is None:
+                tokenizer_error = f"its GGUF tokenizer model {meta.get('tokenizer.ggml.model')!r} is not supported"
+        except NlpkitError as e:
+            tokenizer_error = f"its tokenizer is not supported ({e})"
+        weights = pending.result()
+    model = Model(c, weights, tokenizer, source=str(path))
+    model.tokenizer_error = tokenizer_error
     return model
