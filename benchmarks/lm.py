@@ -377,7 +377,7 @@ def load_section(threads: int, llama: dict) -> dict:
 
 def first_forward_section(threads: int, runs: int = 10) -> tuple[float, float]:
     """The 5-token prefill right after loading, in `runs` new processes (default threads)."""
-    times = [r["first_s"] for r in (run_worker("first", threads) for _ in range(runs)) if r]
+    times = [r["first_s"] for r in (run_worker("first", threads, False) for _ in range(runs)) if r]
     if not times:
         return float("nan"), float("nan")
     slow, mid = max(times), median(times)
@@ -519,7 +519,7 @@ def main() -> None:
     nl = runs["nlpkit 1thr"]
     same = sum(x == y for x, y in zip(nl["greedy"], tf["greedy"]))
     print(f"greedy tokens identical: {same}/{DECODE_TOKENS}")
-    print(f"settings: nlpkit Nthr = OPENBLAS_NUM_THREADS=N; transformers torch.set_num_threads({n}); idle threads: "
+    print(f"settings: nlpkit Nthr = OPENBLAS_NUM_THREADS=N (at most N: fewer while other processes keep CPUs busy); transformers torch.set_num_threads({n}); idle threads: "
           f"--wait {wait_policy} ({' '.join(f'{k}={v}' for k, v in WAIT[wait_policy].items()) or 'library defaults'}); "
           + "; ".join(f"{k}: {r['settings']}" for k, r in runs.items() if "settings" in r))
     slow, mid = first_forward_section(0)
