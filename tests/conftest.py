@@ -15,7 +15,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 # The prepared-model cache (nlpkit/lm/prepared.py) of every test, and of every CLI run a test starts, goes to a
 # temporary directory removed at the end: the suite never writes into the user's cache.
-_CACHE_DIR = tempfile.mkdtemp(prefix="nlpkit-test-cache-")
+# (Made once per process: a test module importing `tests.conftest` runs this file a second time.)
+_made = os.environ.get("NLPKIT_TEST_CACHE_DIR", "").split(":", 1)
+_CACHE_DIR = _made[1] if _made[0] == str(os.getpid()) else tempfile.mkdtemp(prefix="nlpkit-test-cache-")
+os.environ["NLPKIT_TEST_CACHE_DIR"] = f"{os.getpid()}:{_CACHE_DIR}"
 os.environ["NLPKIT_CACHE_DIR"] = _CACHE_DIR
 
 
