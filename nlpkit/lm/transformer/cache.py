@@ -47,15 +47,24 @@ class KVCache:
     def free(self) -> int:
         return self.max_len - self.length
 
-    def write(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Store new keys/values at length..length+t; return the filled views.  # [b, n_kv, t, hd] -> [b, n_kv, L+t, hd]"""
-        t = k.shape[2]
+    def slots(self, layer: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Where the keys/values of the next t positions go, to be written in place.  # -> [b, n_kv, t, hd] x2"""
         end = self.length + t
         if end > self.max_len:
             raise NlpkitError(f"KV cache is full: {self.length} + {t} positions > max_len {self.max_len}")
-        self.k[layer][:, :, self.length:end] = k
-        self.v[layer][:, :, self.length:end] = v
+        return self.k[layer][:, :, self.length:end], self.v[layer][:, :, self.length:end]
+
+    def filled(self, layer: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """The keys/values up to and with the next t positions.  # -> [b, n_kv, L+t, hd] x2"""
+        end = self.length + t
         return self.k[layer][:, :, :end], self.v[layer][:, :, :end]
+
+    def write(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Store new keys/values at length..length+t; return the filled views.  # [b, n_kv, t, hd] -> [b, n_kv, L+t, hd]"""
+        k_slot, v_slot = self.slots(layer, k.shape[2])
+        k_slot[...] = k
+        v_slot[...] = v
+        return self.filled(layer, k.shape[2])
 
     def advance(self, t: int) -> None:
         """Mark t more positions filled (called once per forward, after all layers wrote)."""

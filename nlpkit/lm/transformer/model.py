@@ -199,16 +199,20 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
     nkv, hd = cfg.n_kv_heads, cfg.head_dim
     g = cfg.n_heads // nkv
     q = np.empty((b, nkv, g, t, hd), np.float32)
-    k = np.empty((b, nkv, t, hd), np.float32)
-    v = np.empty((b, nkv, t, hd), np.float32)
     if pool.n == 1:  # decode steps and short inputs: no closures, no thread hand-offs
-        project(x, 0, t, q, k, v, cs)
-        if cache is not None:
-            k, v = cache.write(li, k, v)  # [b, kv, L, hd]
+        if cache is not None:  # the new keys and values are written straight into the cache
+            k, v = cache.slots(li, t)  # [b, kv, t, hd] views
+            project(x, 0, t, q, k, v, cs)
+            k, v = cache.filled(li, t)  # [b, kv, L, hd]
+        else:
+            k, v = np.empty((b, nkv, t, hd), np.float32), np.empty((b, nkv, t, hd), np.float32)
+            project(x, 0, t, q, k, v, cs)
         o = _attend(q, k, v, mask, softcap) if mask is None or t <= ATTN_BLOCK else attention(q, k, v, mask, pool,
                                                                                              softcap)
         heads = o.transpose(0, 3, 1, 2, 4).reshape(b, t, cfg.n_heads * hd)
         return finish(x, heads)
+    k = np.empty((b, nkv, t, hd), np.float32)
+    v = np.empty((b, nkv, t, hd), np.float32)
     parts = pool.split(t)
 
     def run_project(part):
