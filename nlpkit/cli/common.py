@@ -300,11 +300,16 @@ def _no_cache(ctx, param, value):
     return value
 
 
+def no_cache_option(f):
+    """--no-cache: load models from their files, without the prepared-model cache (sets $NLPKIT_NO_CACHE)."""
+    return click.option("--no-cache", is_flag=True, expose_value=False, callback=_no_cache,
+                        help="Load the model from its file without the prepared-model cache, and write no "
+                             "cache entry [$NLPKIT_NO_CACHE].")(f)
+
+
 def model_options(f):
     """-m/--model, --rope-scaling, --rope-factor, --no-cache: how perplexity, generate and sample pick a model."""
-    f = click.option("--no-cache", is_flag=True, expose_value=False, callback=_no_cache,
-                     help="Load the model from its file without the prepared-model cache, and write no "
-                          "cache entry [$NLPKIT_NO_CACHE].")(f)
+    f = no_cache_option(f)
     f = click.option("--rope-factor", type=float, default=None, callback=_positive_factor,
                      help="RoPE scaling factor s (with --rope-scaling).")(f)
     f = click.option("--rope-scaling", type=click.Choice(ROPE_CHOICES), default=None,

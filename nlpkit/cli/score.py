@@ -10,7 +10,7 @@ from contextlib import ExitStack
 import click
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
-                               open_writer, progress, resolve_format, warn)
+                               no_cache_option, open_writer, progress, resolve_format, warn)
 
 ITEM_COLUMNS = {
     "loglikelihood": ["model", "index", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
@@ -37,6 +37,7 @@ Examples:
 @click.option("-m", "--model", "models", multiple=True, metavar="PATH",
               help="Model: a Hugging Face directory, .gguf, ARPA or .ngram file [$NLPKIT_MODEL, else the shipped "
                    "model]. Repeat to compare: each later model against the first.")
+@no_cache_option
 @click.option("--task", type=click.Choice(("loglikelihood", "multiple-choice", "preference")), default=None,
               help="The task [from the first record's fields: continuation, choices, or chosen + rejected].")
 @click.option("--field", "fields", multiple=True, metavar="ROLE=NAME",
