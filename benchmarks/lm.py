@@ -10,8 +10,10 @@ cache, and (unless --skip-ppl) perplexity of the first 20,000 characters of tiny
 512 / stride 256 by nlpkit and by the transformers perplexity-guide loop. With llama-cpp-python importable,
 llama.cpp's figures on the Q4_1 GGUF itself and on an F32 GGUF converted from the float32 directory (like
 for like with nlpkit) are listed beside them, with the settings each engine used; ratios are nlpkit's against
-transformers and against llama.cpp's F32 GGUF. Then `sample -n 8` vs `-n 1` on the default model, and load time /
-peak RSS of every model-family fixture (HF and GGUF); the last line gives the run's wall time and machine load.
+transformers and against llama.cpp's F32 GGUF. Then `sample -n 8` vs `-n 1` on the default model, one
+`perplexity --compare` run (a Q8_0 GGUF of the model against the float32 directory) against the two perplexity
+runs it replaces (target <= 1.1x their sum), and load time / peak RSS of every model-family fixture (HF and
+GGUF); the last line gives the run's wall time and machine load.
 Idle worker threads (torch's OpenMP, numpy's OpenBLAS) follow --wait: each library's default spinning on a quiet
 machine, sleeping at once on a busy one (--wait auto decides by the load average, and the output says which).
 """
@@ -256,9 +258,10 @@ def llamacpp_bin(threads: int, model_path: Path) -> dict | None:
 F32_GGUF = OUT / "smollm2-135m-instruct-f32.gguf"
 
 
-def convert_f32_gguf() -> bool:
-    """The float32 HF directory -> F32 GGUF with llama.cpp's convert_hf_to_gguf.py (like for like with nlpkit)."""
-    if F32_GGUF.is_file():
+def convert_f32_gguf(out: Path = F32_GGUF, outtype: str = "f32") -> bool:
+    """The float32 HF directory -> F32 GGUF (or `outtype`) with llama.cpp's convert_hf_to_gguf.py (like for like
+    with nlpkit)."""
+    if out.is_file():
         return True
     ready = Path("/work/build/LLAMA_READY")
     tree = Path(os.environ.get("LLAMA_CPP_DIR") or (ready.read_text().strip() if ready.is_file() else "")
@@ -266,11 +269,41 @@ def convert_f32_gguf() -> bool:
     if not (tree / "convert_hf_to_gguf.py").is_file():
         print("llama.cpp source tree not found (LLAMA_CPP_DIR): no F32 GGUF run", file=sys.stderr)
         return False
-    r = subprocess.run([sys.executable, str(tree / "convert_hf_to_gguf.py"), str(HF_DIR), "--outtype", "f32",
-                        "--outfile", str(F32_GGUF)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, str(tree / "convert_hf_to_gguf.py"), str(HF_DIR), "--outtype", outtype,
+                        "--outfile", str(out)], capture_output=True, text=True)
     if r.returncode != 0:
         print(f"F32 GGUF conversion failed:\n{r.stderr[-1500:]}", file=sys.stderr)
     return r.returncode == 0
+
+
+Q8_GGUF = OUT / "smollm2-135m-instruct-q8_0.gguf"
+COMPARE_ARGS = ["--context", "512", "--stride", "256", "--format", "json", "--quiet"]
+
+
+def compare_timing(threads: int) -> tuple[float, float, float] | None:
+    """Wall time (best of 2) of `nlpkit perplexity --compare` (the Q8_0 GGUF against the float32 directory:
+    both models over the same windows) and of the two plain perplexity runs it replaces, on
+    tinyshakespeare[:4000] with context 512 / stride 256: (compare, model alone, base alone)."""
+    if not convert_f32_gguf(Q8_GGUF, "q8_0"):
+        return None
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8", delete=False) as f:
+        f.write(shakespeare()[:4000])
+    env = {**thread_env(threads), "PYTHONPATH": str(REPO)}
+
+    def best(*args: str) -> float:
+        times = []
+        for _ in range(2):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "nlpkit", "perplexity", f.name, *args, *COMPARE_ARGS], check=True,
+                           env=env, stdout=subprocess.DEVNULL)
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    try:
+        return (best("-m", str(Q8_GGUF), "--compare", str(HF_DIR)), best("-m", str(Q8_GGUF)), best("-m", str(HF_DIR)))
+    finally:
+        os.unlink(f.name)
 
 
 def worker_load(threads: int, ppl: bool, path: str = "") -> dict:
@@ -428,6 +461,7 @@ def main() -> None:
     ap.add_argument("--skip-busy", action="store_true", help="skip the rows under load")
     ap.add_argument("--skip-families", action="store_true", help="skip the per-family load time / RSS table")
     ap.add_argument("--skip-sample", action="store_true", help="skip the sample -n 8 vs -n 1 timing")
+    ap.add_argument("--skip-compare", action="store_true", help="skip the perplexity --compare timing")
     ap.add_argument("--wait", choices=["auto", "passive", "default"], default="auto",
                     help="idle-thread policy of torch/OpenBLAS: passive (shared machine), default (each library's "
                          "own; quiet machine), auto: passive when the 1-minute load average exceeds 1")
@@ -528,6 +562,11 @@ def main() -> None:
         one, eight = sample_timing(1, n), sample_timing(8, n)
         print(f"\nsample --ignore-eos on the default model, 64 new tokens: -n 1 {one:.2f} s, -n 8 {eight:.2f} s, "
               f"ratio {eight / one:.2f} (target <= 2)")
+    if not args.skip_compare and (cmp := compare_timing(args.threads)):
+        both, model, base = cmp
+        print(f"perplexity --compare (Q8_0 GGUF vs float32, tinyshakespeare[:4000], ctx 512/256, {args.threads} thr): "
+              f"{both:.1f} s; perplexity of each alone {model:.1f} + {base:.1f} s; ratio {both / (model + base):.2f} "
+              "(target <= 1.1)")
     if not args.skip_families:
         fam = REPO / "tests" / "fixtures" / "lm" / "families"
         print(f"\n{'family fixture':24}{'HF load s':>12}{'HF RSS MB':>12}{'GGUF load s':>12}{'GGUF RSS MB':>12}")

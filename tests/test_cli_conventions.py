@@ -21,6 +21,7 @@ import pytest
 from conftest import FIXTURES, REPO, run_cli
 from nlpkit import __version__
 from nlpkit.cli.main import COMMANDS
+from nlpkit.cli.perplexity_table import plus_minus
 
 
 def test_version_flag_prints_package_version(cli):
@@ -304,8 +305,9 @@ def test_perplexity_table_at_80_columns_never_splits_a_number_and_shows_basename
     assert max(len(x) for x in table.split("\n")[:-2]) <= 80
     assert "story.txt" in table and str(deep) not in table
     row = dict(zip(tsv[0].split("\t"), tsv[1].split("\t")))
-    for col in ("mean_nll", "token_ppl", "bits_per_byte"):
-        assert f"{float(row[col]):.4f}" in _numbers(table), (col, table)
+    assert f"{float(row['bits_per_byte']):.4f}" in _numbers(table), table
+    for col, unc in (("mean_nll", "mean_nll_se"), ("token_ppl", "token_ppl_unc")):  # value ± uncertainty
+        assert plus_minus(float(row[col]), float(row[unc])) in table, (col, table)
 
 
 def test_bleu_table_with_long_paths_keeps_each_system_on_one_line(cli, tmp_path):

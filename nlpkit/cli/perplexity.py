@@ -28,10 +28,14 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
               help="Predict the first token from the model's prefix token (BOS, else EOS), as "
                    "lm-evaluation-harness does [on when the model has one]; --no-add-bos leaves the first "
                    "token unscored and out of the byte and word counts.")
+@click.option("--compare", "compare", default=None, metavar="BASE",
+              help="Compare the model with a base model that has the same tokenizer (a Hugging Face directory "
+                   "or .gguf file): KL divergence, Δp, same top token and the PPL ratio per file, as "
+                   "llama.cpp's llama-perplexity --kl-divergence. Both models are in memory at once.")
 @dask_options
 @common_options
 def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
-            dask, shard_size, fmt, no_signature, quiet, encoding_errors):
+            compare, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
     """Perplexity of text under a language model.
 
     Prints scored tokens, mean negative log-likelihood (nats/token), token, word and byte
@@ -39,7 +43,12 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     tokens and the bytes and words they cover. Long texts are scored in windows: --mode sliding
     (--context/--stride, as the transformers perplexity guide), disjoint (lm-evaluation-harness
     rolling windows) or second-half (llama.cpp llama-perplexity). Several files: a corpus total
-    row follows (file "(total)"; "total": true in JSON).
+    row follows (file "(total)"; "total": true in JSON). Each figure's uncertainty is llama.cpp's
+    (mean_nll_se, token_ppl_unc; "34.88 ± 0.52" in a table).
+
+    --compare BASE runs both models over the same windows and reports, per file, how far the
+    model's next-token distributions are from the base's: KL divergence, Δp, top-token agreement
+    and the ratio of perplexities, with llama.cpp's statistics (--per-token: every token's).
 
     An n-gram model (--model lm.arpa, .arpa.gz or an nlpkit counts file) scores each line as one
     sentence, as KenLM's query does: sentences, tokens, OOVs, log10 probability, perplexity with
@@ -50,6 +59,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
       nlpkit perplexity --per-line sentences.txt --format jsonl
       echo "The cat sat on the mat." | nlpkit perplexity --per-token
       nlpkit perplexity held-out.txt --model lm.arpa
+      nlpkit perplexity book.txt -m model-Q8_0.gguf --compare model_dir/
     """
     from nlpkit.lm.load import backend_class, load_language_model
 
@@ -63,13 +73,33 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")
 
+    if compare is not None:
+        base_cls = backend_class(compare)
+        if "compare" in base_cls.inapplicable:
+            raise click.UsageError(f"--compare does not apply to {base_cls.described} "
+                                   f"({base_cls.inapplicable['compare']}): {compare}")
+        if per_line:
+            raise click.UsageError("--compare summarizes whole files: --per-line does not apply")
+
     lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
                              warn=lambda m: warn(m, quiet))
     ctx = lm.window_context(context)
     if stride is not None and ctx is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
-    run = lm.perplexity_run(paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos, per_line=per_line,
-                            per_token=per_token, errors=encoding_errors)
+    if compare is not None:
+        from nlpkit.errors import NlpkitError
+        from nlpkit.lm.comparison import compare_run
+
+        try:
+            base = load_language_model(compare, rope_scaling=rope_scaling, rope_factor=rope_factor,
+                                       warn=lambda m: warn(m, quiet))
+        except NlpkitError as e:
+            raise NlpkitError(f"--compare {compare}: {e}") from None
+        run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
+                          per_token=per_token, errors=encoding_errors)
+    else:
+        run = lm.perplexity_run(paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos, per_line=per_line,
+                                per_token=per_token, errors=encoding_errors)
     if run.stride is not None and run.stride >= run.context:
         warn(f"--stride {run.stride} equal to the context {run.context}: as in the transformers guide, the first "
              "token of each window after the first is not scored (a smaller --stride, or --mode disjoint, scores "
@@ -84,5 +114,14 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
             client = stack.enter_context(connect(dask, quiet))
         out = stack.enter_context(open_writer(run.columns, fmt, run.signature, no_signature, digits=run.digits))
         tick = stack.enter_context(progress("tasks" if dask else "scoring", quiet=quiet))
-        for record in run.records(tick, client, size):
-            out.write(record)
+        records = run.records(tick, client, size)
+        from nlpkit.cli.perplexity_table import compare_table, merged_columns, merged_record
+
+        if out.fmt != "table" or per_token:
+            out.write_many(records)
+        elif compare is not None:  # a line per statistic, a column per file
+            out.columns, out.labels, rows = compare_table(list(records))
+            out.write_many(rows)
+        else:  # figures shown with their uncertainty
+            out.columns = out.labels = merged_columns(run.columns)
+            out.write_many(merged_record(r) for r in records)

@@ -426,15 +426,19 @@ WINDOW_TASK_TOKENS = 65536   # at most this many input tokens of windows per tas
 
 
 def perplexity_windows(client, model_key: tuple, shard_bytes: int | None = None,
-                       progress: Callable[..., None] | None = None) -> Callable:
+                       progress: Callable[..., None] | None = None, *, task: Callable | None = None,
+                       more_keys: tuple = ()) -> Callable:
     """A `map_windows` for `nlpkit.lm.perplexity.score_ids`: the windows of a whole text, scored on
     the workers (each loads the model once) in tasks of consecutive windows holding about
     `shard_bytes / 4` input tokens (at most `WINDOW_TASK_TOKENS`, at least one window), yielded
-    in order. Only the windows' token ids travel; each comes back as its log-probabilities."""
+    in order. Only the windows' token ids travel; each comes back as its log-probabilities.
+    `task(chunks, model_key, *more_keys, blas_threads)` replaces `score_windows_task` (e.g.
+    `nlpkit.lm.comparison.compare_windows_task`, with the base's key: each window comes back compared)."""
     from nlpkit.distributed.cluster import Ticker, map_ordered
     from nlpkit.lm import perplexity
     from nlpkit.lm.transformer import threads
 
+    task = task or perplexity.score_windows_task
     tick = Ticker(progress, 0)
 
     def run(seq: list[int], windows: list) -> Iterator:
@@ -448,8 +452,7 @@ def perplexity_windows(client, model_key: tuple, shard_bytes: int | None = None,
             size += w.end - w.start
         if group:
             tasks.append(group)
-        for part in map_ordered(client, perplexity.score_windows_task, tasks, ticker=tick,
-                                args=(model_key, threads.blas_threads())):
+        for part in map_ordered(client, task, tasks, ticker=tick, args=(model_key, *more_keys, threads.blas_threads())):
             yield from part
 
     return run

@@ -20,7 +20,9 @@ What a model offers:
   first token of a text is predicted from: BOS, else EOS; ``<s>`` for an n-gram model), `vocab_size`.
 - **scoring** - `logprobs(ids, first)`: log p(ids[j] | ids[:j]) for j >= first, natural log, one
   window: the primitive every window-based evaluation is built on (`nlpkit.lm.perplexity`'s windows
-  call it); `next_logits(ids)`: the next token's logits after a prompt (`sample --dist`);
+  call it); `window_logits(ids, first)`: the same positions' logits rows, a chunk at a time (what
+  `perplexity --compare` compares; the transformer only); `next_logits(ids)`: the next token's logits
+  after a prompt (`sample --dist`);
   `perplexity_run(paths, ...)`: what `nlpkit perplexity` prints (each kind keeps the columns it has
   always printed: the transformer scores windows of a text, the n-gram model each line as a sentence,
   as KenLM's query), `window_context(context)` the window length it uses.
@@ -46,10 +48,10 @@ in a command. Two are added this way:
   argmax). The transformer prefills the shared context once and scores the choices as one batch over
   its KV cache (`nlpkit/lm/transformer/continuations.py`); the n-gram backend scores each choice's
   words after the context's last n-1 (`nlpkit/lm/ngram/continuations.py`).
-- full-vocabulary log-probabilities (``perplexity --compare``): the rows of the windows `logprobs(ids,
-  first)` scores, [n, V] at a time (`window_logits(ids, first)`, with the same windows and convention),
-  from which KL divergence and top-token agreement are computed (`nlpkit.lm.divergence`); an n-gram
-  backend gives the same rows from `next_logits` of each history.
+- full-vocabulary log-probabilities (``perplexity --compare``, `nlpkit.lm.comparison`): `window_logits(ids,
+  first)` -> chunks of [n, V] logits rows for the positions `logprobs(ids, first)` scores (same windows,
+  same convention), from which KL divergence and top-token agreement are computed. The transformer has it;
+  an n-gram model does not (`inapplicable` says why).
 
 Conventions every scoring method keeps: ids include the prefix token (`prefix_id`) when the first
 text token is to be scored; `first` is the first position whose prediction is returned; natural logs.
@@ -142,6 +144,8 @@ class LanguageModel(Protocol):
     def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray: ...
 
     def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray: ...
+
+    def window_logits(self, ids: Sequence[int], first: int) -> Iterator[np.ndarray]: ...
 
     def window_context(self, context: int | None) -> int | None: ...
 

@@ -30,12 +30,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.lm.transformer.threads import RowPool, engine_threads
+from nlpkit.lm.uncertainty import standard_error
 
 MODES = ("sliding", "disjoint", "second-half")
 
@@ -63,10 +64,22 @@ class Perplexity:
     mean_nll: float  # nats per token
     words: int
     bytes: int
+    nll_sq: float = math.nan  # sum of the squared token NLLs: the uncertainty (`mean_nll_se`)
 
     @property
     def token_perplexity(self) -> float:
         return math.exp(self.mean_nll)
+
+    @property
+    def mean_nll_se(self) -> float:
+        """σ of the mean NLL as llama.cpp's `PPL = X +/- Y` takes it (tokens as independent draws; they are not:
+        see `nlpkit.lm.uncertainty`). NaN for a single token."""
+        return standard_error(self.nll, self.nll_sq, self.tokens)
+
+    @property
+    def token_perplexity_unc(self) -> float:
+        """The ± of the token perplexity, llama.cpp's ppl × σ(mean NLL)."""
+        return self.token_perplexity * self.mean_nll_se
 
     @property
     def word_perplexity(self) -> float:
@@ -103,16 +116,13 @@ def log_softmax_at(logits: np.ndarray, targets: np.ndarray, block: int = 128) ->
     return out
 
 
-def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
-    """log p(ids[j] | ids[:j]) for j = first..len-1: one causal pass over ids[:-1], chunked through a KV cache.
-
-    # [t] -> [t - first]
-    """
+def window_logits(model, ids: list[int], first: int) -> Iterator[np.ndarray]:  # [t] -> chunks of [n, V]
+    """The logits rows predicting ids[first:] (row j predicts ids[j + 1]), a chunk of at most CHUNK rows at a
+    time: one causal pass over ids[:-1] through a KV cache, so a window's [t, V] logits are never all held."""
     first = max(first, 1)
     t = len(ids) - 1  # inputs ids[:-1], targets ids[1:]
     arr = np.asarray(ids, dtype=np.int64)[None, :]
     cache = model.new_cache(1, max_len=t) if t > CHUNK else None
-    out = []
     for s in range(0, t, CHUNK):
         e = min(s + CHUNK, t)
         if e < first:  # rows s..e-1 predict nothing we score, but the cache needs their keys
@@ -120,8 +130,19 @@ def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
                 model.forward(arr[:, s:e], cache, last_only=True)
             continue
         r0 = max(first - 1, s)  # the first row scored; rows before it only fill the cache
-        logits = model.forward(arr[:, s:e], cache, logits_from=r0 - s)[0]  # [e - r0, V]; row j predicts ids[j + 1]
-        out.append(log_softmax_at(logits, arr[0, r0 + 1:e + 1]))
+        yield model.forward(arr[:, s:e], cache, logits_from=r0 - s)[0]  # [e - r0, V]
+
+
+def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
+    """log p(ids[j] | ids[:j]) for j = first..len-1 (`window_logits`, each chunk's targets' log-softmax).
+
+    # [t] -> [t - first]
+    """
+    targets = np.asarray(ids[max(first, 1):], dtype=np.int64)
+    out, done = [], 0
+    for logits in window_logits(model, ids, first):  # [n, V]
+        out.append(log_softmax_at(logits, targets[done:done + len(logits)]))
+        done += len(logits)
     return np.concatenate(out) if out else np.zeros(0)
 
 
@@ -131,6 +152,14 @@ def window_primitive(model) -> Callable[[list[int], int], np.ndarray]:
     if hasattr(model, "logprobs"):
         return model.logprobs
     return lambda ids, first: window_logprobs(model, ids, first)
+
+
+def logits_primitive(model) -> Callable[[list[int], int], Iterator[np.ndarray]]:
+    """`LanguageModel.window_logits` (ids, first) -> chunks of logits rows for ids[first:]; for a bare
+    transformer `Model` (a Dask worker's cached model), `window_logits` on it."""
+    if hasattr(model, "window_logits"):
+        return model.window_logits
+    return lambda ids, first: window_logits(model, ids, first)
 
 
 @dataclass(frozen=True)
@@ -346,8 +375,10 @@ def perplexity(model, text: str, *, mode: str = "sliding", context: int | None =
     res = score_ids(model, ids, mode=mode, context=context, stride=stride, add_bos=add_bos, progress=progress,
                     map_windows=map_windows)
     nbytes, words = covered(text, [len(tok.decode_bytes([i])) for i in ids], res.positions)
-    nll = -float(np.sum(res.logprobs))
-    return Perplexity(tokens=len(res.logprobs), nll=nll, mean_nll=res.mean_nll, words=words, bytes=nbytes), res
+    lp = np.asarray(res.logprobs, dtype=np.float64)
+    nll = -float(np.sum(lp))
+    return Perplexity(tokens=len(lp), nll=nll, mean_nll=res.mean_nll, words=words, bytes=nbytes,
+                      nll_sq=float(np.sum(lp * lp))), res
 
 
 def default_context(model) -> int:
@@ -366,13 +397,15 @@ _MODEL_CACHE: dict[tuple, object] = {}
 
 
 def cached_model(path: str, rope_scaling: str | None = None, rope_factor: float | None = None):
-    """The model at `path`, loaded once per process (a Dask worker scores many shards)."""
+    """The model at `path`, loaded once per process (a Dask worker scores many shards); the last two
+    stay loaded (perplexity --compare runs a model and its base in every task)."""
     key = (str(path), rope_scaling, rope_factor)
     model = _MODEL_CACHE.get(key)
     if model is None:
         from nlpkit.lm.transformer.loaders import load_model
 
-        _MODEL_CACHE.clear()
+        while len(_MODEL_CACHE) >= 2:  # a model and its base (perplexity --compare) stay loaded
+            _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
         model = _MODEL_CACHE[key] = load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor)
     return model
 

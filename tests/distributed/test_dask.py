@@ -209,6 +209,18 @@ def test_perplexity_whole_text_windows_identical(cluster, corpus, opts):
     assert local.count(b"\n") == len(files) + 2 and b"(total)" in local
 
 
+@pytest.mark.parametrize("opts", [["--context", "24", "--stride", "8"], ["--mode", "second-half", "--context", "16"],
+                                  ["--mode", "disjoint", "--context", "16", "--per-token"]])
+def test_perplexity_compare_identical(cluster, corpus, opts):
+    """--compare: each worker loads the model and its base once; the windows' comparisons come back in order."""
+    tiny = REPO / "tests" / "fixtures" / "lm" / "compare" / "tiny"
+    files = corpus["plain"][:2]
+    local, dask = _both(cluster, "perplexity", *files, "-m", str(tiny / "model"), "--compare", str(tiny / "base"),
+                        *opts, "--format", "tsv", shard="400")
+    assert local == dask
+    assert b"(total)" in local or b"--per-token" in " ".join(opts).encode()
+
+
 def test_perplexity_per_token_identical(cluster, corpus):
     local, dask = _both(cluster, "perplexity", "--per-line", "--per-token", *corpus["short"], "--format", "jsonl",
                         shard="100")

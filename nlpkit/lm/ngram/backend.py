@@ -18,10 +18,10 @@ import numpy as np
 from nlpkit.lm.interface import PerplexityRun, Prompt
 from nlpkit.lm.ngram.ngram_model import NgramModel, log10_to_nats
 
-PERPLEXITY_SUMMARY = ["file", "sentences", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_no_oov",
-                      "mean_nll", "bits_per_byte", "bytes"]
-PERPLEXITY_PER_LINE = ["file", "line", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_no_oov",
-                       "mean_nll", "bits_per_byte"]
+PERPLEXITY_SUMMARY = ["file", "sentences", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_unc",
+                      "ppl_no_oov", "mean_nll", "mean_nll_se", "bits_per_byte", "bytes"]
+PERPLEXITY_PER_LINE = ["file", "line", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_unc", "ppl_no_oov",
+                       "mean_nll", "mean_nll_se", "bits_per_byte"]
 PERPLEXITY_PER_TOKEN = ["file", "line", "position", "token", "id", "ngram", "log10_prob", "logprob", "oov"]
 TOTAL = "(total)"  # the file cell of the corpus total row, as for a transformer
 
@@ -119,6 +119,8 @@ class NgramLM:
         "sliding": "it has no context window: it sees the last n-1 words",
         "truncate_prompt": "it reads only the last n-1 words of a prompt",
         "chat": _NO_TEMPLATE, "system": _NO_TEMPLATE, "messages_file": _NO_TEMPLATE,
+        "compare": "neural models only: an n-gram model's probabilities are over words, not over a token "
+                     "vocabulary that two models share",
     }
 
     def __init__(self, model: NgramModel):
@@ -187,6 +189,12 @@ class NgramLM:
         seq = np.asarray(ids, dtype=np.int64)
         log10, _ = self.model.score_sequence(seq, np.arange(len(seq), dtype=np.int64))
         return np.asarray(log10_to_nats(log10[max(first, 1) - 1:]), dtype=np.float64)
+
+    def window_logits(self, ids: Sequence[int], first: int):
+        """Not offered (see `inapplicable["compare"]`): comparing distributions is for neural models."""
+        from nlpkit.errors import NlpkitError
+
+        raise NlpkitError(f"{self.described} has no token distributions to compare ({self.inapplicable['compare']})")
 
     def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray:  # [P] -> [V]
         from nlpkit.lm.ngram.sampling import next_logits
@@ -292,5 +300,6 @@ class NgramLM:
 
 def _record(p) -> dict:
     return {"sentences": p.sentences, "tokens": p.tokens, "oov": p.oov, "zero_prob": p.zero_prob,
-            "log10_prob": p.log10_total, "ppl": p.perplexity, "ppl_no_oov": p.perplexity_no_oov,
-            "mean_nll": p.mean_nll, "bits_per_byte": p.bits_per_byte, "bytes": p.bytes}
+            "log10_prob": p.log10_total, "ppl": p.perplexity, "ppl_unc": p.perplexity_unc,
+            "ppl_no_oov": p.perplexity_no_oov, "mean_nll": p.mean_nll, "mean_nll_se": p.mean_nll_se,
+            "bits_per_byte": p.bits_per_byte, "bytes": p.bytes}

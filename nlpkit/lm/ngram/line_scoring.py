@@ -26,6 +26,7 @@ import numpy as np
 
 from nlpkit.lm.ngram.lookup import split_words
 from nlpkit.lm.ngram.ngram_model import NgramModel
+from nlpkit.lm.uncertainty import standard_error
 
 _QUERY_SPACES = str.maketrans({"\t": " ", "\n": " ", "\r": " ", "\x0b": " ", "\x0c": " "})
 BATCH_LINES = 16384
@@ -65,6 +66,7 @@ class NgramPerplexity:
     bytes: int = 0
     words: int = 0
     log10_known: float = 0.0       # over the tokens that are not OOV (kept apart: an MLE model's OOVs are -inf)
+    log10_sq: float = 0.0          # sum of the squared token log10 p: the uncertainty (`mean_nll_se`)
 
     def add(self, s: LineScore) -> None:
         self.sentences += 1
@@ -74,6 +76,7 @@ class NgramPerplexity:
         self.log10_total += float(np.sum(s.log10, dtype=np.float64))
         self.log10_oov += float(np.sum(s.log10[s.oov], dtype=np.float64))
         self.log10_known += float(np.sum(s.log10[~s.oov], dtype=np.float64))
+        self.log10_sq += float(np.sum(s.log10 * s.log10, dtype=np.float64))
         self.bytes += s.bytes
         self.words += len(s.log10) - 1
 
@@ -92,13 +95,14 @@ class NgramPerplexity:
         self.log10_total = _running_sum(self.log10_total, s.log10)
         self.log10_oov = _running_sum(self.log10_oov, s.log10_oov)
         self.log10_known = _running_sum(self.log10_known, s.log10_known)
+        self.log10_sq = _running_sum(self.log10_sq, s.log10_sq)
         self.bytes += s.bytes
         self.words += int(s.tokens.sum()) - len(s.tokens)
 
     def merge(self, other: "NgramPerplexity") -> None:
         """Add another set of totals (a corpus total over files)."""
         for name in ("sentences", "tokens", "oov", "zero_prob", "log10_total", "log10_oov", "bytes", "words",
-                     "log10_known"):
+                     "log10_known", "log10_sq"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     @property
@@ -121,6 +125,17 @@ class NgramPerplexity:
     @property
     def bits_per_byte(self) -> float:
         return -self.log10_total * math.log2(10.0) / self.bytes if self.bytes else math.nan
+
+    @property
+    def mean_nll_se(self) -> float:
+        """σ of the mean NLL (nats) over all tokens, llama.cpp's `PPL = X +/- Y` estimate
+        (`nlpkit.lm.uncertainty.standard_error`); NaN for one token."""
+        return standard_error(-self.log10_total, self.log10_sq, self.tokens) * math.log(10.0)
+
+    @property
+    def perplexity_unc(self) -> float:
+        """The ± of `perplexity` (OOVs included): ppl × σ(mean NLL in nats), as llama.cpp."""
+        return self.perplexity * self.mean_nll_se
 
 
 def _running_sum(start: float, values: np.ndarray) -> float:
@@ -150,12 +165,13 @@ class LineSums:
     log10_known: np.ndarray
     bytes: int
     line_bytes: list[int] | None = None
+    log10_sq: np.ndarray | None = None  # float64 [L]: each line's sum of squared token log10 p
 
     def lines(self) -> list[NgramPerplexity]:
         """Each line's totals (needs `line_bytes`)."""
-        return [NgramPerplexity(1, t, o, z, lp, lo, nb, t - 1, lk) for t, o, z, lp, lo, nb, lk in
+        return [NgramPerplexity(1, t, o, z, lp, lo, nb, t - 1, lk, sq) for t, o, z, lp, lo, nb, lk, sq in
                 zip(self.tokens.tolist(), self.oov.tolist(), self.zero_prob.tolist(), self.log10.tolist(),
-                    self.log10_oov.tolist(), self.line_bytes, self.log10_known.tolist())]
+                    self.log10_oov.tolist(), self.line_bytes, self.log10_known.tolist(), self.log10_sq.tolist())]
 
 
 def query_lines(source, errors: str = "strict") -> Iterator:
@@ -325,14 +341,15 @@ class ScoredBatch:
         if len(first) == 0:
             z = np.zeros(0, dtype=np.int64)
             return LineSums(z, z, z, z.astype(np.float64), z.astype(np.float64), z.astype(np.float64), 0,
-                            [] if line_bytes else None)
+                            [] if line_bytes else None, z.astype(np.float64))
         lb = self.line_bytes() if line_bytes else None
         return LineSums(tokens=np.diff(self.start), oov=np.add.reduceat(self.oov, first, dtype=np.int64),
                         zero_prob=np.add.reduceat(np.isneginf(self.log10), first, dtype=np.int64),
                         log10=np.add.reduceat(self.log10, first, dtype=np.float64),
                         log10_oov=np.add.reduceat(np.where(self.oov, self.log10, 0.0), first, dtype=np.float64),
                         log10_known=np.add.reduceat(np.where(self.oov, 0.0, self.log10), first, dtype=np.float64),
-                        bytes=sum(lb) if lb is not None else self.bytes, line_bytes=lb)
+                        bytes=sum(lb) if lb is not None else self.bytes, line_bytes=lb,
+                        log10_sq=np.add.reduceat(self.log10 * self.log10, first, dtype=np.float64))
 
     def line_totals(self) -> list[NgramPerplexity]:
         """Each line's totals, as `NgramPerplexity.add` of its `LineScore` gives (sums per line over the

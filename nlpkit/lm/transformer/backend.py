@@ -18,10 +18,9 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.interface import PerplexityRun, Prompt
 
-PERPLEXITY_SUMMARY = ["file", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte", "words",
-                      "bytes"]
-PERPLEXITY_PER_LINE = ["file", "line", "tokens", "mean_nll", "token_ppl", "word_ppl", "byte_ppl", "bits_per_byte",
-                       "words", "bytes"]
+PERPLEXITY_SUMMARY = ["file", "tokens", "mean_nll", "mean_nll_se", "token_ppl", "token_ppl_unc", "word_ppl",
+                      "byte_ppl", "bits_per_byte", "words", "bytes"]
+PERPLEXITY_PER_LINE = ["file", "line", *PERPLEXITY_SUMMARY[1:]]
 PERPLEXITY_PER_TOKEN = ["file", "line", "position", "id", "token", "logprob"]
 TOTAL = "(total)"  # the file cell of the corpus total row (JSON records also carry "total": true)
 
@@ -240,6 +239,18 @@ class TransformerLM:
 
         return window_logprobs(self.model, list(ids), first)
 
+    def window_logits(self, ids: Sequence[int], first: int) -> Iterator[np.ndarray]:  # [t] -> chunks of [n, V]
+        """The logits rows `logprobs(ids, first)` scores, a chunk at a time (`perplexity --compare`)."""
+        from nlpkit.lm.perplexity import window_logits
+
+        return window_logits(self.model, list(ids), first)
+
+    @property
+    def worker_key(self) -> tuple:
+        """How a Dask worker loads the same model (`nlpkit.lm.perplexity.cached_model`): the absolute path
+        (workers have their own cwd) and the RoPE options."""
+        return (os.path.abspath(str(self.model.source)), *self.load_options)
+
     def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray:  # [P] -> [V]
         ctx = context or self.model.config.positions
         prompt = np.asarray(prompt_ids, dtype=np.int64)[None, :]
@@ -339,10 +350,11 @@ class TransformerLM:
         from nlpkit.lm.perplexity import Perplexity, perplexity
 
         model, tok = self.model, self.model.tokenizer
-        key = (os.path.abspath(str(model.source)), *self.load_options)   # Dask workers have their own cwd
+        key = self.worker_key
 
         def stats(p) -> dict:
-            return {"tokens": p.tokens, "mean_nll": p.mean_nll, "token_ppl": p.token_perplexity,
+            return {"tokens": p.tokens, "mean_nll": p.mean_nll, "mean_nll_se": p.mean_nll_se,
+                    "token_ppl": p.token_perplexity, "token_ppl_unc": p.token_perplexity_unc,
                     "word_ppl": p.word_perplexity, "byte_ppl": p.byte_perplexity, "bits_per_byte": p.bits_per_byte,
                     "words": p.words, "bytes": p.bytes}
 
@@ -393,7 +405,7 @@ class TransformerLM:
             nll = sum(p.nll for p in totals)
             n = sum(p.tokens for p in totals)
             p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
-                           bytes=sum(p.bytes for p in totals))
+                           bytes=sum(p.bytes for p in totals), nll_sq=sum(p.nll_sq for p in totals))
             yield {"file": TOTAL, **stats(p), "total": True}
 
 
