@@ -71,11 +71,9 @@ def encode_stream(tok: Tokenizer, texts: Iterable[str], *, workers: int | None =
         for t in chain(first, it):
             yield tok.encode(t, **encode_kw) if isinstance(t, str) else tok.encode(t[0], continued=t[1], **encode_kw)
         return
-    import multiprocessing
+    from nlpkit.workers import mp_context, process_pool
 
-    try:
-        ctx = multiprocessing.get_context("fork")
-    except ValueError:  # no fork (Windows, macOS default): one process
+    if mp_context("fork") is None:  # no fork (Windows): one process
         yield from encode_stream(tok, chain(first, it), workers=1, block=block, **encode_kw)
         return
     if block >= 100:  # encode the first block here: the forked workers start with its words cached
@@ -84,20 +82,19 @@ def encode_stream(tok: Tokenizer, texts: Iterable[str], *, workers: int | None =
         if not first:
             return
     _worker_tok, _worker_kw = tok, encode_kw
-    pool = ctx.Pool(workers)
     try:
-        pending: deque = deque([pool.apply_async(_encode_block, (first,))])
-        blocks = iter(lambda: list(islice(it, block)), [])
-        for b in islice(blocks, 2 * workers - 1):
-            pending.append(pool.apply_async(_encode_block, (b,)))
-        while pending:
-            done = pending.popleft().get()
-            nxt = next(blocks, None)
-            if nxt is not None:
-                pending.append(pool.apply_async(_encode_block, (nxt,)))
-            yield from _unpack(done)
+        with process_pool(workers) as pool:
+            pending: deque = deque([pool.apply_async(_encode_block, (first,))])
+            blocks = iter(lambda: list(islice(it, block)), [])
+            for b in islice(blocks, 2 * workers - 1):
+                pending.append(pool.apply_async(_encode_block, (b,)))
+            while pending:
+                done = pending.popleft().get()
+                nxt = next(blocks, None)
+                if nxt is not None:
+                    pending.append(pool.apply_async(_encode_block, (nxt,)))
+                yield from _unpack(done)
     finally:
-        pool.terminate()
         _worker_tok, _worker_kw = None, {}
 
 

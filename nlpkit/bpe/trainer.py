@@ -26,7 +26,6 @@ import heapq
 import io
 import os
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from dataclasses import dataclass
@@ -174,9 +173,9 @@ def count_pieces(sources: Iterable[Source], pretok: PreTokenizer, workers: int |
             total.update(_count_block(block, pretok))
             tick(len(block))
         return total
-    import multiprocessing
-    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(pretok,)) as pool:
+    from nlpkit.workers import process_executor
+
+    with process_executor(workers, initializer=_init_worker, initargs=(pretok,)) as pool:
         pending = []
         for block in _read_blocks(sources, errors):
             pending.append((pool.submit(_count_in_worker, block), len(block)))

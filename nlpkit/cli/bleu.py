@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from nlpkit.cli.options import Count, jobs_option
 from nlpkit.cli.common import (FiniteFloat, common_options, input_paths, named_flags, open_writer, progress,
                                resolve_format, warn)
 
@@ -15,6 +16,9 @@ TOKENIZERS_HELP = "13a, intl, zh, char, none, ja-mecab, ko-mecab, flores101, flo
 BLEU_COLUMNS = ["counts", "totals", "precisions", "bp", "ratio", "sys_len", "ref_len"]
 CHRF_COLUMNS = ["char_order", "word_order", "beta"]
 TER_COLUMNS = ["num_edits", "ref_length"]
+
+MAX_ORDER = 100           # n-gram orders: sacrebleu loops over every order of every segment
+MAX_RESAMPLES = 100_000   # bootstrap / randomization samples: each one re-scores the corpus
 
 
 def _parse_metrics(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
@@ -67,14 +71,14 @@ def _install_warning_handler(quiet: bool) -> None:
               help="BLEU smoothing.")
 @click.option("--smooth-value", type=FiniteFloat(min=0), default=None,
               help="Smoothing value for floor (default 0.1) and add-k (default 1).")
-@click.option("--max-ngram-order", type=click.IntRange(min=1), default=4, show_default=True,
+@click.option("--max-ngram-order", type=Count(1, MAX_ORDER), default=4, show_default=True,
               help="BLEU n-gram order (not recorded in sacrebleu's signature).")
 @click.option("--effective-order", is_flag=True, help="BLEU: skip orders with no n-grams.")
-@click.option("--chrf-char-order", type=click.IntRange(min=1), default=6, show_default=True,
+@click.option("--chrf-char-order", type=Count(1, MAX_ORDER), default=6, show_default=True,
               help="chrF character n-gram order (at least 1).")
-@click.option("--chrf-word-order", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--chrf-word-order", type=Count(0, MAX_ORDER), default=0, show_default=True,
               help="Word n-gram order; 2 gives chrF++.")
-@click.option("--chrf-beta", type=click.IntRange(min=0), default=2, show_default=True,
+@click.option("--chrf-beta", type=Count(0), default=2, show_default=True,
               help="chrF recall weight (chrF2 = beta 2).")
 @click.option("--chrf-lowercase", is_flag=True, help="Case-insensitive chrF.")
 @click.option("--chrf-whitespace", is_flag=True, help="Keep whitespace in chrF character n-grams.")
@@ -86,17 +90,17 @@ def _install_warning_handler(quiet: bool) -> None:
 @click.option("--sentence", is_flag=True, help="One row per segment (line, 1-based) and metric.")
 @click.option("--confidence", is_flag=True,
               help="Bootstrap mean and 95% interval half-width (ci95), each system on its own.")
-@click.option("--confidence-n", type=click.IntRange(min=2), default=1000, show_default=True,
+@click.option("--confidence-n", type=Count(2, MAX_RESAMPLES), default=1000, show_default=True,
               help="Bootstrap resamples for --confidence.")
 @click.option("--paired-bs", is_flag=True, help="Paired bootstrap test of each system against the first.")
 @click.option("--paired-ar", is_flag=True, help="Paired approximate-randomization test against the first.")
-@click.option("--paired-n", type=click.IntRange(min=1), default=None,
+@click.option("--paired-n", type=Count(1, MAX_RESAMPLES), default=None,
               help="Resamples (bs, default 1000) or trials (ar, default 10000).")
 @click.option("--seed", type=click.IntRange(min=1), default=12345, show_default=True,
               help="Seed of the bootstrap / randomization (sacrebleu's SACREBLEU_SEED; "
                    "0 is refused: sacrebleu's paired tests treat it as unseeded).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Score systems in N worker processes (same numbers; helps with TER).")
+@jobs_option("Score systems in N worker processes (same numbers; helps with TER; at most the CPUs "
+             "available).", default=1)
 @click.option("--short-signature", is_flag=True, help="sacrebleu's short signature form (-sh).")
 @common_options
 @named_flags(paths="-r/--reference")

@@ -32,11 +32,12 @@ def model_options(f):
     for deco in reversed([
         click.option("--variant", type=click.Choice(VARIANTS), default="lucene", show_default=True,
                      help="BM25 variant (formulas as bm25s)."),
-        click.option("--k1", type=FiniteFloat(min=0), default=1.5, show_default=True,
-                     help="Term-frequency saturation."),
+        click.option("--k1", type=FiniteFloat(0, 1e6), default=1.5, show_default=True,
+                     help="Term-frequency saturation, 0 to 1e6 (beyond, tf no longer saturates and float32 "
+                          "scores underflow)."),
         click.option("--b", type=FiniteFloat(0, 1), default=0.75, show_default=True,
                      help="Length normalisation."),
-        click.option("--delta", type=FiniteFloat(min=0), default=0.5, show_default=True,
+        click.option("--delta", type=FiniteFloat(0, 1e6), default=0.5, show_default=True,
                      help="bm25l / bm25+ lower bound (ignored by the others)."),
         click.option("--stopwords", default=None, metavar="english|sklearn|lucene|none|FILE",
                      help="Drop these words: a built-in list, or a file (one word a line) [none]."),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from nlpkit.cli.options import jobs_option
 from nlpkit.cli.common import (cli_message, common_options, dask_for, dask_options, input_paths, open_writer,
                                progress, warn)
 
@@ -56,14 +57,13 @@ def _check_output_dir(output, force: bool) -> None:
                    "forms 2-character tokens) [no limit].")
 @click.option("--limit-alphabet", type=click.IntRange(min=1), default=None,
               help="Keep only the N most frequent byte symbols (lossy below 256) [all 256].")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Processes for counting large inputs [all cores].")
+@jobs_option("Processes for counting large inputs [the CPUs available, at most 8].", old_names=("--workers",))
 @click.option("--force", is_flag=True,
               help="Write into -o DIR even when it holds other files than a tokenizer's (a model directory too).")
 @dask_options
 @common_options
 def command(files, output, vocab_size, min_frequency, special_tokens, pattern, add_prefix_space,
-            max_token_length, limit_alphabet, workers, force, dask, shard_size, fmt, no_signature, quiet,
+            max_token_length, limit_alphabet, jobs, force, dask, shard_size, fmt, no_signature, quiet,
             encoding_errors):
     """Train a byte-level BPE tokenizer on FILES ('-' or a pipe for stdin).
 
@@ -118,7 +118,7 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
 
         tok = train_bpe([Path(p) for p in paths], vocab_size, min_frequency, specials, pattern,
                         add_prefix_space=add_prefix_space, max_token_length=max_token_length,
-                        limit_alphabet=limit_alphabet, progress=merge_tick, workers=workers,
+                        limit_alphabet=limit_alphabet, progress=merge_tick, workers=jobs,
                         encoding_errors=encoding_errors, count_progress=count_tick, pieces=pieces)
     seconds = time.perf_counter() - start
     if tok.vocab_size < vocab_size:

@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import click
 
 from nlpkit.errors import NlpkitError
+from nlpkit.cli.options import ByteSize, FiniteFloat  # noqa: F401 - shared numeric types live in cli/options.py
 from nlpkit.io import FORMATS, RecordWriter, stderr_is_terminal, stdout_is_terminal
 
 ProgressFn = Callable[..., None]
@@ -46,7 +47,8 @@ def signature_option(f):
 
 
 def quiet_option(f):
-    return click.option("-q", "--quiet", is_flag=True,
+    # eager: parsed first, so option types that warn (a capped --jobs) already know it
+    return click.option("-q", "--quiet", is_flag=True, is_eager=True,
                         help="No progress or warnings on stderr.")(f)
 
 
@@ -86,18 +88,6 @@ def top_option(default: int | None, help: str, short: bool = True):
     names = ("-k", "--top") if short else ("--top",)
     return click.option(*names, "top", type=click.IntRange(min=0), default=default,
                         show_default=default is not None, metavar="N", help=help)
-
-
-class FiniteFloat(click.FloatRange):
-    """A float in [min, max] that is a real number: ``inf`` and ``nan`` are usage errors."""
-
-    def convert(self, value, param, ctx):
-        import math
-
-        rv = super().convert(value, param, ctx)
-        if isinstance(rv, float) and not math.isfinite(rv):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return rv
 
 
 def input_paths(files: Sequence[str], what: str = "input") -> list[str]:
@@ -168,21 +158,9 @@ def parse_number_list(value: str, name: str, n: int | None = None, cast=float) -
     return items
 
 
-def _shard_size(ctx, param, value):
-    """A malformed --shard-size is a usage error even without --dask (it was ignored then)."""
-    from nlpkit.distributed.shards import parse_size
-    from nlpkit.errors import UsageError
-
-    try:
-        parse_size(value)
-    except UsageError as e:
-        raise click.BadParameter(cli_message(e).removeprefix("--shard-size: "), param=param) from None
-    return value
-
-
 def dask_options(f):
     """--dask ADDRESS ($NLPKIT_DASK) and --shard-size: run the counting stage on a Dask cluster."""
-    f = click.option("--shard-size", default="auto", show_default=True, metavar="SIZE", callback=_shard_size,
+    f = click.option("--shard-size", type=ByteSize(), default="auto", show_default=True,
                      help="With --dask: bytes of input per task (64M, 1G; cut at record ends; "
                           "a compressed file is one task; auto: 2 tasks per worker, at most 64M, "
                           "and one counting task on a single worker).")(f)
@@ -288,12 +266,6 @@ def progress(description: str, total: float | None = None, quiet: bool = False,
 ROPE_CHOICES = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
 
 
-def _positive_factor(ctx, param, value):
-    if value is not None and value <= 0:
-        raise click.BadParameter("must be positive", ctx=ctx, param=param)
-    return value
-
-
 def _no_cache(ctx, param, value):
     if value:  # the loaders read it (nlpkit.lm.prepared.cache_enabled), and so do Dask workers started from here
         os.environ["NLPKIT_NO_CACHE"] = "1"
@@ -310,7 +282,7 @@ def no_cache_option(f):
 def model_options(f):
     """-m/--model, --rope-scaling, --rope-factor, --no-cache: how perplexity, generate and sample pick a model."""
     f = no_cache_option(f)
-    f = click.option("--rope-factor", type=float, default=None, callback=_positive_factor,
+    f = click.option("--rope-factor", type=FiniteFloat(min=0, min_open=True), default=None,
                      help="RoPE scaling factor s (with --rope-scaling).")(f)
     f = click.option("--rope-scaling", type=click.Choice(ROPE_CHOICES), default=None,
                      help="Override RoPE scaling: linear interpolation, NTK-aware base change, "

@@ -13,6 +13,7 @@ from typing import Iterator
 
 import click
 
+from nlpkit.cli.options import INT_MAX, FiniteFloat, NumberList
 from nlpkit.cli.common import (cli_message, common_options, input_paths, open_writer, parse_number_list, progress,
                                resolve_format, warn)
 from nlpkit.errors import NlpkitError
@@ -21,12 +22,10 @@ from nlpkit.signature import make_signature
 METRIC_CHOICES = ("levenshtein", "osa", "damerau", "indel", "hamming", "lcs")
 
 
-def _weights(value: str | None, metric: str) -> tuple[int, int, int]:
+def _weights(value: list[int] | None, metric: str) -> tuple[int, int, int]:
     if value is None:
         return (1, 1, 1)
-    w = parse_number_list(value, "--weights", n=3, cast=int)
-    if any(x < 0 for x in w):
-        raise click.BadParameter("weights must be non-negative integers", param_hint="--weights")
+    w = value
     if metric != "levenshtein" and tuple(w) != (1, 1, 1):
         raise click.BadParameter(f"weights apply to --metric levenshtein only, not {metric} "
                                  "(as in rapidfuzz)", param_hint="--weights")
@@ -114,7 +113,8 @@ def _queries(args: tuple[str, ...], errors: str) -> Iterator[str]:
 @click.option("--metric", type=click.Choice(METRIC_CHOICES), default="levenshtein", show_default=True,
               help="Distance: levenshtein, osa (adjacent transpositions), damerau (unrestricted), "
                    "indel (no substitution), hamming (padded), lcs (max length - LCS).")
-@click.option("--weights", metavar="INS,DEL,SUB", help="Integer operation costs (levenshtein only).")
+@click.option("--weights", type=NumberList(3, int, min=0, max=INT_MAX, metavar="INS,DEL,SUB"),
+              help=f"Integer operation costs, 0 to {INT_MAX} (levenshtein only).")
 @click.option("--normalize", is_flag=True,
               help="Also print distance / maximum possible distance, in [0, 1] (as rapidfuzz).")
 @click.option("--level", type=click.Choice(["char", "word"]), default="char", show_default=True,
@@ -131,7 +131,7 @@ def _queries(args: tuple[str, ...], errors: str) -> Iterator[str]:
 @click.option("--rank", type=click.Choice(["distance", "channel"]), default="distance", show_default=True,
               help="With --dict: order by distance then count, or by count / EDIT_ODDS**distance "
                    "(noisy channel: a frequent word one edit away beats a rare exact entry).")
-@click.option("--edit-odds", type=click.FloatRange(min=1, min_open=True), default=100.0, show_default=True,
+@click.option("--edit-odds", type=FiniteFloat(min=1, min_open=True), default=100.0, show_default=True,
               help="With --rank channel: how many times less likely each edit is.")
 @common_options
 def command(args, pairs_file, metric, weights, normalize, level, align, dict_file, top, max_distance,

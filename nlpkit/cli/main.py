@@ -5,7 +5,8 @@ commands from the `COMMANDS` registry (name -> module, one-line help) and
 imports a subcommand's module only when that subcommand runs.
 
 Errors: `NlpkitError` -> ``nlpkit: error: ...`` and exit 1 (`UsageError` -> 2),
-click usage errors exit 2, a closed stdout pipe exits 0 quietly, Ctrl-C exits 130.
+click usage errors the same one line and exit 2, a closed stdout pipe exits 0 quietly, Ctrl-C exits 130
+(`nlpkit.cli.shutdown`: workers stopped, partial outputs removed).
 ``NLPKIT_DEBUG=1`` shows the traceback.
 """
 
@@ -77,6 +78,15 @@ def _silence_stdout() -> None:
     silence_stdout()
 
 
+def usage_message(e: click.UsageError) -> str:
+    """A click usage error as one line, in the format of every other error: the message, and where
+    it is not about an option's value, the help to read (`nlpkit pmi --help`)."""
+    message = " ".join(e.format_message().split())
+    if e.ctx is not None and not isinstance(e, click.BadParameter):
+        message += f" (see '{e.ctx.command_path} --help')"
+    return message
+
+
 def check_arguments(argv: list[str]) -> None:
     """Command-line text must be UTF-8: bytes Python could not decode (kept as surrogates) are a
     usage error naming the argument, unless the argument names an existing file."""
@@ -98,6 +108,9 @@ def main(argv: list[str] | None = None) -> None:
     code = 0
     if argv is None:
         argv = sys.argv[1:]
+    from nlpkit.cli.shutdown import install
+
+    restore_signals = install()
     try:
         check_arguments(argv)
         rv = cli.main(args=argv, prog_name="nlpkit", standalone_mode=False)
@@ -117,14 +130,21 @@ def main(argv: list[str] | None = None) -> None:
         else:
             raise
     except click.UsageError as e:
-        e.show()
+        if type(e).__name__ == "NoArgsIsHelpError":   # `nlpkit` alone: the help text
+            e.show()
+        else:
+            sys.stderr.write(f"nlpkit: error: {usage_message(e)}\n")
         code = e.exit_code
     except click.ClickException as e:  # e.g. click.FileError: the same prefix as every other error
         sys.stderr.write(f"nlpkit: error: {e.format_message()}\n")
         code = e.exit_code
     except click.exceptions.Abort:
         code = 130
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:   # SIGINT normally ends the process in nlpkit.cli.shutdown's handler
+        from nlpkit.cli.shutdown import remove_partial_outputs, stop_workers
+
+        stop_workers()
+        remove_partial_outputs()
         code = 130
     except BrokenPipeError:
         _silence_stdout()
@@ -153,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.flush()
     except (BrokenPipeError, ValueError):
         _silence_stdout()
+    restore_signals()
     sys.exit(code)
 
 

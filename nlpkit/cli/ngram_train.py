@@ -4,27 +4,31 @@ from __future__ import annotations
 
 import click
 
+from nlpkit.cli.options import Count, FiniteFloat, jobs_option
 from nlpkit.cli.common import (cli_message, common_options, dask_for, dask_options, input_paths, open_writer,
                                progress, warn)
+
+MAX_ORDER = 255   # n-gram counts keep one byte per order below this (nlpkit.lm.ngram.counting)
 
 
 @click.command("ngram-train")
 @click.argument("files", nargs=-1)
 @click.option("-o", "--output", "output", required=True, metavar="MODEL",
               help="Model file: MODEL.arpa (kneser-ney) or MODEL.ngram (mle, add-k); .gz compresses.")
-@click.option("--order", type=int, default=3, show_default=True, help="n: the longest n-gram.")
+@click.option("--order", type=Count(1, MAX_ORDER), default=3, show_default=True,
+              help=f"n: the longest n-gram (1 to {MAX_ORDER}).")
 @click.option("--smoothing", type=click.Choice(("kneser-ney", "mle", "add-k")), default="kneser-ney",
               show_default=True,
               help="kneser-ney: interpolated modified Kneser-Ney as KenLM lmplz (ARPA); mle / add-k: "
                    "counts in nlpkit's counts format (the ARPA backoff form cannot hold them).")
-@click.option("--k", "k", type=float, default=1.0, show_default=True,
+@click.option("--k", "k", type=FiniteFloat(0, 1e6, min_open=True), default=1.0, show_default=True,
               help="The k of add-k smoothing (1 = Laplace).")
 @click.option("--lowercase", is_flag=True, help="Lowercase the text (recorded in the model, applied when scoring).")
 @click.option("--tokenizer", "tokenizer", metavar="PATH", default=None,
               help="Split lines into BPE tokens first (tokenizer.json or a directory holding one; recorded "
                    "in the model and applied when scoring), as CCNet applies SentencePiece before KenLM.")
-@click.option("--jobs", type=click.IntRange(min=1), default=None,
-              help="Tokenizer processes for large inputs [2 for 8 MB or more on a multi-core machine].")
+@jobs_option("Tokenizer processes for large inputs (at most the CPUs available) "
+             "[2 for 8 MB or more on a multi-core machine].")
 @dask_options
 @common_options
 def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask, shard_size, fmt, no_signature,
@@ -47,10 +51,6 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask
     from nlpkit.lm.ngram.train import train_ngram
     from nlpkit.signature import make_signature
 
-    if order < 1:
-        raise click.BadParameter(f"must be at least 1, got {order}", param_hint="--order")
-    if smoothing == "add-k" and not k > 0:
-        raise click.BadParameter(f"must be > 0, got {k}", param_hint="--k")
     from click.core import ParameterSource
 
     if smoothing != "add-k" and click.get_current_context().get_parameter_source("k") != ParameterSource.DEFAULT:

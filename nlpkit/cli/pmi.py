@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
+from nlpkit.cli.options import Count, jobs_option
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, named_flags, open_writer,
                                progress, warn)
 
 
 @click.command("pmi")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("-w", "--window", type=int, default=None,
+@click.option("-w", "--window", type=Count(), default=None,
               help="Count pairs of words up to WINDOW-1 apart (2 = adjacent), as NLTK's window_size "
                    "[default: 2, or 3 with --ngram 3].")
 @click.option("--ngram", type=click.Choice(["2", "3"]), default="2", show_default=True,
@@ -18,7 +19,7 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
 @click.option("-m", "--measure", type=click.Choice(["pmi", "npmi", "ppmi"]), default="pmi",
               show_default=True, help="pmi; npmi = pmi / -log p(x,y) in [-1,1], p(x,y) as pmi takes it (with --window W, NLTK's "
                    "count / (W - 1) over N); ppmi = max(pmi, 0).")
-@click.option("--min-count", type=int, default=1, show_default=True,
+@click.option("--min-count", type=Count(), default=1, show_default=True,
               help="Keep n-grams seen at least this often (NLTK's apply_freq_filter).")
 @click.option("-k", "--top", type=click.IntRange(min=0), metavar="N", default=20, show_default=True,
               help="Print the K best n-grams (0 = all); with --matrix, the K most frequent words.")
@@ -37,8 +38,8 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
 @click.option("--matrix", is_flag=True,
               help="Print the forward co-occurrence count matrix of the top words (TSV/table: a row per word, "
                    "columns '->WORD'; JSON: {word, counts}).")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, else 1).")
+@jobs_option("Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, "
+             "else 1; at most the CPUs available).", default=0, min=0)
 @dask_options
 @common_options
 @named_flags(pattern="--token-pattern")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from nlpkit.cli.options import FiniteFloat, NumberList
 from nlpkit.cli.common import (encoding_option, input_paths, named_flags, parse_number_list, quiet_option,
                                signature_option, top_option, warn, FiniteFloat)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
@@ -22,7 +23,7 @@ def _refuse_short_k(ctx, param, value):
               help="The k of 1/(k + rank).")
 @click.option("-k", "short_k", default=None, hidden=True, expose_value=False, callback=_refuse_short_k,
               help="Refused: say --rrf-k or --top.")
-@click.option("--weights", default=None, metavar="W,W,...",
+@click.option("--weights", type=NumberList(min=0, metavar="W,W,..."), default=None,
               help="One weight per run (>= 0), comma-separated [all 1].")
 @top_option(None, "Keep this many per query (0 = all) [all].", short=False)
 @click.option("--depth", type=click.IntRange(min=1), default=None,
@@ -55,11 +56,12 @@ def command(runs, k, weights, top, depth, tie_break, qrels, qrels_format, metric
     from nlpkit.signature import make_signature
 
     runs = input_paths(runs, "run")
-    w = parse_number_list(weights, "--weights", n=len(runs)) if weights else None
-    if w and any(not (x >= 0 and x < float("inf")) for x in w):
-        raise click.BadParameter(f"weights must be finite and >= 0, got {weights}", param_hint="--weights")
+    w = weights
+    if w and len(w) != len(runs):
+        raise click.BadParameter(f"expected {len(runs)} comma-separated numbers (one per run), got {len(w)}",
+                                 param_hint="--weights")
     if w and not any(w):
-        raise click.BadParameter(f"at least one weight must be above 0, got {weights} (every score would be 0)",
+        raise click.BadParameter(f"at least one weight must be above 0, got {','.join(f'{x:g}' for x in w)} (every score would be 0)",
                                  param_hint="--weights")
     if qrels:
         parse_metrics(metrics)

@@ -9,11 +9,14 @@ import click
 from nlpkit.cli.common import common_options, model_options, open_writer
 from nlpkit.cli.decoding import (chat_options, check_chat, decoding_options, decoding_signature, load_for_decoding,
                                  make_prompt, print_stats, read_prompt, sampling_config)
+from nlpkit.cli.options import Count
+
+MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
 
 
 @click.command("sample")
 @click.argument("prompt", required=False)
-@click.option("-n", "n", type=click.IntRange(min=1), default=4, show_default=True,
+@click.option("-n", "n", type=Count(1, MAX_BATCH), default=4, show_default=True,
               help="Number of continuations, decoded together in one batch.")
 @click.option("--dist", is_flag=True,
               help="Print the next-token distribution after the filters (token, id, probability, cumulative).")

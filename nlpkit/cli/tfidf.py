@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from nlpkit.cli.options import DocFrequency, FiniteFloat, NumberList, jobs_option
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, named_flags, open_writer,
                                progress, warn)
 
@@ -38,8 +39,9 @@ def _df_value(value: str, name: str) -> float:
 @click.option("--idf", type=click.Choice(["standard", "smooth", "probabilistic", "none"]), default=None,
               help="standard log(N/df); smooth ln((1+N)/(1+df))+1 (scikit-learn, default); "
                    "probabilistic max(0, log((N-df)/df)); none.")
-@click.option("--idf-offset", type=float, default=0.0, show_default=True,
-              help="Add this to every idf (scikit-learn smooth_idf=False = --idf standard --idf-offset 1).")
+@click.option("--idf-offset", type=FiniteFloat(-1e6, 1e6), default=0.0, show_default=True,
+              help="Add this to every idf, -1e6 to 1e6 (scikit-learn smooth_idf=False = --idf standard "
+                   "--idf-offset 1).")
 @click.option("--norm", type=click.Choice(["l2", "l1", "none"]), default=None,
               help="Document vector normalization [default: l2].")
 @click.option("--sublinear", is_flag=True, help="tf = 1 + log(count) (scikit-learn sublinear_tf); same as --tf log.")
@@ -47,11 +49,12 @@ def _df_value(value: str, name: str) -> float:
               help="gensim SMART letters, e.g. ntc, ltc, apc (tf: b n a l d L; idf: n f t p; norm: n c; log base 2).")
 @click.option("--log-base", type=click.Choice(["2", "e", "10"]), default="e", show_default=True,
               help="Logarithm base for log tf and idf.")
-@click.option("--min-df", default="1", show_default=True, metavar="N|P",
+@click.option("--min-df", type=DocFrequency(), default="1", show_default=True, metavar="N|P",
               help="Drop terms in fewer documents (count, or proportion 0-1).")
-@click.option("--max-df", default="1.0", show_default=True, metavar="N|P",
+@click.option("--max-df", type=DocFrequency(), default="1.0", show_default=True, metavar="N|P",
               help="Drop terms in more documents (count, or proportion 0-1).")
-@click.option("--ngram-range", default="1,1", show_default=True, metavar="MIN,MAX", help="Word n-grams, up to 3.")
+@click.option("--ngram-range", type=NumberList(2, int, metavar="MIN,MAX"), default="1,1",
+              show_default=True, help="Word n-grams, up to 3.")
 @click.option("--stopwords", default="none", show_default=True, metavar="english|sklearn|lucene|none|FILE",
               help="Drop these words (english = NLTK's list, sklearn = scikit-learn's).")
 @click.option("--token-pattern", default=None, metavar="REGEX",
@@ -63,8 +66,8 @@ def _df_value(value: str, name: str) -> float:
 @click.option("--matrix", is_flag=True, help="Print the whole matrix in MatrixMarket coordinate format.")
 @click.option("--vocab-out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="With --matrix: write the terms (column order) to this file instead of header comments.")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, else 1).")
+@jobs_option("Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, "
+             "else 1; at most the CPUs available).", default=0, min=0)
 @dask_options
 @common_options
 @named_flags(mode="--docs", fmt="--docs", pattern="--token-pattern")
@@ -108,11 +111,7 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
     mode = docs or ("jsonl" if field or id_field else "files")
     if (field and mode not in ("jsonl", "smart")) or (id_field and mode != "jsonl"):
         raise UsageError("--field needs --docs jsonl or smart; --id-field needs --docs jsonl")
-    try:
-        lo, hi = (int(x) for x in ngram_range.split(","))
-    except ValueError:
-        raise click.BadParameter(f"expected MIN,MAX such as 1,2; got {ngram_range!r}",
-                                 param_hint="--ngram-range") from None
+    lo, hi = ngram_range
     if smart:
         if tf or idf or norm or sublinear or idf_offset:
             raise UsageError("--smart sets tf, idf and norm: do not combine it with --tf/--idf/--norm/"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from nlpkit.cli.options import jobs_option
 from nlpkit.cli.common import common_options, input_paths, open_writer
 from nlpkit.cli.decoding import chat_options
 
@@ -57,11 +58,10 @@ def _parse_ids(line: str, where: str, lineno: int, vocab_size: int) -> list[int]
                         "and show its tokens.",
               messages_help="--chat conversation: a JSON list of {\"role\": ..., \"content\": ...} ('-' = stdin), "
                             "shown as one record instead of FILES' lines.")
-@click.option("--workers", type=click.IntRange(min=1), default=None,
-              help="Processes for large inputs [all cores].")
+@jobs_option("Processes for large inputs [the CPUs available].", old_names=("--workers",))
 @common_options
 def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only, per_file, decode, add_special,
-            chat, system, messages_file, workers, fmt, no_signature, quiet, encoding_errors):
+            chat, system, messages_file, jobs, fmt, no_signature, quiet, encoding_errors):
     """Tokenize FILES ('-' or a pipe for stdin): ids, pieces or counts per line (or --per-file).
 
     Special tokens written in the text (<|im_start|>, <s>...) are recognised. Counts end with a
@@ -141,7 +141,7 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
             if per_file:
                 ids, n = [], 0
                 for part in encode_file(tok, iter_lines(path, errors=encoding_errors, keepends=True, strip_bom=False),
-                                        workers=workers, **encode_kw):
+                                        workers=jobs, **encode_kw):
                     n += len(part)
                     if not count_only:
                         ids += part
@@ -160,7 +160,7 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
                 stream = (renderer.encode([*renderer.system(system), {"role": "user", "content": line}], tok)
                           for line in lines)
             else:
-                stream = encode_stream(tok, lines, workers=workers, **encode_kw)
+                stream = encode_stream(tok, lines, workers=jobs, **encode_kw)
             for lineno, ids in enumerate(stream, 1):
                 total += len(ids)
                 out.write(record(where, lineno, ids))

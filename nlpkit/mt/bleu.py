@@ -234,15 +234,6 @@ def _validate(systems: Sequence[System], references: Sequence[Sequence[str]],
 _WORK: dict[str, Any] = {}
 
 
-def _ignore_sigint() -> None:
-    """Pool workers leave Ctrl-C to the parent, which stops them: no worker tracebacks.
-    (SIGINT is blocked while the pool forks, so no worker sees one before it ignores it.)"""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def _map_systems(fn: Callable[[int], Any], n: int, jobs: int,
                  progress: Progress | None) -> list[Any]:
     """[fn(0), ..., fn(n-1)] in order, over `jobs` forked processes when the platform can fork.
@@ -257,14 +248,9 @@ def _map_systems(fn: Callable[[int], Any], n: int, jobs: int,
         if "fork" not in mp.get_all_start_methods():
             jobs = 1
     if jobs > 1 and n > 1:
-        import signal
+        from nlpkit.workers import process_pool
 
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            pool = mp.get_context("fork").Pool(min(jobs, n), initializer=_ignore_sigint)
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        with pool:
+        with process_pool(min(jobs, n)) as pool:
             for r in pool.imap(fn, range(n)):
                 results.append(r)
                 if progress:

@@ -455,13 +455,13 @@ class BlockEncoder:
             for meta, text in items:
                 yield (meta, *self.encode(text))
             return
-        import multiprocessing
         import threading
 
+        from nlpkit.workers import process_pool
+
         method = "fork" if threading.active_count() == 1 else "forkserver"
-        ctx = multiprocessing.get_context(method)
         pending: deque = deque()
-        with ctx.Pool(jobs) as pool:
+        with process_pool(jobs, method=method) as pool:
             for meta, text in items:
                 pending.append((meta, pool.apply_async(_tokenize_task, (self._key, self._spec, text))))
                 if len(pending) >= 2 * jobs:

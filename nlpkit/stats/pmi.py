@@ -103,8 +103,9 @@ class CooccurrenceCounter:
             self.unigram = bc
         n, w = len(ids), self.window
         one_seg = n == 0 or seg[0] == seg[-1]              # seg is non-decreasing: no break inside
+        # offsets reach at most n - 1 tokens: a window longer than the block costs nothing more
         if self.ngram == 2:
-            for d in range(1, w):
+            for d in range(1, min(w, n)):
                 lo = max(0, n_old - d)                     # later token must be new
                 if n - d <= lo:
                     continue
@@ -114,8 +115,8 @@ class CooccurrenceCounter:
                     a, b = a[same], b[same]
                 self._push(pack_ngrams(a, b))
         else:
-            for d1 in range(1, w - 1):
-                for d2 in range(d1 + 1, w):
+            for d1 in range(1, min(w - 1, n)):
+                for d2 in range(d1 + 1, min(w, n)):
                     lo = max(0, n_old - d2)
                     if n - d2 <= lo:
                         continue

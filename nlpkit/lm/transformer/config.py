@@ -20,6 +20,8 @@ ROPE_TYPES = ("default", "linear", "ntk", "dynamic", "yarn", "llama3", "longrope
 _MAX_DIM = 1 << 16
 _MAX_VOCAB = 1 << 22
 _MAX_LAYERS = 1024
+# The longest sequence a RoPE scaling may stretch a model to (the KV cache is sized by it).
+MAX_POSITIONS = 1 << 24
 
 
 @dataclass
@@ -167,8 +169,12 @@ class ModelConfig:
             raise UsageError(f"`rope_scaling` must be none, linear, ntk, dynamic, yarn or llama3, not {kind!r}")
         if factor is None:
             raise UsageError(f"`rope_scaling` {kind} needs `rope_factor`")
-        if not factor > 0:
-            raise UsageError(f"`rope_factor` must be positive, got {factor}")
+        if not (factor > 0 and math.isfinite(factor)):
+            raise UsageError(f"`rope_factor` must be a positive number, got {factor}")
+        if self.max_seq_len * factor > MAX_POSITIONS:
+            raise UsageError(f"`rope_factor` {factor:g} would stretch {self.max_seq_len} positions to "
+                             f"{self.max_seq_len * factor:.4g}; at most {MAX_POSITIONS} positions are supported "
+                             f"(`rope_factor` {MAX_POSITIONS // self.max_seq_len} or less)")
         scaling: dict[str, Any] = {"rope_type": kind, "factor": float(factor)}
         if kind in ("yarn", "llama3"):
             scaling["original_max_position_embeddings"] = self.max_seq_len

@@ -1,0 +1,166 @@
+"""Click parameter types every subcommand shares: real numbers in range, worker counts capped at
+the CPUs available, comma-separated number lists.
+
+Each numeric option uses one of these (or click's own int/float ranges), so a hostile value
+(``nan``, ``inf``, ``-1``, ``2**63``) is a usage error in click's one format, exit 2, before any
+work starts; `NUMERIC_TYPES` lets the tests find every numeric option of the command tree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import click
+
+INT_MAX = 2**31 - 1   # the largest count or size an integer option takes (numpy int32 indices and C ints)
+
+
+class FiniteFloat(click.FloatRange):
+    """A float in [min, max] that is a real number: ``inf`` and ``nan`` are usage errors.
+
+    >>> FiniteFloat(min=0).convert("1e300", None, None)
+    1e+300
+    """
+
+    name = "number"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        rv = super().convert(value, param, ctx)
+        if isinstance(rv, float) and not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+class Count(click.IntRange):
+    """An integer in [min, max] with a finite default ceiling (`INT_MAX`): ``2**63`` is a usage
+    error, not an overflow deep inside numpy."""
+
+    def __init__(self, min: int | None = None, max: int | None = INT_MAX, **kw: Any) -> None:
+        super().__init__(min=min, max=max, **kw)
+
+
+def available_cpus() -> int:
+    from nlpkit.workers import available_cpus as cpus
+
+    return cpus()
+
+
+class Jobs(click.IntRange):
+    """A worker count: at least `min`; more than the CPUs available is capped to them, with a
+    warning (hundreds of forked processes only slow the machine down)."""
+
+    name = "integer"
+
+    def __init__(self, min: int = 1) -> None:
+        super().__init__(min=min)
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        cpus = available_cpus()
+        if rv > cpus:
+            quiet = bool(ctx and ctx.params.get("quiet"))
+            if not quiet:
+                flag = param.opts[-1] if param is not None else "--jobs"
+                click.echo(f"nlpkit: warning: {flag} {rv}: this machine has {cpus} CPU"
+                           f"{'s' if cpus != 1 else ''} available; using {cpus}", err=True)
+            rv = cpus
+        return rv
+
+
+class NumberList(click.ParamType):
+    """Comma-separated numbers: ``'1,0.5'`` -> ``[1.0, 0.5]``, each real and in [min, max].
+
+    `n` fixes how many; `cast` is int or float. Whether the count must match something else
+    (one weight per run) is the command's check.
+    """
+
+    name = "numbers"
+
+    def __init__(self, n: int | None = None, cast: Callable[[str], Any] = float, min: float | None = None,
+                 max: float | None = None, metavar: str | None = None) -> None:
+        self.n, self.cast, self.min, self.max, self.metavar = n, cast, min, max, metavar
+
+    def get_metavar(self, param, *args, **kwargs) -> str | None:
+        return self.metavar
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (list, tuple)):
+            return list(value)
+        kind = "integers" if self.cast is int else "numbers"
+        try:
+            items = [self.cast(x.strip()) for x in str(value).split(",")]
+        except ValueError:
+            self.fail(f"expected comma-separated {kind}, got {value!r}.", param, ctx)
+        if self.n is not None and len(items) != self.n:
+            self.fail(f"expected {self.n} comma-separated {kind}, got {len(items)}.", param, ctx)
+        for x in items:
+            if isinstance(x, float) and not math.isfinite(x):
+                self.fail(f"{value!r}: {x} is not a finite number.", param, ctx)
+            if (self.min is not None and x < self.min) or (self.max is not None and x > self.max):
+                lo = "" if self.min is None else f">={self.min:g}"
+                hi = "" if self.max is None else f"<={self.max:g}"
+                self.fail(f"{value!r}: each number must be {' and '.join(filter(None, (lo, hi)))}.",
+                          param, ctx)
+        return items
+
+
+NUMERIC_TYPES: tuple[type, ...] = (click.types._NumberParamTypeBase, NumberList)
+
+
+def jobs_option(help: str, default: int | None = None, min: int = 1, old_names: tuple[str, ...] = ()):
+    """``-j/--jobs N``, the one name of a worker count; old names still work, hidden from --help
+    (click gives the value written on the command line precedence over the other's default)."""
+    def decorate(f):
+        for name in old_names:
+            f = click.option(name, "jobs", type=Jobs(min=min), default=None, hidden=True)(f)
+        return click.option("-j", "--jobs", "jobs", type=Jobs(min=min), default=default,
+                            show_default=default is not None, metavar="N", help=help)(f)
+    return decorate
+
+
+class DocFrequency(click.ParamType):
+    """A document frequency bound, scikit-learn's int/float rule: ``'5'`` = 5 documents,
+    ``'0.5'`` = half of the documents (a proportion in [0, 1]). The text is kept (it is what the
+    signature shows); a malformed or out-of-range one is a usage error."""
+
+    name = "N|P"
+
+    def convert(self, value, param, ctx):
+        text = str(value).strip()
+        try:
+            if any(ch in text for ch in ".eE") and not text.lower().lstrip("+-").startswith(("inf", "nan")):
+                v = float(text)
+                if not 0.0 <= v <= 1.0:
+                    self.fail(f"a proportion must be in [0, 1], got {value!r}.", param, ctx)
+                return text
+            v = int(text)
+        except ValueError:
+            self.fail(f"expected a document count (5) or a proportion (0.5), got {value!r}.", param, ctx)
+        if not 0 <= v <= INT_MAX:
+            self.fail(f"a document count must be in [0, {INT_MAX}], got {value!r}.", param, ctx)
+        return text
+
+
+class ByteSize(click.ParamType):
+    """A size in bytes with an optional unit (``64M``, ``1G``) or ``auto``; the text is kept (the
+    command turns it into bytes when it uses it), a malformed one is a usage error at once."""
+
+    name = "SIZE"
+
+    def convert(self, value, param, ctx):
+        from nlpkit.distributed.shards import parse_size
+        from nlpkit.errors import UsageError
+
+        try:
+            parse_size(value)
+        except UsageError as e:   # the core names its parameter (`shard_size`); click names the option
+            import re
+
+            self.fail(re.sub(r"^`\w+`:? ?", "", str(e)), param, ctx)
+        return value
+
+
+NUMERIC_TYPES = (click.types._NumberParamTypeBase, NumberList, DocFrequency, ByteSize)

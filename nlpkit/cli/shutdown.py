@@ -1,0 +1,150 @@
+"""Ctrl-C, one way for every command: stop the workers, remove partial outputs, exit 130.
+
+`install()` (called by `nlpkit.cli.main.main`) makes SIGINT end the process from the signal
+handler itself rather than by a KeyboardInterrupt unwinding through pool, thread and Dask code,
+where a `finally: pool.terminate()` could wait forever on a lock a dying worker held (the hang of
+``timeout -s INT 2 nlpkit tokenize big.txt``). The handler kills every process this one started
+(pool workers, Dask workers: its descendants), removes the outputs registered with
+`partial_output` that were not finished, and exits 130 without a traceback. Worker processes
+that inherit the handler by fork do nothing with it (the parent stops them).
+
+    with partial_output(path):      # removed on Ctrl-C unless the block finished
+        write_model(path)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+_MAIN_PID: int | None = None
+_PARTIAL: dict[str, bool] = {}   # path -> it was a directory before the command began
+
+
+def install() -> Callable[[], None]:
+    """Make SIGINT (Ctrl-C) and SIGTERM end this command cleanly (main thread only); returns a
+    function that puts the previous handlers back (for callers of `main` inside a process)."""
+    global _MAIN_PID
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    _MAIN_PID = os.getpid()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    if previous[signal.SIGINT] is not signal.SIG_IGN:       # nohup / background jobs keep ignoring it
+        signal.signal(signal.SIGINT, _on_signal)
+    if previous[signal.SIGTERM] is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_signal)
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+        _PARTIAL.clear()
+
+    return restore
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def stop_workers() -> None:
+    """Kill every process this one started (SIGKILL: they hold no state worth saving)."""
+    for pid in _descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:   # reap direct children, so none is left defunct
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except OSError:
+        pass
+
+
+def remove_partial_outputs() -> None:
+    """Delete the registered outputs whose writing did not finish."""
+    for path in list(_PARTIAL):
+        _remove(path)
+
+
+def _remove(path: str) -> None:
+    existed_dir = _PARTIAL.pop(path, False)
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            if not existed_dir:
+                shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _on_signal(signum, frame) -> None:
+    if os.getpid() != _MAIN_PID:   # a forked worker inherited this handler
+        if signum == signal.SIGINT:    # Ctrl-C: the parent stops it
+            return
+        signal.signal(signum, signal.SIG_DFL)   # SIGTERM (pool.terminate()): die as a worker should
+        os.kill(os.getpid(), signum)
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stop_workers()
+    remove_partial_outputs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed pipe or a write in progress: nothing to save
+            pass
+    try:
+        if sys.stderr.isatty():
+            sys.stderr.write("\x1b[?25h")   # a progress bar may have hidden the cursor
+            sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(130 if signum == signal.SIGINT else 128 + signum)
+
+
+@contextmanager
+def partial_output(path: str | os.PathLike) -> Iterator[None]:
+    """Register `path` as being written: removed on Ctrl-C (or an error) unless the block ends.
+
+    A directory is removed only when the command created it (a directory that existed keeps
+    whatever the command had not yet replaced); a file is removed whatever was there, since it
+    no longer holds what it held.
+    """
+    key = os.path.abspath(os.fspath(path))
+    _PARTIAL[key] = os.path.isdir(key)
+    try:
+        yield
+    except BaseException:
+        if key in _PARTIAL:
+            _remove(key)
+        raise
+    else:
+        _PARTIAL.pop(key, None)
