@@ -99,6 +99,7 @@ def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b
     Several files are one corpus, read in the order given: documents without ids (lines,
     paragraphs) are numbered on across the files, and an id may appear once in the corpus.
     With --corpus-format auto every file must look like the same format."""
+    from nlpkit.cli.shutdown import partial_output
     from nlpkit.retrieval.search import signature
     from nlpkit.retrieval.store import index_size, save_index
 
@@ -112,7 +113,7 @@ def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b
 
         size = parse_size(shard_size)
         settings = tokenizer_settings(token_pattern, True, stopwords)
-        with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:
+        with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick, partial_output(index_path):
             summary = bm25_index(client, paths, index_path, corpus_format, variant, k1, b, delta, settings,
                                  id_field, field or "text", field or "T,W", encoding_errors, size, tick)
         sig = signature({"variant": variant, "k1": k1, "b": b, "delta": delta, "tokenizer": settings})
@@ -122,7 +123,8 @@ def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b
         return
     idx = _build(paths, corpus_format, id_field, field, variant, k1, b, delta, stopwords,
                  token_pattern, encoding_errors, quiet)
-    save_index(idx, index_path)
+    with partial_output(index_path):
+        save_index(idx, index_path)
     _summary(idx, index_path, index_size(index_path), signature(idx), fmt, no_signature)
 
 

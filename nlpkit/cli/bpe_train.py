@@ -126,7 +126,10 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
              + (f"no pair occurring at least {min_frequency} times was left to merge (a lower --min-frequency, "
                 "or a larger corpus, gives more)" if min_frequency > 1 else
                 "no pair was left to merge (a larger corpus gives more)"), quiet)
-    tok.save(output)
+    from nlpkit.cli.shutdown import partial_output
+
+    with partial_output(output):
+        tok.save(output)
     sig = make_signature("bpe-train", vocab=vocab_size, min_freq=min_frequency,
                          specials=len(specials), pattern=pre.name, prefix_space=add_prefix_space,
                          max_len=max_token_length, alphabet=limit_alphabet or 256)

@@ -80,8 +80,10 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask
         transform = text_transform(False, os.path.abspath(tokenizer) if tokenizer else None)
         with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:
             counts = ngram_counts(client, paths, order, lowercase, transform, encoding_errors, size, tick)
+    from nlpkit.cli.shutdown import partial_output
+
     try:
-        with progress("counting (chars)", quiet=quiet) as tick:
+        with progress("counting (chars)", quiet=quiet) as tick, partial_output(output):
             done = [0]
 
             def advance(n: int) -> None:

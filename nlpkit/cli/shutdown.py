@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 _MAIN_PID: int | None = None
-_PARTIAL: dict[str, bool] = {}   # path -> it was a directory before the command began
+_PARTIAL: dict[str, tuple[bool, tuple | None]] = {}   # path -> (was a directory, its stat before)
 
 
 def install() -> Callable[[], None]:
@@ -94,13 +94,21 @@ def remove_partial_outputs() -> None:
         _remove(path)
 
 
+def _stamp(path: str) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
 def _remove(path: str) -> None:
-    existed_dir = _PARTIAL.pop(path, False)
+    was_dir, before = _PARTIAL.pop(path, (False, None))
     try:
         if os.path.isdir(path) and not os.path.islink(path):
-            if not existed_dir:
+            if before is None:               # the command created it
                 shutil.rmtree(path, ignore_errors=True)
-        elif os.path.lexists(path):
+        elif os.path.lexists(path) and _stamp(path) != before:   # written (or created) by the command
             os.unlink(path)
     except OSError:
         pass
@@ -134,12 +142,12 @@ def _on_signal(signum, frame) -> None:
 def partial_output(path: str | os.PathLike) -> Iterator[None]:
     """Register `path` as being written: removed on Ctrl-C (or an error) unless the block ends.
 
-    A directory is removed only when the command created it (a directory that existed keeps
-    whatever the command had not yet replaced); a file is removed whatever was there, since it
-    no longer holds what it held.
+    A directory is removed only when the command created it (one that existed keeps what the
+    command had not yet replaced); a file only when the command created or changed it (an error
+    before writing leaves a previous file alone).
     """
     key = os.path.abspath(os.fspath(path))
-    _PARTIAL[key] = os.path.isdir(key)
+    _PARTIAL[key] = (os.path.isdir(key), _stamp(key))
     try:
         yield
     except BaseException:

@@ -51,7 +51,9 @@ def emit(run: dict, signature: str, fmt: str | None, no_signature: bool, tag: st
 
     if run_path:
         try:
-            with open(run_path, "w", encoding="utf-8") as f:
+            from nlpkit.cli.shutdown import partial_output
+
+            with partial_output(run_path), open(run_path, "w", encoding="utf-8") as f:
                 f.writelines(format_run(run, tag, sort=False))
         except OSError as e:
             from nlpkit.errors import NlpkitError
