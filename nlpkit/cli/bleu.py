@@ -111,6 +111,8 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
             paired_ar, paired_n, seed, jobs, short_signature, fmt, no_signature, quiet, encoding_errors):
     """Score HYP files against references with sacrebleu: BLEU, chrF(++), TER.
 
+    No HYP with empty stdin, or an empty hypothesis or reference file, is an error.
+
     \b
       nlpkit bleu -r ref.de sys1.de sys2.de
       nlpkit bleu -r refA -r refB --metrics bleu,chrf,ter --format jsonl hyp.txt
@@ -129,7 +131,7 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
     paired = "bs" if paired_bs else "ar" if paired_ar else None
     if sentence and (confidence or paired):
         raise click.UsageError("--sentence cannot be combined with --confidence or paired tests")
-    hyp_paths = input_paths(hyps, what="hypotheses")
+    hyp_paths = input_paths(hyps, what="hypotheses", argument="HYP")
     if paired and len(hyp_paths) < 2:
         raise click.UsageError("--paired-bs/--paired-ar need two or more HYP files "
                                "(the first is the baseline)")

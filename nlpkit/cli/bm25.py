@@ -98,12 +98,13 @@ def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b
 
     Several files are one corpus, read in the order given: documents without ids (lines,
     paragraphs) are numbered on across the files, and an id may appear once in the corpus.
-    With --corpus-format auto every file must look like the same format."""
+    With --corpus-format auto every file must look like the same format. No CORPUS with empty
+    stdin, or a corpus with no documents, is an error."""
     from nlpkit.cli.shutdown import partial_output
     from nlpkit.retrieval.search import signature
     from nlpkit.retrieval.store import index_size, save_index
 
-    paths = input_paths(list(corpus), "corpus")
+    paths = input_paths(list(corpus), "corpus", "CORPUS")
     dask = dask_for(dask, paths)
     if dask:
         from nlpkit.distributed.cluster import connect
@@ -152,14 +153,15 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, dask, shard_size
 
     Documents without ids (lines, paragraphs) continue the index's numbering, across the files
     in the order given. With --dask the workers tokenize and count the new documents; the
-    merged index is the same, byte for byte.
+    merged index is the same, byte for byte. An empty CORPUS adds nothing (with a warning); no
+    CORPUS with empty stdin is an error.
     """
     from nlpkit.errors import NlpkitError
     from nlpkit.io import display_name
     from nlpkit.retrieval.search import add_texts, signature
     from nlpkit.retrieval.store import index_size, load_index, save_index
 
-    paths = input_paths(list(corpus), "corpus")
+    paths = input_paths(list(corpus), "corpus", "CORPUS")
     dask = dask_for(dask, paths)
     idx = load_index(index_path, mmap=False)
     if dask:
@@ -225,7 +227,8 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
                token_pattern, top, qrels, qrels_format, metrics, per_query, run_path, tag, fmt,
                no_signature, quiet, encoding_errors):
     """Search INDEX (or an in-memory --corpus) with --query TEXT, --queries FILE, or the
-    queries piped on stdin (one per line, or qid<TAB>text)."""
+    queries piped on stdin (one per line, or qid<TAB>text). No query with empty stdin, or an
+    empty --qrels file, is an error; an empty --queries file gives an empty run (with a warning)."""
     from nlpkit.stats.documents import read_records
     from nlpkit.retrieval.search import search_texts, signature
     from nlpkit.retrieval.store import load_index
@@ -242,10 +245,14 @@ def search_cmd(index_path, query_texts, queries_path, queries_format, query_fiel
             raise click.UsageError(f"{', '.join(given)} {verb} to --corpus; a saved index keeps the "
                                    "settings it was built with")
     if not query_texts and not queries_path:
-        import sys
+        from nlpkit.cli.common import stdin_is_empty, stdin_is_piped
 
-        if sys.stdin is None or sys.stdin.isatty():
+        if not stdin_is_piped():
             raise click.UsageError("give --query TEXT or --queries FILE, or pipe queries on stdin")
+        if stdin_is_empty():
+            from nlpkit.errors import NlpkitError
+
+            raise NlpkitError("no input (no --query or --queries given, and stdin is empty)")
         queries_path = "-"
     if qrels:
         from nlpkit.retrieval.metrics import parse_metrics

@@ -67,6 +67,8 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
             encoding_errors):
     """Train a byte-level BPE tokenizer on FILES ('-' or a pipe for stdin).
 
+    No FILES with empty stdin, or an empty corpus, is an error.
+
     Same merges, in the same order, as HF tokenizers' BpeTrainer with a ByteLevel
     pre-tokenizer. Files are read line by line, each line keeping its newline. Writes
     tokenizer.json (loads in HF tokenizers), vocab.json and merges.txt into -o DIR and

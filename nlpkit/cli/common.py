@@ -90,17 +90,37 @@ def top_option(default: int | None, help: str, short: bool = True):
                         show_default=default is not None, metavar="N", help=help)
 
 
-def input_paths(files: Sequence[str], what: str = "input") -> list[str]:
-    """Files as given; none given -> stdin ('-') when it is piped, else a usage error."""
+def input_paths(files: Sequence[str], what: str = "input", argument: str = "FILE") -> list[str]:
+    """Files as given; none given -> stdin ('-') when it is piped, else a usage error. Piped stdin
+    that is empty is an error too (exit 1): a job that forgot its input must not pass."""
     if files:
         return list(files)
-    try:
-        piped = not sys.stdin.isatty()
-    except (AttributeError, ValueError):
-        piped = False
-    if piped:
+    if stdin_is_piped():
+        if stdin_is_empty():
+            from nlpkit.errors import NlpkitError
+
+            raise NlpkitError(f"no input (no {argument} given, and stdin is empty)")
         return ["-"]
-    raise click.UsageError(f"no {what}: give a FILE (or '-') or pipe text on stdin")
+    raise click.UsageError(f"no {what}: give a {argument} (or '-') or pipe text on stdin")
+
+
+def stdin_is_piped() -> bool:
+    """stdin is a pipe, a file or /dev/null rather than a terminal."""
+    try:
+        return sys.stdin is not None and not sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def stdin_is_empty() -> bool:
+    """Piped stdin holds no byte (waits for the first one; it stays buffered for the reader)."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None or not hasattr(buffer, "peek"):
+        return False
+    try:
+        return buffer.peek(1) == b""
+    except (OSError, ValueError):
+        return False
 
 
 def warn(message: str, quiet: bool = False) -> None:

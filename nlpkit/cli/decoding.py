@@ -174,16 +174,22 @@ def decoding_signature(name: str, lm, cfg, *, seed: int, max_new_tokens: int, st
                                "max_new": max_new_tokens, "stop": len(stops), "sliding": sliding}, extra)
 
 
-def read_prompt(prompt: str | None, errors: str = "strict") -> str:
-    """The PROMPT argument; else stdin when piped (one trailing newline dropped); else '' (start from BOS)."""
+def read_prompt(prompt: str | None, errors: str = "strict", required: bool = True) -> str:
+    """The PROMPT argument; else stdin when piped (one trailing newline dropped; empty stdin is an
+    error unless not `required`, as with --messages: a job that forgot its input must not pass);
+    else '' (start from BOS)."""
     if prompt is not None:
         return prompt
-    try:
-        piped = not sys.stdin.isatty()
-    except (AttributeError, ValueError):
-        piped = False
-    if not piped:
+    from nlpkit.cli.common import stdin_is_empty, stdin_is_piped
+
+    if not stdin_is_piped():
         return ""
+    if stdin_is_empty():
+        if not required:
+            return ""
+        from nlpkit.errors import NlpkitError
+
+        raise NlpkitError("no input (no PROMPT given, and stdin is empty; PROMPT '' starts from the BOS token)")
     from nlpkit.io import read_text
 
     text = read_text("-", errors=errors)

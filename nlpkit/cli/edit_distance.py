@@ -100,7 +100,7 @@ def _queries(args: tuple[str, ...], errors: str) -> Iterator[str]:
         return
     from nlpkit.io import iter_lines
 
-    for path in input_paths([], what="queries"):
+    for path in input_paths([], what="queries", argument="QUERY"):
         for line in iter_lines(path, errors=errors):
             if line.strip():
                 yield line.strip()
@@ -138,6 +138,9 @@ def command(args, pairs_file, metric, weights, normalize, level, align, dict_fil
             rank, edit_odds, fmt, no_signature, quiet, encoding_errors):
     """Edit distance between A and B, for TSV pairs, or to the nearest dictionary entries.
 
+    No input with empty stdin is an error; an empty --pairs file gives no rows, an empty --dict
+    is an error.
+
     \b
     nlpkit edit-distance kitten sitting
     nlpkit edit-distance --align --level word "the cat sat" "a cat sat down"
@@ -158,7 +161,7 @@ def command(args, pairs_file, metric, weights, normalize, level, align, dict_fil
         return _dictionary(dict_file, args, metric, w, level, normalize, top, max_distance, ranking,
                            settings, fmt, no_signature, quiet, encoding_errors)
     if pairs_file is None and not args:
-        pairs_file = input_paths([], what="input: give A B, --pairs FILE or --dict FILE")[0]
+        pairs_file = input_paths([], what="input: give A B, --pairs FILE or --dict FILE", argument="A B")[0]
     if pairs_file is not None:
         if args:
             raise click.UsageError("--pairs takes no A B arguments")

@@ -24,6 +24,9 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, d
             encoding_errors, chat=False, system=None, messages_file=None):
     """Stream one continuation of PROMPT (argument, or piped stdin) to stdout as it is generated.
 
+    No PROMPT with empty stdin is an error (PROMPT '' starts from the BOS token); an empty
+    --prompts file gives no rows.
+
     The text goes to stdout as plain text, ended by a newline; on a terminal the prompt is printed
     first (--echo/--no-echo). --format asks for records instead (prompt, text, tokens, finish,
     signature); --prompts FILE gives one record per line of FILE (table on a terminal, TSV
@@ -70,7 +73,7 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, d
 
             prompts = iter_lines(prompts_file, errors=encoding_errors)
         else:
-            prompts = [prompt if messages_file == "-" else read_prompt(prompt, encoding_errors)]
+            prompts = [prompt if messages_file == "-" else read_prompt(prompt, encoding_errors, messages_file is None)]
         with open_writer(["index", "prompt", "text", "tokens", "finish"], fmt, sig, no_signature) as out:
             for i, line in enumerate(prompts):
                 st = GenerationStats()
@@ -81,7 +84,7 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, d
                 warm = None
         return
 
-    p = encode(prompt if messages_file == "-" else read_prompt(prompt, encoding_errors))
+    p = encode(prompt if messages_file == "-" else read_prompt(prompt, encoding_errors, messages_file is None))
     if echo is None:
         echo = stdout_is_terminal()
     st = GenerationStats()

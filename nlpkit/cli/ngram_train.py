@@ -35,6 +35,8 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask
             quiet, encoding_errors):
     """Train an n-gram language model on FILES ('-' or a pipe for stdin), one sentence a line.
 
+    No FILES with empty stdin, or an empty corpus, is an error.
+
     Lines are split into words on ASCII whitespace only, as KenLM does (a no-break space stays inside
     a word); each line is scored as <s> words </s>. The default writes the same ARPA file as KenLM's
     `lmplz -o N` (falling back, with a warning, to the discounts 0.5 1 1.5 where lmplz needs

@@ -38,6 +38,8 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
             compare, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
     """Perplexity of text under a language model.
 
+    No FILES with empty stdin, or an empty FILE, is an error.
+
     Prints scored tokens, mean negative log-likelihood (nats/token), token, word and byte
     perplexity and bits per byte (lm-evaluation-harness normalizations), all over the scored
     tokens and the bytes and words they cover. Long texts are scored in windows: --mode sliding

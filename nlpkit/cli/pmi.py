@@ -48,6 +48,8 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
             no_signature, quiet, encoding_errors):
     """Score co-occurring words by pointwise mutual information.
 
+    No FILES with empty stdin, or files with no words, is an error.
+
     Pairs (x, y) are counted where y follows x within WINDOW-1 words, not across
     sentence or line ends unless --cross-sentences/--cross-lines; scores equal
     NLTK's BigramAssocMeasures.pmi / TrigramAssocMeasures.pmi. Output is sorted by

@@ -41,6 +41,8 @@ def command(runs, k, weights, top, depth, tie_break, qrels, qrels_format, metric
             run_path, tag, fmt, no_signature, quiet, encoding_errors):
     """Fuse RUN files: score(d) = sum over runs of w / (k + rank), rank 1-based by score.
 
+    No RUN with empty stdin, or an empty RUN file, is an error.
+
     A RUN is a TREC run (qid Q0 docid rank score tag) or a plain ranked list (one id per
     line, best first, one implicit query "1"); '-' reads stdin, as does no RUN at all when
     stdin is piped. Queries missing from some runs are fused over the union of queries (with
@@ -55,7 +57,7 @@ def command(runs, k, weights, top, depth, tie_break, qrels, qrels_format, metric
     from nlpkit.retrieval.runs import read_run
     from nlpkit.signature import make_signature
 
-    runs = input_paths(runs, "run")
+    runs = input_paths(runs, "run", "RUN")
     w = weights
     if w and len(w) != len(runs):
         raise click.BadParameter(f"expected {len(runs)} comma-separated numbers (one per run), got {len(w)}",

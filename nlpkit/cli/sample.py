@@ -35,6 +35,8 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, decoding, fm
     (generation_config.json, else llama.cpp's; an n-gram model unfiltered at temperature 1; a random
     seed unless --seed, shown by --stats and in the signature).
 
+    No PROMPT with empty stdin is an error (PROMPT '' starts from the BOS token).
+
     \b
     Examples:
       nlpkit sample "The weather today" -n 8 --temperature 0.8 --top-k 40 --seed 1
@@ -48,8 +50,8 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, decoding, fm
     lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
     cfg = sampling_config(lm, opts)
     seed = opts.drawn_seed()
-    p = make_prompt(lm, prompt if messages_file == "-" else read_prompt(prompt, encoding_errors), opts, chat,
-                    system, messages_file, quiet)
+    text = prompt if messages_file == "-" else read_prompt(prompt, encoding_errors, messages_file is None)
+    p = make_prompt(lm, text, opts, chat, system, messages_file, quiet)
     chat_sig = {"chat": True} if chat else {}
 
     if dist:

@@ -76,6 +76,8 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
             jobs, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
     """TF-IDF weights of documents: top terms per document, the matrix, or a query ranking.
 
+    No FILES with empty stdin, or documents with no words, is an error.
+
     With the defaults the numbers equal scikit-learn's TfidfVectorizer() (raw tf,
     smooth idf, l2 norm, the same token pattern); --smart XYZ equals gensim's
     TfidfModel(smartirs=XYZ).

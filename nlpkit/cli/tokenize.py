@@ -64,6 +64,9 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
             chat, system, messages_file, jobs, fmt, no_signature, quiet, encoding_errors):
     """Tokenize FILES ('-' or a pipe for stdin): ids, pieces or counts per line (or --per-file).
 
+    No FILES with empty stdin is an error; an empty FILE gives no rows (--per-file: one row, 0
+    tokens).
+
     Special tokens written in the text (<|im_start|>, <s>...) are recognised. Counts end with a
     total row. --decode turns lines of ids back into text. In TSV, ids and pieces are separated
     by spaces; in json/jsonl they are lists.

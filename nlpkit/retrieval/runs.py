@@ -61,7 +61,7 @@ def read_run(path: str, errors: str = "strict") -> Run:
     """Read a TREC run or a plain ranked list (decided by the first non-blank line).
 
     Errors name the file and line: a wrong number of fields, a bad score, or a document
-    listed twice for one query.
+    listed twice for one query; a file with no result line is an error.
     """
     name = display_name(path)
     run: Run = {}
@@ -91,6 +91,8 @@ def read_run(path: str, errors: str = "strict") -> Run:
                               f"{qid!r} (first on line {first[docid]})")
         first[docid] = lineno
         run.setdefault(qid, []).append((docid, score))
+    if not run:   # a run that forgot its input must not fuse or score as "nothing retrieved"
+        raise NlpkitError(f"{name}: empty run (no result lines)")
     if plain:  # rank 1 gets the highest score so that re-sorting keeps the file order
         n = len(run.get(PLAIN_QID, []))
         run = {q: [(d, float(n - i)) for i, (d, _) in enumerate(pairs)] for q, pairs in run.items()}
@@ -167,4 +169,6 @@ def read_qrels(path: str, fmt: str = "auto", errors: str = "strict") -> Qrels:
                                   "one of 1, 2, 3, 4, -1")
             qid, docid, rel = fields[0], fields[1], (0 if code == -1 else 5 - code)
         qrels.setdefault(qid, {})[docid] = rel
+    if not qrels:   # every metric would be 0.0
+        raise NlpkitError(f"{name}: no relevance judgements (the qrels file is empty)")
     return qrels
