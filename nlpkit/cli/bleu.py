@@ -6,13 +6,14 @@ import sys
 
 import click
 
-from nlpkit.cli.options import Count, jobs_option
+from nlpkit.cli.options import Count, complete_choices, file_type, jobs_option
 from nlpkit.cli.common import (FiniteFloat, common_options, input_paths, named_flags, open_writer, progress,
                                resolve_format, warn)
 
 METRICS = ("bleu", "chrf", "ter")
 SMOOTH_METHODS = ("exp", "floor", "add-k", "none")
-TOKENIZERS_HELP = "13a, intl, zh, char, none, ja-mecab, ko-mecab, flores101, flores200, spBLEU-1K"
+TOKENIZERS = ("13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab", "flores101", "flores200", "spBLEU-1K")
+TOKENIZERS_HELP = ", ".join(TOKENIZERS)
 BLEU_COLUMNS = ["counts", "totals", "precisions", "bp", "ratio", "sys_len", "ref_len"]
 CHRF_COLUMNS = ["char_order", "word_order", "beta"]
 TER_COLUMNS = ["num_edits", "ref_length"]
@@ -58,13 +59,13 @@ def _install_warning_handler(quiet: bool) -> None:
 
 
 @click.command("bleu")
-@click.argument("hyps", nargs=-1, metavar="[HYP]...")
-@click.option("-r", "--reference", "refs", multiple=True, metavar="FILE",
+@click.argument("hyps", nargs=-1, metavar="[HYP]...", type=file_type())
+@click.option("-r", "--reference", "refs", multiple=True, metavar="FILE", type=file_type(),
               help="Reference file, one segment per line (repeat for several references).")
-@click.option("--refs-tsv", metavar="FILE", help="References as a TSV, one column per reference.")
+@click.option("--refs-tsv", metavar="FILE", type=file_type(), help="References as a TSV, one column per reference.")
 @click.option("-m", "--metrics", default="bleu", show_default=True, metavar="LIST", callback=_parse_metrics,
               help="Comma-separated metrics: bleu, chrf, ter.")
-@click.option("--tokenize", default=None, metavar="NAME",
+@click.option("--tokenize", default=None, metavar="NAME", shell_complete=complete_choices(TOKENIZERS),
               help=f"BLEU tokenizer [default: 13a]: {TOKENIZERS_HELP} (some need extra packages).")
 @click.option("--lowercase", is_flag=True, help="Case-insensitive BLEU (sacrebleu -lc).")
 @click.option("--smooth-method", type=click.Choice(SMOOTH_METHODS), default="exp", show_default=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from nlpkit.cli.options import ChoiceOrFile, STOPWORD_LISTS, file_type
 from nlpkit.cli.common import (FiniteFloat, dask_for, dask_options, encoding_option, flag, format_option,
                                input_paths, named_flags, open_writer, progress, quiet_option, signature_option,
                                warn)
@@ -39,7 +40,7 @@ def model_options(f):
                      help="Length normalisation."),
         click.option("--delta", type=FiniteFloat(0, 1e6), default=0.5, show_default=True,
                      help="bm25l / bm25+ lower bound (ignored by the others)."),
-        click.option("--stopwords", default=None, metavar="english|sklearn|lucene|none|FILE",
+        click.option("--stopwords", default=None, type=ChoiceOrFile(STOPWORD_LISTS), metavar="english|sklearn|lucene|none|FILE",
                      help="Drop these words: a built-in list, or a file (one word a line) [none]."),
         click.option("--token-pattern", default=None, metavar="REGEX",
                      help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn and bm25s]."),
@@ -80,7 +81,7 @@ def command() -> None:
 
 
 @command.command("index", short_help="Build an index of CORPUS... in the directory -o/--output.")
-@click.argument("corpus", nargs=-1)
+@click.argument("corpus", nargs=-1, type=file_type())
 @click.option("-o", "--output", "index_path", required=True, type=click.Path(file_okay=False), metavar="DIR",
               help="Index directory to write.")
 @corpus_options
@@ -138,7 +139,7 @@ def _summary(idx, index_path, size, sig, fmt, no_signature):
 
 @command.command("add", short_help="Append the documents of CORPUS... to INDEX (scores recomputed).")
 @click.argument("index_path", metavar="INDEX", type=click.Path(file_okay=False))
-@click.argument("corpus", nargs=-1)
+@click.argument("corpus", nargs=-1, type=file_type())
 @corpus_options
 @dask_options
 @format_option
@@ -210,7 +211,7 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, dask, shard_size
 @click.option("--query-field", default="text", show_default=True, metavar="NAME", help="JSONL queries: the text field.")
 @click.option("--query-ids", type=click.Choice(("file", "position")), default="file", show_default=True,
               help="position: number queries 1..n in file order (Cranfield's qrels do).")
-@click.option("--corpus", "corpus_path", default=None, metavar="FILE",
+@click.option("--corpus", "corpus_path", default=None, metavar="FILE", type=file_type(),
               help="Build an in-memory index from this corpus instead of loading INDEX.")
 @corpus_options
 @model_options

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import jobs_option
+from nlpkit.cli.options import file_type, jobs_option
 from nlpkit.cli.common import (cli_message, common_options, dask_for, dask_options, input_paths, open_writer,
                                progress, warn)
 
@@ -39,7 +39,7 @@ def _check_output_dir(output, force: bool) -> None:
 
 
 @click.command("bpe-train")
-@click.argument("files", nargs=-1)
+@click.argument("files", nargs=-1, type=file_type())
 @click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False),
               help="Directory for tokenizer.json, vocab.json and merges.txt (created if needed).")
 @click.option("--vocab-size", type=click.IntRange(min=1), required=True,

@@ -28,8 +28,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import click
 
+from nlpkit.cli.options import ByteSize, FiniteFloat, model_path_type  # noqa: F401 - shared numeric types live in cli/options.py
 from nlpkit.errors import NlpkitError
-from nlpkit.cli.options import ByteSize, FiniteFloat  # noqa: F401 - shared numeric types live in cli/options.py
 from nlpkit.io import FORMATS, RecordWriter, stderr_is_terminal, stdout_is_terminal
 
 ProgressFn = Callable[..., None]
@@ -200,7 +200,12 @@ def dask_from_env() -> bool:
 
 def dask_for(dask: str | None, paths: Sequence[str]) -> str | None:
     """The --dask address for these inputs: workers read files, so stdin ('-') runs here when the
-    address came from $NLPKIT_DASK, and is a usage error with --dask itself."""
+    address came from $NLPKIT_DASK, and is a usage error with --dask itself. --shard-size without
+    --dask has no effect: a warning says so."""
+    ctx = click.get_current_context(silent=True)
+    if not dask and ctx is not None and "shard_size" in ctx.params \
+            and ctx.get_parameter_source("shard_size") != click.core.ParameterSource.DEFAULT:
+        warn("--shard-size applies to --dask only; ignored", bool(ctx.params.get("quiet")))
     if dask and "-" in paths:
         if dask_from_env():
             return None
@@ -303,11 +308,12 @@ def model_options(f):
     """-m/--model, --rope-scaling, --rope-factor, --no-cache: how perplexity, generate and sample pick a model."""
     f = no_cache_option(f)
     f = click.option("--rope-factor", type=FiniteFloat(min=0, min_open=True), default=None,
-                     help="RoPE scaling factor s (with --rope-scaling).")(f)
+                     help="RoPE scaling factor s: with --rope-scaling, or alone to scale the model's own "
+                          "RoPE type (linear when it has none).")(f)
     f = click.option("--rope-scaling", type=click.Choice(ROPE_CHOICES), default=None,
                      help="Override RoPE scaling: linear interpolation, NTK-aware base change, "
                           "transformers' dynamic NTK, YaRN, Llama 3.1 [the model's own].")(f)
-    f = click.option("-m", "--model", "model_path", default=None, metavar="PATH",
+    f = click.option("-m", "--model", "model_path", default=None, metavar="PATH", type=model_path_type(),
                      help="Hugging Face model directory, .gguf file, or n-gram model (ARPA, .arpa.gz, an "
                           "ngram-train counts file) [$NLPKIT_MODEL, else the shipped model].")(f)
     return f

@@ -14,6 +14,8 @@ from dataclasses import dataclass, fields
 
 import click
 
+from nlpkit.cli.options import file_type
+
 from nlpkit.cli.common import refuse_inapplicable, warn
 
 
@@ -127,7 +129,8 @@ def chat_options(f=None, *, chat_help: str = _CHAT_HELP, messages_help: str = _M
         opts = [
             click.option("--chat", is_flag=True, help=chat_help),
             click.option("--system", default=None, metavar="TEXT", help="System message for --chat."),
-            click.option("--messages", "messages_file", default=None, metavar="FILE", help=messages_help),
+            click.option("--messages", "messages_file", default=None, metavar="FILE", type=file_type(),
+                         help=messages_help),
         ]
         for deco in reversed(opts):
             f = deco(f)

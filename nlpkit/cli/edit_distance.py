@@ -13,7 +13,7 @@ from typing import Iterator
 
 import click
 
-from nlpkit.cli.options import INT_MAX, FiniteFloat, NumberList
+from nlpkit.cli.options import FiniteFloat, INT_MAX, NumberList, file_type
 from nlpkit.cli.common import (cli_message, common_options, input_paths, open_writer, parse_number_list, progress,
                                resolve_format, warn)
 from nlpkit.errors import NlpkitError
@@ -108,7 +108,7 @@ def _queries(args: tuple[str, ...], errors: str) -> Iterator[str]:
 
 @click.command("edit-distance")
 @click.argument("args", nargs=-1)
-@click.option("--pairs", "pairs_file", metavar="FILE",
+@click.option("--pairs", "pairs_file", metavar="FILE", type=file_type(),
               help="TSV of a<TAB>b lines ('-' for stdin); appends the distance to each pair.")
 @click.option("--metric", type=click.Choice(METRIC_CHOICES), default="levenshtein", show_default=True,
               help="Distance: levenshtein, osa (adjacent transpositions), damerau (unrestricted), "
@@ -121,7 +121,7 @@ def _queries(args: tuple[str, ...], errors: str) -> Iterator[str]:
               help="Compare characters, or whitespace-separated words (WER-style).")
 @click.option("--align", is_flag=True,
               help="Print the edit operations of A B and a two-line aligned view.")
-@click.option("--dict", "dict_file", metavar="FILE",
+@click.option("--dict", "dict_file", metavar="FILE", type=file_type(),
               help="Dictionary (word or word<TAB>count per line): find the nearest entries of each "
                    "query (ARGS, or lines on stdin). Ties: higher count first.")
 @click.option("-k", "--top", type=click.IntRange(min=0), default=1, show_default=True, metavar="N",

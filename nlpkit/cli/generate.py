@@ -6,13 +6,14 @@ from __future__ import annotations
 import click
 
 from nlpkit.cli.common import common_options, model_options, open_writer, stream_line
+from nlpkit.cli.options import file_type
 from nlpkit.cli.decoding import (chat_options, check_chat, decoding_options, decoding_signature, load_for_decoding,
                                  make_prompt, print_stats, read_prompt, sampling_config)
 
 
 @click.command("generate")
 @click.argument("prompt", required=False)
-@click.option("--prompts", "prompts_file", metavar="FILE", default=None,
+@click.option("--prompts", "prompts_file", metavar="FILE", default=None, type=file_type(),
               help="One prompt per line ('-' = stdin): one record per prompt instead of streaming.")
 @click.option("--echo/--no-echo", default=None,
               help="Print the prompt before the continuation [default: on a terminal].")

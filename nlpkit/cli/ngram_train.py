@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import Count, FiniteFloat, jobs_option
+from nlpkit.cli.options import Count, FiniteFloat, file_type, jobs_option, model_path_type
 from nlpkit.cli.common import (cli_message, common_options, dask_for, dask_options, input_paths, open_writer,
                                progress, warn)
 
@@ -12,8 +12,8 @@ MAX_ORDER = 255   # n-gram counts keep one byte per order below this (nlpkit.lm.
 
 
 @click.command("ngram-train")
-@click.argument("files", nargs=-1)
-@click.option("-o", "--output", "output", required=True, metavar="MODEL",
+@click.argument("files", nargs=-1, type=file_type())
+@click.option("-o", "--output", "output", required=True, metavar="MODEL", type=file_type(dash=False),
               help="Model file: MODEL.arpa (kneser-ney) or MODEL.ngram (mle, add-k); .gz compresses.")
 @click.option("--order", type=Count(1, MAX_ORDER), default=3, show_default=True,
               help=f"n: the longest n-gram (1 to {MAX_ORDER}).")
@@ -24,7 +24,7 @@ MAX_ORDER = 255   # n-gram counts keep one byte per order below this (nlpkit.lm.
 @click.option("--k", "k", type=FiniteFloat(0, 1e6, min_open=True), default=1.0, show_default=True,
               help="The k of add-k smoothing (1 = Laplace).")
 @click.option("--lowercase", is_flag=True, help="Lowercase the text (recorded in the model, applied when scoring).")
-@click.option("--tokenizer", "tokenizer", metavar="PATH", default=None,
+@click.option("--tokenizer", "tokenizer", metavar="PATH", default=None, type=model_path_type(),
               help="Split lines into BPE tokens first (tokenizer.json or a directory holding one; recorded "
                    "in the model and applied when scoring), as CCNet applies SentencePiece before KenLM.")
 @jobs_option("Tokenizer processes for large inputs (at most the CPUs available) "

@@ -164,3 +164,41 @@ class ByteSize(click.ParamType):
 
 
 NUMERIC_TYPES = (click.types._NumberParamTypeBase, NumberList, DocFrequency, ByteSize)
+
+
+STOPWORD_LISTS = ("english", "sklearn", "lucene", "none")   # nlpkit.text.BUILTIN_STOPWORDS and none
+
+
+class ChoiceOrFile(click.ParamType):
+    """A built-in name or a file (``--stopwords english|sklearn|lucene|none|FILE``): completes the
+    names that match, else file names. The value is checked by the command that reads it."""
+
+    name = "text"
+
+    def __init__(self, choices: tuple[str, ...]) -> None:
+        self.choices = tuple(choices)
+
+    def shell_complete(self, ctx, param, incomplete):
+        from click.shell_completion import CompletionItem
+
+        names = [CompletionItem(c) for c in self.choices if c.startswith(incomplete)]
+        return [CompletionItem(incomplete, type="file")] + names   # bash: names when any match, else files
+
+
+def complete_choices(choices: tuple[str, ...]):
+    """A `shell_complete` callback offering `choices` for an option whose values a library checks."""
+    def complete(ctx, param, incomplete):
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(c) for c in choices if c.startswith(incomplete)]
+    return complete
+
+
+def file_type(dash: bool = True) -> click.Path:
+    """An input file: completes file names; a directory is a usage error (exit 2); '-' is stdin."""
+    return click.Path(dir_okay=False, allow_dash=dash)
+
+
+def model_path_type() -> click.Path:
+    """A model: a directory or a file (.gguf, .arpa, ...); completes both."""
+    return click.Path()

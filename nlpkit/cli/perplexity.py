@@ -7,12 +7,13 @@ from contextlib import ExitStack
 
 import click
 
+from nlpkit.cli.options import file_type
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, model_options, open_writer,
                                progress, refuse_inapplicable, warn)
 
 
 @click.command("perplexity")
-@click.argument("files", nargs=-1)
+@click.argument("files", nargs=-1, type=file_type())
 @model_options
 @click.option("--mode", type=click.Choice(("sliding", "disjoint", "second-half")), default="sliding",
               show_default=True, help="Windowing: transformers guide sliding window, lm-evaluation-harness "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import Count, jobs_option
+from nlpkit.cli.options import ChoiceOrFile, Count, STOPWORD_LISTS, jobs_option
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, named_flags, open_writer,
                                progress, warn)
 
@@ -25,7 +25,7 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
               help="Print the K best n-grams (0 = all); with --matrix, the K most frequent words.")
 @click.option("--log-base", type=click.Choice(["2", "e", "10"]), default="2", show_default=True,
               help="Logarithm base of pmi/ppmi (npmi does not depend on it).")
-@click.option("--stopwords", default="none", show_default=True, metavar="english|sklearn|lucene|none|FILE",
+@click.option("--stopwords", default="none", show_default=True, type=ChoiceOrFile(STOPWORD_LISTS), metavar="english|sklearn|lucene|none|FILE",
               help="Drop these words before counting (english = NLTK's list, sklearn = scikit-learn's).")
 @click.option("--token-pattern", default=None, metavar="REGEX",
               help=r"Token regex [default: (?u)\b\w\w+\b, words of 2+ characters, as scikit-learn].")

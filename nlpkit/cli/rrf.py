@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import FiniteFloat, NumberList
+from nlpkit.cli.options import FiniteFloat, NumberList, file_type
 from nlpkit.cli.common import (encoding_option, input_paths, named_flags, parse_number_list, quiet_option,
                                signature_option, top_option, warn, FiniteFloat)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
@@ -18,7 +18,7 @@ def _refuse_short_k(ctx, param, value):
 
 
 @click.command("rrf")
-@click.argument("runs", nargs=-1, metavar="[RUN]...")
+@click.argument("runs", nargs=-1, metavar="[RUN]...", type=file_type())
 @click.option("--rrf-k", "k", type=FiniteFloat(min=0), default=60, show_default=True,
               help="The k of 1/(k + rank).")
 @click.option("-k", "short_k", default=None, hidden=True, expose_value=False, callback=_refuse_short_k,

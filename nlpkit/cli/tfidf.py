@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import DocFrequency, FiniteFloat, NumberList, jobs_option
+from nlpkit.cli.options import ChoiceOrFile, DocFrequency, FiniteFloat, NumberList, STOPWORD_LISTS, jobs_option
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, named_flags, open_writer,
                                progress, warn)
 
@@ -55,7 +55,7 @@ def _df_value(value: str, name: str) -> float:
               help="Drop terms in more documents (count, or proportion 0-1).")
 @click.option("--ngram-range", type=NumberList(2, int, metavar="MIN,MAX"), default="1,1",
               show_default=True, help="Word n-grams, up to 3.")
-@click.option("--stopwords", default="none", show_default=True, metavar="english|sklearn|lucene|none|FILE",
+@click.option("--stopwords", default="none", show_default=True, type=ChoiceOrFile(STOPWORD_LISTS), metavar="english|sklearn|lucene|none|FILE",
               help="Drop these words (english = NLTK's list, sklearn = scikit-learn's).")
 @click.option("--token-pattern", default=None, metavar="REGEX",
               help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn].")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import jobs_option
+from nlpkit.cli.options import file_type, jobs_option, model_path_type
 from nlpkit.cli.common import common_options, input_paths, open_writer
 from nlpkit.cli.decoding import chat_options
 
@@ -42,10 +42,10 @@ def _parse_ids(line: str, where: str, lineno: int, vocab_size: int) -> list[int]
 
 
 @click.command("tokenize")
-@click.argument("files", nargs=-1)
-@click.option("-t", "--tokenizer", "tokenizer_path", default=None, metavar="PATH",
+@click.argument("files", nargs=-1, type=file_type())
+@click.option("-t", "--tokenizer", "tokenizer_path", default=None, metavar="PATH", type=model_path_type(),
               help="tokenizer.json, a bpe-train output directory, a model directory or a .gguf file.")
-@click.option("-m", "--model", "model_path", default=None, metavar="PATH",
+@click.option("-m", "--model", "model_path", default=None, metavar="PATH", type=model_path_type(),
               help="Use this model's tokenizer (directory or .gguf) [$NLPKIT_MODEL, else the shipped model].")
 @click.option("--ids", "show_ids", is_flag=True, help="Print token ids (the default).")
 @click.option("--pieces", "show_pieces", is_flag=True, help="Print the tokens as the vocabulary spells them.")

@@ -1,0 +1,130 @@
+"""Tab completion: every file argument and option completes file names, every choice its values.
+
+Driven through click's completion protocol (the `type,value` lines `_NLPKIT_COMPLETE=bash_complete`
+prints, which completions/nlpkit.bash reads), for each parameter of the command tree. A text
+parameter that is not a file must be listed in TEXT_PARAMS: a new file option given a plain string
+type fails `test_every_text_parameter_is_meant_to_be_text`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import click
+import pytest
+
+from conftest import REPO
+from test_cli_option_sweep import command_tree
+
+# (command, parameter name) of free-text parameters: queries, prompts, patterns, names, lists.
+TEXT_PARAMS = {
+    ("bleu", "metrics"), ("bleu", "tokenize"),
+    ("bm25 add", "id_field"), ("bm25 add", "field"),
+    ("bm25 index", "id_field"), ("bm25 index", "field"), ("bm25 index", "token_pattern"), ("bm25 index", "dask"),
+    ("bm25 search", "query_texts"), ("bm25 search", "query_field"), ("bm25 search", "id_field"),
+    ("bm25 search", "field"), ("bm25 search", "token_pattern"), ("bm25 search", "metrics"), ("bm25 search", "tag"),
+    ("bpe-train", "special_tokens"), ("bpe-train", "pattern"), ("bpe-train", "dask"),
+    ("edit-distance", "args"),
+    ("generate", "prompt"), ("generate", "stops"), ("generate", "system"),
+    ("ngram-train", "dask"),
+    ("perplexity", "dask"),
+    ("pmi", "token_pattern"), ("pmi", "pairs"), ("pmi", "dask"),
+    ("rrf", "metrics"), ("rrf", "tag"), ("rrf", "short_k"),
+    ("sample", "prompt"), ("sample", "stops"), ("sample", "system"),
+    ("tfidf", "field"), ("tfidf", "id_field"), ("tfidf", "smart"), ("tfidf", "token_pattern"), ("tfidf", "query"),
+    ("tfidf", "dask"),
+    ("tokenize", "system"),
+}
+
+# Arguments that come before the one completed (a file argument after another).
+LEADING = {("bm25 add", "corpus"): ["idx"], ("bm25 search", "index_path"): [], ("bm25 add", "index_path"): []}
+
+
+def completions(words: list[str], incomplete: str = "") -> list[str]:
+    """The protocol lines (`type,value`) for `nlpkit WORDS INCOMPLETE<Tab>`."""
+    from click.shell_completion import BashComplete
+
+    from nlpkit.cli.main import cli
+
+    comp = BashComplete(cli, {}, "nlpkit", "_NLPKIT_COMPLETE")
+    return [comp.format_completion(item) for item in comp.get_completions(words, incomplete)]
+
+
+def parameters():
+    for path, cmd in command_tree():
+        if isinstance(cmd, click.Group):
+            continue
+        for p in cmd.params:
+            if getattr(p, "hidden", False) or (isinstance(p, click.Option) and p.is_flag):
+                continue
+            yield path, p
+
+
+def words_for(path: str, p: click.Parameter) -> list[str]:
+    if isinstance(p, click.Option):
+        return path.split() + [max(p.opts, key=len)]
+    return path.split() + LEADING.get((path, p.name), [])
+
+
+def is_file(p: click.Parameter) -> bool:
+    from nlpkit.cli.options import ChoiceOrFile
+
+    return isinstance(p.type, (click.Path, ChoiceOrFile))
+
+
+FILE_PARAMS = [(path, p.name) for path, p in parameters() if is_file(p)]
+CHOICE_PARAMS = [(path, p.name) for path, p in parameters() if isinstance(p.type, click.Choice)]
+
+
+def param(path: str, name: str) -> click.Parameter:
+    return next(p for c, p in parameters() if c == path and p.name == name)
+
+
+@pytest.mark.parametrize("path,name", FILE_PARAMS, ids=lambda x: x)
+def test_file_parameter_completes_file_names(path, name):
+    lines = completions(words_for(path, param(path, name)))
+    assert "file," in lines or "dir," in lines, lines
+
+
+@pytest.mark.parametrize("path,name", CHOICE_PARAMS, ids=lambda x: x)
+def test_choice_parameter_completes_its_values(path, name):
+    p = param(path, name)
+    lines = completions(words_for(path, p))
+    assert lines == [f"plain,{c}" for c in p.type.choices]
+
+
+def test_every_text_parameter_is_meant_to_be_text():
+    text = {(path, p.name) for path, p in parameters()
+            if not is_file(p) and not isinstance(p.type, click.Choice)
+            and isinstance(p.type, click.types.StringParamType)}
+    assert text - TEXT_PARAMS == set(), "a file parameter needs a click.Path type (nlpkit.cli.options.file_type)"
+
+
+@pytest.mark.parametrize("words", [
+    ["perplexity"], ["tokenize", "-m"], ["bleu", "-r"], ["rrf"], ["bm25", "index"], ["ngram-train"],
+    ["bpe-train"], ["edit-distance", "--dict"], ["edit-distance", "--pairs"], ["generate", "--prompts"],
+    ["sample", "--messages"], ["tokenize", "--messages"],
+])
+def test_the_reported_file_parameters_complete_file_names(words):
+    lines = completions(words)
+    assert "file," in lines or "dir," in lines, lines
+
+
+def test_bleu_tokenize_and_stopwords_offer_their_values():
+    assert completions(["bleu", "--tokenize"], "fl") == ["plain,flores101", "plain,flores200"]
+    assert completions(["pmi", "--stopwords"], "e") == ["file,e", "plain,english"]
+    assert "plain,lucene" in completions(["bm25", "index", "--stopwords"])
+
+
+def test_completion_protocol_end_to_end(tmp_path):
+    """`_NLPKIT_COMPLETE=bash_complete nlpkit ...`, as completions/nlpkit.bash calls it."""
+    env = {**os.environ, "COMP_WORDS": "nlpkit bleu --tokenize ", "COMP_CWORD": "3",
+           "_NLPKIT_COMPLETE": "bash_complete"}
+    r = subprocess.run([sys.executable, "-m", "nlpkit"], capture_output=True, env=env, cwd=str(REPO))
+    assert r.returncode == 0
+    assert r.stdout.decode().splitlines()[:2] == ["plain,13a", "plain,intl"]
+    env["COMP_WORDS"], env["COMP_CWORD"] = "nlpkit perplexity ", "2"
+    r = subprocess.run([sys.executable, "-m", "nlpkit"], capture_output=True, env=env, cwd=str(REPO))
+    assert r.stdout.decode().splitlines() == ["file,"]
