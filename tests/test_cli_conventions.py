@@ -380,8 +380,8 @@ def test_bm25_search_reads_piped_queries_without_a_dash(cli, index):
     assert r.split()[:3] == ["1", "Q0", "d1"]
     tsv = ok(cli("bm25", "search", index, input="q7\tflow\n"))
     assert tsv.split()[:3] == ["q7", "Q0", "d2"]
-    empty = cli("bm25", "search", index, input="")
-    assert empty.returncode == 0 and empty.stdout == b"" and "no queries" in err(empty)
+    empty = cli("bm25", "search", index, input="")   # a job that forgot its queries fails
+    assert empty.returncode == 1 and empty.stdout == b"" and err(empty).startswith("nlpkit: error: no input")
 
 
 def test_rrf_reads_a_piped_run_without_a_dash(cli):

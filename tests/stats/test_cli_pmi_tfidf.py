@@ -79,6 +79,8 @@ def test_pmi_bad_options_are_usage_errors(cli, args, message):
 
 def test_pmi_empty_and_all_stopword_corpora_exit_1(cli):
     r = cli("pmi", input="")
+    assert r.returncode == 1 and "nlpkit: error: no input (no FILE given, and stdin is empty)" in r.stderr.decode()
+    r = cli("pmi", "-", input=". , ;\n")
     assert r.returncode == 1 and "empty corpus: no words found in <stdin>" in r.stderr.decode()
     r = cli("pmi", "--stopwords", "english", input="the of and. it is\n")
     assert r.returncode == 1 and "every word is a stopword" in r.stderr.decode()
@@ -150,6 +152,8 @@ def test_tfidf_bad_options(cli, args, code, message):
 
 def test_tfidf_empty_and_all_stopword_corpora_exit_1(cli):
     r = cli("tfidf", "--docs", "lines", input="")
+    assert r.returncode == 1 and "nlpkit: error: no input" in r.stderr.decode()
+    r = cli("tfidf", "--docs", "lines", "-", input="")
     assert r.returncode == 1 and "empty corpus" in r.stderr.decode()
     r = cli("tfidf", "--docs", "lines", "--stopwords", "english", input="the of\nand it\n")
     assert r.returncode == 1 and "no words other than stopwords" in r.stderr.decode()
