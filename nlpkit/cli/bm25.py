@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import ChoiceOrFile, STOPWORD_LISTS, file_type
+from nlpkit.cli.options import ChoiceOrFile, STOPWORD_LISTS, file_type, given
 from nlpkit.cli.common import (FiniteFloat, dask_for, dask_options, encoding_option, flag, format_option,
                                input_paths, named_flags, open_writer, progress, quiet_option, signature_option,
                                warn)
@@ -39,7 +39,7 @@ def model_options(f):
         click.option("--b", type=FiniteFloat(0, 1), default=0.75, show_default=True,
                      help="Length normalisation."),
         click.option("--delta", type=FiniteFloat(0, 1e6), default=0.5, show_default=True,
-                     help="bm25l / bm25+ lower bound (ignored by the others)."),
+                     help="bm25l / bm25+ lower bound (the other variants have none: a warning)."),
         click.option("--stopwords", default=None, type=ChoiceOrFile(STOPWORD_LISTS), metavar="english|sklearn|lucene|none|FILE",
                      help="Drop these words: a built-in list, or a file (one word a line) [none]."),
         click.option("--token-pattern", default=None, metavar="REGEX",
@@ -57,9 +57,16 @@ def _read_corpus(paths, corpus_format, id_field, field, errors, first_id=1):
                            fields=field or "T,W", errors=errors, first_id=first_id)
 
 
+def _warn_unused_delta(variant: str, quiet: bool) -> None:
+    if given("delta") and variant not in ("bm25l", "bm25+"):
+        warn(f"--delta applies to --variant bm25l and bm25+ only; {variant} ignores it", quiet)
+
+
 def _build(paths, corpus_format, id_field, field, variant, k1, b, delta, stopwords, token_pattern,
            errors, quiet):
     from nlpkit.retrieval.search import index_texts
+
+    _warn_unused_delta(variant, quiet)
 
     records = _read_corpus(paths, corpus_format, id_field, field, errors)
     with progress("indexing", total=len(records), quiet=quiet) as tick:
@@ -107,6 +114,8 @@ def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b
 
     paths = input_paths(list(corpus), "corpus", "CORPUS")
     dask = dask_for(dask, paths)
+    if dask:
+        _warn_unused_delta(variant, quiet)
     if dask:
         from nlpkit.distributed.cluster import connect
         from nlpkit.distributed.shards import parse_size

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import click
 
-from nlpkit.cli.options import FiniteFloat, INT_MAX, NumberList, file_type
+from nlpkit.cli.options import FiniteFloat, INT_MAX, NumberList, file_type, given
 from nlpkit.cli.common import (cli_message, common_options, input_paths, open_writer, parse_number_list, progress,
                                resolve_format, warn)
 from nlpkit.errors import NlpkitError
@@ -156,6 +156,8 @@ def command(args, pairs_file, metric, weights, normalize, level, align, dict_fil
         raise click.UsageError("--align works on one pair A B, not with --pairs or --dict")
     if dict_file is None and (top != 1 or max_distance is not None or rank != "distance"):
         raise click.UsageError("--top, --max-distance and --rank need --dict")
+    if given("edit_odds") and rank != "channel":
+        raise click.UsageError("--edit-odds applies to --rank channel only")
     if dict_file:
         ranking = (rank, edit_odds)
         return _dictionary(dict_file, args, metric, w, level, normalize, top, max_distance, ranking,

@@ -202,3 +202,12 @@ def file_type(dash: bool = True) -> click.Path:
 def model_path_type() -> click.Path:
     """A model: a directory or a file (.gguf, .arpa, ...); completes both."""
     return click.Path()
+
+
+def given(name: str) -> bool:
+    """Whether the option `name` (its parameter name) was set by the user rather than defaulted."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return False
+    source = ctx.get_parameter_source(name)
+    return source is not None and source is not click.core.ParameterSource.DEFAULT
