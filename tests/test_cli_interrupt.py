@@ -59,8 +59,10 @@ def cases(big: str, out: Path) -> dict[str, tuple[list[str], int, Path | None]]:
     }
 
 
-def interrupt(args: list[str], workers: int, cwd: str) -> tuple[int | None, str, list[int], bool]:
-    """Start nlpkit in its own session, wait for `workers` processes, send SIGINT to the group.
+def interrupt(args: list[str], workers: int, cwd: str, settle: float | None = None
+              ) -> tuple[int | None, str, list[int], bool]:
+    """Start nlpkit in its own session, wait for `workers` processes (then `settle` seconds), send
+    SIGINT to the group.
     Returns (exit status or None if it did not end, stderr, processes left, whether it was running)."""
     env = {k: v for k, v in os.environ.items() if k not in ("NLPKIT_DEBUG", "NLPKIT_DASK")}
     p = subprocess.Popen([sys.executable, "-m", "nlpkit", *args], stdin=subprocess.DEVNULL,
@@ -69,7 +71,7 @@ def interrupt(args: list[str], workers: int, cwd: str) -> tuple[int | None, str,
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and p.poll() is None and len(session_members(p.pid)) < workers:
         time.sleep(0.05)
-    time.sleep(0.3 if workers > 1 else 1.5)   # into the work itself
+    time.sleep(settle if settle is not None else 0.3 if workers > 1 else 1.5)   # into the work itself
     running = p.poll() is None
     if running:
         os.killpg(p.pid, signal.SIGINT)
@@ -124,3 +126,16 @@ def test_ctrl_c_keeps_a_previous_output_the_command_had_not_yet_written(big, tmp
             kept.write_text("half a mod")
             raise KeyboardInterrupt
     assert not kept.exists()
+
+
+def test_ctrl_c_stops_a_local_dask_cluster_quietly(big, tmp_path):
+    """Once the cluster is up (a Ctrl-C during its start-up may be lost: the threads of numpy's BLAS
+    take it while SIGINT is ignored for the workers being spawned)."""
+    pytest.importorskip("distributed")
+    larger = tmp_path / "larger.txt"
+    larger.write_text(Path(big).read_text() * 4)
+    code, err, left, running = interrupt(["pmi", "--dask", "local:2", str(larger)], 4, str(tmp_path), settle=8)
+    assert running, "pmi --dask ended before it could be interrupted: make its input larger"
+    assert code == 130, err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
+    assert left == []

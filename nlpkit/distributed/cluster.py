@@ -154,9 +154,13 @@ def local_cluster(n_workers: int):
     import threading
 
     # Ctrl-C reaches the whole process group: the workers start with SIGINT ignored (Python keeps an
-    # ignored SIGINT ignored), so only this process stops, closes the cluster, and exits 130 quietly.
+    # ignored SIGINT ignored), so only this process stops (nlpkit.cli.shutdown) and exits 130 quietly.
+    # SIGINT is also blocked meanwhile: a Ctrl-C during start-up waits and is handled once the cluster
+    # is up, instead of being lost (the cluster's threads, started now, keep it blocked for good).
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    if main:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
             return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
@@ -164,6 +168,7 @@ def local_cluster(n_workers: int):
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def check_versions(client) -> None:
