@@ -204,7 +204,7 @@ def problems(code, out: str, err: str, left: list[str]) -> list[str]:
         found.append("traceback/unexpected: " + err.strip().splitlines()[-1][:300])
     if code == 0 and NONFINITE.search(out):
         found.append("non-finite number in the output: " + NONFINITE.search(out).group(0))
-    if code in (1, 2) and not err.startswith(("nlpkit: error:", "Usage:", "nlpkit: warning:")):
+    if code in (1, 2) and not err.startswith(("nlpkit: error:", "nlpkit: warning:")):
         found.append("error not in nlpkit's style: " + err.strip()[:200])
     if left:
         found.append(f"processes left behind: {left}")
