@@ -2,7 +2,7 @@
 the CPUs available, comma-separated number lists.
 
 Each numeric option uses one of these (or click's own int/float ranges), so a hostile value
-(``nan``, ``inf``, ``-1``, ``2**63``) is a usage error in click's one format, exit 2, before any
+(``nan``, ``inf``, ``-1``, ``2**63``) is a usage error (one line, exit 2) before any
 work starts; `NUMERIC_TYPES` lets the tests find every numeric option of the command tree.
 """
 
@@ -62,9 +62,10 @@ class Jobs(click.IntRange):
         cpus = available_cpus()
         if rv > cpus:
             quiet = bool(ctx and ctx.params.get("quiet"))
-            if not quiet:
-                flag = param.opts[-1] if param is not None else "--jobs"
-                click.echo(f"nlpkit: warning: {flag} {rv}: this machine has {cpus} CPU"
+            warned = ctx.meta.setdefault("nlpkit.jobs_capped", set()) if ctx else set()
+            if not quiet and rv not in warned:     # an old alias and -j/--jobs may both convert it
+                warned.add(rv)
+                click.echo(f"nlpkit: warning: --jobs {rv}: this machine has {cpus} CPU"
                            f"{'s' if cpus != 1 else ''} available; using {cpus}", err=True)
             rv = cpus
         return rv
