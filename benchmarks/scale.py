@@ -4,7 +4,7 @@ Corpora: the Gutenberg corpus (33 MB, 30 plain files) and a 10x copy written as 
 files to a temporary directory (a gzip file is one shard; skip it with --skip-10x).
 Configurations:
 
-- local:   the local path in one process (pmi --jobs 1, bpe-train --workers 1, bm25 index);
+- local:   the local path in one process (pmi --jobs 1, bpe-train --jobs 1, bm25 index);
 - dask:1:  --dask local:1, a LocalCluster of one worker process (one thread);
 - dask:2:  --dask local:2, two worker processes.
 

@@ -50,7 +50,7 @@ def hf_smollm2():
 def test_tokenize_smollm2_gguf_equals_hf_tokenizers(cli, corpus, hf_smollm2):
     lines = corpus.read_text(encoding="utf-8").split("\n")[:-1]
     want = [e.ids for e in hf_smollm2.encode_batch(lines, add_special_tokens=False)]
-    rows = jsonl(cli("tokenize", "-m", str(smollm2_gguf()), str(corpus), "--format", "jsonl", "--workers", "2"))
+    rows = jsonl(cli("tokenize", "-m", str(smollm2_gguf()), str(corpus), "--format", "jsonl", "-j", "2"))
     assert [r["ids"] for r in rows] == want
     assert [r["line"] for r in rows] == list(range(1, len(lines) + 1))
     counts = jsonl(cli("tokenize", "-m", str(smollm2_gguf()), str(corpus), "--count", "--format", "jsonl"))
