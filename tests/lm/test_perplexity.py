@@ -147,6 +147,8 @@ def test_cli_bad_input(cli, tmp_path):
     r = cli("perplexity", "--model", model, "--context", "8", "--stride", "16", input="hello")
     assert r.returncode == 2 and b"--stride" in r.stderr
     r = cli("perplexity", "--model", model, input="")
+    assert r.returncode == 1 and b"no input (no FILE given, and stdin is empty)" in r.stderr
+    r = cli("perplexity", "--model", model, "-", input="")
     assert r.returncode == 1 and b"empty text" in r.stderr
     r = cli("perplexity", "--model", str(tmp_path / "missing"), input="hello there")
     assert r.returncode == 1 and b"does not exist" in r.stderr
