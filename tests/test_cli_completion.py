@@ -21,7 +21,7 @@ from test_cli_option_sweep import command_tree
 # (command, parameter name) of free-text parameters: queries, prompts, patterns, names, lists.
 TEXT_PARAMS = {
     ("bleu", "metrics"), ("bleu", "tokenize"),
-    ("bm25 add", "id_field"), ("bm25 add", "field"),
+    ("bm25 add", "id_field"), ("bm25 add", "field"), ("bm25 add", "dask"),
     ("bm25 index", "id_field"), ("bm25 index", "field"), ("bm25 index", "token_pattern"), ("bm25 index", "dask"),
     ("bm25 search", "query_texts"), ("bm25 search", "query_field"), ("bm25 search", "id_field"),
     ("bm25 search", "field"), ("bm25 search", "token_pattern"), ("bm25 search", "metrics"), ("bm25 search", "tag"),
@@ -33,6 +33,7 @@ TEXT_PARAMS = {
     ("pmi", "token_pattern"), ("pmi", "pairs"), ("pmi", "dask"),
     ("rrf", "metrics"), ("rrf", "tag"), ("rrf", "short_k"),
     ("sample", "prompt"), ("sample", "stops"), ("sample", "system"),
+    ("score", "fields"), ("score", "delimiter"), ("score", "system"), ("score", "dask"),
     ("tfidf", "field"), ("tfidf", "id_field"), ("tfidf", "smart"), ("tfidf", "token_pattern"), ("tfidf", "query"),
     ("tfidf", "dask"),
     ("tokenize", "system"),

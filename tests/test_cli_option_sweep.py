@@ -27,6 +27,7 @@ VALUES = ("nan", "inf", "-inf", "-1", "0", "1e300", str(2 ** 63))
 MODEL = str(FIXTURES / "lm" / "llama-gqa")
 ARPA = str(FIXTURES / "ngram" / "tiny-3.arpa")
 TOKENIZER = str(FIXTURES / "tokenizers" / "bl-llama3")
+SCORE_MODEL = str(FIXTURES / "score" / "models" / "gpt2-bpe")
 TIMEOUT = 60  # seconds: generous for a loaded machine; a healthy run takes about one
 
 TEXT = ("The cat sat on the mat. The dog sat on the log.\n"
@@ -49,6 +50,7 @@ BASE: dict[str, list[str]] = {
     "perplexity": ["{text}", "-m", MODEL],
     "pmi": ["{text}"],
     "rrf": ["{run_a}", "{run_b}"],
+    "score": ["-m", SCORE_MODEL, str(FIXTURES / "score" / "mc.jsonl"), "--summary-only"],
     "sample": ["The cat", "-m", MODEL, "-n", "2", "--max-new-tokens", "3", "--seed", "1"],
     "tfidf": ["{text}", "--docs", "lines"],
     "tokenize": ["{text}", "-t", TOKENIZER],
@@ -79,6 +81,15 @@ CONTEXT: dict[tuple[str, str], list[str]] = {
     ("ngram-train", "--jobs"): ["{big}"],
     ("bpe-train", "--jobs"): ["{big}"],
     ("rrf", "--weights"): [],
+    ("score", "--bootstrap"): ["-m", SCORE_MODEL],
+    ("score", "--seed"): ["-m", SCORE_MODEL],
+    ("score", "--fail-if-worse"): ["-m", SCORE_MODEL],
+}
+
+# Options whose setting needs another input than the command's base invocation.
+BASE_FOR: dict[tuple[str, str], list[str]] = {
+    ("score", "--beta"): ["-m", SCORE_MODEL, "--reference", SCORE_MODEL, str(FIXTURES / "score" / "preference.jsonl"),
+                          "--summary-only"],
 }
 
 # For list options: where the swept value goes.
@@ -226,7 +237,7 @@ def index_dir(case_files) -> str:
 
 @pytest.mark.parametrize("path,option", numeric_options(), ids=lambda x: x)
 def test_numeric_option_survives_hostile_values(path, option, case_files, index_dir, tmp_path):
-    base = BASE[path]
+    base = BASE_FOR.get((path, option), BASE[path])
     context = CONTEXT.get((path, option), [])
     templates = TEMPLATES.get((path, option), ["{v}"])
     failures = []

@@ -9,6 +9,8 @@ from contextlib import ExitStack
 
 import click
 
+from nlpkit.cli.options import file_type, model_path_type
+
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
                                no_cache_option, open_writer, progress, resolve_format, warn)
 
@@ -33,8 +35,8 @@ Examples:
 
 
 @click.command("score", epilog=EPILOG)
-@click.argument("files", nargs=-1)
-@click.option("-m", "--model", "models", multiple=True, metavar="PATH",
+@click.argument("files", nargs=-1, type=file_type())
+@click.option("-m", "--model", "models", multiple=True, metavar="PATH", type=model_path_type(),
               help="Model: a Hugging Face directory, .gguf, ARPA or .ngram file [$NLPKIT_MODEL, else the shipped "
                    "model]. Repeat to compare: each later model against the first.")
 @no_cache_option
@@ -47,7 +49,7 @@ Examples:
                    "[a space; none with --chat].")
 @click.option("--mutual-info", is_flag=True,
               help="Multiple-choice: also acc_mutual_info (each choice scored after an empty context too).")
-@click.option("--reference", default=None, metavar="PATH",
+@click.option("--reference", default=None, metavar="PATH", type=model_path_type(),
               help="Preference: the reference model of DPO's implicit reward (same tokenizer; checked).")
 @click.option("--beta", type=FiniteFloat(min=0, min_open=True), default=None, metavar="BETA",
               help="Preference with --reference: DPO's beta, a positive number [0.1].")
