@@ -31,7 +31,7 @@ def ignore_sigint(initializer: Callable[..., Any] | None = None, *initargs: Any)
     `initializer(*initargs)`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     if initializer is not None:
         initializer(*initargs)
 
@@ -39,11 +39,11 @@ def ignore_sigint(initializer: Callable[..., Any] | None = None, *initargs: Any)
 @contextmanager
 def sigint_blocked() -> Iterator[None]:
     """SIGINT held back in this thread while workers fork (they inherit the mask, then ignore it)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def mp_context(method: str | None = "fork"):

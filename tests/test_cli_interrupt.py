@@ -133,8 +133,8 @@ def test_ctrl_c_stops_a_local_dask_cluster_quietly(big, tmp_path):
     take it while SIGINT is ignored for the workers being spawned)."""
     pytest.importorskip("distributed")
     larger = tmp_path / "larger.txt"
-    larger.write_text(Path(big).read_text() * 4)
-    code, err, left, running = interrupt(["pmi", "--dask", "local:2", str(larger)], 4, str(tmp_path), settle=8)
+    larger.write_text(Path(big).read_text() * 8)
+    code, err, left, running = interrupt(["pmi", "--dask", "local:2", str(larger)], 4, str(tmp_path), settle=5)
     assert running, "pmi --dask ended before it could be interrupted: make its input larger"
     assert code == 130, err[-2000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]

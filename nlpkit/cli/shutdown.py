@@ -1,7 +1,9 @@
 """Ctrl-C, one way for every command: stop the workers, remove partial outputs, exit 130.
 
-`install()` (called by `nlpkit.cli.main.main`) makes SIGINT end the process from the signal
-handler itself rather than by a KeyboardInterrupt unwinding through pool, thread and Dask code,
+`install()` (called by `nlpkit.cli.main.main`) blocks SIGINT in the main thread (and so in every
+thread started later) and starts one thread that waits for it: Ctrl-C ends the process from that
+thread, whatever the main thread is blocked in, rather than by a KeyboardInterrupt unwinding
+through pool, thread and Dask code,
 where a `finally: pool.terminate()` could wait forever on a lock a dying worker held (the hang of
 ``timeout -s INT 2 nlpkit tokenize big.txt``). The handler kills every process this one started
 (pool workers, Dask workers: its descendants), removes the outputs registered with
@@ -29,25 +31,66 @@ _PARTIAL: dict[str, tuple[bool, tuple | None]] = {}   # path -> (was a directory
 def install() -> Callable[[], None]:
     """Make SIGINT (Ctrl-C) and SIGTERM end this command cleanly (main thread only); returns a
     function that puts the previous handlers back (for callers of `main` inside a process)."""
-    global _MAIN_PID
+    global _MAIN_PID, _ACTIVE
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     _MAIN_PID = os.getpid()
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    mask = None
     if previous[signal.SIGINT] is not signal.SIG_IGN:       # nohup / background jobs keep ignoring it
         signal.signal(signal.SIGINT, _on_signal)
+        # SIGINT blocked here and so in every thread started later (BLAS, pools, Dask): the kernel keeps
+        # it for one thread that waits for it, whatever the main thread is blocked in. (A Python handler
+        # runs in the main thread only, and a Ctrl-C taken by another thread left the main thread
+        # waiting in a lock.)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        _ACTIVE = True
+        _start_waiter()
     if previous[signal.SIGTERM] is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _on_signal)
 
     def restore() -> None:
+        global _ACTIVE
+        _ACTIVE = False
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for sig, handler in previous.items():
             if handler is not None:
                 signal.signal(sig, handler)
         _PARTIAL.clear()
 
     return restore
+
+
+_WAITER = None
+_ACTIVE = False   # install() is in effect (not yet restored)
+
+
+def _start_waiter() -> None:
+    """One daemon thread per process that takes SIGINT (blocked everywhere) and shuts down."""
+    global _WAITER
+    import threading
+
+    if _WAITER is not None and _WAITER[0] == os.getpid() and _WAITER[1].is_alive():
+        return
+
+    def wait() -> None:
+        while True:
+            signum = signal.sigwait({signal.SIGINT})
+            if os.getpid() == _MAIN_PID and _ACTIVE:
+                _shutdown(signum)
+
+    t = threading.Thread(target=wait, name="nlpkit-sigint", daemon=True)
+    t.start()
+    _WAITER = (os.getpid(), t)
+
+
+def _is_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def _descendants(pid: int) -> list[int]:
@@ -121,7 +164,13 @@ def _on_signal(signum, frame) -> None:
         signal.signal(signum, signal.SIG_DFL)   # SIGTERM (pool.terminate()): die as a worker should
         os.kill(os.getpid(), signum)
         return
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _shutdown(signum)
+
+
+def _shutdown(signum: int) -> None:
+    """Kill the workers, remove partial outputs, exit 128 + signum (130 for Ctrl-C)."""
+    if _is_main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     stop_workers()
     remove_partial_outputs()
     for stream in (sys.stdout, sys.stderr):

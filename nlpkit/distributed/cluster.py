@@ -159,8 +159,7 @@ def local_cluster(n_workers: int):
     # is up, instead of being lost (the cluster's threads, started now, keep it blocked for good).
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-    if main:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if main else None
     try:
         with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
             return distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
@@ -168,7 +167,7 @@ def local_cluster(n_workers: int):
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def check_versions(client) -> None:
