@@ -7,7 +7,7 @@ from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.options import file_type
+from nlpkit.cli.options import file_type, model_path_type
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, model_options, open_writer,
                                progress, refuse_inapplicable, warn)
 
@@ -29,7 +29,7 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
               help="Predict the first token from the model's prefix token (BOS, else EOS), as "
                    "lm-evaluation-harness does [on when the model has one]; --no-add-bos leaves the first "
                    "token unscored and out of the byte and word counts.")
-@click.option("--compare", "compare", default=None, metavar="BASE",
+@click.option("--compare", "compare", default=None, metavar="BASE", type=model_path_type(),
               help="Compare the model with a base model that has the same tokenizer (a Hugging Face directory "
                    "or .gguf file): KL divergence, Δp, same top token and the PPL ratio per file, as "
                    "llama.cpp's llama-perplexity --kl-divergence. Both models are in memory at once.")
