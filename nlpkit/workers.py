@@ -18,6 +18,14 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 
+def fork_is_safe() -> bool:
+    """No thread but the main one (and nlpkit's Ctrl-C waiter, parked in sigwait) could hold a lock
+    a forked child would inherit held."""
+    import threading
+
+    return all(t is threading.main_thread() or t.name == "nlpkit-sigint" for t in threading.enumerate())
+
+
 def available_cpus() -> int:
     """CPUs this process may run on (its affinity mask), at least 1."""
     try:
@@ -32,8 +40,23 @@ def ignore_sigint(initializer: Callable[..., Any] | None = None, *initargs: Any)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+    _die_with_parent()
     if initializer is not None:
         initializer(*initargs)
+
+
+def _die_with_parent() -> None:
+    """Linux: this worker is killed when the process that started it ends (a Ctrl-C that ends the
+    parent while it is still forking workers must leave none behind, waiting on the pool's pipe)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))      # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:                        # the parent ended before prctl took effect
+        os._exit(0)
 
 
 @contextmanager

@@ -39,7 +39,7 @@ def session_members(sid: int) -> list[int]:
 @pytest.fixture(scope="module")
 def big(tmp_path_factory) -> str:
     p = tmp_path_factory.mktemp("interrupt") / "big.txt"
-    p.write_text(LINE * 120_000)   # ~11 MB: seconds of work for every command below
+    p.write_text(LINE * 360_000)   # ~33 MB: seconds of work for every command below, even on a quiet machine
     for name in ("sys2.txt", "sys3.txt"):   # bleu's systems: other names for the same text
         (p.parent / name).symlink_to(p)
     return str(p)
@@ -134,7 +134,7 @@ def test_ctrl_c_stops_a_local_dask_cluster_quietly(big, tmp_path):
     pytest.importorskip("distributed")
     larger = tmp_path / "larger.txt"
     larger.write_text(Path(big).read_text() * 8)
-    code, err, left, running = interrupt(["pmi", "--dask", "local:2", str(larger)], 4, str(tmp_path), settle=5)
+    code, err, left, running = interrupt(["pmi", "--dask", "local:2", str(larger)], 4, str(tmp_path), settle=1.5)
     assert running, "pmi --dask ended before it could be interrupted: make its input larger"
     assert code == 130, err[-2000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]

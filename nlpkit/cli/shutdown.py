@@ -168,22 +168,25 @@ def _on_signal(signum, frame) -> None:
 
 
 def _shutdown(signum: int) -> None:
-    """Kill the workers, remove partial outputs, exit 128 + signum (130 for Ctrl-C)."""
-    if _is_main_thread():
+    """Kill the workers, remove partial outputs, exit 128 + signum (130 for Ctrl-C). From the waiter
+    thread nothing is flushed: the main thread may hold a stream's lock, blocked on a full pipe."""
+    main = _is_main_thread()
+    if main:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        if os.isatty(2):
+            os.write(2, b"\x1b[?25h")     # a progress bar may have hidden the cursor
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)               # nothing left worth reading: no complaint about killed helpers
+    except OSError:
+        pass
     stop_workers()
     remove_partial_outputs()
-    for stream in (sys.stdout, sys.stderr):
+    if main:
         try:
-            stream.flush()
+            sys.stdout.flush()
         except Exception:  # noqa: BLE001 - a closed pipe or a write in progress: nothing to save
             pass
-    try:
-        if sys.stderr.isatty():
-            sys.stderr.write("\x1b[?25h")   # a progress bar may have hidden the cursor
-            sys.stderr.flush()
-    except Exception:  # noqa: BLE001
-        pass
     os._exit(130 if signum == signal.SIGINT else 128 + signum)
 
 

@@ -457,9 +457,9 @@ class BlockEncoder:
             return
         import threading
 
-        from nlpkit.workers import process_pool
+        from nlpkit.workers import fork_is_safe, process_pool
 
-        method = "fork" if threading.active_count() == 1 else "forkserver"
+        method = "fork" if fork_is_safe() else "forkserver"
         pending: deque = deque()
         with process_pool(jobs, method=method) as pool:
             for meta, text in items:
