@@ -23,7 +23,7 @@ from nlpkit.errors import NlpkitError
 from nlpkit.lm.divergence import DP_PERCENTILES, KLD_PERCENTILES, TokenComparison, compare_logits, summarize
 from nlpkit.lm.interface import PerplexityRun
 from nlpkit.lm.perplexity import (TooShort, _match_blas_threads, cached_model, check_window, default_stride,
-                                  disjoint_windows, logits_primitive, second_half_windows, sliding_windows)
+                                  logits_primitive, window_plan)
 
 TOTAL = "(total)"  # the file cell of the corpus total row, as perplexity's
 
@@ -100,15 +100,7 @@ def compare_ids(model, base, ids: list[int], *, mode: str, context: int, stride:
     prefix = model.prefix_id if add_bos else None
     if add_bos and prefix is None:
         raise NlpkitError("`add_bos`: the model defines no BOS or EOS token to predict the first token from")
-    seq = ([prefix] if prefix is not None else []) + list(ids)
-    if mode in ("sliding", "disjoint") and len(seq) < 2:
-        raise TooShort("text too short: at least 2 tokens (or 1 after the prefix token) are needed to score one")
-    if mode == "sliding":
-        windows = sliding_windows(len(seq), context, stride or context)
-    elif mode == "disjoint":
-        windows = disjoint_windows(len(seq), context, prefix is not None)
-    else:
-        windows = second_half_windows(len(seq), context, prefix)
+    seq, windows = window_plan(ids, prefix, mode=mode, context=context, stride=stride)
     results = (map_windows(seq, windows) if map_windows is not None
                else (compare_window(model, base, w.tokens(seq), w.first) for w in windows))
     positions, scored, parts = [], [], []

@@ -282,6 +282,22 @@ def prefix_token(config) -> int | None:
     return config.bos_id if config.bos_id is not None else config.eos_id
 
 
+def window_plan(ids: list[int], prefix: int | None, *, mode: str, context: int,
+                stride: int | None) -> tuple[list[int], list[Window]]:
+    """The sequence (prefix token first, when given) and the windows `mode` scores it in: the one plan
+    that perplexity (`score_ids`) and the model comparison (`nlpkit.lm.comparison`) both run."""
+    seq = ([prefix] if prefix is not None else []) + list(ids)
+    if mode in ("sliding", "disjoint") and len(seq) < 2:
+        raise TooShort("text too short: at least 2 tokens (or 1 after the prefix token) are needed to score one")
+    if mode == "sliding":
+        windows = sliding_windows(len(seq), context, stride or context)
+    elif mode == "disjoint":
+        windows = disjoint_windows(len(seq), context, prefix is not None)
+    else:
+        windows = second_half_windows(len(seq), context, prefix)
+    return seq, windows
+
+
 def score_ids(model, ids: list[int], *, mode: str = "sliding", context: int, stride: int | None = None,
               add_bos: bool = False, progress: Callable | None = None,
               map_windows: Callable | None = None) -> Scored:
@@ -292,15 +308,7 @@ def score_ids(model, ids: list[int], *, mode: str = "sliding", context: int, str
     prefix = prefix_token(model.config) if add_bos else None
     if add_bos and prefix is None:
         raise NlpkitError("`add_bos`: this model defines no BOS or EOS token to predict the first token from")
-    seq = ([prefix] if prefix is not None else []) + list(ids)
-    if mode in ("sliding", "disjoint") and len(seq) < 2:
-        raise TooShort("text too short: at least 2 tokens (or 1 after the prefix token) are needed to score one")
-    if mode == "sliding":
-        windows = sliding_windows(len(seq), context, stride or context)
-    elif mode == "disjoint":
-        windows = disjoint_windows(len(seq), context, prefix is not None)
-    else:
-        windows = second_half_windows(len(seq), context, prefix)
+    seq, windows = window_plan(ids, prefix, mode=mode, context=context, stride=stride)
     res = score_windows(model, seq, windows, progress, map_windows)
     if prefix is not None:
         res.positions = [p - 1 for p in res.positions]
