@@ -35,9 +35,9 @@ def compare_json(tmp_path, *args, text: str | None = None, texts: list[str] | No
 
 def assert_matches_reference(rec: dict, want: dict, unc_rel: float = 1e-5) -> None:
     """Statistics to 1e-5 relative, percentiles to 1e-4 absolute; a single token's value (maximum, minimum) to 1e-5
-    absolute as per token; differences of two figures (of PPL, of ln PPL) to 1e-5 of the figures, and mean Δp
-    (a difference of probabilities) to 1e-5 absolute; uncertainties to `unc_rel`."""
-    scale = {"ppl_diff": want["ppl"], "ln_ppl_ratio": np.log(want["ppl"]), "dp": 1.0}
+    absolute as per token; differences of two figures (of PPL, of ln PPL) to 1e-5 of the figures, and mean and RMS Δp
+    (differences of probabilities) to 1e-5 absolute; uncertainties to `unc_rel`."""
+    scale = {"ppl_diff": want["ppl"], "ln_ppl_ratio": np.log(want["ppl"]), "dp": 1.0, "rms_dp": 1.0}
     for key, value in want.items():
         if isinstance(value, dict):
             prefix = key.split("_")[0]
@@ -165,10 +165,12 @@ def smol(tmp_path, text: str, *args) -> list[dict]:
 def test_smollm2_q8_0_against_float32_equals_reference_second_half(tmp_path):
     ref = json.loads(SMOL_REF.read_text())
     (rec,) = smol(tmp_path, ref["text"], "--mode", "second-half", "--context", "128", "--no-add-bos")
-    # The engine's float32 logits differ from transformers' by ~1e-5 after 30 layers (and with the BLAS thread
-    # count): a flat distribution's KLD moves by up to 2.3e-6 of 0.026 (within the per-token 1e-5), and σ(KLD),
-    # σ(Δp²), which the largest values dominate, by up to 3e-5 relative; every other figure is within 1e-5.
-    assert_matches_reference(rec, ref["cases"]["second_half_c128_nobos"]["summary"], unc_rel=5e-5)
+    # The engine's float32 logits differ from transformers' by ~1e-5 after 30 layers: a flat distribution's KLD
+    # moves by up to 2.3e-6 of 0.026 (within the per-token 1e-5), and σ(KLD), σ(Δp²), which the largest values
+    # dominate, by up to 5.2e-5 relative (measured after the thread-independent prefill); every other figure is
+    # within 1e-5. The per-token tolerance itself allows more: 1e-5 per token moves σ/√(n-1) by up to
+    # 1e-5/√692 = 3.8e-7, 0.6% of σ(KLD); 1e-4 relative is the stricter bound.
+    assert_matches_reference(rec, ref["cases"]["second_half_c128_nobos"]["summary"], unc_rel=1e-4)
 
 
 @needs_smollm2
