@@ -14,6 +14,7 @@ BPE) is rebuilt from `tokenizer.ggml.tokens` / `merges`.
 from __future__ import annotations
 
 import math
+import mmap
 import struct
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,7 +37,7 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
 class _Buf:
     """Sequential little-endian reads over a GGUF header; running off the end is an NlpkitError."""
 
-    def __init__(self, data: bytes, path: Path):
+    def __init__(self, data: bytes | mmap.mmap, path: Path):
         self.data, self.pos, self.path = data, 0, path
 
     def take(self, n: int) -> bytes:
@@ -100,23 +101,27 @@ def read_gguf_header(path: Path) -> tuple[dict, list[tuple[str, tuple[int, ...],
         if n_tensors > _MAX_COUNT or n_kv > _MAX_COUNT or (n_tensors + n_kv) * 8 > size:
             raise NlpkitError(f"{path}: GGUF header claims {n_tensors} tensors and {n_kv} metadata keys, "
                               f"impossible in {size} bytes (corrupt file)")
-        buf = _Buf(f.read(min(size, 512 << 20)), path)  # metadata + tensor table (bounded)
-    meta = {}
-    for _ in range(n_kv):
-        key = buf.string()
-        meta[key] = buf.value(buf.scalar("<I"))
-    infos = []
-    for _ in range(n_tensors):
-        name = buf.string()
-        n_dims = buf.scalar("<I")
-        if not 1 <= n_dims <= 4:
-            raise NlpkitError(f"{path}: tensor {name} has {n_dims} dimensions (GGUF allows 1 to 4)")
-        dims = [buf.scalar("<Q") for _ in range(n_dims)]
-        infos.append((name, dims, buf.scalar("<I"), buf.scalar("<Q")))
+        # metadata + tensor table read through a map: only the header's pages are touched (reading a bounded
+        # prefix instead cost 0.3 s per load of a 538 MB file, most of it tensor data)
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            buf = _Buf(data, path)
+            buf.pos = 24
+            meta = {}
+            for _ in range(n_kv):
+                key = buf.string()
+                meta[key] = buf.value(buf.scalar("<I"))
+            infos = []
+            for _ in range(n_tensors):
+                name = buf.string()
+                n_dims = buf.scalar("<I")
+                if not 1 <= n_dims <= 4:
+                    raise NlpkitError(f"{path}: tensor {name} has {n_dims} dimensions (GGUF allows 1 to 4)")
+                dims = [buf.scalar("<Q") for _ in range(n_dims)]
+                infos.append((name, dims, buf.scalar("<I"), buf.scalar("<Q")))
     align = meta.get("general.alignment", 32)
     if not isinstance(align, int) or align <= 0 or align & (align - 1):
         raise NlpkitError(f"{path}: GGUF alignment {align!r} is not a power of two")
-    data_start = 24 + buf.pos
+    data_start = buf.pos
     data_start += -data_start % align
     tensors = []
     for name, dims, ttype, offset in infos:
