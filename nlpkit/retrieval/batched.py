@@ -50,6 +50,7 @@ def iter_search(index: BM25Index, queries: Sequence[Sequence[str]], k: int = 10,
     """`search_many` one query at a time, as blocks of postings are gathered."""
     tid = index.term_id
     lengths = np.diff(np.asarray(index.indptr))                             # [V] postings per term
+    buffers = _Buffers()
     block: list[list[int]] = []
     size = 0
     for tokens in queries:
@@ -57,53 +58,85 @@ def iter_search(index: BM25Index, queries: Sequence[Sequence[str]], k: int = 10,
         block.append(terms)
         size += int(lengths[terms].sum()) if terms else 0
         if size >= block_postings:
-            yield from _search_block(index, block, k, lengths)
+            yield from _search_block(index, block, k, lengths, buffers)
             block, size = [], 0
     if block:
-        yield from _search_block(index, block, k, lengths)
+        yield from _search_block(index, block, k, lengths, buffers)
 
 
-def _gather(index: BM25Index, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # [S, 2] -> [P], [P]
+class _Buffers:
+    """The gathered postings of a block, reused from block to block (fresh arrays of tens of MB
+    would be paged in again every time): document numbers int64 and scores float64, the dtypes
+    `bincount` works in (no conversion per query)."""
+
+    def __init__(self) -> None:
+        self.docs = np.empty(0, np.int64)
+        self.scores = np.empty(0, np.float64)
+
+    def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:  # -> [n] int64, [n] float64
+        if n > len(self.docs):
+            self.docs, self.scores = np.empty(n, np.int64), np.empty(n, np.float64)
+        return self.docs[:n], self.scores[:n]
+
+
+def _gather(index: BM25Index, spans: list[tuple[int, int]], total: int, buffers: _Buffers
+            ) -> tuple[np.ndarray, np.ndarray]:  # [S] spans -> [P] int64, [P] float64
     """The postings of spans (start, end) of the postings arrays, concatenated in order:
-    (document numbers uint32, scores float32). Contiguous copies: faster than one fancy index."""
-    if not len(spans):
-        return np.empty(0, np.uint32), np.empty(0, np.float32)
+    (document numbers, scores). Contiguous copies: faster than one fancy index."""
+    docs, scores = buffers.take(total)
+    if not spans:
+        return docs, scores
     post, sc = index.postings, index.scores
-    docs = np.concatenate([post[s:e] for s, e in spans.tolist()])
+    np.concatenate([post[s:e] for s, e in spans], out=docs, casting="safe")
     if index.doc_mask is not None:
-        np.bitwise_and(docs, index.doc_mask, out=docs)
-    return docs, np.concatenate([sc[s:e] for s, e in spans.tolist()])
+        np.bitwise_and(docs, int(index.doc_mask), out=docs)
+    np.concatenate([sc[s:e] for s, e in spans], out=scores, casting="safe")
+    return docs, scores
 
 
-def _search_block(index: BM25Index, block: list[list[int]], k: int, lengths: np.ndarray) -> Iterator[Hits]:
-    index.check_terms([t for terms in block for t in terms])
+def _search_block(index: BM25Index, block: list[list[int]], k: int, lengths: np.ndarray,
+                  buffers: _Buffers) -> Iterator[Hits]:
+    flat_terms = [t for terms in block for t in terms]
+    index.check_terms(flat_terms)
     indptr = np.asarray(index.indptr)
-    flat = np.fromiter((t for terms in block for t in terms), dtype=np.int64)
-    spans = np.stack([indptr[flat], indptr[flat + 1]], axis=1) if len(flat) else np.zeros((0, 2), np.int64)
-    docs, scores = _gather(index, spans)
+    flat = np.array(flat_terms, dtype=np.int64)
+    spans = list(zip(indptr[flat].tolist(), indptr[flat + 1].tolist()))
     ends = np.cumsum(lengths[flat])                                            # end of each span
+    docs, scores = _gather(index, spans, int(ends[-1]) if len(ends) else 0, buffers)
+    clean = _clean_terms(index, flat_terms)
     first = 0                                                                  # first span of the query
     for terms in block:
         last = first + len(terms)
         lo = int(ends[first - 1]) if first else 0
         hi = int(ends[last - 1]) if terms else lo
         bounds = ends[first:last] - lo                                         # each term's end in the query's
-        yield top_k(index, terms, docs[lo:hi], scores[lo:hi], bounds, k)
+        yield top_k(index, terms, docs[lo:hi], scores[lo:hi], bounds, k, all(clean[t] for t in terms))
         first = last
 
 
+def _clean_terms(index: BM25Index, terms: list[int]) -> dict[int, bool]:
+    """{term: every posting score finite and above 0} (cached on the index: each term read once)."""
+    cache = index.__dict__.setdefault("_positive_terms", {})
+    sc, indptr = index.scores, index.indptr
+    for t in set(terms) - cache.keys():
+        s = sc[int(indptr[t]):int(indptr[t + 1])]
+        cache[t] = bool(len(s)) and bool(np.isfinite(s).all()) and float(s.min()) > 0
+    return cache
+
+
 def top_k(index: BM25Index, terms: list[int], docs: np.ndarray, scores: np.ndarray, bounds: np.ndarray,
-          k: int) -> Hits:
+          k: int, clean: bool | None = None) -> Hits:
     """`index.search` of a query given its term ids and their postings (`docs` [P] int64 and `scores`
-    [P] float32, the terms' postings one after another, term j's ending at `bounds[j]`)."""
+    [P] float, the terms' postings one after another, term j's ending at `bounds[j]`). `clean`: every
+    score is finite and above 0 (computed from `scores` when None)."""
     empty = (np.empty(0, np.int64), np.empty(0, np.float64))
     if not terms or k <= 0:
         return empty
     nonocc = index.variant in NONOCC_VARIANTS
-    if len(terms) == 1 and not nonocc or not len(scores) and not nonocc or not np.isfinite(scores).all():
+    if clean is None:
+        clean = bool(len(scores)) and bool(np.isfinite(scores).all()) and float(scores.min()) > 0
+    if len(terms) == 1 and not nonocc or not clean and not (nonocc and _finite(scores)):
         return index.search([index.vocab[t] for t in terms], k)                # `search`'s own path
-    if not nonocc and scores.min() <= 0:                                       # robertson/atire zeros
-        return index.search([index.vocab[t] for t in terms], k)
     n = index.n_docs
     dense = np.bincount(docs, weights=scores, minlength=n)                     # [N], as `score_query`
     if nonocc:
@@ -111,11 +144,12 @@ def top_k(index: BM25Index, terms: list[int], docs: np.ndarray, scores: np.ndarr
         if not math.isfinite(floor):
             return index.search([index.vocab[t] for t in terms], k)
         dense += floor
-    lens = np.diff(bounds, prepend=0)
-    deep = np.flatnonzero(lens >= k)
-    if len(deep):                      # θ: the k-th best of the rarest term with k postings or more
-        j = int(deep[np.argmin(lens[deep])])
-        sub = dense[docs[int(bounds[j]) - int(lens[j]):int(bounds[j])]]
+    b = bounds.tolist()
+    lens = [e - s for s, e in zip([0] + b[:-1], b)]
+    deep = [j for j, m in enumerate(lens) if m >= k]
+    if deep:                           # θ: the k-th best of the rarest term with k postings or more
+        j = min(deep, key=lens.__getitem__)
+        sub = dense[docs[b[j] - lens[j]:b[j]]]
         theta = np.partition(sub, len(sub) - k)[len(sub) - k]
         cand = np.flatnonzero(dense >= theta)
     else:
@@ -128,3 +162,6 @@ def top_k(index: BM25Index, terms: list[int], docs: np.ndarray, scores: np.ndarr
     order = np.lexsort((-index.id_rank()[cand], -values))[:k]
     return cand[order], values[order]
 
+
+def _finite(scores: np.ndarray) -> bool:
+    return bool(np.isfinite(scores).all())
