@@ -1,10 +1,13 @@
 """Many BM25 queries at once: `BM25Index.search`'s results (scores, ranks, tie order), found faster.
 
-A block of queries has its postings gathered in one fancy index (every (query, term) span of the
-postings arrays at once, a few tens of MB at most), so the Python work per query is a handful of
-numpy calls. Each query then sums its postings into a dense [N] array with one `bincount`, in the
-same order as `search` does (its terms in query order, each term's postings in document order), so
-every score is the same float to the last bit.
+Each query sums its postings into a dense [N] array with one `bincount`, in the same order as
+`search` does (its terms in query order, each term's postings in document order), so every score is
+the same float to the last bit. What `search` redoes for every query is done once: the terms'
+postings are decoded (document numbers unpacked to int64, scores widened to float64: what
+`bincount` works in) and kept for the next queries while they fit in `CACHE_POSTINGS` (common words
+recur in query after query); a query's postings are copied into one reused buffer just before they
+are summed (still in cache); the checks of the postings (`check_terms`, finite and positive scores)
+are made once per term.
 
 The top k does not need every matching document: when the query's postings all score above 0 (or,
 for bm25l and bm25+, every document is a candidate), the k-th best score is at least the k-th best
@@ -23,13 +26,15 @@ term, zero or non-finite scores) takes `search`'s own path.
 from __future__ import annotations
 
 import math
+from itertools import accumulate
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from nlpkit.retrieval.bm25 import NONOCC_VARIANTS, BM25Index
 
-BLOCK_POSTINGS = 1 << 21        # postings gathered at a time (~2M: doc and score arrays, ~30 MB with positions)
+BLOCK_POSTINGS = 1 << 21        # the postings of the queries whose terms are checked and decoded together
+CACHE_POSTINGS = 1 << 22        # decoded postings kept between queries (int64 + float64: 64 MB at most)
 
 Hits = tuple[np.ndarray, np.ndarray]   # ([k] int64 document numbers, [k] float64 scores), best first
 
@@ -47,10 +52,10 @@ def search_many(index: BM25Index, queries: Sequence[Sequence[str]], k: int = 10,
 
 def iter_search(index: BM25Index, queries: Sequence[Sequence[str]], k: int = 10,
                 block_postings: int = BLOCK_POSTINGS) -> Iterator[Hits]:
-    """`search_many` one query at a time, as blocks of postings are gathered."""
+    """`search_many` one query at a time; the postings of a block of queries are checked together."""
     tid = index.term_id
     lengths = np.diff(np.asarray(index.indptr))                             # [V] postings per term
-    buffers = _Buffers()
+    buffers, decoded = _Buffers(), _Decoded(index)
     block: list[list[int]] = []
     size = 0
     for tokens in queries:
@@ -58,16 +63,16 @@ def iter_search(index: BM25Index, queries: Sequence[Sequence[str]], k: int = 10,
         block.append(terms)
         size += int(lengths[terms].sum()) if terms else 0
         if size >= block_postings:
-            yield from _search_block(index, block, k, lengths, buffers)
+            yield from _search_block(index, block, k, buffers, decoded)
             block, size = [], 0
     if block:
-        yield from _search_block(index, block, k, lengths, buffers)
+        yield from _search_block(index, block, k, buffers, decoded)
 
 
 class _Buffers:
-    """The gathered postings of a block, reused from block to block (fresh arrays of tens of MB
-    would be paged in again every time): document numbers int64 and scores float64, the dtypes
-    `bincount` works in (no conversion per query)."""
+    """One query's gathered postings, reused from query to query (a fresh array would be paged in
+    again every time): document numbers int64 and scores float64, the dtypes `bincount` works in
+    (no conversion inside it). Gathered just before they are summed, they are still in cache."""
 
     def __init__(self) -> None:
         self.docs = np.empty(0, np.int64)
@@ -75,56 +80,63 @@ class _Buffers:
 
     def take(self, n: int) -> tuple[np.ndarray, np.ndarray]:  # -> [n] int64, [n] float64
         if n > len(self.docs):
-            self.docs, self.scores = np.empty(n, np.int64), np.empty(n, np.float64)
+            self.docs, self.scores = np.empty(2 * n, np.int64), np.empty(2 * n, np.float64)
         return self.docs[:n], self.scores[:n]
 
 
-def _gather(index: BM25Index, spans: list[tuple[int, int]], total: int, buffers: _Buffers
-            ) -> tuple[np.ndarray, np.ndarray]:  # [S] spans -> [P] int64, [P] float64
-    """The postings of spans (start, end) of the postings arrays, concatenated in order:
-    (document numbers, scores). Contiguous copies: faster than one fancy index."""
-    docs, scores = buffers.take(total)
-    if not spans:
-        return docs, scores
-    post, sc = index.postings, index.scores
-    np.concatenate([post[s:e] for s, e in spans], out=docs, casting="safe")
-    if index.doc_mask is not None:
-        np.bitwise_and(docs, int(index.doc_mask), out=docs)
-    np.concatenate([sc[s:e] for s, e in spans], out=scores, casting="safe")
-    return docs, scores
+Decoded = tuple[np.ndarray, np.ndarray, bool]   # ([L] int64 documents, [L] float64 scores, all finite and > 0)
 
 
-def _search_block(index: BM25Index, block: list[list[int]], k: int, lengths: np.ndarray,
-                  buffers: _Buffers) -> Iterator[Hits]:
+class _Decoded:
+    """Terms' postings decoded for `bincount` (document numbers int64, scores float64) with whether
+    every score is finite and above 0, kept for the next queries while they fit in `CACHE_POSTINGS`:
+    common words recur in query after query."""
+
+    def __init__(self, index: BM25Index, budget: int | None = None) -> None:
+        self.index, self.budget = index, CACHE_POSTINGS if budget is None else budget
+        self.terms: dict[int, Decoded] = {}
+
+    def block(self, terms: list[int], starts: list[int], stops: list[int]) -> dict[int, Decoded]:
+        """{term: its `Decoded` postings} for the terms of a block (their postings spans `starts`,
+        `stops`): the cached ones, and the others decoded (and kept while the budget lasts)."""
+        index, cached = self.index, self.terms
+        out: dict[int, Decoded] = {}
+        for t, s, e in zip(terms, starts, stops):
+            if t in out:
+                continue
+            entry = cached.get(t)
+            if entry is None:
+                docs = index.postings[s:e].astype(np.int64)
+                if index.doc_mask is not None:
+                    np.bitwise_and(docs, int(index.doc_mask), out=docs)
+                scores = index.scores[s:e].astype(np.float64)
+                clean = e > s and bool(np.isfinite(scores).all()) and float(scores.min()) > 0
+                entry = docs, scores, clean
+                if e - s <= self.budget:
+                    self.budget -= e - s
+                    cached[t] = entry
+            out[t] = entry
+        return out
+
+
+def _search_block(index: BM25Index, block: list[list[int]], k: int, buffers: _Buffers,
+                  decoded: _Decoded) -> Iterator[Hits]:
     flat_terms = [t for terms in block for t in terms]
     index.check_terms(flat_terms)
     indptr = np.asarray(index.indptr)
     flat = np.array(flat_terms, dtype=np.int64)
-    spans = list(zip(indptr[flat].tolist(), indptr[flat + 1].tolist()))
-    ends = np.cumsum(lengths[flat])                                            # end of each span
-    docs, scores = _gather(index, spans, int(ends[-1]) if len(ends) else 0, buffers)
-    clean = _clean_terms(index, flat_terms)
-    first = 0                                                                  # first span of the query
+    postings = decoded.block(flat_terms, indptr[flat].tolist(), indptr[flat + 1].tolist())
     for terms in block:
-        last = first + len(terms)
-        lo = int(ends[first - 1]) if first else 0
-        hi = int(ends[last - 1]) if terms else lo
-        bounds = ends[first:last] - lo                                         # each term's end in the query's
-        yield top_k(index, terms, docs[lo:hi], scores[lo:hi], bounds, k, all(clean[t] for t in terms))
-        first = last
+        entries = [postings[t] for t in terms]
+        bounds = list(accumulate(len(e[0]) for e in entries))                 # each term's end in the query's
+        docs, scores = buffers.take(bounds[-1] if bounds else 0)
+        if entries:                                                            # the query's postings, in order
+            np.concatenate([e[0] for e in entries], out=docs)
+            np.concatenate([e[1] for e in entries], out=scores)
+        yield top_k(index, terms, docs, scores, bounds, k, all(e[2] for e in entries))
 
 
-def _clean_terms(index: BM25Index, terms: list[int]) -> dict[int, bool]:
-    """{term: every posting score finite and above 0} (cached on the index: each term read once)."""
-    cache = index.__dict__.setdefault("_positive_terms", {})
-    sc, indptr = index.scores, index.indptr
-    for t in set(terms) - cache.keys():
-        s = sc[int(indptr[t]):int(indptr[t + 1])]
-        cache[t] = bool(len(s)) and bool(np.isfinite(s).all()) and float(s.min()) > 0
-    return cache
-
-
-def top_k(index: BM25Index, terms: list[int], docs: np.ndarray, scores: np.ndarray, bounds: np.ndarray,
+def top_k(index: BM25Index, terms: list[int], docs: np.ndarray, scores: np.ndarray, bounds: Sequence[int],
           k: int, clean: bool | None = None) -> Hits:
     """`index.search` of a query given its term ids and their postings (`docs` [P] int64 and `scores`
     [P] float, the terms' postings one after another, term j's ending at `bounds[j]`). `clean`: every
@@ -144,7 +156,7 @@ def top_k(index: BM25Index, terms: list[int], docs: np.ndarray, scores: np.ndarr
         if not math.isfinite(floor):
             return index.search([index.vocab[t] for t in terms], k)
         dense += floor
-    b = bounds.tolist()
+    b = list(bounds)
     lens = [e - s for s, e in zip([0] + b[:-1], b)]
     deep = [j for j, m in enumerate(lens) if m >= k]
     if deep:                           # θ: the k-th best of the rarest term with k postings or more
@@ -155,7 +167,7 @@ def top_k(index: BM25Index, terms: list[int], docs: np.ndarray, scores: np.ndarr
     else:
         cand = np.arange(n, dtype=np.int64) if nonocc else np.flatnonzero(dense > 0)
     values = dense[cand]
-    if len(cand) > k:                  # every document tied with the k-th score, then order and cut
+    if len(cand) > 4 * k + 64:         # every document tied with the k-th score, then order and cut
         kth = np.partition(values, len(values) - k)[len(values) - k]
         keep = values >= kth
         cand, values = cand[keep], values[keep]

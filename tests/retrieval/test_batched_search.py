@@ -3,11 +3,13 @@ query: the same documents, the same scores to the bit, the same order of ties.""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
 import pytest
 
+from nlpkit.retrieval import batched
 from nlpkit.retrieval.batched import search_many
 from nlpkit.retrieval.bm25 import VARIANTS, build_index
 from nlpkit.stats.documents import read_records
@@ -74,3 +76,24 @@ def test_batched_search_with_zero_idf_terms():
         index = build_index(every, ids, variant=variant)
         _same(index, [q + ["z"] for q in queries] + [["z"]], 5, block_postings=500)
     np.testing.assert_equal(len(search_many(build_index(every, ids), [["z"]], 3)[0][0]), 3)
+
+
+@pytest.mark.parametrize("budget", [0, 40, 10**9])
+def test_batched_search_is_the_same_whatever_the_decoded_postings_cache_holds(monkeypatch, budget):
+    """Nothing cached, some terms cached (the budget runs out part way), everything cached."""
+    docs, ids, queries = _tie_corpus(11)
+    monkeypatch.setattr(batched, "CACHE_POSTINGS", budget)
+    for variant in VARIANTS:
+        _same(build_index(docs, ids, variant=variant, k1=1.2, b=0.75, delta=0.5), queries, 3, block_postings=300)
+
+
+def test_batched_search_of_an_index_with_unpacked_term_frequencies():
+    """doc_bits 32 (a tf too large to pack: plain document numbers, frequencies in `tf_extra`)."""
+    docs, ids, queries = _tie_corpus(5)
+    index = build_index(docs, ids)
+    plain = dataclasses.replace(index, postings=index.docs.astype(np.uint32), tf_extra=index.tf.astype(np.uint32),
+                                doc_bits=32, _term_id=None, _id_rank=None, _checked=None)
+    assert plain.doc_mask is None
+    _same(plain, queries, 4, block_postings=100)
+    for q in queries:
+        np.testing.assert_array_equal(plain.search(q, 4)[0], index.search(q, 4)[0])
