@@ -153,10 +153,11 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
             from nlpkit.distributed.stages import score_items
 
             client = stack.enter_context(connect(dask, quiet))
-            from nlpkit.evaluation.evaluate import score_chunk
+            from nlpkit.evaluation.evaluate import BLOCK_ITEMS, score_chunk
 
             ref_spec = _spec(reference, window, chat, system) if reference else None
-            map_items = score_items(client, score_chunk, (specs, ref_spec, options), parse_size(shard_size), tick)
+            map_items = score_items(client, score_chunk, (specs, ref_spec, options), parse_size(shard_size), tick,
+                                    BLOCK_ITEMS)
         item_out = None
         if not summary_only and out_fmt != "json":
             item_out = stack.enter_context(open_writer(columns, out_fmt, sig, no_signature, title="items"))

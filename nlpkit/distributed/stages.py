@@ -385,18 +385,19 @@ def ngram_perplexity_shards(client, paths: list[str], model_path: str, errors: s
 
 
 def score_items(client, score_chunk: Callable, args: tuple, shard_bytes: int | None = None,
-                progress: Callable[..., None] | None = None) -> Callable:
+                progress: Callable[..., None] | None = None, block: int = 1) -> Callable:
     """A `map_items` for `nlpkit.evaluation.evaluate.Evaluation.run` (``score --dask``): the driver reads and checks
     the items, the workers score chunks of consecutive items, `score_chunk(chunk, *args, blas_threads)`
     (`evaluate.score_chunk`: each worker loads the models once), and the results come back in input order. A chunk
     holds about `shard_bytes` of item text, or for None (``--shard-size auto``) a share of the items giving
-    `TASKS_PER_WORKER` tasks per worker."""
+    `TASKS_PER_WORKER` tasks per worker; in whole blocks of `block` items, the runs the local scorer batches, so
+    that a worker computes each item exactly as the local run does."""
     from nlpkit.distributed.cluster import map_ordered
     from nlpkit.lm.transformer import threads
 
     def run(items):
         items = list(items)
-        chunks = chunk_items(items, shard_bytes, n_workers(client))
+        chunks = chunk_items(items, shard_bytes, n_workers(client), block)
         results = map_ordered(client, score_chunk, chunks, progress, args=(*args, threads.blas_threads()))
         for chunk, result in zip(chunks, results):
             yield from zip(chunk, result)
@@ -404,17 +405,19 @@ def score_items(client, score_chunk: Callable, args: tuple, shard_bytes: int | N
     return run
 
 
-def chunk_items(items: list, shard_bytes: int | None, workers: int) -> list[list]:
-    """Consecutive runs of (task, item) pairs: about `shard_bytes` of text each, or `TASKS_PER_WORKER` per worker."""
+def chunk_items(items: list, shard_bytes: int | None, workers: int, block: int = 1) -> list[list]:
+    """Consecutive runs of (task, item) pairs: about `shard_bytes` of text each, or `TASKS_PER_WORKER` per worker;
+    each a whole number of `block`s (but the last)."""
     if shard_bytes is None:
         per = max(1, -(-len(items) // (TASKS_PER_WORKER * max(workers, 1))))
+        per = -(-per // block) * block
         return [items[i:i + per] for i in range(0, len(items), per)]
     chunks, current, size = [], [], 0
     for pair in items:
         item = pair[1]
         current.append(pair)
         size += len(item.context.encode("utf-8")) + sum(len(c.encode("utf-8")) for c in item.continuations)
-        if size >= shard_bytes:
+        if size >= shard_bytes and len(current) % block == 0:
             chunks.append(current)
             current, size = [], 0
     if current:

@@ -1,9 +1,10 @@
 """One evaluation run: items scored by one or more models, per-item records, summaries and paired comparisons.
 
-Items stream through (records are yielded as each item is scored); what is kept is one float per item per metric
-per model, which the summaries (`significance.summarize`) and the comparisons of every later model against the
-first (`significance.paired_bootstrap` on one shared set of resamples, and `significance.mcnemar` for accuracies)
-need.
+Items stream through in blocks of `BLOCK_ITEMS` (the engine packs a block's requests into a few forwards: one
+forward per item ran gemms of a few dozen rows, each streaming every weight from memory), and records are yielded as
+each block is scored; what is kept is one float per item per metric per model, which the summaries
+(`significance.summarize`) and the comparisons of every later model against the first
+(`significance.paired_bootstrap` on one shared set of resamples, and `significance.mcnemar` for accuracies) need.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from nlpkit.errors import NlpkitError
 from nlpkit.evaluation.items import Item
 from nlpkit.evaluation.significance import (BOOTSTRAP_SAMPLES, SEED, mcnemar, paired_bootstrap, resample_indices,
                                             summarize)
-from nlpkit.evaluation.tasks import TaskOptions, is_accuracy, metric_names, score_item
+from nlpkit.evaluation.tasks import TaskOptions, is_accuracy, metric_names, score_item, score_items
+
+BLOCK_ITEMS = 64  # items scored together: ~3000 tokens of four-choice items, three packed forwards
 
 
 @dataclass
@@ -37,8 +40,8 @@ class Evaluation:
         in order, each result as `score_models` gives it."""
         self.options.validate()
         if map_items is None:
-            scored = (((task, item), score_models(self.scorers, task, item, self.options, self.reference))
-                      for task, item in items)
+            scored = (pair for block in blocks(items) for pair in
+                      score_block(self.scorers, block, self.options, self.reference))
         else:
             scored = map_items(items)
         for n, ((task, item), results) in enumerate(scored, 1):
@@ -95,9 +98,49 @@ def score_models(scorers: dict, task: str, item: Item, options: TaskOptions, ref
     return [(name, *score_item(scorer, task, item, options, reference)) for name, scorer in scorers.items()]
 
 
+def blocks(items: Iterable[tuple[str, Item]], size: int = BLOCK_ITEMS) -> Iterator[list[tuple[str, Item]]]:
+    """Consecutive runs of `size` (task, item) pairs, the last one shorter. When reading an item fails (a bad line),
+    the items read before it still come first, as a block of their own."""
+    block: list[tuple[str, Item]] = []
+    it = iter(items)
+    while True:
+        try:
+            pair = next(it)
+        except StopIteration:
+            break
+        except Exception:
+            if block:
+                yield block
+            raise
+        block.append(pair)
+        if len(block) == size:
+            yield block
+            block = []
+    if block:
+        yield block
+
+
+def score_block(scorers: dict, block: list[tuple[str, Item]], options: TaskOptions,
+                reference=None) -> Iterator[tuple[tuple[str, Item], list[tuple]]]:
+    """((task, item), `score_models` of it) for each item of a block, each model scoring the whole block in one
+    batch (`tasks.score_items`). When an item is at fault, the items before it are yielded first and its error is
+    raised as `score_models` raises it."""
+    task = block[0][0]
+    items = [item for _, item in block]
+    try:
+        per_model = {name: score_items(scorer, task, items, options, reference) for name, scorer in scorers.items()}
+    except NlpkitError:
+        for pair in block:
+            yield pair, score_models(scorers, pair[0], pair[1], options, reference)
+        return
+    for n, pair in enumerate(block):
+        yield pair, [(name, *per_model[name][n]) for name in scorers]
+
+
 def score_chunk(chunk: list[tuple[str, Item]], specs: dict, reference, options: TaskOptions,
                 blas_threads: int | None = None) -> list[list[tuple]]:
-    """A Dask task: `score_models` of each (task, item) of a chunk, on this worker's cached models (`specs`: name ->
+    """A Dask task: `score_models` of each (task, item) of a chunk (in blocks as the local run scores them: chunks
+    hold whole blocks, `stages.chunk_items`), on this worker's cached models (`specs`: name ->
     `ModelSpec`; `reference`: a `ModelSpec` or None), with the driver's BLAS thread count so that the numbers are
     the driver's own."""
     from nlpkit.evaluation.models import cached_scorer
@@ -106,7 +149,7 @@ def score_chunk(chunk: list[tuple[str, Item]], specs: dict, reference, options: 
     _match_blas_threads(blas_threads)
     scorers = {name: cached_scorer(spec) for name, spec in specs.items()}
     ref = cached_scorer(reference) if reference is not None else None
-    return [score_models(scorers, task, item, options, ref) for task, item in chunk]
+    return [result for block in blocks(chunk) for _, result in score_block(scorers, block, options, ref)]
 
 
 def significantly_worse(comparisons: list[dict], alpha: float) -> list[str]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.evaluation.items import Item
+from nlpkit.lm.continuations import score_requests
 
 MC_METRICS = ("acc", "acc_norm", "acc_bytes", "acc_tokens")
 
@@ -69,28 +70,62 @@ def score_item(scorer, task: str, item: Item, options: TaskOptions, reference=No
     """(record, metrics) of one item: the record as output (index first), the per-item metric values.
     A model's error about the item (a continuation without tokens, ...) names the item's file and line."""
     try:
-        return _score_item(scorer, task, item, options, reference)
+        return _score_items(scorer, task, [item], options, reference)[0]
     except NlpkitError as e:
         if str(e).startswith(item.where):
             raise
         raise type(e)(f"{item.where}: {e}") from None
 
 
-def _score_item(scorer, task: str, item: Item, options: TaskOptions, reference=None) -> tuple[dict, dict]:
-    if task == "loglikelihood":
-        s = scorer.score(_context(scorer, item.context), item.continuations)[0]
-        cont = item.continuations[0]
-        rec = {"index": item.index, "logprob": s.logprob, "tokens": s.tokens, "is_greedy": s.is_greedy,
-               "chars": len(cont), "bytes": len(cont.encode("utf-8")), "truncated": s.truncated}
-        return rec, {"logprob": s.logprob, "is_greedy": float(s.is_greedy)}
-    if task == "multiple-choice":
-        return _multiple_choice(scorer, item, options)
-    return _preference(scorer, item, options, reference)
+def score_items(scorer, task: str, items: list[Item], options: TaskOptions, reference=None) -> list[tuple[dict, dict]]:
+    """`score_item` of each item, all their requests scored in one batch (`score_requests`: the engine packs
+    them into few forwards). An error is raised as `score_item` raises it for the first item at fault."""
+    try:
+        return _score_items(scorer, task, items, options, reference)
+    except NlpkitError:
+        return [score_item(scorer, task, item, options, reference) for item in items]
 
 
-def _multiple_choice(scorer, item: Item, options: TaskOptions) -> tuple[dict, dict]:
+def requests(scorer, task: str, item: Item, options: TaskOptions) -> list[tuple[str, list[str]]]:
+    """The (context, continuations) requests an item needs scored: multiple-choice choices follow the delimiter
+    and, with `mutual_info`, are also scored after an empty context (lm-eval: ("", choice), never rendered)."""
+    context = _context(scorer, item.context)
+    if task != "multiple-choice":
+        return [(context, list(item.continuations))]
     conts = [options.delimiter + c for c in item.continuations]
-    scores = scorer.score(_context(scorer, item.context), conts)
+    return [(context, conts)] + ([("", conts)] if options.mutual_info else [])
+
+
+def _score_items(scorer, task: str, items: list[Item], options: TaskOptions, reference=None) -> list[tuple[dict, dict]]:
+    reqs = [requests(scorer, task, item, options) for item in items]
+    flat = [r for rs in reqs for r in rs]
+    scores = score_requests(scorer, flat)
+    ref_scores = None
+    if reference is not None and task == "preference":
+        ref_scores = score_requests(reference, [(_context(reference, it.context), list(it.continuations))
+                                                for it in items])
+    out, k = [], 0
+    for n, (item, rs) in enumerate(zip(items, reqs)):
+        mine = scores[k:k + len(rs)]
+        k += len(rs)
+        if task == "loglikelihood":
+            out.append(_loglikelihood(item, mine[0][0]))
+        elif task == "multiple-choice":
+            out.append(_multiple_choice(item, mine))
+        else:
+            out.append(_preference(item, options, mine[0], ref_scores[n] if ref_scores is not None else None))
+    return out
+
+
+def _loglikelihood(item: Item, s) -> tuple[dict, dict]:
+    cont = item.continuations[0]
+    rec = {"index": item.index, "logprob": s.logprob, "tokens": s.tokens, "is_greedy": s.is_greedy,
+           "chars": len(cont), "bytes": len(cont.encode("utf-8")), "truncated": s.truncated}
+    return rec, {"logprob": s.logprob, "is_greedy": float(s.is_greedy)}
+
+
+def _multiple_choice(item: Item, results: list[list]) -> tuple[dict, dict]:
+    scores = results[0]
     lls = np.array([s.logprob for s in scores])  # [k]
     chars = np.array([float(len(c)) for c in item.continuations])
     nbytes = np.array([float(len(c.encode("utf-8"))) for c in item.continuations])
@@ -99,8 +134,8 @@ def _multiple_choice(scorer, item: Item, options: TaskOptions) -> tuple[dict, di
              "acc_tokens": _argmax(lls / ntok)}
     rec = {"index": item.index, "logprobs": lls.tolist(), "tokens": [s.tokens for s in scores],
            "is_greedy": [s.is_greedy for s in scores], "gold": list(item.gold)}
-    if options.mutual_info:
-        uncond = np.array([s.logprob for s in scorer.score("", conts)])  # lm-eval: ("", choice), never rendered
+    if len(results) > 1:  # mutual information: the choices after an empty context
+        uncond = np.array([s.logprob for s in results[1]])
         rec["logprobs_unconditional"] = uncond.tolist()
         preds["acc_mutual_info"] = _argmax(lls - uncond)
     metrics = {}
@@ -112,14 +147,14 @@ def _multiple_choice(scorer, item: Item, options: TaskOptions) -> tuple[dict, di
     return rec, metrics
 
 
-def _preference(scorer, item: Item, options: TaskOptions, reference) -> tuple[dict, dict]:
-    chosen, rejected = scorer.score(_context(scorer, item.context), item.continuations)
+def _preference(item: Item, options: TaskOptions, scores: list, ref_scores: list | None) -> tuple[dict, dict]:
+    chosen, rejected = scores
     margin = chosen.logprob - rejected.logprob
     rec = {"index": item.index, "logprob_chosen": chosen.logprob, "logprob_rejected": rejected.logprob,
            "margin": margin, "tokens_chosen": chosen.tokens, "tokens_rejected": rejected.tokens}
     metrics = {"margin": margin, "accuracy": float(margin > 0)}
-    if reference is not None:
-        ref_c, ref_r = reference.score(_context(reference, item.context), item.continuations)
+    if ref_scores is not None:
+        ref_c, ref_r = ref_scores
         for mine, ref in ((chosen, ref_c), (rejected, ref_r)):
             if mine.ids != ref.ids or mine.context_ids != ref.context_ids:
                 raise NlpkitError(f"{item.where}: the reference model tokenizes this item differently from the "
@@ -130,7 +165,7 @@ def _preference(scorer, item: Item, options: TaskOptions, reference) -> tuple[di
                     "reward_chosen": r_c, "reward_rejected": r_r, "reward_margin": r_c - r_r})
         metrics.update({"reward_margin": r_c - r_r, "reward_accuracy": float(r_c > r_r)})
     rec.update({"accuracy": metrics["accuracy"]})
-    if reference is not None:
+    if ref_scores is not None:
         rec["reward_accuracy"] = metrics["reward_accuracy"]
     rec["truncated"] = chosen.truncated or rejected.truncated
     return rec, metrics

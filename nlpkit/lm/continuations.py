@@ -1,11 +1,13 @@
-"""What scoring a continuation gives, whatever the model: `ContinuationScore`, and `score_grouped`, which scores
-(context ids, continuation ids) pairs the continuations of one context together. The backends' scorers
-(`nlpkit.lm.transformer.continuations`, `nlpkit.lm.ngram.continuations`) return these; `nlpkit score` reads them.
+"""What scoring a continuation gives, whatever the model: `ContinuationScore`, `score_grouped`, which scores
+(context ids, continuation ids) pairs the continuations of one context together, and `score_requests`, many
+(context, continuations) requests at once. The backends' scorers (`nlpkit.lm.transformer.continuations`,
+`nlpkit.lm.ngram.continuations`) return these; `nlpkit score` reads them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 
 @dataclass
@@ -36,3 +38,12 @@ def score_grouped(scorer, pairs: list[tuple[list[int], list[int]]]) -> list[Cont
             s.context_ids = ctx
             out[j] = s
     return out  # type: ignore[return-value]
+
+
+def score_requests(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[list[ContinuationScore]]:
+    """Each (context, continuations) request's scores: in one batch when the scorer packs many requests into a
+    forward (`score_batch`: the transformer engine), else one request at a time (`score`)."""
+    batch = getattr(scorer, "score_batch", None)
+    if batch is not None:
+        return batch(requests)
+    return [scorer.score(context, conts) for context, conts in requests]

@@ -28,8 +28,9 @@ What a model offers:
   as KenLM's query), `window_context(context)` the window length it uses.
 - **continuations** - `continuation_scorer(window, chat, system)` -> a scorer whose `score(context, continuations)`
   gives one `nlpkit.lm.continuations.ContinuationScore` per continuation (its summed log-probability after the
-  context, its tokens, `is_greedy`): lm-evaluation-harness's encoding and left truncation, the context prefilled
-  once and its KV cache shared by all continuations in one batch (transformer); each continuation's words after
+  context, its tokens, `is_greedy`): lm-evaluation-harness's encoding and left truncation, the context run
+  once for all its continuations, and many items' requests packed into one forward (transformer: `score_batch`,
+  which `nlpkit.lm.continuations.score_requests` uses when a scorer has it); each continuation's words after
   `<s>` and the context's, as KenLM's full_scores (n-gram). `nlpkit score` is written on it.
 - **decoding** - `prompt(text, ...)` -> `Prompt` (ids and what goes between the prompt and the first
   new text), `start(prompt_ids, rows, ...)` -> a `DecodingState` (the next-token logits of every row,
@@ -45,8 +46,8 @@ in a command. Two are added this way:
 - continuation scoring (``nlpkit score``): `continuation_scorer(window, chat, system)` -> a scorer whose
   `score_ids(context_ids, continuations)` gives one `nlpkit.lm.continuations.ContinuationScore` per
   continuation (its summed log-probability after the context, and `is_greedy`: every token the
-  argmax). The transformer prefills the shared context once and scores the choices as one batch over
-  its KV cache (`nlpkit/lm/transformer/continuations.py`); the n-gram backend scores each choice's
+  argmax). The transformer runs the shared context once, each choice as a branch after it, many items
+  packed into one forward (`nlpkit/lm/transformer/continuations.py`); the n-gram backend scores each choice's
   words after the context's last n-1 (`nlpkit/lm/ngram/continuations.py`).
 - full-vocabulary log-probabilities (``perplexity --compare``, `nlpkit.lm.comparison`): `window_logits(ids,
   first)` -> chunks of [n, V] logits rows for the positions `logprobs(ids, first)` scores (same windows,

@@ -130,14 +130,23 @@ def test_context_longer_than_the_window_is_cut_from_the_left_with_a_warning_nami
     assert [t["index"] for t in truncated] == [6]
 
 
-def test_items_with_the_same_context_reuse_its_prefill():
+def test_items_with_the_same_context_in_one_batch_share_its_tokens():
     sc = scorer("gpt2-bpe")
     sc.score("The capital of France is", [" Paris", " London"])
-    before = sc.prefill_tokens
-    again = sc.score("The capital of France is", [" Paris", " London"])
-    assert sc.prefill_tokens == before
+    together = sc.tokens
+    apart = sc.score_batch([("The capital of France is", [" Paris"]), ("The capital of France is", [" London"])])
+    assert sc.tokens == 2 * together
     ref = reference("gpt2-bpe")["score_mc"]["samples"][0]["resps"]
-    assert abs(again[1].logprob - ref[1][0]) <= TOL * again[1].tokens
+    assert abs(apart[1][0].logprob - ref[1][0]) <= TOL * apart[1][0].tokens
+
+
+def test_the_same_request_twice_in_a_batch_gives_the_same_numbers():
+    """An item with an empty context scores each choice twice (after its context and after the empty one, for
+    acc_mutual_info): lm-eval's two log-likelihoods are equal, so must ours be, bit for bit."""
+    sc = scorer("gpt2-bpe")
+    conts = [" The sun rises in the east.", " The sun rises in the west."]
+    got = sc.score_batch([("", conts), ("A", [" b"]), ("", conts[::-1])])
+    assert [s.logprob for s in got[0]] == [s.logprob for s in got[2][::-1]]
 
 
 def test_chat_renders_each_context_as_lm_eval_apply_chat_template_and_scores_equal():

@@ -286,3 +286,15 @@ def test_family_names_are_spelled_in_the_family_table_only():
                 where.setdefault(node.value, set()).add(rel)
     assert {name: files - {table} for name, files in where.items() if files - {table}} == {}
     assert set(where) == names
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_packed_forward_equals_each_sequence_alone(name):
+    """`forward(packing=)` (how `nlpkit score` runs many items at once): two sequences as segments of one packed
+    row get transformers' logits of each alone -- sliding windows, soft-capping and per-layer RoPE included."""
+    from nlpkit.lm.transformer.packing import pack, tree
+    seqs = np.array(reference(name)["sequences"])
+    expected = np.load(FAM / name / "logits.npy")
+    T = seqs.shape[1]
+    got = model(name).forward(seqs.reshape(1, -1), packing=pack([tree(T, []), tree(T, [])]))[0]
+    np.testing.assert_allclose(got.reshape(expected.shape), expected, atol=1e-4, rtol=0)

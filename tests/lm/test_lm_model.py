@@ -293,3 +293,47 @@ def test_bad_nlpkit_lm_threads_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("NLPKIT_LM_THREADS", "two")
     with pytest.raises(NlpkitError, match="NLPKIT_LM_THREADS must be a whole number of threads, got 'two'"):
         workers()
+
+
+def _packed(m, seqs, threads: str, monkeypatch):
+    """The first and last sequences as segments of one packed forward (the first whole; the last as a 6-token prefix
+    and two branches: its own rest, and the rest of the first sequence after the same prefix)."""
+    monkeypatch.setenv("NLPKIT_LM_THREADS", threads)
+    a, b = list(seqs[0]), list(seqs[-1])
+    return m.forward(np.array([a + b + a[6:]]), packing=_packing(len(a)))[0]  # [3 T - 6, V]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_packed_segments_and_branches_equal_their_own_forwards(monkeypatch, name):
+    """`forward(packing=)`: each segment, and each branch after a shared prefix, gets the logits transformers gives
+    its sequence alone; the threaded path (segments over 2 threads) gives the same bits as the serial one."""
+    import nlpkit.lm.transformer.model as model_mod
+    monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
+    m, seqs = model(name), np.array(reference(name)["sequences"])
+    expected = np.load(LM / name / "logits.npy")  # [2, T, V]
+    T = seqs.shape[1]
+    got = _packed(m, seqs, "1", monkeypatch)
+    np.testing.assert_allclose(got[:T], expected[0], atol=1e-4, rtol=0)
+    np.testing.assert_allclose(got[T:2 * T], expected[-1], atol=1e-4, rtol=0)
+    mixed = m.forward(np.array([list(seqs[-1][:6]) + list(seqs[0][6:])]))[0]  # the last one's prefix, the first's rest
+    np.testing.assert_allclose(got[2 * T:], mixed[6:], atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(_packed(m, seqs, "2", monkeypatch), got)
+    rows = np.array([0, T + 5, 2 * T + 1])
+    np.testing.assert_array_equal(m.forward(np.array([list(seqs[0]) + list(seqs[-1]) + list(seqs[0][6:])]),
+                                            packing=_packing(T), rows=rows)[0], got[rows])
+
+
+def _packing(T: int):
+    from nlpkit.lm.transformer.packing import pack, tree
+    return pack([tree(T, []), tree(6, [T - 6, T - 6])])
+
+
+def test_tree_positions_and_mask_let_branches_see_the_prefix_and_themselves_only():
+    from nlpkit.lm.transformer.packing import tree
+    positions, mask = tree(2, [2, 1])
+    assert positions.tolist() == [0, 1, 2, 3, 2]
+    assert (mask == 0).astype(int).tolist() == [[1, 0, 0, 0, 0],
+                                                [1, 1, 0, 0, 0],
+                                                [1, 1, 1, 0, 0],
+                                                [1, 1, 1, 1, 0],
+                                                [1, 1, 0, 0, 1]]

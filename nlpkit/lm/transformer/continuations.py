@@ -6,26 +6,32 @@ separately with the model's own tokenizer (BOS first when it adds one) and the c
 the whole encoding after the context's tokens. An empty context is the model's prefix token (BOS, else EOS) --
 unless the continuation itself starts with that token, which then becomes the context.
 
-Scoring (`ContinuationScorer`): the context is prefilled once with batch 1, together with the tokens every
-continuation shares (their longest common prefix, leaving each at least one token of its own); its KV cache is then
-copied to one row per continuation and the continuations' own tokens run as one right-padded batch (padding after a
-row's last token cannot change that row's earlier positions: attention is causal), as `sample -n N` shares a prompt's
-cache. A later call with the same prefix reuses the prefill. A continuation whose context + continuation exceeds the
-window (`window + 1` tokens) is cut from the left as lm-evaluation-harness does, (context + continuation)[-(window +
-1):][:-1] as input, and scored on its own. Log-probabilities are float64 log-softmax of the float32 logits; a
-continuation is greedy when each of its tokens is the argmax of its row.
+Scoring (`ContinuationScorer.score_batch`): many requests at once. The continuations of one context (in one request
+or several) form one segment: the context with the tokens every continuation shares (their longest common prefix,
+leaving each at least one token of its own), then each continuation's own tokens but its last as a branch that sees
+the prefix and itself only (`packing.tree`): each continuation is computed as if it followed the context alone, the
+context once for all (as a KV cache shared by a batch, `sample -n N`). The segments of a batch are packed end to end
+into forwards of about `PACK_TOKENS` tokens (`Model.forward(packing=)`: attention stays inside each segment), so
+each weight product is one gemm of ~1000 rows instead of a few dozen per item, and the output projection runs only
+at the rows whose log-probabilities are read. The same (context, continuation) twice in a batch is computed once
+(equal requests give equal numbers, as lm-evaluation-harness's do). A continuation whose context + continuation
+exceeds the window (`window + 1` tokens) is cut from the left as lm-evaluation-harness does, (context +
+continuation)[-(window + 1):][:-1] as input, and is a segment of its own. Log-probabilities are float64 log-softmax
+of the float32 logits; a continuation is greedy when each of its tokens is the argmax of its row.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.continuations import ContinuationScore, score_grouped
-from nlpkit.lm.perplexity import log_softmax_at, prefix_token
-from nlpkit.lm.transformer.cache import KVCache
+from nlpkit.lm.continuations import ContinuationScore
+from nlpkit.lm.perplexity import prefix_token
+from nlpkit.lm.transformer.packing import pack, tree
+from nlpkit.lm.transformer.threads import RowPool, engine_threads
 
 
 def tok_encode(model, text: str) -> list[int]:
@@ -63,27 +69,6 @@ def encode_pair(model, context: str, continuation: str) -> tuple[list[int], list
     return ctx, whole[len(ctx):]
 
 
-def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
-    """Length of the longest common prefix of token lists."""
-    n = min(len(s) for s in seqs)
-    for i in range(n):
-        if any(s[i] != seqs[0][i] for s in seqs[1:]):
-            return i
-    return n
-
-
-def _rows(cache: KVCache, n: int, max_len: int) -> KVCache:
-    """n copies of a batch-1 cache, with room for max_len positions.  # [1, kv, L, hd] -> [n, kv, max_len, hd]"""
-    _, n_kv, _, hd = cache.k[0].shape
-    out = KVCache(len(cache.k), n, n_kv, max_len, hd)
-    L = cache.length
-    for dst, src in zip(out.k + out.v, cache.k + cache.v):
-        dst[:, :, :L] = src[:, :, :L]
-    out.tokens[:, :L] = cache.tokens[:, :L]
-    out.length, out.offset = L, cache.offset
-    return out
-
-
 def chat_renderer(model, system: str | None = None) -> Callable[[str], str]:
     """A context -> the model's chat template rendered around it as the user's turn, with the generation prompt
     (as lm-evaluation-harness's apply_chat_template and `generate --chat`): the continuation is the reply."""
@@ -94,92 +79,191 @@ def chat_renderer(model, system: str | None = None) -> Callable[[str], str]:
     return lambda text: template.render(conversation(text, system, None), variables)
 
 
-class ContinuationScorer:
-    """Scores continuations of contexts on one model, keeping the last prefill for a context that repeats."""
 
-    def __init__(self, model, window: int | None = None, render: Callable[[str], str] | None = None):
+
+PACK_TOKENS = 1024  # tokens per packed forward: gemms of ~1000 rows, logits of at most as many rows (~200 MB)
+
+
+def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
+    """Length of the longest common prefix of token lists."""
+    n = min(len(s) for s in seqs)
+    for i in range(n):
+        if any(s[i] != seqs[0][i] for s in seqs[1:]):
+            return i
+    return n
+
+
+@dataclass
+class _Segment:
+    """One segment of a packed forward: its tokens (a prefix, then branches: `packing.tree`) and, per continuation
+    scored in it, where its result goes (request, continuation), the segment rows whose logits predict its tokens,
+    and those tokens."""
+
+    tokens: list[int]
+    positions: np.ndarray  # [n]
+    mask: np.ndarray  # [n, n]
+    scored: list[tuple[tuple[int, int], list[int], list[int], tuple[int, ...], bool]]  # (where, rows, targets,
+    #                                                                                      ctx, truncated)
+
+
+def _shared_segment(ctx: list[int], conts: list[list[int]], where: list[tuple[int, int]]) -> _Segment:
+    """The context and the continuations' common prefix (leaving each at least one token of its own), then each
+    continuation's own tokens but its last as a branch: each continuation is computed as if it followed the context
+    alone (see the module docstring)."""
+    common = min(_common_prefix(conts), min(len(c) for c in conts) - 1)
+    prefix = list(ctx) + list(conts[0][:common])
+    rests = [c[common:] for c in conts]
+    positions, mask = tree(len(prefix), [len(r) - 1 for r in rests])
+    tokens, scored, start = list(prefix), [], len(prefix)
+    for w, cont, rest in zip(where, conts, rests):
+        rows = list(range(len(ctx) - 1, len(prefix))) + list(range(start, start + len(rest) - 1))  # [len(cont)]
+        scored.append((w, rows, list(cont), tuple(ctx), False))
+        tokens += rest[:-1]
+        start += len(rest) - 1
+    return _Segment(tokens, positions, mask, scored)
+
+
+def _truncated_segment(ctx: list[int], cont: list[int], window: int, where: tuple[int, int]) -> _Segment:
+    """lm-evaluation-harness's left truncation: input (ctx + cont)[-(window + 1):][:-1], the last len(cont) rows."""
+    inp = (list(ctx) + list(cont))[-(window + 1):][:-1]
+    positions, mask = tree(len(inp), [])
+    rows = list(range(len(inp) - len(cont), len(inp)))
+    return _Segment(inp, positions, mask, [(where, rows, list(cont), tuple(ctx), True)])
+
+
+def _forward_groups(sizes: list[int], budget: int) -> list[list[int]]:
+    """Consecutive segments (by size) cut into forwards of at most `budget` tokens (a larger segment alone), as even
+    as the cut allows."""
+    total = sum(sizes)
+    target = total / max(1, -(-total // budget))
+    groups: list[list[int]] = [[]]
+    acc = 0
+    for i, n in enumerate(sizes):
+        if groups[-1] and acc + n > budget:
+            groups.append([])
+            acc = 0
+        groups[-1].append(i)
+        acc += n
+        if acc >= target:
+            groups.append([])
+            acc = 0
+    return [g for g in groups if g]
+
+
+def _row_stats(logits: np.ndarray, block: int = 128) -> tuple[np.ndarray, np.ndarray]:  # [R, V] -> [R], [R]
+    """Each row's max (float32) and log of the sum of exp(row - max) (float64 sums of float32 exponentials), so that
+    log softmax(row)[t] = (row[t] - max) - log-sum: `nlpkit.lm.perplexity.log_softmax_at`'s arithmetic, once per
+    row for all the targets it predicts. A block of rows at a time, on the engine's threads."""
+    m = np.empty(len(logits), np.float32)
+    logsum = np.empty(len(logits), np.float64)
+
+    def rows(r0: int) -> None:
+        x = logits[r0:r0 + block]
+        mx = x.max(axis=-1, keepdims=True)  # [n, 1]
+        m[r0:r0 + block] = mx[:, 0]
+        logsum[r0:r0 + block] = np.log(np.exp(x - mx).sum(axis=-1, dtype=np.float64))
+
+    starts = list(range(0, len(logits), block))
+    n = engine_threads() if len(starts) > 1 else 1
+    if n > 1:
+        RowPool(n).map(lambda share: [rows(r) for r in share], [starts[i::n] for i in range(n)])
+    else:
+        for r0 in starts:
+            rows(r0)
+    return m, logsum
+
+
+class ContinuationScorer:
+    """Scores continuations of contexts on one model, many requests per packed forward (see the module docstring)."""
+
+    def __init__(self, model, window: int | None = None, render: Callable[[str], str] | None = None,
+                 pack_tokens: int = PACK_TOKENS, share: bool = True):
         self.model = model
         self.render = render  # a context -> the text the model sees (a chat template's user turn), or None
         self.window = int(window or model.config.max_seq_len)
-        self._last: tuple[tuple[int, ...], KVCache, np.ndarray] | None = None  # (prefix ids, cache, logits rows)
-        self.prefill_tokens = 0  # tokens run through the model, for the savings report
-        self.batch_tokens = 0
+        self.pack_tokens = pack_tokens
+        self.share = share  # False: every continuation runs its context again (lm-eval's way; the savings report)
+        self.tokens = 0  # tokens run through the model, for the savings report
 
     def score(self, context: str, continuations: Sequence[str]) -> list[ContinuationScore]:
         """Each continuation's score after `context` (text in, lm-evaluation-harness's encoding)."""
-        pairs = [encode_pair(self.model, context, c) for c in continuations]
-        return score_grouped(self, pairs)
+        return self.score_batch([(context, continuations)])[0]
+
+    def score_batch(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[list[ContinuationScore]]:
+        """Each request's (context, continuations) scores, all requests packed into as few forwards as fit."""
+        return self.score_pairs([[encode_pair(self.model, context, c) for c in conts] for context, conts in requests])
 
     def score_ids(self, ctx: list[int], conts: list[list[int]]) -> list[ContinuationScore]:
-        """Score token-id continuations of one context (see the module docstring)."""
-        out: list[ContinuationScore | None] = [None] * len(conts)
-        shared = []
-        for j, cont in enumerate(conts):
-            if not cont:
-                raise NlpkitError("the continuation has no tokens: nothing to score")
-            if len(cont) > self.window:
-                raise NlpkitError(f"the continuation is {len(cont)} tokens, longer than the window of "
-                                  f"{self.window} tokens")
-            if len(ctx) + len(cont) > self.window + 1:
-                out[j] = self._score_alone(ctx, cont)
-            else:
-                shared.append(j)
-        if shared:
-            for j, s in zip(shared, self._score_shared(ctx, [conts[j] for j in shared])):
-                out[j] = s
+        """Score token-id continuations of one context."""
+        return self.score_pairs([[(ctx, c) for c in conts]])[0]
+
+    def score_pairs(self, requests: list[list[tuple[list[int], list[int]]]]) -> list[list[ContinuationScore]]:
+        """Each request's (context ids, continuation ids) pairs scored: continuations of one context (within and
+        across requests) share a segment; one whose context + continuation exceeds the window is cut from the left
+        and scored alone."""
+        groups: dict[tuple[int, ...], list[tuple[tuple[int, int], list[int]]]] = {}
+        segments: list[_Segment] = []
+        first: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int]] = {}  # a pair -> where it is scored
+        copies: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        for r, pairs in enumerate(requests):
+            for j, (ctx, cont) in enumerate(pairs):
+                if not cont:
+                    raise NlpkitError("the continuation has no tokens: nothing to score")
+                if len(cont) > self.window:
+                    raise NlpkitError(f"the continuation is {len(cont)} tokens, longer than the window of "
+                                      f"{self.window} tokens")
+                key = (tuple(ctx), tuple(cont))
+                if key in first:  # the same pair again (a choice after an empty context, twice): the same numbers
+                    copies.append(((r, j), first[key]))
+                    continue
+                first[key] = (r, j)
+                if len(ctx) + len(cont) > self.window + 1:
+                    segments.append(_truncated_segment(ctx, cont, self.window, (r, j)))
+                elif not self.share:
+                    segments.append(_shared_segment(list(ctx), [cont], [(r, j)]))
+                else:
+                    groups.setdefault(tuple(ctx), []).append(((r, j), cont))
+        for ctx, members in groups.items():
+            if not ctx:
+                raise NlpkitError("the context encodes to no tokens: there is nothing to condition on")
+            segments.append(_shared_segment(list(ctx), [c for _, c in members], [w for w, _ in members]))
+        out: list[list[ContinuationScore | None]] = [[None] * len(pairs) for pairs in requests]
+        limit = self._rope_limit()
+        for s in segments:  # RoPE tables that depend on a sequence's length: such a sequence has its forward alone
+            if len(s.positions) and int(s.positions.max()) + 1 > limit:
+                self._run([s], out)
+        packed = [s for s in segments if not (len(s.positions) and int(s.positions.max()) + 1 > limit)]
+        for group in _forward_groups([len(s.tokens) for s in packed], self.pack_tokens):
+            self._run([packed[i] for i in group], out)
+        for (r, j), (r0, j0) in copies:
+            out[r][j] = replace(out[r0][j0], ids=list(out[r0][j0].ids))
         return out  # type: ignore[return-value]
 
-    def _score_alone(self, ctx: list[int], cont: list[int]) -> ContinuationScore:
-        """lm-evaluation-harness's left truncation: input (ctx + cont)[-(window + 1):][:-1], one pass."""
-        inp = (ctx + cont)[-(self.window + 1):][:-1]
-        m = len(cont)
-        logits = self.model.forward(np.asarray([inp], dtype=np.int64), None, logits_from=len(inp) - m)[0]  # [m, V]
-        self.prefill_tokens += len(inp)
-        target = np.asarray(cont, dtype=np.int64)
-        lp = log_softmax_at(logits, target)
-        greedy = bool(np.all(np.argmax(logits, axis=-1) == target))
-        return ContinuationScore(float(lp.sum()), list(cont), greedy, truncated=True)
+    def _rope_limit(self) -> float:
+        """The sequence length past which the model's RoPE tables change for the whole sequence (longrope's long
+        factors, dynamic NTK scaling); infinite when they never do."""
+        rope = getattr(self.model, "rope", None)
+        if rope is None:
+            return float("inf")
+        if rope.long is not None:
+            return float(rope.long_after)
+        return float(rope.max_seq_len) if rope.dynamic else float("inf")
 
-    def _prefill(self, prefix: list[int], first: int) -> tuple[KVCache, np.ndarray]:
-        """Batch-1 cache of `prefix` and its logits from row `first - 1` on (reused when the prefix repeats)."""
-        key = tuple(prefix)
-        if self._last is not None and self._last[0] == key:
-            return self._last[1], self._last[2]
-        cache = self.model.new_cache(1, max_len=len(prefix))
-        logits = self.model.forward(np.asarray([prefix], dtype=np.int64), cache, logits_from=first - 1)[0]
-        self.prefill_tokens += len(prefix)
-        self._last = (key, cache, logits)  # [len(prefix) - first + 1, V]
-        return cache, logits
-
-    def _score_shared(self, ctx: list[int], conts: list[list[int]]) -> list[ContinuationScore]:
-        k = len(conts)
-        common = min(_common_prefix(conts), min(len(c) for c in conts) - 1)
-        prefix = ctx + list(conts[0][:common])
-        cache, head = self._prefill(prefix, len(ctx))  # head rows predict conts[:][:common] and the next token
-        head_lp = log_softmax_at(head[:common], np.asarray(conts[0][:common], dtype=np.int64)) if common else []
-        head_sum = float(np.sum(head_lp))
-        head_greedy = bool(np.all(np.argmax(head[:common], axis=-1) == np.asarray(conts[0][:common]))) \
-            if common else True
-        last = head[common]  # [V]  predicts each continuation's first own token
-        rest = [c[common:] for c in conts]
-        M = max(len(r) for r in rest)
-        if M > 1:
-            batch = np.zeros((k, M - 1), dtype=np.int64)  # [k, M - 1] right-padded inputs
-            for j, r in enumerate(rest):
-                batch[j, :len(r) - 1] = r[:-1]
-            rows = _rows(cache, k, len(prefix) + M - 1)
-            logits = self.model.forward(batch, rows)  # [k, M - 1, V]
-            self.batch_tokens += int(sum(len(r) - 1 for r in rest))
-        scores = []
-        last_lp = log_softmax_at(np.repeat(last[None, :], k, axis=0), np.asarray([r[0] for r in rest]))  # [k]
-        last_arg = int(np.argmax(last))
-        for j, r in enumerate(rest):
-            lp = head_sum + float(last_lp[j])
-            greedy = head_greedy and last_arg == r[0]
-            if len(r) > 1:
-                target = np.asarray(r[1:], dtype=np.int64)
-                rows_j = logits[j, :len(r) - 1]  # [m - 1, V]
-                lp += float(log_softmax_at(rows_j, target).sum())
-                greedy = greedy and bool(np.all(np.argmax(rows_j, axis=-1) == target))
-            scores.append(ContinuationScore(lp, list(conts[j]), greedy))
-        return scores
+    def _run(self, segments: list[_Segment], out: list[list[ContinuationScore | None]]) -> None:
+        """One packed forward of `segments`: logits at the rows something is scored from, log-softmax per row."""
+        packing = pack([(s.positions, s.mask) for s in segments])
+        tokens = np.asarray([t for s in segments for t in s.tokens], dtype=np.int64)  # [T]
+        starts = np.cumsum([0] + [len(s.tokens) for s in segments])
+        wanted = [(start + np.asarray(rows, dtype=np.int64), np.asarray(targets, dtype=np.int64))
+                  for s, start in zip(segments, starts) for _, rows, targets, _, _ in s.scored]
+        rows = np.unique(np.concatenate([r for r, _ in wanted]))  # [R] packed rows, sorted
+        logits = self.model.forward(tokens[None, :], None, packing=packing, rows=rows)[0]  # [R, V]
+        self.tokens += len(tokens)
+        m, logsum = _row_stats(logits)
+        scored = [sc for s in segments for sc in s.scored]
+        for (where, _, cont, ctx, truncated), (prow, target) in zip(scored, wanted):
+            i = np.searchsorted(rows, prow)  # [m] rows of `logits`
+            x = logits[i, target]  # [m] float32
+            lp = (x.astype(np.float64) - m[i]) - logsum[i]
+            greedy = bool(np.all(x == m[i])) and all(int(np.argmax(logits[k])) == t for k, t in zip(i, target))
+            out[where[0]][where[1]] = ContinuationScore(float(lp.sum()), list(cont), greedy, truncated, ctx)

@@ -22,6 +22,7 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.config import ModelConfig
+from nlpkit.lm.transformer.packing import Packing
 from nlpkit.lm.transformer.rope import RoPE, apply_rope, apply_rope_partial
 from nlpkit.lm.transformer.threads import SERIAL, RowPool, engine_threads, held_blas_threads
 
@@ -207,8 +208,7 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
         else:
             k, v = np.empty((b, nkv, t, hd), np.float32), np.empty((b, nkv, t, hd), np.float32)
             project(x, 0, t, q, k, v, cs)
-        o = _attend(q, k, v, mask, softcap) if mask is None or t <= ATTN_BLOCK else attention(q, k, v, mask, pool,
-                                                                                             softcap)
+        o = attention(q, k, v, mask, pool, softcap)
         heads = o.transpose(0, 3, 1, 2, 4).reshape(b, t, cfg.n_heads * hd)
         return finish(x, heads)
     k = np.empty((b, nkv, t, hd), np.float32)
@@ -301,7 +301,10 @@ def attention(q, k, v, mask, pool: RowPool, softcap=None):  # [b, kv, g, t, hd],
     """Scaled dot-product attention (q already scaled), query heads grouped under their kv head (GQA
     without copying k/v). With a causal mask, queries go in blocks of ATTN_BLOCK rows and each block
     scores only the keys up to its last row, which halves the work of a long prefill; the blocks are
-    spread over pool's threads, longest first, each to the least-loaded thread."""
+    spread over pool's threads, longest first, each to the least-loaded thread. A `Packing` mask: each segment
+    on its own (`packed_attention`)."""
+    if isinstance(mask, Packing):
+        return packed_attention(q, k, v, mask, pool, softcap)
     t, L = q.shape[3], k.shape[2]
     if mask is None or t <= ATTN_BLOCK:
         return _attend(q, k, v, mask, softcap)
@@ -319,6 +322,27 @@ def attention(q, k, v, mask, pool: RowPool, softcap=None):  # [b, kv, g, t, hd],
             visible = L - t + e  # keys seen by the block's last query
             out[:, :, :, s:e] = _attend(q[:, :, :, s:e], k[:, :, :visible], v[:, :, :visible], mask[s:e, :visible],
                                             softcap)
+
+    pool.map(run, [sh for sh in shares if sh])
+    return out
+
+
+def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  # [1, kv, g, t, hd], [1, kv, t, hd] x2
+    """Attention inside each segment of a packed forward (`packing.Packing`): a segment's queries against its own
+    keys under its own mask, never another segment's, so the work grows with the segments' sizes and not with the
+    packed length; the segments are spread over pool's threads, largest first, each to the least-loaded thread."""
+    out = np.empty_like(q)  # [1, kv, g, t, hd]
+    load = [0] * pool.n
+    shares: list[list] = [[] for _ in range(pool.n)]
+    for seg in sorted(packing.segments, key=lambda sg: sg[0] - sg[1]):
+        i = load.index(min(load))
+        shares[i].append(seg)
+        load[i] += (seg[1] - seg[0]) ** 2
+
+    def run(share):
+        for s, e, mask in share:
+            with np.errstate(over="ignore"):
+                out[:, :, :, s:e] = attention(q[:, :, :, s:e], k[:, :, s:e], v[:, :, s:e], mask, SERIAL, softcap)
 
     pool.map(run, [sh for sh in shares if sh])
     return out
@@ -404,10 +428,21 @@ class Model:
             raise NlpkitError(f"max_len {max_len} exceeds GPT-2's {c.max_seq_len} learned positions")
         return KVCache(c.n_layers, batch, c.n_kv_heads, max_len, c.head_dim)
 
+    @staticmethod
+    def _cos_sin(rope: RoPE, start: int, t: int, packing: Packing | None) -> tuple[np.ndarray, np.ndarray]:
+        """RoPE tables of positions start .. start + t - 1, or of a packing's positions.  # -> [t, rot/2] x2"""
+        if packing is None:
+            return rope.cos_sin(start, t)
+        cos, sin = rope.cos_sin(0, int(packing.positions.max()) + 1)  # as one sequence that long would have them
+        return cos[packing.positions], sin[packing.positions]
+
     def forward(self, tokens: np.ndarray, cache: KVCache | None = None, *, last_only: bool = False,
-                logits_from: int = 0) -> np.ndarray:  # [b, t] -> [b, t - logits_from, V]  ([b, 1, V] if last_only)
-        """Logits for every position from `logits_from` on (or the last only). With a cache, positions continue
-        at cache.position. Skipping rows nobody reads saves their share of the output projection."""
+                logits_from: int = 0, packing: Packing | None = None, rows: np.ndarray | None = None
+                ) -> np.ndarray:  # [b, t] -> [b, t - logits_from, V]  ([b, 1, V] if last_only, [b, R, V] for R rows)
+        """Logits for every position from `logits_from` on (or the last only, or the positions `rows` only:
+        [b, len(rows), V]). With a cache, positions continue at cache.position. With a `packing` (batch 1, no
+        cache), the tokens are independent segments, each with its own positions and mask (`packing.py`).
+        Skipping rows nobody reads saves their share of the output projection."""
         tokens = np.asarray(tokens)
         if tokens.ndim == 1:
             tokens = tokens[None, :]
@@ -417,6 +452,9 @@ class Model:
         b, t = tokens.shape
         if tokens.size and (tokens.min() < 0 or tokens.max() >= c.vocab_size):
             raise NlpkitError(f"token id out of range 0..{c.vocab_size - 1}: {int(tokens.min())}..{int(tokens.max())}")
+        if packing is not None and (cache is not None or b != 1 or packing.length != t):
+            raise NlpkitError(f"a packed forward takes one row of {packing.length} tokens and no KV cache, "
+                              f"got {tokens.shape}")
         if cache is not None and cache.batch != b:
             raise NlpkitError(f"tokens have batch {b} but the KV cache has batch {cache.batch}")
         if cache is not None and cache.length and self.rope is not None and self.rope.long is not None \
@@ -429,9 +467,13 @@ class Model:
             logits_from += kept
             t = tokens.shape[1]
         past, start = (cache.length, cache.position) if cache is not None else (0, 0)
-        mask = causal_mask(t, past) if t > 1 else None
         window = c.sliding_window
-        local_mask = causal_mask(t, past, window) if window and past + t > window else mask
+        if packing is not None:
+            mask = packing
+            local_mask = packing.windowed(window) if window and int(packing.positions.max()) >= window else mask
+        else:
+            mask = causal_mask(t, past) if t > 1 else None
+            local_mask = causal_mask(t, past, window) if window and past + t > window else mask
         x = w.embed_tokens(tokens)  # [b, t, d]
         if c.embed_scale is not None:
             x = x * np.float32(c.embed_scale)
@@ -440,14 +482,16 @@ class Model:
         rope_block = c.uses_rope
         with np.errstate(over="ignore"):
             if rope_block:
-                cos, sin = self.rope.cos_sin(start, t)  # [t, hd/2]
-                local_cs = self.local_rope.cos_sin(start, t) if self.local_rope is not self.rope else (cos, sin)
+                cos, sin = self._cos_sin(self.rope, start, t, packing)  # [t, hd/2]
+                local_cs = self._cos_sin(self.local_rope, start, t, packing) if self.local_rope is not self.rope \
+                    else (cos, sin)
                 kinds = self.layer_kinds()
             else:
-                if start + t > c.max_seq_len:
-                    raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions; {start + t} tokens do not fit "
+                end = start + t if packing is None else int(packing.positions.max()) + 1
+                if end > c.max_seq_len:
+                    raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions; {end} tokens do not fit "
                                       f"(use a sliding window: perplexity `context`)")
-                x = x + w.pos_embed[start:start + t]
+                x = x + (w.pos_embed[start:start + t] if packing is None else w.pos_embed[packing.positions])
             pool = RowPool(n_threads) if n_threads > 1 else SERIAL
             # a small batch (sampling -n N decode steps): gemms of a few rows, where BLAS threads cost more in
             # synchronisation than they give (measured: sample -n 8 15x slower with 2 BLAS threads on a busy
@@ -466,6 +510,8 @@ class Model:
             cache.advance(t)
         if last_only:
             x = x[:, -1:]
+        elif rows is not None:
+            x = x[:, rows]
         elif logits_from:
             x = x[:, logits_from:]
         x = rms_norm(x, w.norm_g, c.norm_eps) if rope_block and c.norm == "rms" \

@@ -1,0 +1,64 @@
+"""Several independent sequences in one forward pass: the packed layout `Model.forward(..., packing=)` runs.
+
+Why: scoring many short items one forward each runs 30 layers of gemms with a few dozen rows, which stream every
+weight from memory per item (SmolLM2-135M: 0.43 GB of float32 weights for ~20 rows). Packing a block of items
+into one batch-1 sequence of ~1000 tokens makes each weight product one large gemm.
+
+A `Packing` cuts the packed tokens into segments that never see each other; inside a segment each token has its own
+position (RoPE angle or learned position) and an additive attention mask. `tree(prefix, branches)` lays out one
+segment as a shared prefix followed by branches that each see the whole prefix and their own earlier tokens (a
+context and its continuations: every branch is computed as if it directly followed the prefix, as a KV cache
+shared by a batch would). Every token sees only keys at or before its own index in the segment, so attention may
+skip the keys after a block of queries (`model.attention`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Packing:
+    """Segments [start, end) of a packed sequence, each with its additive mask (0 visible, -inf hidden;
+    `[n, n]` for n = end - start), and every token's position within its segment."""
+
+    positions: np.ndarray  # [t] int64
+    segments: list[tuple[int, int, np.ndarray]]  # (start, end, mask [n, n] float32)
+
+    @property
+    def length(self) -> int:
+        return len(self.positions)
+
+    def windowed(self, window: int) -> "Packing":
+        """The same segments for a sliding-window layer: keys `window` or more positions back hidden as well."""
+        segs = []
+        for s, e, mask in self.segments:
+            pos = self.positions[s:e]
+            far = pos[:, None] - pos[None, :] >= window  # [n, n]
+            segs.append((s, e, np.where(far, np.float32(-np.inf), mask).astype(np.float32)))
+        return Packing(self.positions, segs)
+
+
+def tree(prefix: int, branches: list[int]) -> tuple[np.ndarray, np.ndarray]:  # -> [n], [n, n]
+    """Positions and mask of one segment: `prefix` tokens, causal, then each branch's tokens (lengths `branches`)
+    at positions prefix, prefix + 1, ..., seeing the prefix and their own branch's earlier tokens only.
+
+    >>> tree(2, [1, 2])[0].tolist()
+    [0, 1, 2, 2, 3]
+    """
+    owner = np.concatenate([np.full(prefix, -1), np.repeat(np.arange(len(branches)), branches)]).astype(np.int64)
+    positions = np.concatenate([np.arange(prefix)] + [prefix + np.arange(b) for b in branches]).astype(np.int64)
+    idx = np.arange(len(owner))
+    visible = (idx[None, :] <= idx[:, None]) & ((owner[None, :] == -1) | (owner[None, :] == owner[:, None]))
+    return positions, np.where(visible, np.float32(0.0), np.float32(-np.inf)).astype(np.float32)
+
+
+def pack(segments: list[tuple[np.ndarray, np.ndarray]]) -> Packing:
+    """One `Packing` of (positions [n], mask [n, n]) segments laid end to end."""
+    out, start = [], 0
+    for pos, mask in segments:
+        out.append((start, start + len(pos), mask))
+        start += len(pos)
+    return Packing(np.concatenate([p for p, _ in segments]).astype(np.int64), out)
