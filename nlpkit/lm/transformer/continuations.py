@@ -7,17 +7,18 @@ the whole encoding after the context's tokens. An empty context is the model's p
 unless the continuation itself starts with that token, which then becomes the context.
 
 Scoring (`ContinuationScorer.score_batch`): many requests at once. The continuations of one context (in one request
-or several) form one segment: the context with the tokens every continuation shares (their longest common prefix,
-leaving each at least one token of its own), then each continuation's own tokens but its last as a branch that sees
-the prefix and itself only (`packing.tree`): each continuation is computed as if it followed the context alone, the
-context once for all (as a KV cache shared by a batch, `sample -n N`). The segments of a batch are packed end to end
-into forwards of about `PACK_TOKENS` tokens (`Model.forward(packing=)`: attention stays inside each segment), so
-each weight product is one gemm of ~1000 rows instead of a few dozen per item, and the output projection runs only
-at the rows whose log-probabilities are read. The same (context, continuation) twice in a batch is computed once
-(equal requests give equal numbers, as lm-evaluation-harness's do). A continuation whose context + continuation
-exceeds the window (`window + 1` tokens) is cut from the left as lm-evaluation-harness does, (context +
-continuation)[-(window + 1):][:-1] as input, and is a segment of its own. Log-probabilities are float64 log-softmax
-of the float32 logits; a continuation is greedy when each of its tokens is the argmax of its row.
+or several) form a segment (in runs of `BRANCH_TOKENS` continuation tokens, or the context's length, when there are
+more): the context with the tokens every continuation shares (their longest common prefix, leaving each at least one
+token of its own), then each continuation's own tokens but its last as a branch that sees the prefix and itself only
+(`packing.tree`): each continuation is computed as if it followed the context alone, the context once for all (as a
+KV cache shared by a batch, `sample -n N`). The segments of a batch are packed end to end into forwards of about
+`PACK_TOKENS` tokens (`Model.forward(packing=)`: attention stays inside each segment), so each weight product is one
+gemm of ~1000 rows instead of a few dozen per item, and the output projection runs only at the rows whose log-
+probabilities are read. The same (context, continuation) twice in a batch is computed once (equal requests give
+equal numbers, as lm-evaluation-harness's do). A continuation whose context + continuation exceeds the window
+(`window + 1` tokens) is cut from the left as lm-evaluation-harness does, (context + continuation)[-(window +
+1):][:-1] as input, and is a segment of its own. Log-probabilities are float64 log-softmax of the float32 logits; a
+continuation is greedy when each of its tokens is the argmax of its row.
 """
 
 from __future__ import annotations
@@ -82,6 +83,22 @@ def chat_renderer(model, system: str | None = None) -> Callable[[str], str]:
 
 
 PACK_TOKENS = 1024  # tokens per packed forward: gemms of ~1000 rows, logits of at most as many rows (~200 MB)
+BRANCH_TOKENS = 256  # continuation tokens in one segment, or the context's length when that is longer
+
+
+def _branch_runs(members: list, most: int) -> list[list]:
+    """A context's continuations in runs of at most `most` tokens (one longer continuation alone): attention in a
+    segment costs its length squared, so continuations beyond the context's own length (many items' choices after
+    an empty context, for `--mutual-info`) gain nothing from sharing a segment."""
+    runs: list[list] = [[]]
+    size = 0
+    for member in members:
+        if runs[-1] and size + len(member[1]) > most:
+            runs.append([])
+            size = 0
+        runs[-1].append(member)
+        size += len(member[1])
+    return runs
 
 
 def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
@@ -232,7 +249,8 @@ class ContinuationScorer:
         for ctx, members in groups.items():
             if not ctx:
                 raise NlpkitError("the context encodes to no tokens: there is nothing to condition on")
-            segments.append(_shared_segment(list(ctx), [c for _, c in members], [w for w, _ in members]))
+            for part in _branch_runs(members, max(BRANCH_TOKENS, len(ctx))):
+                segments.append(_shared_segment(list(ctx), [c for _, c in part], [w for w, _ in part]))
         out: list[list[ContinuationScore | None]] = [[None] * len(pairs) for pairs in requests]
         limit = self._rope_limit()
         for s in segments:  # RoPE tables that depend on a sequence's length: such a sequence has its forward alone
