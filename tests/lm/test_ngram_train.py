@@ -75,3 +75,19 @@ def test_arpa_written_in_tiny_chunks_is_the_same_file(tmp_path, monkeypatch):
     train_ngram([str(FIX / "train.txt")], str(tmp_path / "b.counts"), order=3, smoothing="mle")
     assert (tmp_path / "a.arpa").read_bytes() == (tmp_path / "b.arpa").read_bytes()
     assert (tmp_path / "a.counts").read_bytes() == (tmp_path / "b.counts").read_bytes()
+
+
+def test_arpa_lines_with_long_words_are_the_same_whichever_way_they_are_assembled(tmp_path, monkeypatch):
+    """Lines are assembled from fixed-width columns, but those with a word longer than WORD_WIDTH byte by byte
+    and put back in their places: any width gives the same file (all lines slow, some, none)."""
+    import nlpkit.lm.ngram.arpa as arpa
+
+    train_ngram([str(FIX / "train.txt")], str(tmp_path / "a.arpa"), order=3)
+    train_ngram([str(FIX / "train.txt")], str(tmp_path / "a.counts"), order=3, smoothing="mle")
+    monkeypatch.setattr(arpa, "WRITE_ROWS", 53)
+    for width in (1, 4, 7):
+        monkeypatch.setattr(arpa, "WORD_WIDTH", width)
+        train_ngram([str(FIX / "train.txt")], str(tmp_path / "b.arpa"), order=3)
+        train_ngram([str(FIX / "train.txt")], str(tmp_path / "b.counts"), order=3, smoothing="mle")
+        assert (tmp_path / "a.arpa").read_bytes() == (tmp_path / "b.arpa").read_bytes(), width
+        assert (tmp_path / "a.counts").read_bytes() == (tmp_path / "b.counts").read_bytes(), width

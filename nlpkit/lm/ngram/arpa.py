@@ -627,17 +627,73 @@ def _int_strings(x: np.ndarray, end: bytes = b"") -> tuple[_Strings, np.ndarray]
     return _Strings.of([b"%d%s" % (v, end) for v in x[first].tolist()]), rows
 
 
+WORD_WIDTH = 16                           # words (with their separator) up to this many bytes take the fast path
+
+
+class _Padded:
+    """Strings as fixed-width rows (zero-padded to the longest, or `cap` bytes: longer ones are `long`), so a
+    column of a block of lines is one gather of whole rows (`numpy.void` items) instead of a byte-level one;
+    `shown` is the same for the mask of the bytes that are not padding."""
+
+    def __init__(self, s: _Strings, cap: int | None = None, like: "_Padded | None" = None) -> None:
+        if like is not None:                # strings of the same lengths: share the width and the masks
+            w, self.long, self.shown = like.width, like.long, like.shown
+        else:
+            longest = int(s.lens.max(initial=1))
+            w = max(1, min(longest, cap) if cap else longest)
+            self.long = s.lens > w if longest > w else None                  # [count] or None
+        self.width = w
+        item = np.dtype((np.void, w))
+        pool = np.concatenate([s.pool, np.zeros(w, dtype=np.uint8)])        # (what follows a string is masked)
+        windows = np.lib.stride_tricks.sliding_window_view(pool, w)          # [len(pool) + 1, w], no copy
+        self.table = np.ascontiguousarray(windows[s.starts]).view(item).ravel()  # [count] items of w bytes
+        if like is None:
+            masks = np.arange(w)[None, :] < np.arange(w + 1)[:, None]       # [w + 1, w]: the first L bytes
+            self.shown = masks.view(np.uint8).view(item).ravel()[np.minimum(s.lens, w)]  # [count] 1 where shown
+
+
+def _pad_words(padded: dict[int, _Padded], words: list[_Strings], last: int) -> None:
+    """`padded` holds the `_Padded` vocabulary followed by a space (0) and by `last` (1: a tab, 2: a newline);
+    the other one is let go (a section needs two; they share their masks)."""
+    if 0 not in padded:
+        padded[0] = _Padded(words[0], WORD_WIDTH)
+    if last not in padded:
+        padded.pop(3 - last, None)
+        padded[last] = _Padded(words[last], like=padded[0])
+
+
+def _assemble(columns: list[tuple[_Padded, np.ndarray]]) -> np.ndarray:
+    """Lines made of fixed-width columns (each a `_Padded` and the row of every line in it), the padding
+    left out: one gather per column into a [m, sum of widths] block, the same for its mask, one boolean
+    compress.  # [bytes] uint8"""
+    m = len(columns[0][1])
+    dtype = np.dtype([(f"c{c}", np.dtype((np.void, p.width))) for c, (p, _) in enumerate(columns)])
+    block = np.empty(m, dtype=dtype)                                          # [m] records: row-major is line order
+    keep = np.empty(m, dtype=dtype)
+    for c, (p, rows) in enumerate(columns):
+        block[f"c{c}"] = p.table[rows]
+        keep[f"c{c}"] = p.shown[rows]
+    return block.view(np.uint8)[keep.view(np.bool_)]
+
+
 def _section_lines(g, values: np.ndarray, backoffs: np.ndarray | None, words: list[_Strings],
-                   value_strings: Callable) -> Iterator[np.ndarray]:
+                   value_strings: Callable, padded_words: dict[int, _Padded] | None = None) -> Iterator[np.ndarray]:
     """The lines of one section, WRITE_ROWS at a time (uint8 arrays). A line is strings one after
     another: the value and a tab, every word and a space (the last a tab, or a newline when there is no
     backoff: `words` holds the vocabulary followed by each), the backoff and a newline. Values are
-    formatted FORMAT_ROWS rows at a time, each distinct one once (`value_strings`, `_float_strings`)."""
+    formatted FORMAT_ROWS rows at a time, each distinct one once (`value_strings`, `_float_strings`).
+    Lines are assembled from fixed-width columns (`_assemble`), but for the lines with a word longer
+    than `WORD_WIDTH`, gathered byte by byte (`_ragged`) and put back in their places."""
+    if padded_words is None:
+        padded_words = {}
+    _pad_words(padded_words, words, 1 if backoffs is not None else 2)
     for b in range(0, len(g), FORMAT_ROWS):
         block = slice(b, b + FORMAT_ROWS)
         first = value_strings(values[block], b"\t")
         last = _float_strings(backoffs[block], b"\n") if backoffs is not None else None
         strings = [words[0], words[1 if last is not None else 2], first[0]] + ([last[0]] if last else [])
+        padded = [padded_words[0], padded_words[1 if last is not None else 2], _Padded(first[0])] + \
+            ([_Padded(last[0])] if last else [])
         base = np.cumsum([0] + [len(s.pool) for s in strings])[:-1]        # each one's offset in the pool
         pool = np.concatenate([s.pool for s in strings])
         n = len(first[1])                                                    # rows in this block
@@ -648,12 +704,42 @@ def _section_lines(g, values: np.ndarray, backoffs: np.ndarray | None, words: li
             which = [(2, first[1][sl])] + [(0 if j < k - 1 else 1, ids[:, j]) for j in range(k)]
             if last is not None:
                 which.append((3, last[1][sl]))
-            starts = np.empty((m, len(which)), dtype=np.int64)               # [m, columns]: row-major is line order
-            lens = np.empty((m, len(which)), dtype=np.int64)
+            slow = np.zeros(m, dtype=bool)                                   # [m] lines with a long word
+            for i, at in which:
+                if padded[i].long is not None:
+                    slow |= padded[i].long[at]
+            if not slow.any():
+                yield _assemble([(padded[i], at) for i, at in which])
+                continue
+            fast = np.flatnonzero(~slow)
+            slow = np.flatnonzero(slow)
+            starts = np.empty((len(slow), len(which)), dtype=np.int64)       # [s, columns]: row-major is line order
+            lens = np.empty((len(slow), len(which)), dtype=np.int64)
+            line_len = np.zeros(m, dtype=np.int64)
             for c, (i, at) in enumerate(which):
-                np.add(strings[i].starts[at], base[i], out=starts[:, c])
-                lens[:, c] = strings[i].lens[at]
-            yield _ragged(pool, starts.ravel(), lens.ravel())
+                np.add(strings[i].starts[at[slow]], base[i], out=starts[:, c])
+                lens[:, c] = strings[i].lens[at[slow]]
+                line_len += strings[i].lens[at]
+            slow_bytes = _ragged(pool, starts.ravel(), lens.ravel())
+            fast_bytes = _assemble([(padded[i], at[fast]) for i, at in which]) if len(fast) else slow_bytes[:0]
+            yield _interleave(fast_bytes, slow_bytes, line_len, slow)
+
+
+def _interleave(fast_bytes: np.ndarray, slow_bytes: np.ndarray, line_len: np.ndarray, slow: np.ndarray) -> np.ndarray:
+    """The lines in order again, from the lines not in `slow` (one after another in `fast_bytes`) and those in
+    `slow` (ascending line numbers; in `slow_bytes`), each line `line_len` bytes: runs of fast lines between
+    the slow ones.  # [bytes] uint8"""
+    is_slow = np.zeros(len(line_len), dtype=bool)
+    is_slow[slow] = True
+    fast_end = np.cumsum(np.where(is_slow, 0, line_len)).tolist()           # fast bytes before each line's end
+    slow_end = np.cumsum(line_len[slow]).tolist()
+    pieces, f0, s0 = [], 0, 0
+    for j, line in enumerate(slow.tolist()):
+        f1 = fast_end[line]
+        pieces += [fast_bytes[f0:f1], slow_bytes[s0:slow_end[j]]]
+        f0, s0 = f1, slow_end[j]
+    pieces.append(fast_bytes[f0:])
+    return np.concatenate(pieces)
 
 
 def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], sections: Iterable[tuple],
@@ -668,6 +754,7 @@ def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], s
     """
     encoded = [w.encode("utf-8", "surrogateescape") for w in vocab]
     words = [_Strings.of([w + sep for w in encoded]) for sep in (b" ", b"\t", b"\n")]
+    padded_words: dict[int, _Padded] = {}
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "wb") as out:
@@ -679,7 +766,8 @@ def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], s
                 out.write(f"\\{k}-grams:\n".encode())
                 has_backoff = kind == "arpa" and k < len(sizes)
                 value_strings = _float_strings if kind == "arpa" else _int_strings
-                for lines in _section_lines(g, values, backoffs if has_backoff else None, words, value_strings):
+                for lines in _section_lines(g, values, backoffs if has_backoff else None, words, value_strings,
+                                            padded_words):
                     out.write(lines)
                 out.write(b"\n")
             out.write(b"\\end\\\n")

@@ -35,6 +35,7 @@ from nlpkit.lm.ngram.ngram_counts import BOS, EOS, UNK, NgramCounts
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 F32 = np.float32
+CHUNK = 1 << 20                 # rows whose context rows are compared at a time
 
 
 # ------------------------------------------------------------------------- the estimate
@@ -104,12 +105,14 @@ def estimate_discounts(counts: NgramCounts, warn: Callable[[str], None] | None =
 
 def _context_groups(keys: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
     """Sorted keys of one order -> (the first row of each context's run [G], each row's run [n] int32)."""
-    ctx = keys // V                                                 # [n] the context's row in the order below
     new = np.empty(len(keys), dtype=bool)
     new[:1] = True
-    np.not_equal(ctx[1:], ctx[:-1], out=new[1:])
-    del ctx
-    return np.flatnonzero(new), np.cumsum(new, dtype=np.int32) - 1
+    for i in range(0, len(keys), CHUNK):                            # the context rows a chunk at a time (memory)
+        ctx = keys[i:i + CHUNK + 1] // V                            # [<= CHUNK + 1] the context's row in the order below
+        np.not_equal(ctx[1:], ctx[:-1], out=new[i + 1:i + 1 + len(ctx) - 1])
+    group = np.cumsum(new, dtype=np.int32)
+    group -= 1
+    return np.flatnonzero(new), group
 
 
 def _interpolation(a: np.ndarray, d: tuple[float, float, float], starts: np.ndarray, group: np.ndarray
@@ -123,7 +126,10 @@ def _interpolation(a: np.ndarray, d: tuple[float, float, float], starts: np.ndar
         n_j = np.bincount(group[capped == j], minlength=len(starts))
         gamma = gamma + dvec[j] * n_j.astype(F32)
     gamma = gamma / denom
-    u = (a.astype(F32) - dvec[capped]) / denom[group]
+    u = a.astype(F32)                                               # (a - D) / denom, in place: one [n] array
+    u -= dvec[capped]
+    del capped
+    u /= denom[group]
     return u, gamma
 
 
@@ -176,7 +182,8 @@ def kneser_ney_orders(counts: NgramCounts, discounts: list[tuple[float, float, f
             yield done
             done = None
         with np.errstate(divide="ignore"):
-            lp = np.minimum(F32(0.0), np.log10(p))
+            lp = np.log10(p)
+        np.minimum(F32(0.0), lp, out=lp)
         done = (lp, np.zeros(len(p), dtype=F32))
         lower = p
     yield done

@@ -115,6 +115,7 @@ def sorted_unique(keys: np.ndarray, weights: np.ndarray | None = None
     if n == 0:
         return keys, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
     pos_bits = max(1, (n - 1).bit_length())
+    packed = None
     if int(keys.max()).bit_length() + pos_bits <= 64:
         packed = keys.view(np.uint64)
         packed <<= np.uint64(pos_bits)
@@ -138,8 +139,9 @@ def sorted_unique(keys: np.ndarray, weights: np.ndarray | None = None
         counts[-1] = n - starts[-1]
     else:
         counts = np.add.reduceat(weights[order], starts, dtype=np.int64)
-    del starts, keys
+    del starts, keys, packed                                       # (the sorted keys: memory for what follows)
     rank = np.cumsum(new, dtype=row_dtype(len(table)))
+    del new
     rank -= 1
     rows = np.empty(n, dtype=rank.dtype)
     rows[order] = rank
@@ -166,6 +168,8 @@ def count_orders(seq: np.ndarray, offset: np.ndarray, order: int, vocab_size: in
     rows = seq                                            # [T] row of the (k-1)-gram ending at each position
     for k in range(2, order + 1):
         ends = np.flatnonzero(offset >= k - 1)            # [n] positions where a k-gram ends
+        if len(seq) < 2**31:
+            ends = ends.astype(np.int32)                  # half the memory (numpy indexes with it as well)
         ends -= 1                                         # (in place, as below: no copy of n positions)
         prefix = rows[ends]
         ends += 1
@@ -173,9 +177,10 @@ def count_orders(seq: np.ndarray, offset: np.ndarray, order: int, vocab_size: in
         del prefix
         suf = np.empty(len(table), dtype=rows.dtype)
         suf[at] = rows[ends]                              # every k-gram at a row has the same suffix
-        if k < order:
-            rows = np.full(len(seq), -1, dtype=at.dtype)  # order k+1 reads only positions that end a k-gram
-            rows[ends] = at
+        if k < order:                                     # order k+1 reads only positions that end a k-gram
+            if rows is seq or rows.dtype != at.dtype:
+                rows = np.empty(len(seq), dtype=at.dtype)
+            rows[ends] = at                               # (the other positions keep stale rows, never read)
         del ends, at
         keys.append(table)
         counts.append(narrow(c))
