@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.lm.transformer.threads import RowPool, engine_threads
+from nlpkit.lm.transformer.threads import RowPool, engine_threads, held_blas_threads, serial_here
 from nlpkit.lm.uncertainty import standard_error
 
 MODES = ("sliding", "disjoint", "second-half")
@@ -228,13 +228,39 @@ def second_half_windows(n: int, context: int, bos_id: int | None) -> list[Window
     return [Window(c * context, (c + 1) * context, context // 2 + 1, swap=bos_id) for c in range(n // context)]
 
 
+def local_windows(model, seq: list[int], windows: list[Window]) -> Iterator[np.ndarray]:
+    """Each window's log-probabilities, in order, on this machine. A bare transformer `Model` runs its windows
+    n at a time on n threads (`engine_threads()`, asked again each round), each window's forward on its thread
+    alone with BLAS held to one: a whole window per thread keeps every matrix product at the window's full
+    rows and needs no hand-off inside the forward (a row-parallel forward hands off three times a layer). A
+    last round of fewer windows than threads runs them one after another, row-parallel. Same bits either way:
+    the row-parallel forward equals the serial one (tests/lm/test_lm_model.py)."""
+    logprobs = window_primitive(model)
+    parallel = hasattr(model, "forward")  # other models' scoring is Python loops: threads would only queue
+    r = 0
+    while r < len(windows):
+        n = engine_threads() if parallel else 1
+        batch = windows[r:r + n]
+        r += len(batch)
+        if n == 1 or len(batch) < n:
+            yield from (logprobs(w.tokens(seq), w.first) for w in batch)
+            continue
+
+        def one(w: Window) -> np.ndarray:
+            with serial_here():
+                return logprobs(w.tokens(seq), w.first)
+
+        with held_blas_threads(1):
+            done = RowPool(n).map(one, batch)
+        yield from done
+
+
 def score_windows(model, seq: list[int], windows: list[Window], progress=None,
                   map_windows: Callable | None = None) -> Scored:
     """Run a plan: each window's log-probabilities (`window_logprobs`, or `map_windows(seq, windows)`
     yielding them in order, e.g. on a Dask cluster), gathered into one `Scored`."""
     if map_windows is None:
-        logprobs = window_primitive(model)
-        results = (logprobs(w.tokens(seq), w.first) for w in windows)
+        results = local_windows(model, seq, windows)
     else:
         results = map_windows(seq, windows)
     res = Scored()

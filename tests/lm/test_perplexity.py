@@ -75,6 +75,25 @@ def test_sliding_scores_every_token_after_the_first_once():
     assert res.positions == list(range(len(ref["ppl_ids"])))  # with BOS, token 0 is scored too
 
 
+@pytest.mark.parametrize("name", ["gpt2", "llama-gqa"])
+def test_windows_scored_on_several_threads_at_once_give_the_same_bits(monkeypatch, name):
+    """Windows run two at a time, each forward serial on its thread (and a last odd window row-parallel),
+    give exactly the log-probabilities of one window at a time on one thread; BLAS's count comes back."""
+    import nlpkit.lm.transformer.model as model_mod
+    from nlpkit.lm.transformer import threads
+    model, ref = fixture(name)
+    monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "1")
+    ids = ref["ppl_ids"][:100]  # 11 windows: five rounds of two, then one alone
+    one = score_ids(model, ids, mode="sliding", context=24, stride=8, add_bos=True)
+    before = threads.blas_threads()
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
+    two = score_ids(model, ids, mode="sliding", context=24, stride=8, add_bos=True)
+    assert threads.blas_threads() == before
+    assert two.positions == one.positions and len(one.positions) > 24
+    assert two.logprobs == one.logprobs
+
+
 def test_long_window_is_chunked_through_the_cache(monkeypatch):
     import nlpkit.lm.perplexity as scoring
     model, ref = fixture("llama-gqa")

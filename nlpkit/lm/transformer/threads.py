@@ -203,9 +203,27 @@ class CpuShare:
 _share = CpuShare()  # measuring from import on, so the first forward after loading has a measurement
 
 
+_local = threading.local()
+
+
+@contextmanager
+def serial_here():
+    """Inside the block, this thread's forward passes and log-softmaxes run on it alone (`engine_threads()` is
+    1 here): for a caller that already runs several of them at once on its own threads (perplexity's windows),
+    with BLAS held to one thread around them."""
+    before = getattr(_local, "serial", False)
+    _local.serial = True
+    try:
+        yield
+    finally:
+        _local.serial = before
+
+
 def engine_threads() -> int:
     """Threads for the next forward pass: `workers()`, fewer while other processes keep CPUs busy
-    (`CpuShare`); $NLPKIT_LM_THREADS, when set, is used as it is."""
+    (`CpuShare`); $NLPKIT_LM_THREADS, when set, is used as it is; 1 inside `serial_here`."""
+    if getattr(_local, "serial", False):
+        return 1
     want = workers()
     if want <= 1 or os.environ.get("NLPKIT_LM_THREADS"):
         return want
