@@ -128,6 +128,23 @@ def test_last_only_equals_last_row(name):
     np.testing.assert_allclose(m.forward(seqs, last_only=True)[:, 0], m.forward(seqs)[:, -1], atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_rows_nobody_reads_skip_the_last_layer_with_the_same_bits(monkeypatch, name, threads):
+    """last_only and logits_from finish the last layer for the rows read only (from a whole attention block
+    on): their logits are the full pass's rows, bit for bit."""
+    import nlpkit.lm.transformer.model as model_mod
+    monkeypatch.setattr(model_mod, "ATTN_BLOCK", 3)
+    monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
+    monkeypatch.setenv("NLPKIT_LM_THREADS", threads)
+    seqs = np.array(reference(name)["sequences"])
+    m = model(name)
+    full = m.forward(seqs)
+    np.testing.assert_array_equal(m.forward(seqs, last_only=True), full[:, -1:])
+    for start in (1, 4, 5, seqs.shape[1] - 1):
+        np.testing.assert_array_equal(m.forward(seqs, logits_from=start), full[:, start:])
+
+
 def test_config_reads_hf_fields():
     c = model("llama-gqa").config
     assert (c.arch, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim, c.tie_embeddings) == ("llama", 4, 2, 8, 48, True)

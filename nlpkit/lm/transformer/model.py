@@ -158,6 +158,13 @@ ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys 
 PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits its rows over threads (threads.py)
 
 
+def _masked_columns(mask: np.ndarray) -> tuple[int, int]:  # [t, L] -> (lo, hi)
+    """The columns lo:hi outside which every entry of `mask` is 0 (a causal block's diagonal square): only
+    they need adding."""
+    cols = np.flatnonzero(mask.any(axis=0))
+    return (int(cols[0]), int(cols[-1]) + 1) if cols.size else (0, 0)
+
+
 def _attend(q, k, v, mask, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L] | None -> [b, kv, g, t, hd]
     b, kv, g, t, hd = q.shape
     L = k.shape[2]
@@ -165,11 +172,12 @@ def _attend(q, k, v, mask, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x
     if softcap is not None:
         softcap_(scores, softcap)
     if mask is not None:
-        scores = scores.reshape(b, kv, g, t, L)
-        scores += mask  # [t, L] broadcasts over batch, kv heads and group
-        scores = scores.reshape(b, kv, g * t, L)
+        lo, hi = _masked_columns(mask)
+        if hi > lo:  # adding the zeros elsewhere would change nothing
+            s5 = scores.reshape(b, kv, g, t, L)
+            s5[..., lo:hi] += mask[:, lo:hi]  # [t, hi - lo] broadcasts over batch, kv heads and group
     # softmax, normalised after the product with v: dividing [.., hd] outputs instead of [.., L] weights
-    scores -= scores.max(axis=-1, keepdims=True)
+    np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
     np.exp(scores, out=scores)
     out = scores @ v
     out /= scores.sum(axis=-1, keepdims=True)
@@ -190,12 +198,14 @@ def plain_mlp(x: np.ndarray, w: LlamaLayer, act) -> np.ndarray:  # [b, t, d] -> 
     return linear(act(linear(x, w.w_gate_up, w.b_up)), w.w_down, w.b_down)
 
 
-def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None, cs=None):  # [b, t, d] -> [b, t, d]
+def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None, cs=None,
+          keep: int = 0):  # [b, t, d] -> [b, t - keep, d]
     """One transformer block, split at attention so long inputs can use `pool`'s threads (one thread:
     SERIAL, called directly): `project(x_rows, s, e, q, k, v, cs)` fills rows s:e of q (scaled), k and v
     (cs: the forward's RoPE cos/sin tables, or None);
     attention runs on query blocks; then `finish(x_rows, heads_rows) -> out_rows` (output projection,
-    residuals, MLP)."""
+    residuals, MLP). Rows before `keep` get keys and values only (the last layer, when nobody reads their
+    output: a prefill's all but last row); the rows returned are keep:t, each the same bits as without."""
     b, t, _ = x.shape
     nkv, hd = cfg.n_kv_heads, cfg.head_dim
     g = cfg.n_heads // nkv
@@ -208,9 +218,9 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
         else:
             k, v = np.empty((b, nkv, t, hd), np.float32), np.empty((b, nkv, t, hd), np.float32)
             project(x, 0, t, q, k, v, cs)
-        o = attention(q, k, v, mask, pool, softcap)
-        heads = o.transpose(0, 3, 1, 2, 4).reshape(b, t, cfg.n_heads * hd)
-        return finish(x, heads)
+        o = attention(q[:, :, :, keep:], k, v, mask, pool, softcap, keep)
+        heads = o.transpose(0, 3, 1, 2, 4).reshape(b, t - keep, cfg.n_heads * hd)
+        return finish(x[:, keep:], heads)
     k = np.empty((b, nkv, t, hd), np.float32)
     v = np.empty((b, nkv, t, hd), np.float32)
     parts = pool.split(t)
@@ -223,16 +233,16 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
     pool.map(run_project, parts)
     if cache is not None:
         k, v = cache.write(li, k, v)  # [b, kv, L, hd]
-    o = attention(q, k, v, mask, pool, softcap)  # [b, kv, g, t, hd]
-    out = np.empty(x.shape, np.float32)  # C order, as the serial path's output (empty_like would copy x's strides)
+    o = attention(q[:, :, :, keep:], k, v, mask, pool, softcap, keep)  # [b, kv, g, t - keep, hd]
+    out = np.empty((b, t - keep, x.shape[2]), np.float32)  # C order, as the serial path's output
 
     def run_finish(part):
         s, e = part
         with np.errstate(over="ignore"):
             heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(b, e - s, cfg.n_heads * hd)
-            out[:, s:e] = finish(x[:, s:e], heads)
+            out[:, s:e] = finish(x[:, keep + s:keep + e], heads)
 
-    pool.map(run_finish, parts)
+    pool.map(run_finish, pool.split(t - keep))
     return out
 
 
@@ -297,18 +307,22 @@ def llama_rows(w: LlamaLayer, cfg, li: int = 0):
     return project, finish
 
 
-def attention(q, k, v, mask, pool: RowPool, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L]
+def attention(q, k, v, mask, pool: RowPool, softcap=None, q0: int = 0):
     """Scaled dot-product attention (q already scaled), query heads grouped under their kv head (GQA
     without copying k/v). With a causal mask, queries go in blocks of ATTN_BLOCK rows and each block
     scores only the keys up to its last row, which halves the work of a long prefill; the blocks are
-    spread over pool's threads, longest first, each to the least-loaded thread. A `Packing` mask: each segment
-    on its own (`packed_attention`)."""
+    spread over pool's threads, longest first, each to the least-loaded thread. `q` may be the rows q0: of
+    the mask's: their blocks are cut where the whole rows' are, so each row scores the same keys (same bits).
+    A `Packing` mask: each segment on its own (`packed_attention`; q0 = 0).
+
+    # [b, kv, g, t - q0, hd], [b, kv, L, hd] x2, [t, L] | Packing | None -> [b, kv, g, t - q0, hd]
+    """
     if isinstance(mask, Packing):
         return packed_attention(q, k, v, mask, pool, softcap)
-    t, L = q.shape[3], k.shape[2]
+    t, L = q0 + q.shape[3], k.shape[2]
     if mask is None or t <= ATTN_BLOCK:
-        return _attend(q, k, v, mask, softcap)
-    blocks = [(s, min(s + ATTN_BLOCK, t)) for s in range(0, t, ATTN_BLOCK)]
+        return _attend(q, k, v, None if mask is None else mask[q0:], softcap)
+    blocks = [(max(s, q0), min(s + ATTN_BLOCK, t)) for s in range(q0 - q0 % ATTN_BLOCK, t, ATTN_BLOCK)]
     load = [0] * pool.n
     shares: list[list[tuple[int, int]]] = [[] for _ in range(pool.n)]
     for s, e in sorted(blocks, key=lambda se: -se[1]):
@@ -320,8 +334,8 @@ def attention(q, k, v, mask, pool: RowPool, softcap=None):  # [b, kv, g, t, hd],
     def run(share):
         for s, e in share:
             visible = L - t + e  # keys seen by the block's last query
-            out[:, :, :, s:e] = _attend(q[:, :, :, s:e], k[:, :, :visible], v[:, :, :visible], mask[s:e, :visible],
-                                            softcap)
+            out[:, :, :, s - q0:e - q0] = _attend(q[:, :, :, s - q0:e - q0], k[:, :, :visible], v[:, :, :visible],
+                                                  mask[s:e, :visible], softcap)
 
     pool.map(run, [sh for sh in shares if sh])
     return out
@@ -497,14 +511,22 @@ class Model:
             # synchronisation than they give (measured: sample -n 8 15x slower with 2 BLAS threads on a busy
             # machine); one BLAS thread. Batch-1 steps run BLAS on the n free CPUs.
             small_batch = b > 1 and b * t < PARALLEL_MIN_TOKENS
+            # the last layer finishes only the rows read after it, from a whole attention block on and at least
+            # a block's rows, so its matrix products keep the shapes (and OpenBLAS kernels, bits) of the full pass
+            # (a packed forward's rows are anywhere: all finished)
+            keep = t - 1 if last_only else min(logits_from, t - 1)
+            keep = 0 if packing is not None or rows is not None else min(keep - keep % ATTN_BLOCK,
+                                                                          max(t - ATTN_BLOCK, 0))
+            last = len(self.layer_rows()) - 1
             with held_blas_threads(1 if n_threads > 1 or small_batch else n):
                 for li, (project, finish) in enumerate(self.layer_rows()):
+                    kl = keep if li == last else 0
                     if not rope_block:
-                        x = block(x, c, project, finish, cache, li, mask, pool)
+                        x = block(x, c, project, finish, cache, li, mask, pool, keep=kl)
                     elif kinds[li] == "sliding":
-                        x = block(x, c, project, finish, cache, li, local_mask, pool, c.attn_softcap, local_cs)
+                        x = block(x, c, project, finish, cache, li, local_mask, pool, c.attn_softcap, local_cs, kl)
                     else:
-                        x = block(x, c, project, finish, cache, li, mask, pool, c.attn_softcap, (cos, sin))
+                        x = block(x, c, project, finish, cache, li, mask, pool, c.attn_softcap, (cos, sin), kl)
         if cache is not None:
             cache.tokens[:, past:past + t] = tokens
             cache.advance(t)
@@ -512,8 +534,8 @@ class Model:
             x = x[:, -1:]
         elif rows is not None:
             x = x[:, rows]
-        elif logits_from:
-            x = x[:, logits_from:]
+        else:
+            x = x[:, max(logits_from - keep, 0):]  # [b, t - logits_from, d]
         x = rms_norm(x, w.norm_g, c.norm_eps) if rope_block and c.norm == "rms" \
             else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
         with held_blas_threads(n):
