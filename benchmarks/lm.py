@@ -447,6 +447,31 @@ def busy_section(pairs: int = 2) -> dict:
     return res
 
 
+def prefill_ppl_section(n: int, ppl: bool) -> None:
+    """`--prefill-ppl`: nlpkit at 1 and n threads and transformers at n, the prefill and perplexity-time rows with
+    transformers / nlpkit ratios and their targets (a quicker run while working on these two)."""
+    runs = {"nlpkit 1thr": run_worker("nlpkit", 1, ppl), f"nlpkit {n}thr": run_worker("nlpkit", n, ppl),
+            f"transformers {n}thr": run_worker("transformers", n, ppl)}
+    tf = runs[f"transformers {n}thr"]
+    if not all(runs.values()):
+        sys.exit(1)
+    print(f"\n{'task':44}" + "".join(f"{k:>18}" for k in runs) + "".join(f"{k.split()[1] + '/transf.':>16}"
+                                                                          for k in runs if k.startswith("nlpkit")))
+    rows = [(f"prefill tok/s ({PROMPT_TOKENS} tokens)", "prefill_tok_s", True, 1.0)]
+    if ppl:
+        rows += [("perplexity time (s), 20k chars ctx 512/256", "ppl_s", False, 1.25),
+                 ("perplexity, tinyshakespeare[:20000]", "ppl", None, None)]
+    for label, key, higher, _ in rows:
+        cells = "".join(f"{r[key]:18.4f}" for r in runs.values())
+        ratios = "".join(f"{abs(r[key] - tf[key]) / tf[key]:16.2e}" if higher is None else
+                         f"{(r[key] / tf[key] if higher else tf[key] / r[key]):16.3f}"
+                         for k, r in runs.items() if k.startswith("nlpkit"))
+        print(f"{label:44}{cells}{ratios}")
+    print("targets (issue 27): " + "; ".join(
+        f"{label.split(' (')[0]} {n}thr {(runs[f'nlpkit {n}thr'][key] / tf[key] if higher else tf[key] / runs[f'nlpkit {n}thr'][key]):.2f}"
+        f" (>= {goal})" for label, key, higher, goal in rows if goal))
+
+
 LOAD_TARGET = 0.3
 
 
@@ -459,6 +484,9 @@ def main() -> None:
     ap.add_argument("--path", default="")
     ap.add_argument("--busy", action="store_true", help="only the rows under load (one CPU-bound process beside)")
     ap.add_argument("--skip-busy", action="store_true", help="skip the rows under load")
+    ap.add_argument("--prefill-ppl", action="store_true",
+                    help="only the prefill and perplexity rows: nlpkit at 1 and --threads threads against transformers "
+                         "(no llama.cpp, load, first-forward, busy, sample, compare or family sections)")
     ap.add_argument("--skip-families", action="store_true", help="skip the per-family load time / RSS table")
     ap.add_argument("--skip-sample", action="store_true", help="skip the sample -n 8 vs -n 1 timing")
     ap.add_argument("--skip-compare", action="store_true", help="skip the perplexity --compare timing")
@@ -489,6 +517,10 @@ def main() -> None:
         return
     n = args.threads
     ppl = not args.skip_ppl
+    if args.prefill_ppl:
+        prefill_ppl_section(n, ppl)
+        print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s, load average now {os.getloadavg()[0]:.1f}")
+        return
     llama: dict[str, dict] = {}  # llama.cpp's figures by model, at n threads ("F32 1thr": one thread)
     if importlib.util.find_spec("llama_cpp"):
         llama["Q4_1"] = run_worker("llamacpp", n, False)
