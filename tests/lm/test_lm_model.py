@@ -115,6 +115,17 @@ def test_an_explicit_thread_count_is_kept(monkeypatch):
     assert threads.engine_threads() == 2
 
 
+def test_serial_here_runs_this_threads_forwards_on_it_alone(monkeypatch):
+    from nlpkit.lm.transformer import threads
+    monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
+    with threads.serial_here():
+        assert threads.engine_threads() == 1
+        with threads.serial_here():
+            assert threads.engine_threads() == 1
+        assert threads.engine_threads() == 1
+    assert threads.engine_threads() == 2
+
+
 def test_row_split_covers_every_row_once():
     from nlpkit.lm.transformer.threads import RowPool
     assert RowPool(2).split(7) == [(0, 3), (3, 7)]
