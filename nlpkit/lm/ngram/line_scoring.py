@@ -41,7 +41,7 @@ def query_words(line: str) -> list[str]:
     return [w for w in line.translate(_QUERY_SPACES).split(" ") if w]
 
 
-@dataclass
+@dataclass(slots=True)
 class LineScore:
     """One scored line: its words (+ </s>), log10 p, n-gram lengths, OOV mask, UTF-8 bytes."""
 
@@ -53,7 +53,7 @@ class LineScore:
     bytes: int
 
 
-@dataclass
+@dataclass(slots=True)
 class NgramPerplexity:
     """Totals over some lines (see the module docstring)."""
 
@@ -358,10 +358,10 @@ class ScoredBatch:
 
     def lines(self) -> Iterator[LineScore]:
         words, bos = self.tokens, self.start.tolist()
-        for i, n in enumerate(self.line_bytes()):
-            b, e = bos[i], bos[i + 1]
-            yield LineScore(words=words[b:e - 1] + ["</s>"], ids=self.ids[b:e], log10=self.log10[b:e],
-                            ngram=self.ngram[b:e], oov=self.oov[b:e], bytes=n)
+        ids, log10, ngram, oov = self.ids, self.log10, self.ngram, self.oov
+        eos = ["</s>"]
+        for b, e, n in zip(bos, bos[1:], self.line_bytes()):
+            yield LineScore(words[b:e - 1] + eos, ids[b:e], log10[b:e], ngram[b:e], oov[b:e], n)
 
 
 def _score_batch(model: NgramModel, original: list[str], transform) -> ScoredBatch:
