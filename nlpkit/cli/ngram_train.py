@@ -27,8 +27,8 @@ MAX_ORDER = 255   # n-gram counts keep one byte per order below this (nlpkit.lm.
 @click.option("--tokenizer", "tokenizer", metavar="PATH", default=None, type=model_path_type(),
               help="Split lines into BPE tokens first (tokenizer.json or a directory holding one; recorded "
                    "in the model and applied when scoring), as CCNet applies SentencePiece before KenLM.")
-@jobs_option("Tokenizer processes for large inputs (at most the CPUs available) "
-             "[2 for 8 MB or more on a multi-core machine].")
+@jobs_option("Tokenizer processes for large inputs, and threads making the model file's lines (at most the "
+             "CPUs available) [processes: 2 for 8 MB or more on a multi-core machine; threads: 2 there].")
 @dask_options
 @common_options
 def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask, shard_size, fmt, no_signature,

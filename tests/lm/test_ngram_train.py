@@ -63,16 +63,17 @@ def test_shard_counts_merge_to_the_whole_corpus_counts(tmp_path):
 
 
 def test_arpa_written_in_tiny_chunks_is_the_same_file(tmp_path, monkeypatch):
-    """Block and chunk boundaries anywhere (values formatted per block, lines gathered per chunk)."""
+    """Block and chunk boundaries anywhere (values formatted per block, lines gathered per chunk, the chunks
+    made by three threads against one)."""
     import nlpkit.lm.ngram.arpa as arpa
 
-    train_ngram([str(FIX / "train.txt")], str(tmp_path / "a.arpa"), order=3)
-    train_ngram([str(FIX / "train.txt")], str(tmp_path / "a.counts"), order=3, smoothing="mle")
+    train_ngram([str(FIX / "train.txt")], str(tmp_path / "a.arpa"), order=3, jobs=1)
+    train_ngram([str(FIX / "train.txt")], str(tmp_path / "a.counts"), order=3, smoothing="mle", jobs=1)
     monkeypatch.setattr(arpa, "FORMAT_ROWS", 100)
     monkeypatch.setattr(arpa, "WRITE_ROWS", 37)
     monkeypatch.setattr(arpa, "FORMAT_CHUNK", 11)
-    train_ngram([str(FIX / "train.txt")], str(tmp_path / "b.arpa"), order=3)
-    train_ngram([str(FIX / "train.txt")], str(tmp_path / "b.counts"), order=3, smoothing="mle")
+    train_ngram([str(FIX / "train.txt")], str(tmp_path / "b.arpa"), order=3, jobs=3)
+    train_ngram([str(FIX / "train.txt")], str(tmp_path / "b.counts"), order=3, smoothing="mle", jobs=3)
     assert (tmp_path / "a.arpa").read_bytes() == (tmp_path / "b.arpa").read_bytes()
     assert (tmp_path / "a.counts").read_bytes() == (tmp_path / "b.counts").read_bytes()
 

@@ -29,6 +29,7 @@ import math
 import mmap
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from typing import IO, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -678,12 +679,20 @@ def _assemble(columns: list[tuple[_Padded, np.ndarray]]) -> np.ndarray:
 
 def _section_lines(g, values: np.ndarray, backoffs: np.ndarray | None, words: list[_Strings],
                    value_strings: Callable, padded_words: dict[int, _Padded] | None = None) -> Iterator[np.ndarray]:
-    """The lines of one section, WRITE_ROWS at a time (uint8 arrays). A line is strings one after
+    """The lines of one section, WRITE_ROWS at a time (uint8 arrays): `_section_blocks`' blocks made in turn."""
+    return (block() for block in _section_blocks(g, values, backoffs, words, value_strings, padded_words))
+
+
+def _section_blocks(g, values: np.ndarray, backoffs: np.ndarray | None, words: list[_Strings],
+                    value_strings: Callable, padded_words: dict[int, _Padded] | None = None
+                    ) -> Iterator[Callable[[], np.ndarray]]:
+    """The lines of one section as functions that each make WRITE_ROWS of them (uint8 arrays), in order, so
+    that several threads can make them (numpy lets go of the GIL in its gathers). A line is strings one after
     another: the value and a tab, every word and a space (the last a tab, or a newline when there is no
     backoff: `words` holds the vocabulary followed by each), the backoff and a newline. Values are
-    formatted FORMAT_ROWS rows at a time, each distinct one once (`value_strings`, `_float_strings`).
-    Lines are assembled from fixed-width columns (`_assemble`), but for the lines with a word longer
-    than `WORD_WIDTH`, gathered byte by byte (`_ragged`) and put back in their places."""
+    formatted FORMAT_ROWS rows at a time, each distinct one once (`value_strings`, `_float_strings`), as
+    the functions are handed out. Lines are assembled from fixed-width columns (`_assemble`), but for the
+    lines with a word longer than `WORD_WIDTH`, gathered byte by byte (`_ragged`) and put back in their places."""
     if padded_words is None:
         padded_words = {}
     _pad_words(padded_words, words, 1 if backoffs is not None else 2)
@@ -698,31 +707,54 @@ def _section_lines(g, values: np.ndarray, backoffs: np.ndarray | None, words: li
         pool = np.concatenate([s.pool for s in strings])
         n = len(first[1])                                                    # rows in this block
         for r in range(0, n, WRITE_ROWS):
-            sl = slice(r, min(r + WRITE_ROWS, n))
-            ids = g[b + sl.start:b + sl.stop]                                # [m, k]
-            m, k = ids.shape
-            which = [(2, first[1][sl])] + [(0 if j < k - 1 else 1, ids[:, j]) for j in range(k)]
-            if last is not None:
-                which.append((3, last[1][sl]))
-            slow = np.zeros(m, dtype=bool)                                   # [m] lines with a long word
-            for i, at in which:
-                if padded[i].long is not None:
-                    slow |= padded[i].long[at]
-            if not slow.any():
-                yield _assemble([(padded[i], at) for i, at in which])
-                continue
-            fast = np.flatnonzero(~slow)
-            slow = np.flatnonzero(slow)
-            starts = np.empty((len(slow), len(which)), dtype=np.int64)       # [s, columns]: row-major is line order
-            lens = np.empty((len(slow), len(which)), dtype=np.int64)
-            line_len = np.zeros(m, dtype=np.int64)
-            for c, (i, at) in enumerate(which):
-                np.add(strings[i].starts[at[slow]], base[i], out=starts[:, c])
-                lens[:, c] = strings[i].lens[at[slow]]
-                line_len += strings[i].lens[at]
-            slow_bytes = _ragged(pool, starts.ravel(), lens.ravel())
-            fast_bytes = _assemble([(padded[i], at[fast]) for i, at in which]) if len(fast) else slow_bytes[:0]
-            yield _interleave(fast_bytes, slow_bytes, line_len, slow)
+            yield partial(_block_lines, g, b + r, min(r + WRITE_ROWS, n) - r, first[1][r:r + WRITE_ROWS],
+                          last[1][r:r + WRITE_ROWS] if last is not None else None, strings, padded, base, pool)
+
+
+def _block_lines(g, at: int, m: int, value_rows: np.ndarray, backoff_rows: np.ndarray | None,
+                 strings: list[_Strings], padded: list[_Padded], base: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Lines at..at+m of a section (see `_section_blocks`).  # [bytes] uint8"""
+    ids = g[at:at + m]                                                       # [m, k]
+    k = ids.shape[1]
+    which = [(2, value_rows)] + [(0 if j < k - 1 else 1, ids[:, j]) for j in range(k)]
+    if backoff_rows is not None:
+        which.append((3, backoff_rows))
+    slow = np.zeros(m, dtype=bool)                                           # [m] lines with a long word
+    for i, rows in which:
+        if padded[i].long is not None:
+            slow |= padded[i].long[rows]
+    if not slow.any():
+        return _assemble([(padded[i], rows) for i, rows in which])
+    fast = np.flatnonzero(~slow)
+    slow = np.flatnonzero(slow)
+    starts = np.empty((len(slow), len(which)), dtype=np.int64)               # [s, columns]: row-major is line order
+    lens = np.empty((len(slow), len(which)), dtype=np.int64)
+    line_len = np.zeros(m, dtype=np.int64)
+    for c, (i, rows) in enumerate(which):
+        np.add(strings[i].starts[rows[slow]], base[i], out=starts[:, c])
+        lens[:, c] = strings[i].lens[rows[slow]]
+        line_len += strings[i].lens[rows]
+    slow_bytes = _ragged(pool, starts.ravel(), lens.ravel())
+    fast_bytes = _assemble([(padded[i], rows[fast]) for i, rows in which]) if len(fast) else slow_bytes[:0]
+    return _interleave(fast_bytes, slow_bytes, line_len, slow)
+
+
+def _in_order(blocks: Iterable[Callable[[], np.ndarray]], threads: int) -> Iterator[np.ndarray]:
+    """Each block's result, in order; made by `threads` threads (a few blocks ahead) when more than one."""
+    if threads <= 1:
+        yield from (block() for block in blocks)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="nlpkit-arpa") as pool:
+        ahead: deque = deque()
+        for block in blocks:
+            ahead.append(pool.submit(block))
+            if len(ahead) > 2 * threads:
+                yield ahead.popleft().result()
+        while ahead:
+            yield ahead.popleft().result()
 
 
 def _interleave(fast_bytes: np.ndarray, slow_bytes: np.ndarray, line_len: np.ndarray, slow: np.ndarray) -> np.ndarray:
@@ -743,14 +775,15 @@ def _interleave(fast_bytes: np.ndarray, slow_bytes: np.ndarray, line_len: np.nda
 
 
 def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], sections: Iterable[tuple],
-                     options: dict[str, str], comments: Sequence[str] = ()) -> None:
+                     options: dict[str, str], comments: Sequence[str] = (), threads: int = 1) -> None:
     """Write an ARPA file (kind "arpa") or a counts file ("counts"); `.gz` compresses.
 
     `sizes[k-1]` is the number of k-grams (the header comes first); `sections` yields, order by
     order, (rows, values, backoffs or None): `rows` [n_k, k] word ids in the order to write (an
     array, or anything whose slices are, such as `NgramRows`; the trainer's is lexicographic).
     Each section is written as it comes (the trainer estimates an order while the one below is
-    written out); the lines are gathered from byte strings with numpy (`_section_lines`).
+    written out); the lines are gathered from byte strings with numpy (`_section_blocks`), by `threads`
+    threads.
     """
     encoded = [w.encode("utf-8", "surrogateescape") for w in vocab]
     words = [_Strings.of([w + sep for w in encoded]) for sep in (b" ", b"\t", b"\n")]
@@ -766,8 +799,9 @@ def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], s
                 out.write(f"\\{k}-grams:\n".encode())
                 has_backoff = kind == "arpa" and k < len(sizes)
                 value_strings = _float_strings if kind == "arpa" else _int_strings
-                for lines in _section_lines(g, values, backoffs if has_backoff else None, words, value_strings,
-                                            padded_words):
+                blocks = _section_blocks(g, values, backoffs if has_backoff else None, words, value_strings,
+                                         padded_words)
+                for lines in _in_order(blocks, threads):
                     out.write(lines)
                 out.write(b"\n")
             out.write(b"\\end\\\n")

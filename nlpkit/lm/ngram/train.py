@@ -124,6 +124,14 @@ def piece_detokenizer(path: str) -> Callable[[list[str]], str]:
     return join
 
 
+def writer_threads(jobs: int | None) -> int:
+    """Threads that make the model file's lines: `jobs` when given, else 2 on a multi-core machine (numpy
+    gathers, which let go of the GIL: more gain little, the file is written by one)."""
+    from nlpkit.workers import available_cpus
+
+    return max(1, jobs) if jobs else min(2, available_cpus())
+
+
 def train_ngram(paths: Sequence[str], output: str, *, order: int = 3, smoothing: str = "kneser-ney",
                 k: float = 1.0, lowercase: bool = False, tokenizer: str | None = None, errors: str = "strict",
                 jobs: int | None = None, progress=None, warn=None, counts=None) -> TrainResult:
@@ -172,14 +180,14 @@ def train_ngram(paths: Sequence[str], output: str, *, order: int = 3, smoothing:
                                                               for ds in result.discounts)]
         orders = kneser_ney_orders(counts, result.discounts, release=True)      # counts is spent as it goes
         sections = ((g, lp, bo) for g, (lp, bo) in zip(rows, orders))
-        write_model_file(output, "arpa", counts.vocab, sizes, sections, options, comments)
+        write_model_file(output, "arpa", counts.vocab, sizes, sections, options, comments, writer_threads(jobs))
     else:
         what = "maximum likelihood" if smoothing == "mle" else f"add-{k:g}"
         comments = [f"nlpkit ngram-train: n-gram counts for {what} estimates (nlpkit counts format, not ARPA)",
                     "p(w|h) = (C(h w) + k) / (sum_v C(h v) + k |V|); |V| = unigram lines (words, <s>, </s>, <unk>)"]
         write_model_file(output, "counts", counts.vocab, sizes, zip(rows, counts.counts, [None] * order), options,
-                         comments)
+                         comments, writer_threads(jobs))
     return result
 
 
-__all__ = ["train_ngram", "TrainResult", "text_transform", "SMOOTHINGS"]
+__all__ = ["train_ngram", "TrainResult", "text_transform", "writer_threads", "SMOOTHINGS"]
