@@ -8,7 +8,7 @@
    at a time, and all at once: `batched.search_many`, what `bm25 search --queries` runs) — nlpkit against bm25s (numpy backend, one thread; numba backend alongside when it
    works), both fed the same token lists (nlpkit's tokenizer, english stopwords).
 
-    python benchmarks/retrieval.py [--data ../shared/data] [--queries 1000] [--no-numba]
+    python benchmarks/retrieval.py [--data ../shared/data (or $NLPKIT_DATA)] [--queries 1000] [--no-numba]
 
 Targets: build no slower than bm25s; QPS >= 2x bm25s numpy; index no larger; load < 0.3 s.
 """
@@ -175,7 +175,7 @@ def speed(data: Path, n_queries: int, numba: bool) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--data", default=os.environ.get("NLPKIT_DATA", str(REPO.parent / "shared" / "data")))
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--no-numba", action="store_true")
     ap.add_argument("--skip-effectiveness", action="store_true")
