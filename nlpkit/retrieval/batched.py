@@ -98,24 +98,41 @@ class _Decoded:
 
     def block(self, terms: list[int], starts: list[int], stops: list[int]) -> dict[int, Decoded]:
         """{term: its `Decoded` postings} for the terms of a block (their postings spans `starts`,
-        `stops`): the cached ones, and the others decoded (and kept while the budget lasts)."""
+        `stops`): the cached ones, and the others decoded together (a few numpy passes for all of them,
+        not a few calls a term) and kept while the budget lasts."""
         index, cached = self.index, self.terms
         out: dict[int, Decoded] = {}
+        new: dict[int, tuple[int, int]] = {}
         for t, s, e in zip(terms, starts, stops):
-            if t in out:
+            if t in out or t in new:
                 continue
             entry = cached.get(t)
             if entry is None:
-                docs = index.postings[s:e].astype(np.int64)
-                if index.doc_mask is not None:
-                    np.bitwise_and(docs, int(index.doc_mask), out=docs)
-                scores = index.scores[s:e].astype(np.float64)
-                clean = e > s and bool(np.isfinite(scores).all()) and float(scores.min()) > 0
-                entry = docs, scores, clean
-                if e - s <= self.budget:
-                    self.budget -= e - s
-                    cached[t] = entry
-            out[t] = entry
+                new[t] = s, e
+            else:
+                out[t] = entry
+        if not new:
+            return out
+        spans = list(new.values())
+        docs = np.concatenate([index.postings[s:e] for s, e in spans]).astype(np.int64)   # [P] of the new terms
+        if index.doc_mask is not None:
+            np.bitwise_and(docs, int(index.doc_mask), out=docs)
+        scores = np.concatenate([index.scores[s:e] for s, e in spans]).astype(np.float64)
+        ends = list(accumulate(e - s for s, e in spans))
+        firsts = [0] + ends[:-1]
+        good = np.isfinite(scores) & (scores > 0)                           # [P]
+        nonempty = [i for i, (a, z) in enumerate(zip(firsts, ends)) if z > a]
+        clean = [False] * len(spans)
+        if nonempty:
+            for i, ok in zip(nonempty, np.logical_and.reduceat(good, [firsts[i] for i in nonempty]).tolist()):
+                clean[i] = ok
+        keep = len(docs) <= self.budget
+        if keep:
+            self.budget -= len(docs)
+        for t, a, z, ok in zip(new, firsts, ends, clean):
+            out[t] = docs[a:z], scores[a:z], ok
+            if keep:
+                cached[t] = out[t]
         return out
 
 
