@@ -188,3 +188,16 @@ def test_choices_sharing_a_prefix_score_as_each_alone():
         assert alone.ids == t.ids
         assert abs(alone.logprob - t.logprob) <= TOL * t.tokens
         assert alone.is_greedy == t.is_greedy
+
+
+def test_each_choice_from_scratch_scores_as_the_shared_context():
+    """`share=False` (what benchmarks/score.py compares the shared context with: every choice runs its context again,
+    as lm-eval does) gives the same scores within the tolerance, and runs more tokens."""
+    from nlpkit.lm.transformer.continuations import ContinuationScorer
+
+    shared, alone = scorer("llama-spm"), ContinuationScorer(scorer("llama-spm").model, share=False)
+    choices = [" the cat sat", " the cat ran away", " the dog"]
+    for a, b in zip(shared.score("It is a truth that", choices), alone.score("It is a truth that", choices)):
+        assert a.ids == b.ids and a.is_greedy == b.is_greedy
+        assert abs(a.logprob - b.logprob) <= TOL * a.tokens
+    assert alone.tokens > shared.tokens

@@ -232,6 +232,8 @@ class ContinuationScorer:
             for j, (ctx, cont) in enumerate(pairs):
                 if not cont:
                     raise NlpkitError("the continuation has no tokens: nothing to score")
+                if not ctx:
+                    raise NlpkitError("the context encodes to no tokens: there is nothing to condition on")
                 if len(cont) > self.window:
                     raise NlpkitError(f"the continuation is {len(cont)} tokens, longer than the window of "
                                       f"{self.window} tokens")
@@ -247,8 +249,6 @@ class ContinuationScorer:
                 else:
                     groups.setdefault(tuple(ctx), []).append(((r, j), cont))
         for ctx, members in groups.items():
-            if not ctx:
-                raise NlpkitError("the context encodes to no tokens: there is nothing to condition on")
             for part in _branch_runs(members, max(BRANCH_TOKENS, len(ctx))):
                 segments.append(_shared_segment(list(ctx), [c for _, c in part], [w for w, _ in part]))
         out: list[list[ContinuationScore | None]] = [[None] * len(pairs) for pairs in requests]
