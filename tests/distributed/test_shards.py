@@ -143,3 +143,18 @@ def test_a_malformed_shard_size_is_a_usage_error_without_dask_too(cli, tmp_path)
     (tmp_path / "a.txt").write_text("the cat sat\n")
     r = cli("pmi", str(tmp_path / "a.txt"), "--shard-size", "1x")
     assert r.returncode == 2 and b"--shard-size" in r.stderr and b"64M" in r.stderr
+
+
+def test_score_chunks_hold_whole_blocks_of_items():
+    """`score --dask`: each chunk is a whole number of the blocks the local run scores together (but the last), so a
+    worker packs exactly the forwards the local run packs; at least about `shard_bytes` of text each."""
+    from nlpkit.distributed.stages import chunk_items
+    from nlpkit.evaluation.items import Item
+
+    items = [("loglikelihood", Item(i, f"line {i + 1}", "ctx", ["continuation"])) for i in range(23)]
+    for shard_bytes, workers in ((1, 1), (40, 1), (10_000, 1), (None, 2), (None, 8)):
+        chunks = chunk_items(items, shard_bytes, workers, block=4)
+        assert [pair for chunk in chunks for pair in chunk] == items
+        assert all(len(chunk) % 4 == 0 for chunk in chunks[:-1]), (shard_bytes, workers)
+    assert [len(c) for c in chunk_items(items, 40, 1, block=4)] == [4, 4, 4, 4, 4, 3]
+    assert [len(c) for c in chunk_items(items, 40, 1)] == [3] * 7 + [2]
