@@ -212,14 +212,28 @@ LLAMA_BIN = Path(os.environ.get("LLAMA_BIN", "/work/build/llama.cpp/build/bin"))
 
 
 def run_rusage(cmd: list[str], env: dict | None = None) -> tuple[int, str, float]:
-    """(exit status, stdout + stderr, peak RSS MB of that process alone): os.wait4 on the child itself."""
+    """(exit status, stdout + stderr, peak RSS MB of that process alone). The peak is the child's own VmHWM, read
+    from /proc while it runs (it is reset at exec): wait4's ru_maxrss also counts the memory of the process that
+    started it, which a vfork'd child carries into exec (this benchmark once reported llama-bench at 1196 MB,
+    twice what it uses alone); ru_maxrss only where /proc is not there."""
     import tempfile
     with tempfile.TemporaryFile() as out:
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-        _, status, ru = os.wait4(p.pid, 0)
+        status_file, hwm = Path(f"/proc/{p.pid}/status"), 0.0
+        while True:
+            try:
+                for line in status_file.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        hwm = max(hwm, int(line.split()[1]) / 1024)
+            except (OSError, ValueError):
+                pass
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(0.02)
         p.returncode = status
         out.seek(0)
-        return status, out.read().decode("utf-8", "replace"), ru.ru_maxrss / 1024
+        return status, out.read().decode("utf-8", "replace"), hwm or ru.ru_maxrss / 1024
 
 
 def llamacpp_bin(threads: int, model_path: Path) -> dict | None:
