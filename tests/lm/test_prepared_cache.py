@@ -178,18 +178,24 @@ print(h.hexdigest())
 """
 
 
-def test_two_processes_building_the_same_entry_both_succeed(cache, tmp_path):
-    src = tmp_path / "lm.arpa.gz"
-    src.write_bytes((NGRAM / "kenlm-5.arpa.gz").read_bytes())
+def load_twice_at_once_then_again(loader: str, path) -> None:
+    """Two processes run `loader` on `path` at once (both building the same cache entry), then a third reads the
+    entry they left: all succeed and print the same."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    procs = [subprocess.Popen([sys.executable, "-c", LOADER, str(src)], stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", loader, str(path)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
     assert outs[0][0] == outs[1][0]
-    assert not list(cache.glob(".*.tmp"))  # no temporary left behind
-    third = subprocess.run([sys.executable, "-c", LOADER, str(src)], capture_output=True, text=True, env=env)
+    third = subprocess.run([sys.executable, "-c", loader, str(path)], capture_output=True, text=True, env=env)
     assert third.stdout == outs[0][0]
+
+
+def test_two_processes_building_the_same_entry_both_succeed(cache, tmp_path):
+    src = tmp_path / "lm.arpa.gz"
+    src.write_bytes((NGRAM / "kenlm-5.arpa.gz").read_bytes())
+    load_twice_at_once_then_again(LOADER, src)
+    assert not list(cache.glob(".*.tmp"))  # no temporary left behind
     assert read_entry(_entry(cache), _tag(_entry(cache)), fingerprint([src])) is not None
 
 
@@ -283,12 +289,5 @@ def test_two_processes_preparing_the_same_weights_both_succeed(cache, tmp_path):
     import shutil
     d = tmp_path / "model"
     shutil.copytree(LM / "llama-untied", d)
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    procs = [subprocess.Popen([sys.executable, "-c", HF_LOADER, str(d)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
-    assert outs[0][0] == outs[1][0]
-    third = subprocess.run([sys.executable, "-c", HF_LOADER, str(d)], capture_output=True, text=True, env=env)
-    assert third.stdout == outs[0][0]
+    load_twice_at_once_then_again(HF_LOADER, d)
     assert len(list(cache.glob("weights-*.npc"))) == 1 and not list(cache.glob(".*.tmp"))
