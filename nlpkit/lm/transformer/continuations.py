@@ -30,9 +30,8 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.continuations import ContinuationScore
-from nlpkit.lm.perplexity import prefix_token
+from nlpkit.lm.perplexity import prefix_token, row_log_normalizers
 from nlpkit.lm.transformer.packing import pack, tree
-from nlpkit.lm.transformer.threads import RowPool, engine_threads
 
 
 def tok_encode(model, text: str) -> list[int]:
@@ -167,35 +166,6 @@ def _forward_groups(sizes: list[int], budget: int) -> list[list[int]]:
     return [g for g in groups if g]
 
 
-def _row_stats(logits: np.ndarray, block: int = 8) -> tuple[np.ndarray, np.ndarray]:  # [R, V] -> [R], [R]
-    """Each row's max (float32) and log of the sum of exp(row - max) (float64 sums of float32 exponentials), so that
-    log softmax(row)[t] = (row[t] - max) - log-sum: `nlpkit.lm.perplexity.log_softmax_at`'s arithmetic, once per
-    row for all the targets it predicts. A few rows at a time, in place in one buffer per thread (the passes over a
-    block then stay in the CPU's cache: 128-row blocks of SmolLM2's 49152-entry rows took twice the time), on the
-    engine's threads."""
-    m = np.empty(len(logits), np.float32)
-    logsum = np.empty(len(logits), np.float64)
-
-    def rows(share: list[int]) -> None:
-        buf = np.empty((block, logits.shape[1]), np.float32)
-        for r0 in share:
-            x = logits[r0:r0 + block]
-            e = buf[:len(x)]
-            mx = x.max(axis=-1, keepdims=True)  # [n, 1]
-            m[r0:r0 + block] = mx[:, 0]
-            np.subtract(x, mx, out=e)
-            np.exp(e, out=e)
-            logsum[r0:r0 + block] = np.log(e.sum(axis=-1, dtype=np.float64))
-
-    starts = list(range(0, len(logits), block))
-    n = engine_threads() if len(starts) > 1 else 1
-    if n > 1:
-        RowPool(n).map(rows, [starts[i::n] for i in range(n)])
-    else:
-        rows(starts)
-    return m, logsum
-
-
 class ContinuationScorer:
     """Scores continuations of contexts on one model, many requests per packed forward (see the module docstring)."""
 
@@ -283,7 +253,7 @@ class ContinuationScorer:
         rows = np.unique(np.concatenate([r for r, _ in wanted]))  # [R] packed rows, sorted
         logits = self.model.forward(tokens[None, :], None, packing=packing, rows=rows)[0]  # [R, V]
         self.tokens += len(tokens)
-        m, logsum = _row_stats(logits)
+        m, logsum = row_log_normalizers(logits)
         scored = [sc for s in segments for sc in s.scored]
         for (where, _, cont, ctx, truncated), (prow, target) in zip(scored, wanted):
             i = np.searchsorted(rows, prow)  # [m] rows of `logits`
