@@ -70,7 +70,7 @@ def test_generate_stop_string_ends_output_before_it(cli):
 
 
 def test_generate_stats_on_stderr(cli):
-    r = run(cli, "generate", "hi", "--max-new-tokens", "5", "--stats")
+    r = run(cli, "generate", "hi", "--max-new-tokens", "5", "--ignore-eos", "--stats")
     err = r.stderr.decode()
     assert r.returncode == 0 and "prefill:" in err and "decode: 5 tokens" in err and "tok/s" in err
 
