@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 import re
 from itertools import islice, repeat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import itemgetter
 from functools import cached_property
 from typing import Callable, Iterable, Iterator
 
@@ -41,20 +42,85 @@ def query_words(line: str) -> list[str]:
     return [w for w in line.translate(_QUERY_SPACES).split(" ") if w]
 
 
+class LineScore(tuple):
+    """One scored line of a `ScoredBatch`: its words (+ </s>), log10 p, n-gram lengths, OOV mask and
+    UTF-8 bytes, each read from the batch when asked (a line costs one small tuple, not five arrays).
+
+    A tuple (batch, first token, end token, line index) underneath, so that `ScoredBatch.lines` makes
+    thousands of them in C; read it by its fields."""
+
+    __slots__ = ()
+
+    @property
+    def words(self) -> list[str]:
+        b, first, end, _ = self
+        return b.tokens[first:end - 1] + ["</s>"]
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self[0].ids[self[1]:self[2]]
+
+    @property
+    def log10(self) -> np.ndarray:
+        return self[0].log10[self[1]:self[2]]
+
+    @property
+    def ngram(self) -> np.ndarray:
+        return self[0].ngram[self[1]:self[2]]
+
+    @property
+    def oov(self) -> np.ndarray:
+        return self[0].oov[self[1]:self[2]]
+
+    @property
+    def bytes(self) -> int:
+        return self[0].line_bytes()[self[3]]
+
+    def __repr__(self) -> str:
+        return f"LineScore(words={self.words!r}, log10={self.log10!r})"
+
+
+class _Figures:
+    """The figures made from totals (`tokens`, `log10_total`, ...): what a running total and one line's
+    totals both print."""
+
+    __slots__ = ()
+
+    @property
+    def perplexity(self) -> float:
+        return 10.0 ** (-self.log10_total / self.tokens) if self.tokens else math.nan
+
+    @property
+    def perplexity_no_oov(self) -> float:
+        n = self.tokens - self.oov
+        return 10.0 ** (-self.log10_known / n) if n else math.nan
+
+    @property
+    def nll_nats(self) -> float:
+        return -self.log10_total * math.log(10.0)
+
+    @property
+    def mean_nll(self) -> float:
+        return self.nll_nats / self.tokens if self.tokens else math.nan
+
+    @property
+    def bits_per_byte(self) -> float:
+        return -self.log10_total * math.log2(10.0) / self.bytes if self.bytes else math.nan
+
+    @property
+    def mean_nll_se(self) -> float:
+        """σ of the mean NLL (nats) over all tokens, llama.cpp's `PPL = X +/- Y` estimate
+        (`nlpkit.lm.uncertainty.standard_error`); NaN for one token."""
+        return standard_error(-self.log10_total, self.log10_sq, self.tokens) * math.log(10.0)
+
+    @property
+    def perplexity_unc(self) -> float:
+        """The ± of `perplexity` (OOVs included): ppl × σ(mean NLL in nats), as llama.cpp."""
+        return self.perplexity * self.mean_nll_se
+
+
 @dataclass(slots=True)
-class LineScore:
-    """One scored line: its words (+ </s>), log10 p, n-gram lengths, OOV mask, UTF-8 bytes."""
-
-    words: list[str]
-    ids: np.ndarray
-    log10: np.ndarray
-    ngram: np.ndarray
-    oov: np.ndarray
-    bytes: int
-
-
-@dataclass(slots=True)
-class NgramPerplexity:
+class NgramPerplexity(_Figures):
     """Totals over some lines (see the module docstring)."""
 
     sentences: int = 0
@@ -105,37 +171,30 @@ class NgramPerplexity:
                      "log10_known", "log10_sq"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
-    @property
-    def perplexity(self) -> float:
-        return 10.0 ** (-self.log10_total / self.tokens) if self.tokens else math.nan
+
+class LineTotals(tuple, _Figures):
+    """One line's totals, read-only: the fields and figures of an `NgramPerplexity` that `add`ed the
+    line's `LineScore` (`sentences` 1, `words` its tokens less </s>). A tuple underneath, so that
+    `LineSums.lines` makes thousands of them in C."""
+
+    __slots__ = ()
+    sentences = 1
+    tokens = property(itemgetter(0))
+    oov = property(itemgetter(1))
+    zero_prob = property(itemgetter(2))
+    log10_total = property(itemgetter(3))
+    log10_oov = property(itemgetter(4))
+    bytes = property(itemgetter(5))
+    log10_known = property(itemgetter(6))
+    log10_sq = property(itemgetter(7))
 
     @property
-    def perplexity_no_oov(self) -> float:
-        n = self.tokens - self.oov
-        return 10.0 ** (-self.log10_known / n) if n else math.nan
+    def words(self) -> int:
+        return self[0] - 1
 
-    @property
-    def nll_nats(self) -> float:
-        return -self.log10_total * math.log(10.0)
-
-    @property
-    def mean_nll(self) -> float:
-        return self.nll_nats / self.tokens if self.tokens else math.nan
-
-    @property
-    def bits_per_byte(self) -> float:
-        return -self.log10_total * math.log2(10.0) / self.bytes if self.bytes else math.nan
-
-    @property
-    def mean_nll_se(self) -> float:
-        """σ of the mean NLL (nats) over all tokens, llama.cpp's `PPL = X +/- Y` estimate
-        (`nlpkit.lm.uncertainty.standard_error`); NaN for one token."""
-        return standard_error(-self.log10_total, self.log10_sq, self.tokens) * math.log(10.0)
-
-    @property
-    def perplexity_unc(self) -> float:
-        """The ± of `perplexity` (OOVs included): ppl × σ(mean NLL in nats), as llama.cpp."""
-        return self.perplexity * self.mean_nll_se
+    def __repr__(self) -> str:
+        return (f"LineTotals(tokens={self[0]}, oov={self[1]}, zero_prob={self[2]}, log10_total={self[3]!r}, "
+                f"bytes={self[5]})")
 
 
 def _running_sum(start: float, values: np.ndarray) -> float:
@@ -167,11 +226,12 @@ class LineSums:
     line_bytes: list[int] | None = None
     log10_sq: np.ndarray | None = None  # float64 [L]: each line's sum of squared token log10 p
 
-    def lines(self) -> list[NgramPerplexity]:
+    def lines(self) -> list[LineTotals]:
         """Each line's totals (needs `line_bytes`)."""
-        return [NgramPerplexity(1, t, o, z, lp, lo, nb, t - 1, lk, sq) for t, o, z, lp, lo, nb, lk, sq in
-                zip(self.tokens.tolist(), self.oov.tolist(), self.zero_prob.tolist(), self.log10.tolist(),
-                    self.log10_oov.tolist(), self.line_bytes, self.log10_known.tolist(), self.log10_sq.tolist())]
+        return list(map(tuple.__new__, repeat(LineTotals),
+                        zip(self.tokens.tolist(), self.oov.tolist(), self.zero_prob.tolist(), self.log10.tolist(),
+                            self.log10_oov.tolist(), self.line_bytes, self.log10_known.tolist(),
+                            self.log10_sq.tolist())))
 
 
 def query_lines(source, errors: str = "strict") -> Iterator:
@@ -312,6 +372,7 @@ class ScoredBatch:
     ngram: np.ndarray
     oov: np.ndarray
     bom: bool = False               # the first line starts the text with a BOM (part of its first word)
+    _line_bytes: list[int] | None = field(default=None, repr=False)
 
     @cached_property
     def tokens(self) -> list[str]:
@@ -326,7 +387,12 @@ class ScoredBatch:
         return n + 1 - 3 * self.bom if self.original else 0
 
     def line_bytes(self) -> list[int]:
-        """UTF-8 bytes of each line as given, with its newline."""
+        """UTF-8 bytes of each line as given, with its newline (computed once)."""
+        if self._line_bytes is None:
+            self._line_bytes = self._count_line_bytes()
+        return self._line_bytes
+
+    def _count_line_bytes(self) -> list[int]:
         if "".join(self.original).isascii():
             out = [n + 1 for n in map(len, self.original)]
         else:
@@ -351,17 +417,15 @@ class ScoredBatch:
                         bytes=sum(lb) if lb is not None else self.bytes, line_bytes=lb,
                         log10_sq=np.add.reduceat(self.log10 * self.log10, first, dtype=np.float64))
 
-    def line_totals(self) -> list[NgramPerplexity]:
+    def line_totals(self) -> list[LineTotals]:
         """Each line's totals, as `NgramPerplexity.add` of its `LineScore` gives (sums per line over the
         batch at once, not an object per line first)."""
         return self.line_sums(line_bytes=True).lines()
 
-    def lines(self) -> Iterator[LineScore]:
-        words, bos = self.tokens, self.start.tolist()
-        ids, log10, ngram, oov = self.ids, self.log10, self.ngram, self.oov
-        eos = ["</s>"]
-        for b, e, n in zip(bos, bos[1:], self.line_bytes()):
-            yield LineScore(words[b:e - 1] + eos, ids[b:e], log10[b:e], ngram[b:e], oov[b:e], n)
+    def lines(self) -> list[LineScore]:
+        """One `LineScore` a line (each a view of this batch)."""
+        bos = self.start.tolist()
+        return list(map(tuple.__new__, repeat(LineScore), zip(repeat(self), bos, bos[1:], range(len(bos) - 1))))
 
 
 def _score_batch(model: NgramModel, original: list[str], transform) -> ScoredBatch:
@@ -393,5 +457,5 @@ def perplexity_of_lines(model: NgramModel, lines: Iterable[str], transform=None)
     return total
 
 
-__all__ = ["query_words", "query_lines", "LineScore", "LineSums", "ScoredBatch", "NgramPerplexity", "score_lines",
+__all__ = ["query_words", "query_lines", "LineScore", "LineSums", "LineTotals", "ScoredBatch", "NgramPerplexity", "score_lines",
            "score_batches", "score_source", "score_shard", "perplexity_of_lines", "line_transform"]
