@@ -431,23 +431,17 @@ class ScoredBatch:
 def _score_batch(model: NgramModel, original: list[str], transform) -> ScoredBatch:
     lines = [transform(line) for line in original] if transform is not None else original
     ids, oov, n_words = _batch_ids(model, lines)
-    lengths = n_words + 2                                          # <s> ... </s>
-    starts = np.cumsum(lengths) - lengths
-    seq = np.empty(int(lengths.sum()), dtype=np.int64)
-    seq[starts] = model.bos_id
-    seq[starts + lengths - 1] = model.eos_id
-    line_of = np.repeat(np.arange(len(lines)), n_words)
-    where = np.arange(len(ids)) + 1 + 2 * line_of                  # word k of line i sits after i + 1 <s>/</s> pairs
-    seq[where] = ids                                               # (less the </s> of line i: + 2i + 1)
-    offset = np.arange(len(seq)) - np.repeat(starts, lengths)
-    logp, ngram = model.score_sequence(seq, offset)
-    oov_full = np.zeros(len(seq), dtype=bool)
-    oov_full[where] = oov
-    scored = offset >= 1
-    start = np.zeros(len(lines) + 1, dtype=np.int64)
+    start = np.zeros(len(lines) + 1, dtype=np.int64)                # each line's words, then </s>
     np.cumsum(n_words + 1, out=start[1:])
-    return ScoredBatch(original=original, scored=lines, start=start, ids=seq[scored], log10=logp,
-                       ngram=ngram, oov=oov_full[scored])
+    word = np.ones(start[-1], dtype=bool)
+    word[start[1:] - 1] = False
+    tokens = np.full(start[-1], model.eos_id, dtype=np.int64)
+    tokens[word] = ids
+    oov_tokens = np.zeros(start[-1], dtype=bool)
+    oov_tokens[word] = oov
+    logp, ngram = model.score_sentences(tokens, start[:-1])
+    return ScoredBatch(original=original, scored=lines, start=start, ids=tokens, log10=logp, ngram=ngram,
+                       oov=oov_tokens)
 
 
 def perplexity_of_lines(model: NgramModel, lines: Iterable[str], transform=None) -> NgramPerplexity:

@@ -78,10 +78,11 @@ def split_words(text: str, lines: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     ``split_words("ab c\nd", 2)[1:] -> ([0, 3, 5], [2, 1, 1], [2, 1])``
     """
     buf = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    sep = (buf - np.uint8(9)) < 5                        # tab, LF, VT, FF, CR (9-13)
-    sep |= buf == 32
-    sep = sep.view(np.int8)
-    edge = np.flatnonzero(np.diff(sep, prepend=np.int8(1), append=np.int8(1)))   # word starts and ends, in turn
+    sep = np.empty(len(buf) + 2, dtype=bool)             # a separator before and after the text
+    sep[0] = sep[-1] = True
+    np.less(buf - np.uint8(9), 5, out=sep[1:-1])         # tab, LF, VT, FF, CR (9-13)
+    sep[1:-1] |= buf == 32
+    edge = np.flatnonzero(sep[1:] != sep[:-1])           # word starts and ends, in turn
     starts, ends = edge[0::2], edge[1::2]
     at_lf = np.searchsorted(starts, np.flatnonzero(buf == 10))     # words before each line end
     return words8(buf), starts, ends - starts, np.diff(at_lf, prepend=0, append=len(starts))

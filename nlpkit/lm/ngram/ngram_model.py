@@ -117,34 +117,74 @@ class NgramModel:
         seq = seq.astype(np.int64, copy=False)
         if self.kind == "counts":
             return self._score_counts_sequence(seq, offset)
-        T, N, V = len(seq), self.order, self.vocab_size
-        # One slot past the end (offset -1: no n-gram reaches it) spares a bounds check per order.
-        seq_x, offset_x = np.append(seq, 0), np.append(offset, -1)
-        result = self.logprob[0].take(seq_x).astype(np.float64)       # the unigram's, until a longer one is found
-        length = np.ones(T + 1, dtype=np.int16)
-        # at[j - 1]: the positions where a j-gram of the model ends (never crossing <s>); rows[j - 1]: its row.
-        # A (j+1)-gram ending at p is the j-gram ending at p - 1 (its row, the prefix) and the word at p.
-        at, rows = [np.arange(T)], [seq]
-        for j in range(2, N + 1):
-            nxt = at[-1] + 1
-            ok = np.flatnonzero(offset_x.take(nxt) >= j - 1)
-            nxt = nxt.take(ok)
-            r = self.key_index[j - 1].find(ngram_keys(rows[-1].take(ok), seq_x.take(nxt), V))
-            hit = np.flatnonzero(r >= 0)
-            at.append(nxt.take(hit))
-            rows.append(r.take(hit))
-            length[at[-1]] = j                                          # the longest n-gram the model has
-            result[at[-1]] = self.logprob[j - 1].take(rows[-1])
-        # the backoffs of the histories longer than the n-gram's own, added longest first (as `query`):
-        # the history of length j before p is the j-gram ending at p - 1
-        backoff_sum = np.zeros(T + 1, dtype=np.float64)
-        for j in range(N - 1, 0, -1):
-            nxt = at[j - 1] + 1
-            use = np.flatnonzero((offset_x.take(nxt) >= 1) & (length.take(nxt) <= j))
-            backoff_sum[nxt.take(use)] += self.backoff[j - 1].take(rows[j - 1].take(use))
-        result += backoff_sum
         pos = np.flatnonzero(offset >= 1)
-        return result.take(pos), length.take(pos).astype(np.int64)
+        first = np.flatnonzero(offset.take(pos) == 1)                 # each sentence's first scored word
+        return self.score_sentences(seq.take(pos), first, seq.take(pos.take(first) - 1))
+
+    def score_sentences(self, tokens: np.ndarray, first: np.ndarray, history: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """log10 p and n-gram length of each token of sentences laid end to end (their words and </s>,
+        no <s>): sentence i starts at tokens[first[i]] (first[0] = 0, ascending) after the word
+        history[i] (<s> when not given).  # [P], [S] -> [P] float64, [P] int64
+
+        Backoff models score as KenLM's ``query``: the longest n-gram the model has for the word, plus
+        the backoffs of the history's n-grams at least as long as that n-gram (see the module docstring)."""
+        tokens = tokens.astype(np.int64, copy=False)
+        if history is None:
+            history = np.full(len(first), self.bos_id, dtype=np.int64)
+        if self.kind == "counts":
+            lengths = np.diff(first, append=len(tokens)) + 1               # <s> w1 .. </s>
+            seq = np.empty(len(tokens) + len(first), dtype=np.int64)
+            starts = first + np.arange(len(first))
+            seq[starts] = history
+            keep = np.ones(len(seq), dtype=bool)
+            keep[starts] = False
+            seq[keep] = tokens
+            return self._score_counts_sequence(seq, np.arange(len(seq)) - np.repeat(starts, lengths))
+        return self._score_backoff(tokens, first, history)
+
+    def _score_backoff(self, tok: np.ndarray, first: np.ndarray, history: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:  # [P], [S], [S] -> [P], [P]
+        P, N, V = len(tok), self.order, self.vocab_size
+        result = self.logprob[0].take(tok).astype(np.float64)          # the unigram's, until a longer one is found
+        length = np.ones(P, dtype=np.int64)
+        if P == 0 or N == 1:
+            return result, length
+        last = np.zeros(P, dtype=bool)                                  # a sentence's last token: none extends it
+        last[first[1:] - 1] = True
+        last[-1] = True
+        context = np.empty(P, dtype=np.int64)                           # the word before each token
+        context[1:] = tok[:-1]
+        context[first] = history
+        # backoffs[j - 1, p]: backoff of the j-gram ending just before p (a context of p), 0 where the
+        # model lacks it; row N - 1 stays 0 (an N-gram has no longer context)
+        backoffs = np.zeros((N, P), dtype=np.float64)
+        backoffs[0] = self.backoff[0].take(context)
+        # A j-gram ending at p is the (j-1)-gram ending at p - 1 (its row: the prefix) and the word at p;
+        # only the extensions of found n-grams are probed (cand: their positions, keys: the j-grams).
+        keys = ngram_keys(context, tok, V)                              # every token's bigram
+        for j in range(2, N + 1):
+            r = self.key_index[j - 1].find(keys)
+            hit = np.flatnonzero(r >= 0)
+            at = hit if j == 2 else cand.take(hit)
+            rows = r.take(hit)
+            length[at] = j                                              # the longest n-gram the model has
+            result[at] = self.logprob[j - 1].take(rows)
+            if j == N:
+                break
+            ext = np.flatnonzero(~last.take(at))
+            cand, rows = at.take(ext), rows.take(ext)
+            cand += 1
+            backoffs[j - 1][cand] = self.backoff[j - 1].take(rows)
+            keys = ngram_keys(rows, tok.take(cand), V)
+        # the backoffs of the contexts at least as long as the n-gram used, added longest first (as query)
+        for j in range(N - 2, 0, -1):
+            backoffs[j - 1] += backoffs[j]
+        length_row = length - 1
+        length_row *= P
+        length_row += np.arange(P)
+        result += backoffs.ravel().take(length_row)
+        return result, length
 
     def _score_counts_sequence(self, seq: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         T, N = len(seq), self.order
