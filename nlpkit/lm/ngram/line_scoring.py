@@ -15,8 +15,10 @@ an unseen event: its perplexity is infinite and `zero_prob` counts such tokens.
 
 from __future__ import annotations
 
+import gc
 import math
 import re
+from contextlib import contextmanager
 from itertools import islice, repeat
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -228,10 +230,24 @@ class LineSums:
 
     def lines(self) -> list[LineTotals]:
         """Each line's totals (needs `line_bytes`)."""
-        return list(map(tuple.__new__, repeat(LineTotals),
-                        zip(self.tokens.tolist(), self.oov.tolist(), self.zero_prob.tolist(), self.log10.tolist(),
-                            self.log10_oov.tolist(), self.line_bytes, self.log10_known.tolist(),
-                            self.log10_sq.tolist())))
+        with _collector_paused():
+            return list(map(tuple.__new__, repeat(LineTotals),
+                            zip(self.tokens.tolist(), self.oov.tolist(), self.zero_prob.tolist(), self.log10.tolist(),
+                                self.log10_oov.tolist(), self.line_bytes, self.log10_known.tolist(),
+                                self.log10_sq.tolist())))
+
+
+@contextmanager
+def _collector_paused():
+    """No garbage collection while thousands of per-line tuples are made: none can be part of a cycle,
+    and a young-generation pass every 700 of them cost as much as making them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def query_lines(source, errors: str = "strict") -> Iterator:
@@ -409,13 +425,16 @@ class ScoredBatch:
             return LineSums(z, z, z, z.astype(np.float64), z.astype(np.float64), z.astype(np.float64), 0,
                             [] if line_bytes else None, z.astype(np.float64))
         lb = self.line_bytes() if line_bytes else None
-        return LineSums(tokens=np.diff(self.start), oov=np.add.reduceat(self.oov, first, dtype=np.int64),
-                        zero_prob=np.add.reduceat(np.isneginf(self.log10), first, dtype=np.int64),
-                        log10=np.add.reduceat(self.log10, first, dtype=np.float64),
-                        log10_oov=np.add.reduceat(np.where(self.oov, self.log10, 0.0), first, dtype=np.float64),
-                        log10_known=np.add.reduceat(np.where(self.oov, 0.0, self.log10), first, dtype=np.float64),
+        log10, oov = self.log10, self.oov
+        zero = np.isneginf(log10)                  # (none in a backoff model: no reduceat then)
+        return LineSums(tokens=np.diff(self.start), oov=np.add.reduceat(oov, first, dtype=np.int64),
+                        zero_prob=np.add.reduceat(zero, first, dtype=np.int64) if zero.any()
+                        else np.zeros(len(first), dtype=np.int64),
+                        log10=np.add.reduceat(log10, first, dtype=np.float64),
+                        log10_oov=np.add.reduceat(np.where(oov, log10, 0.0), first, dtype=np.float64),
+                        log10_known=np.add.reduceat(np.where(oov, 0.0, log10), first, dtype=np.float64),
                         bytes=sum(lb) if lb is not None else self.bytes, line_bytes=lb,
-                        log10_sq=np.add.reduceat(self.log10 * self.log10, first, dtype=np.float64))
+                        log10_sq=np.add.reduceat(log10 * log10, first, dtype=np.float64))
 
     def line_totals(self) -> list[LineTotals]:
         """Each line's totals, as `NgramPerplexity.add` of its `LineScore` gives (sums per line over the
@@ -425,7 +444,8 @@ class ScoredBatch:
     def lines(self) -> list[LineScore]:
         """One `LineScore` a line (each a view of this batch)."""
         bos = self.start.tolist()
-        return list(map(tuple.__new__, repeat(LineScore), zip(repeat(self), bos, bos[1:], range(len(bos) - 1))))
+        with _collector_paused():
+            return list(map(tuple.__new__, repeat(LineScore), zip(repeat(self), bos, bos[1:], range(len(bos) - 1))))
 
 
 def _score_batch(model: NgramModel, original: list[str], transform) -> ScoredBatch:
