@@ -484,6 +484,19 @@ def test_hash_index_finds_what_a_dict_finds(load):
     assert index.find(q).tolist() == [where.get(k, -1) for k in q.tolist()]
 
 
+def test_hash_index_finds_keys_past_runs_longer_than_its_probe_window():
+    """A table 98% full: runs of taken slots far longer than the 64 slots probed at once at the end."""
+    from nlpkit.lm.ngram.hashing import HashIndex
+
+    rng = np.random.default_rng(7)
+    keys = rng.choice(1 << 40, 4014, replace=False).astype(np.uint64)
+    index = HashIndex(keys, load=0.99)
+    assert len(index.vals) == 4096
+    q = np.concatenate([keys, rng.integers(0, 1 << 40, 4000).astype(np.uint64)])
+    where = {k: i for i, k in enumerate(keys.tolist())}
+    assert index.find(q).tolist() == [where.get(k, -1) for k in q.tolist()]
+
+
 @pytest.mark.parametrize("smoothing", ["kneser-ney", "mle"])
 def test_line_totals_equal_each_line_score_added(tmp_path, smoothing):
     """perplexity --per-line sums each line over the batch at once: the same totals as a LineScore a

@@ -108,16 +108,19 @@ class HashIndex:
         return self._find(q)
 
     def _find(self, q: np.ndarray) -> np.ndarray:
-        slot = self._slot(q)
+        slot = q * _GOLDEN
+        slot >>= self.shift
+        slot = slot.view(np.int64)                            # the home slots (below 2**bits)
         v = self.vals.take(slot)
-        hit = self.source.take(v) == q                        # v = -1 (empty) reads the last key: masked
-        taken = v >= 0
-        hit &= taken
-        out = np.where(hit, v, np.int64(-1))                  # int64 rows
-        active = np.flatnonzero(taken ^ hit)                  # a key there, not ours: probe on
-        if len(active):
-            slot, q = slot.take(active), q.take(active)        # the probing keys' slots and keys, compacted
-        while len(active):
+        out = v.astype(np.int64)                              # int64 rows
+        miss = self.source.take(v) != q                       # v = -1 (empty) reads the last key ...
+        miss |= v < 0                                         # ... which is no hit
+        active = np.flatnonzero(miss)
+        out[active] = -1
+        on = np.flatnonzero(v.take(active) >= 0)              # a key there, not ours: probe on
+        active = active.take(on)
+        slot, q = slot.take(active), q.take(active)            # the probing keys' slots and keys, compacted
+        while len(active) > _FEW:
             slot += 1
             slot &= self.mask
             v = self.vals.take(slot)
@@ -130,7 +133,25 @@ class HashIndex:
                 taken ^= hit
             keep = np.flatnonzero(taken)
             active, slot, q = active.take(keep), slot.take(keep), q.take(keep)
+        while len(active):                                    # the last few: _WINDOW slots a pass, not one
+            win = slot[:, None] + _AHEAD                      # [m, w]
+            win &= self.mask
+            v = self.vals.take(win)
+            hit = self.source.take(v) == q[:, None]
+            stop = v < 0                                      # an empty slot ends the search ...
+            hit &= ~stop
+            stop |= hit                                       # ... and so does the key
+            first = stop.argmax(axis=1)                       # the first stop (0 when none)
+            rows = np.arange(len(active))
+            found = hit[rows, first]
+            out[active[found]] = v[rows[found], first[found]]
+            on = np.flatnonzero(~stop[rows, first])           # no stop in the window: the next window
+            active, slot, q = active.take(on), slot.take(on) + _WINDOW, q.take(on)
         return out
+
+
+_FEW, _WINDOW = 256, 64            # fewer keys than _FEW still probing: probe _WINDOW slots at once
+_AHEAD = np.arange(1, _WINDOW + 1)
 
 
 def all_distinct(keys: np.ndarray) -> bool:
