@@ -314,10 +314,9 @@ def score_batches(model: NgramModel, lines: Iterable[str], transform: Callable[[
     """Score each line as a sentence, a batch of lines at a time (vectorized over the batch)."""
     it = iter(lines)
     while batch := list(islice(it, BATCH_LINES)):
-        sizes = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
         cuts = [0]
-        if sizes.sum() >= BATCH_CHARS:                   # long lines: cut where BATCH_CHARS is reached
-            ends = np.cumsum(sizes)
+        if sum(map(len, batch)) >= BATCH_CHARS:          # long lines: cut where BATCH_CHARS is reached
+            ends = np.cumsum(np.fromiter(map(len, batch), dtype=np.int64, count=len(batch)))
             while cuts[-1] < len(batch):
                 base = ends[cuts[-1] - 1] if cuts[-1] else 0
                 cuts.append(min(int(np.searchsorted(ends, base + BATCH_CHARS)) + 1, len(batch)))

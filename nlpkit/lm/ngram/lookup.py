@@ -49,10 +49,10 @@ class WordIndex:
     def find(self, w8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
         """The id of each word (bytes starts[i]:starts[i] + lens[i] of `w8`'s buffer), -1 if not in the
         vocabulary.  # [n] int64"""
-        ids = self.index.find(word_keys(w8, starts, lens))
-        found = ids >= 0
+        long = np.flatnonzero(lens > 8)
+        ids = self.index.find(word_keys(w8, starts, lens, long))
         same = self.lens.take(ids) == lens                   # a short word: same key and length, same bytes
-        long = np.flatnonzero(same & found & (lens > 8))      # a long one: compare 8 bytes at a time
+        long = long.take(np.flatnonzero(ids.take(long) >= 0))  # a long one found: compare 8 bytes at a time
         if len(long):
             at, vs, ln = starts.take(long), self.starts.take(ids.take(long)), lens.take(long)
             for c in range((int(ln.max()) + 7) // 8):
@@ -62,12 +62,14 @@ class WordIndex:
         return ids
 
 
-def word_keys(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """A word's key: its bytes if they fit in 8, else its `hash_tokens` hash.  # [n] uint64"""
+def word_keys(w8: np.ndarray, starts: np.ndarray, lens: np.ndarray, long: np.ndarray | None = None) -> np.ndarray:
+    """A word's key: its bytes if they fit in 8, else its `hash_tokens` hash (`long`: the indices of the
+    words longer than 8 bytes, when known).  # [n] uint64"""
     key = chunk(w8, starts, lens, 0)
-    long = np.flatnonzero(lens > 8)
+    if long is None:
+        long = np.flatnonzero(lens > 8)
     if len(long):
-        key[long] = hash_tokens(w8, starts[long], lens[long])
+        key[long] = hash_tokens(w8, starts.take(long), lens.take(long))
     return key
 
 
