@@ -63,13 +63,12 @@ def test_shard_counts_merge_to_the_whole_corpus_counts(tmp_path):
 
 
 def test_arpa_written_in_tiny_chunks_is_the_same_file(tmp_path, monkeypatch):
-    """Block and chunk boundaries anywhere (values formatted per block, lines gathered per chunk, the chunks
-    made by three threads against one)."""
+    """Block and chunk boundaries anywhere (values formatted per block of lines, in chunks; the blocks made by
+    three threads against one)."""
     import nlpkit.lm.ngram.arpa as arpa
 
     train_ngram([str(FIX / "train.txt")], str(tmp_path / "a.arpa"), order=3, jobs=1)
     train_ngram([str(FIX / "train.txt")], str(tmp_path / "a.counts"), order=3, smoothing="mle", jobs=1)
-    monkeypatch.setattr(arpa, "FORMAT_ROWS", 100)
     monkeypatch.setattr(arpa, "WRITE_ROWS", 37)
     monkeypatch.setattr(arpa, "FORMAT_CHUNK", 11)
     train_ngram([str(FIX / "train.txt")], str(tmp_path / "b.arpa"), order=3, jobs=3)
@@ -78,17 +77,17 @@ def test_arpa_written_in_tiny_chunks_is_the_same_file(tmp_path, monkeypatch):
     assert (tmp_path / "a.counts").read_bytes() == (tmp_path / "b.counts").read_bytes()
 
 
-def test_arpa_lines_with_long_words_are_the_same_whichever_way_they_are_assembled(tmp_path, monkeypatch):
-    """Lines are assembled from fixed-width columns, but those with a word longer than WORD_WIDTH byte by byte
-    and put back in their places: any width gives the same file (all lines slow, some, none)."""
-    import nlpkit.lm.ngram.arpa as arpa
+def test_arpa_lines_are_their_strings_one_after_another_whatever_their_lengths():
+    """Lines are made by scattering every string's first 16 bytes in line order (what follows a short one is
+    overwritten by the next: numpy scatters an index array's elements in order) and the rest of longer ones
+    afterwards: strings of 1 to 50 bytes, over three columns, come out joined, as Python joins them."""
+    from nlpkit.lm.ngram.arpa import _Heads, _lines, _Strings
 
-    train_ngram([str(FIX / "train.txt")], str(tmp_path / "a.arpa"), order=3)
-    train_ngram([str(FIX / "train.txt")], str(tmp_path / "a.counts"), order=3, smoothing="mle")
-    monkeypatch.setattr(arpa, "WRITE_ROWS", 53)
-    for width in (1, 4, 7):
-        monkeypatch.setattr(arpa, "WORD_WIDTH", width)
-        train_ngram([str(FIX / "train.txt")], str(tmp_path / "b.arpa"), order=3)
-        train_ngram([str(FIX / "train.txt")], str(tmp_path / "b.counts"), order=3, smoothing="mle")
-        assert (tmp_path / "a.arpa").read_bytes() == (tmp_path / "b.arpa").read_bytes(), width
-        assert (tmp_path / "a.counts").read_bytes() == (tmp_path / "b.counts").read_bytes(), width
+    rng = np.random.default_rng(0)
+    tables = []
+    for _ in range(3):
+        items = [bytes(rng.integers(33, 127, int(n), dtype=np.uint8)) for n in rng.integers(1, 51, 40)]
+        tables.append((items, _Heads(_Strings.of(items))))
+    rows = [rng.integers(0, 40, 500) for _ in tables]
+    want = b"".join(b"".join(items[r[i]] for (items, _), r in zip(tables, rows)) for i in range(500))
+    assert _lines([(heads, r) for (_, heads), r in zip(tables, rows)]).tobytes() == want

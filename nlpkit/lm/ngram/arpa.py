@@ -469,9 +469,8 @@ def _parse_chunk(src: _Text, data: bytes, cs: int, ce: int, before: int, k: int,
 # ------------------------------------------------------------------------------ writing
 
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
-WRITE_ROWS = 1 << 14                      # rows assembled at a time: memory stays small
+WRITE_ROWS = 1 << 16                      # lines made at a time (their distinct values formatted together)
 FORMAT_CHUNK = 1 << 16                    # values formatted at a time
-FORMAT_ROWS = 1 << 20                     # rows whose distinct values are formatted together
 
 
 class _Strings:
@@ -487,79 +486,81 @@ class _Strings:
         return cls(pool, np.cumsum(lens) - lens, lens)
 
 
-def _ragged(pool: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The segments pool[starts[i]:starts[i] + lens[i]] (lens >= 1) one after another, in one gather:
-    the gather index is a running sum of ones that jumps at each segment's start.  # [sum(lens)] uint8
-
-    ``pool b"ab cd", starts [3, 2, 0], lens [2, 1, 2] -> b"cd ab"``
-    """
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.uint8)
-    step = np.ones(total, dtype=np.int64)                          # int64: numpy gathers fastest with intp
-    begins = np.cumsum(lens[:-1])                                  # where segments 1.. start in the output
-    step[0] = starts[0]
-    step[begins] = starts[1:] - (starts[:-1] + lens[:-1] - 1)
-    return pool[np.cumsum(step, dtype=step.dtype, out=step)]
+_DIGITS4 = np.array([b"%04d" % i for i in range(10000)]).view(np.uint32)    # [10000] four ASCII digits each
+_POW10F = 10.0 ** np.arange(20)                                               # (what 10.0 ** f gives, looked up)
 
 
-def _digits(v: np.ndarray, width: int) -> np.ndarray:
-    """The `width` low decimal digits of integers held exactly in float64, most significant first.  # [n, width]"""
-    out = np.empty((len(v), width), dtype=np.uint8)
-    r = v.copy()
-    for j in range(width):
-        p = 10.0 ** (width - 1 - j)
-        d = np.floor(r / p)
-        out[:, j] = d
-        r -= d * p
+def _digit_chars(m: np.ndarray) -> np.ndarray:
+    """Integers 0 <= m < 10**16 as 16 ASCII digits with leading zeros, four at a time from a table.
+    # [n] -> [n, 4] uint32 (the bytes of each row in order)"""
+    out = np.empty((len(m), 4), dtype=np.uint32)
+    r = m
+    for g in (3, 2, 1):
+        q = r // 10000
+        out[:, g] = _DIGITS4[r - q * 10000]
+        r = q
+    out[:, 0] = _DIGITS4[r]
     return out
+
+
+_ROW = 32                                  # bytes a formatted value is laid out in (see `_decimal`)
 
 
 def _decimal(x: np.ndarray, end: bytes) -> tuple[_Strings, np.ndarray]:
     """'%.{7,8,9}g' (the fewest digits that read back to the same float32) of float32 values
     with 1e-4 <= |x| < 1e4, or 0, vectorized, each followed by `end` (one byte or none); and a
-    mask of the values this could not do."""
+    mask of the values this could not do.
+
+    The value rounded to 7, 8 or 9 significant digits is an integer m and a count f of fraction
+    digits (m / 10**f). Each value is laid out in a row of 32 bytes: its integer part in bytes 0-7
+    (digits, with leading zeros), the point in byte 8, its fraction in bytes 9-24 (digits, with
+    trailing zeros); the sign goes just before the first integer digit shown (the units at least) and
+    `end` just after the last fraction digit that is not 0 (on the point when there is none). The
+    string is that span of the row:
+    ``-0.25 -> m 2500000, f 7 -> "0000000-0.250000000000000\t" -> "-0.25\t"``"""
     a32 = np.abs(x)
     a = a32.astype(np.float64)
-    zero = a == 0
-    e = np.floor(np.log10(np.where(zero, 1.0, a))).astype(np.int64)
-    f = np.zeros(len(x), dtype=np.int64)
-    m = np.zeros(len(x), dtype=np.int64)
-    todo = np.flatnonzero(~zero)
-    for sig in (7, 8, 9):                                          # 9 digits always read back
+    e = np.floor(np.log10(np.where(a == 0, 1.0, a))).astype(np.int64)
+    f = 6 - e                                                      # 7 digits, then 8, 9 for those that need them
+    m = np.rint(a * _POW10F[f]).astype(np.int64)                  # (0 is m = 0 whatever f)
+    todo = np.flatnonzero((m / _POW10F[f]).astype(np.float32) != a32)
+    for sig in (8, 9):                                             # 9 digits always read back
         ft = sig - 1 - e[todo]
-        mt = np.rint(a[todo] * 10.0 ** ft).astype(np.int64)
-        ok = (mt / 10.0 ** ft).astype(np.float32) == a32[todo] if sig < 9 else np.ones(len(todo), dtype=bool)
+        scale = _POW10F[ft]
+        mt = np.rint(a[todo] * scale).astype(np.int64)
+        ok = (mt / scale).astype(np.float32) == a32[todo] if sig < 9 else np.ones(len(todo), dtype=bool)
         f[todo[ok]], m[todo[ok]] = ft[ok], mt[ok]
         todo = todo[~ok]
     bad = np.zeros(len(x), dtype=bool)
     bad[todo] = True
-    ip, fp = m // _POW10[f], m % _POW10[f]
-    FD = int(f.max(initial=0))
-    frac = _digits((fp * _POW10[FD - f]).astype(np.float64), FD)   # [n, FD], left-aligned
-    nz = frac != 0
-    flen = np.where(nz.any(axis=1), FD - np.argmax(nz[:, ::-1], axis=1), 0) if FD else np.zeros(len(x), np.int64)
-    nd = np.ones(len(x), dtype=np.int64)                           # integer digits ("0" has one)
-    for j in range(1, 6):
+    n = len(x)
+    unit = _POW10[f]
+    ip = m // unit                                                 # [n] integer part (< 10**8)
+    frac = m - ip * unit
+    frac *= _POW10[16 - f]                                         # the fraction's digits, left-aligned in 16
+    fd = _digit_chars(frac)                                        # [n, 4] uint32
+    nonzero = fd.view(np.uint8) != ord("0")                        # [n, 16]
+    shown = np.where(frac > 0, 16 - np.argmax(nonzero[:, ::-1], axis=1), 0)   # fraction digits shown
+    nd = np.ones(n, dtype=np.int64)                                # integer digits ("0" has one)
+    for j in range(1, 8):
         nd += ip >= _POW10[j]
-    ID = int(nd.max(initial=1))
-    ints = _digits(ip.astype(np.float64), ID)                      # [n, ID], right-aligned
-    E = len(end)
-    chars = np.empty((len(x), 2 + ID + FD + E), dtype=np.uint8)
-    keep = np.empty(chars.shape, dtype=bool)
-    chars[:, 0] = ord("-")
-    keep[:, 0] = np.signbit(x)
-    chars[:, 1:1 + ID] = ints + ord("0")
-    keep[:, 1:1 + ID] = np.arange(ID)[None, :] >= (ID - nd)[:, None]
-    chars[:, 1 + ID] = ord(".")
-    keep[:, 1 + ID] = flen > 0
-    chars[:, 2 + ID:2 + ID + FD] = frac + ord("0")
-    keep[:, 2 + ID:2 + ID + FD] = np.arange(FD)[None, :] < flen[:, None]
-    if E:
-        chars[:, -1] = end[0]
-        keep[:, -1] = True
-    lens = keep.sum(axis=1)
-    return _Strings(chars[keep], np.cumsum(lens) - lens, lens), bad
+    rows = np.empty((n, _ROW // 4), dtype=np.uint32)
+    hi = ip // 10000
+    rows[:, 0] = _DIGITS4[hi]
+    rows[:, 1] = _DIGITS4[ip - hi * 10000]
+    flat = rows.view(np.uint8).reshape(-1)
+    at = np.arange(0, n * _ROW, _ROW)                              # [n] where each row starts
+    np.ndarray((n, 4), dtype=np.uint32, buffer=flat, offset=9, strides=(_ROW, 4))[...] = fd
+    flat[at + 8] = ord(".")
+    first = at + 8 - nd                                            # first integer digit shown
+    neg = np.flatnonzero(np.signbit(x))
+    first[neg] -= 1
+    flat[first[neg]] = ord("-")
+    stop = at + np.where(shown > 0, 9 + shown, 8)                  # past the number
+    if end:
+        flat[stop] = end[0]
+        stop += 1
+    return _Strings(flat, first, stop - first), bad
 
 
 def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -586,8 +587,9 @@ def _shortest(u: np.ndarray, end: bytes) -> _Strings:
     lens = np.zeros(len(u), dtype=np.int64)
     starts = np.zeros(len(u), dtype=np.int64)
     if parts:
+        base = np.cumsum([0] + [len(p) for p in pool[:-1]])         # each part's offset in the pool
         lens[fast] = np.concatenate([p[0].lens for p in parts])
-        starts[fast] = np.cumsum(lens[fast]) - lens[fast]
+        starts[fast] = np.concatenate([p[0].starts + b for p, b in zip(parts, base.tolist())])
     slow = np.flatnonzero(~vectorized)
     if parts:
         slow = np.concatenate([slow, fast[np.concatenate([p[1] for p in parts])]])
@@ -628,115 +630,89 @@ def _int_strings(x: np.ndarray, end: bytes = b"") -> tuple[_Strings, np.ndarray]
     return _Strings.of([b"%d%s" % (v, end) for v in x[first].tolist()]), rows
 
 
-WORD_WIDTH = 16                           # words (with their separator) up to this many bytes take the fast path
+ITEM = 16                                 # bytes a line's strings are moved by: one complex128 (numpy's numeric
+                                          # gathers and scatters let go of the GIL, its void ones do not)
 
 
-class _Padded:
-    """Strings as fixed-width rows (zero-padded to the longest, or `cap` bytes: longer ones are `long`), so a
-    column of a block of lines is one gather of whole rows (`numpy.void` items) instead of a byte-level one;
-    `shown` is the same for the mask of the bytes that are not padding."""
-
-    def __init__(self, s: _Strings, cap: int | None = None, like: "_Padded | None" = None) -> None:
-        if like is not None:                # strings of the same lengths: share the width and the masks
-            w, self.long, self.shown = like.width, like.long, like.shown
-        else:
-            longest = int(s.lens.max(initial=1))
-            w = max(1, min(longest, cap) if cap else longest)
-            self.long = s.lens > w if longest > w else None                  # [count] or None
-        self.width = w
-        item = np.dtype((np.void, w))
-        pool = np.concatenate([s.pool, np.zeros(w, dtype=np.uint8)])        # (what follows a string is masked)
-        windows = np.lib.stride_tricks.sliding_window_view(pool, w)          # [len(pool) + 1, w], no copy
-        self.table = np.ascontiguousarray(windows[s.starts]).view(item).ravel()  # [count] items of w bytes
-        if like is None:
-            masks = np.arange(w)[None, :] < np.arange(w + 1)[:, None]       # [w + 1, w]: the first L bytes
-            self.shown = masks.view(np.uint8).view(item).ravel()[np.minimum(s.lens, w)]  # [count] 1 where shown
+def _windows(buf: np.ndarray) -> np.ndarray:
+    """A complex128 view starting at every byte of `buf`: w[i] = bytes i..i+15 (a raw 16-byte copy; the
+    bits are never computed with).  # [len(buf) - 15] complex128"""
+    return np.ndarray(shape=(len(buf) - ITEM + 1,), dtype=np.complex128, buffer=buf, strides=(1,))
 
 
-def _pad_words(padded: dict[int, _Padded], words: list[_Strings], last: int) -> None:
-    """`padded` holds the `_Padded` vocabulary followed by a space (0) and by `last` (1: a tab, 2: a newline);
-    the other one is let go (a section needs two; they share their masks)."""
-    if 0 not in padded:
-        padded[0] = _Padded(words[0], WORD_WIDTH)
-    if last not in padded:
-        padded.pop(3 - last, None)
-        padded[last] = _Padded(words[last], like=padded[0])
+class _Heads:
+    """Strings as the first 16 bytes of each (one aligned complex128, whatever follows the string in its pool
+    after it: overwritten when the next string is put down) and their lengths; the bytes of longer strings
+    past the 16th are put down afterwards, in windows of their pool."""
+
+    def __init__(self, s: _Strings) -> None:
+        pool = np.concatenate([s.pool, np.zeros(ITEM, dtype=np.uint8)])
+        self.window = _windows(pool)                                  # [len(pool) + 1]
+        self.starts, self.lens = s.starts, s.lens
+        self.head = self.window[s.starts]                             # [count] complex128, a copy
+        self.long = bool(len(s.lens)) and int(s.lens.max()) > ITEM
 
 
-def _assemble(columns: list[tuple[_Padded, np.ndarray]]) -> np.ndarray:
-    """Lines made of fixed-width columns (each a `_Padded` and the row of every line in it), the padding
-    left out: one gather per column into a [m, sum of widths] block, the same for its mask, one boolean
-    compress.  # [bytes] uint8"""
-    m = len(columns[0][1])
-    dtype = np.dtype([(f"c{c}", np.dtype((np.void, p.width))) for c, (p, _) in enumerate(columns)])
-    block = np.empty(m, dtype=dtype)                                          # [m] records: row-major is line order
-    keep = np.empty(m, dtype=dtype)
-    for c, (p, rows) in enumerate(columns):
-        block[f"c{c}"] = p.table[rows]
-        keep[f"c{c}"] = p.shown[rows]
-    return block.view(np.uint8)[keep.view(np.bool_)]
+def _lines(columns: list[tuple[_Heads, np.ndarray]]) -> np.ndarray:
+    """Lines made of strings (each column a `_Heads` and the row of every line in it), one after another.
+
+    Every string's first 16 bytes are scattered in line order into the output, at the sum of the lengths
+    before it: what follows a shorter string in its 16 bytes is overwritten by the next string (numpy
+    scatters the elements of an index array in order: `tests/lm/test_ngram_train.py` pins it), and the
+    last string's by nothing (the slack is cut off). Then the rest of the strings longer than 16 bytes,
+    in 16-byte windows that end inside them (in any order: they only write their own bytes).  # [bytes] uint8
+
+    ``[("-1.5\\t", "a\\n"), ("-2\\t", "bc\\n")] -> b"-1.5\\ta\\n-2\\tbc\\n"``
+    """
+    m, C = len(columns[0][1]), len(columns)
+    items = np.empty((m, C), dtype=np.complex128)                   # [m, C]: row-major is the order in the file
+    lens = np.empty((m, C), dtype=np.int64)
+    for c, (h, rows) in enumerate(columns):
+        items[:, c] = h.head.take(rows)
+        lens[:, c] = h.lens.take(rows)
+    at = np.cumsum(lens, axis=None)                                 # [m * C] where each string ends ...
+    total = int(at[-1]) if len(at) else 0
+    at -= lens.ravel()                                              # ... and starts
+    out = np.empty(total + ITEM, dtype=np.uint8)
+    dest = _windows(out)
+    dest[at] = items.ravel()
+    del items
+    at = at.reshape(m, C)
+    for c, (h, rows) in enumerate(columns):
+        if not h.long:
+            continue
+        sel = np.flatnonzero(lens[:, c] > ITEM)                    # the lines whose string here is longer
+        n, p, src = lens[sel, c], at[sel, c], h.starts[rows[sel]]
+        for j in range(1, (int(n.max(initial=0)) - 1) // ITEM + 1):  # window j ends 16 (j - 1) bytes before the end
+            more = np.flatnonzero(n > ITEM * j)
+            off = n[more] - ITEM * j
+            dest[p[more] + off] = h.window[src[more] + off]
+    return out[:total]
 
 
-def _section_lines(g, values: np.ndarray, backoffs: np.ndarray | None, words: list[_Strings],
-                   value_strings: Callable, padded_words: dict[int, _Padded] | None = None) -> Iterator[np.ndarray]:
-    """The lines of one section, WRITE_ROWS at a time (uint8 arrays): `_section_blocks`' blocks made in turn."""
-    return (block() for block in _section_blocks(g, values, backoffs, words, value_strings, padded_words))
-
-
-def _section_blocks(g, values: np.ndarray, backoffs: np.ndarray | None, words: list[_Strings],
-                    value_strings: Callable, padded_words: dict[int, _Padded] | None = None
-                    ) -> Iterator[Callable[[], np.ndarray]]:
+def _section_blocks(g, values: np.ndarray, backoffs: np.ndarray | None, words: list[_Heads],
+                    value_strings: Callable) -> Iterator[Callable[[], np.ndarray]]:
     """The lines of one section as functions that each make WRITE_ROWS of them (uint8 arrays), in order, so
-    that several threads can make them (numpy lets go of the GIL in its gathers). A line is strings one after
-    another: the value and a tab, every word and a space (the last a tab, or a newline when there is no
-    backoff: `words` holds the vocabulary followed by each), the backoff and a newline. Values are
-    formatted FORMAT_ROWS rows at a time, each distinct one once (`value_strings`, `_float_strings`), as
-    the functions are handed out. Lines are assembled from fixed-width columns (`_assemble`), but for the
-    lines with a word longer than `WORD_WIDTH`, gathered byte by byte (`_ragged`) and put back in their places."""
-    if padded_words is None:
-        padded_words = {}
-    _pad_words(padded_words, words, 1 if backoffs is not None else 2)
-    for b in range(0, len(g), FORMAT_ROWS):
-        block = slice(b, b + FORMAT_ROWS)
-        first = value_strings(values[block], b"\t")
-        last = _float_strings(backoffs[block], b"\n") if backoffs is not None else None
-        strings = [words[0], words[1 if last is not None else 2], first[0]] + ([last[0]] if last else [])
-        padded = [padded_words[0], padded_words[1 if last is not None else 2], _Padded(first[0])] + \
-            ([_Padded(last[0])] if last else [])
-        base = np.cumsum([0] + [len(s.pool) for s in strings])[:-1]        # each one's offset in the pool
-        pool = np.concatenate([s.pool for s in strings])
-        n = len(first[1])                                                    # rows in this block
-        for r in range(0, n, WRITE_ROWS):
-            yield partial(_block_lines, g, b + r, min(r + WRITE_ROWS, n) - r, first[1][r:r + WRITE_ROWS],
-                          last[1][r:r + WRITE_ROWS] if last is not None else None, strings, padded, base, pool)
+    that several threads can make them (numpy lets go of the GIL in its numeric gathers and scatters). A line
+    is strings one after another: the value and a tab, every word and a space (the last a tab, or a newline
+    when there is no backoff: `words` holds the vocabulary followed by each), the backoff and a newline.
+    Each function formats its own values, each distinct one once (`value_strings`, `_float_strings`)."""
+    for at in range(0, len(g), WRITE_ROWS):
+        yield partial(_block_lines, g, at, min(at + WRITE_ROWS, len(g)) - at, values, backoffs, words, value_strings)
 
 
-def _block_lines(g, at: int, m: int, value_rows: np.ndarray, backoff_rows: np.ndarray | None,
-                 strings: list[_Strings], padded: list[_Padded], base: np.ndarray, pool: np.ndarray) -> np.ndarray:
+def _block_lines(g, at: int, m: int, values: np.ndarray, backoffs: np.ndarray | None, words: list[_Heads],
+                 value_strings: Callable) -> np.ndarray:
     """Lines at..at+m of a section (see `_section_blocks`).  # [bytes] uint8"""
     ids = g[at:at + m]                                                       # [m, k]
     k = ids.shape[1]
-    which = [(2, value_rows)] + [(0 if j < k - 1 else 1, ids[:, j]) for j in range(k)]
-    if backoff_rows is not None:
-        which.append((3, backoff_rows))
-    slow = np.zeros(m, dtype=bool)                                           # [m] lines with a long word
-    for i, rows in which:
-        if padded[i].long is not None:
-            slow |= padded[i].long[rows]
-    if not slow.any():
-        return _assemble([(padded[i], rows) for i, rows in which])
-    fast = np.flatnonzero(~slow)
-    slow = np.flatnonzero(slow)
-    starts = np.empty((len(slow), len(which)), dtype=np.int64)               # [s, columns]: row-major is line order
-    lens = np.empty((len(slow), len(which)), dtype=np.int64)
-    line_len = np.zeros(m, dtype=np.int64)
-    for c, (i, rows) in enumerate(which):
-        np.add(strings[i].starts[rows[slow]], base[i], out=starts[:, c])
-        lens[:, c] = strings[i].lens[rows[slow]]
-        line_len += strings[i].lens[rows]
-    slow_bytes = _ragged(pool, starts.ravel(), lens.ravel())
-    fast_bytes = _assemble([(padded[i], rows[fast]) for i, rows in which]) if len(fast) else slow_bytes[:0]
-    return _interleave(fast_bytes, slow_bytes, line_len, slow)
+    strings, rows = value_strings(values[at:at + m], b"\t")
+    columns = [(_Heads(strings), rows)]
+    columns += [(words[0] if j < k - 1 else words[1 if backoffs is not None else 2], ids[:, j]) for j in range(k)]
+    if backoffs is not None:
+        strings, rows = _float_strings(backoffs[at:at + m], b"\n")
+        columns.append((_Heads(strings), rows))
+    return _lines(columns)
 
 
 def _in_order(blocks: Iterable[Callable[[], np.ndarray]], threads: int) -> Iterator[np.ndarray]:
@@ -757,23 +733,6 @@ def _in_order(blocks: Iterable[Callable[[], np.ndarray]], threads: int) -> Itera
             yield ahead.popleft().result()
 
 
-def _interleave(fast_bytes: np.ndarray, slow_bytes: np.ndarray, line_len: np.ndarray, slow: np.ndarray) -> np.ndarray:
-    """The lines in order again, from the lines not in `slow` (one after another in `fast_bytes`) and those in
-    `slow` (ascending line numbers; in `slow_bytes`), each line `line_len` bytes: runs of fast lines between
-    the slow ones.  # [bytes] uint8"""
-    is_slow = np.zeros(len(line_len), dtype=bool)
-    is_slow[slow] = True
-    fast_end = np.cumsum(np.where(is_slow, 0, line_len)).tolist()           # fast bytes before each line's end
-    slow_end = np.cumsum(line_len[slow]).tolist()
-    pieces, f0, s0 = [], 0, 0
-    for j, line in enumerate(slow.tolist()):
-        f1 = fast_end[line]
-        pieces += [fast_bytes[f0:f1], slow_bytes[s0:slow_end[j]]]
-        f0, s0 = f1, slow_end[j]
-    pieces.append(fast_bytes[f0:])
-    return np.concatenate(pieces)
-
-
 def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], sections: Iterable[tuple],
                      options: dict[str, str], comments: Sequence[str] = (), threads: int = 1) -> None:
     """Write an ARPA file (kind "arpa") or a counts file ("counts"); `.gz` compresses.
@@ -782,12 +741,11 @@ def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], s
     order, (rows, values, backoffs or None): `rows` [n_k, k] word ids in the order to write (an
     array, or anything whose slices are, such as `NgramRows`; the trainer's is lexicographic).
     Each section is written as it comes (the trainer estimates an order while the one below is
-    written out); the lines are gathered from byte strings with numpy (`_section_blocks`), by `threads`
+    written out); the lines are made from byte strings with numpy (`_section_blocks`), by `threads`
     threads.
     """
     encoded = [w.encode("utf-8", "surrogateescape") for w in vocab]
-    words = [_Strings.of([w + sep for w in encoded]) for sep in (b" ", b"\t", b"\n")]
-    padded_words: dict[int, _Padded] = {}
+    words = [_Heads(_Strings.of([w + sep for w in encoded])) for sep in (b" ", b"\t", b"\n")]
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "wb") as out:
@@ -799,8 +757,7 @@ def write_model_file(path: str, kind: str, vocab: list[str], sizes: list[int], s
                 out.write(f"\\{k}-grams:\n".encode())
                 has_backoff = kind == "arpa" and k < len(sizes)
                 value_strings = _float_strings if kind == "arpa" else _int_strings
-                blocks = _section_blocks(g, values, backoffs if has_backoff else None, words, value_strings,
-                                         padded_words)
+                blocks = _section_blocks(g, values, backoffs if has_backoff else None, words, value_strings)
                 for lines in _in_order(blocks, threads):
                     out.write(lines)
                 out.write(b"\n")
