@@ -1,6 +1,7 @@
 """n-gram models: nlpkit against KenLM (lmplz, and the `kenlm` Python module), side by side in one run.
 
-    python benchmarks/ngram.py [--order 5] [--skip-train] [--skip-query] [--skip-heldout] [--card-neural]
+    python benchmarks/ngram.py [--order 5] [--train-only] [--skip-train] [--skip-query] [--skip-heldout]
+                               [--card-neural]
 
 1. Training on the whole Gutenberg corpus (30 novels, 33 MB, as distributed): `nlpkit ngram-train
    --order 5` against `lmplz -o 5 -S 2G --discount_fallback` (when built: $KENLM_BIN, see
@@ -323,9 +324,12 @@ def main() -> None:
     ap.add_argument("--skip-train", action="store_true")
     ap.add_argument("--skip-query", action="store_true")
     ap.add_argument("--skip-heldout", action="store_true")
+    ap.add_argument("--train-only", action="store_true", help="only part 1, training against lmplz")
     ap.add_argument("--card-neural", action="store_true",
                     help="print the default model's bits per byte from its card instead of scoring the novel")
     args = ap.parse_args()
+    if args.train_only:
+        args.skip_query = args.skip_heldout = True
     if not DATA.is_dir():
         sys.exit(f"no corpus at {DATA}")
     try:
