@@ -32,6 +32,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from nlpkit.lm.ngram.ngram_counts import BOS, EOS, UNK, NgramCounts
+from nlpkit.workers import trim_heap
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 F32 = np.float32
@@ -103,88 +104,121 @@ def estimate_discounts(counts: NgramCounts, warn: Callable[[str], None] | None =
     return discounts, fallback
 
 
-def _context_groups(keys: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted keys of one order -> (the first row of each context's run [G], each row's run [n] int32)."""
+def _context_starts(keys: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted keys of one order -> (whether each row starts its context's run [n] bool, the first row of
+    each run [G])."""
     new = np.empty(len(keys), dtype=bool)
     new[:1] = True
     for i in range(0, len(keys), CHUNK):                            # the context rows a chunk at a time (memory)
         ctx = keys[i:i + CHUNK + 1] // V                            # [<= CHUNK + 1] the context's row in the order below
         np.not_equal(ctx[1:], ctx[:-1], out=new[i + 1:i + 1 + len(ctx) - 1])
-    group = np.cumsum(new, dtype=np.int32)
-    group -= 1
-    return np.flatnonzero(new), group
+    starts = np.flatnonzero(new)
+    return new, starts.astype(np.int32) if len(keys) < 2**31 else starts
 
 
-def _interpolation(a: np.ndarray, d: tuple[float, float, float], starts: np.ndarray, group: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Step 3 for one order: (u(w|c) per row [n], gamma(c) per context [G]), float32."""
+def _interpolation(a: np.ndarray, d: tuple[float, float, float], new: np.ndarray, starts: np.ndarray,
+                   lower: Callable[[slice], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Steps 3 and 4 for one order: (p(w|c) = u(w|c) + gamma(c) p(w|c') per row [n], gamma(c) per context
+    [G]), float32; `lower(rows)` gives p(w|c') of a slice of rows. The rows are computed CHUNK at a time
+    (memory: no [n] temporaries), each context's run of rows found from `new`."""
     dvec = np.array([0.0, *d], dtype=F32)
     capped = np.minimum(a, 3).astype(np.int8)                       # [n] which discount applies
-    denom = np.add.reduceat(a, starts, dtype=np.int64).astype(F32)  # [G] sum_w a(cw)
-    gamma = np.zeros(len(starts), dtype=F32)
-    for j in (1, 2, 3):                                             # D1 N1(c) + D2 N2(c) + D3 N3+(c)
-        n_j = np.bincount(group[capped == j], minlength=len(starts))
-        gamma = gamma + dvec[j] * n_j.astype(F32)
-    gamma = gamma / denom
-    u = a.astype(F32)                                               # (a - D) / denom, in place: one [n] array
-    u -= dvec[capped]
-    del capped
-    u /= denom[group]
-    return u, gamma
+    G = len(starts)
+    denom = np.empty(G, dtype=F32)                                  # [G] sum_w a(cw)
+    gamma = np.empty(G, dtype=F32)
+    for c in range(0, G, CHUNK):                                    # CHUNK contexts at a time (memory)
+        first = starts[c:c + CHUNK]
+        rows = slice(int(first[0]), int(starts[c + CHUNK]) if c + CHUNK < G else len(a))
+        first = first - first[0]                                    # (their rows from the chunk's first)
+        total = np.add.reduceat(a[rows], first, dtype=np.int64).astype(F32)
+        g = np.zeros(len(first), dtype=F32)
+        for j in (1, 2, 3):                                         # D1 N1(c) + D2 N2(c) + D3 N3+(c)
+            n_j = np.add.reduceat(capped[rows] == j, first, dtype=np.int64)
+            g = g + dvec[j] * n_j.astype(F32)
+        denom[c:c + CHUNK] = total
+        gamma[c:c + CHUNK] = g / total
+    p = np.empty(len(a), dtype=F32)
+    before = -1                                                     # the context of the row before the chunk
+    for i in range(0, len(a), CHUNK):
+        rows = slice(i, i + CHUNK)
+        group = np.cumsum(new[rows], dtype=np.int32)                # [chunk] each row's context
+        group += before
+        before = int(group[-1])
+        u = a[rows].astype(F32)                                     # (a - D) / denom
+        u -= dvec[capped[rows]]
+        u /= denom[group]
+        g = gamma[group]
+        g *= lower(rows)
+        u += g
+        p[rows] = u
+    return p, gamma
+
+
+class Log10:
+    """log10 p capped at 0 (as lmplz writes it), made a slice at a time from the probabilities (the writer
+    asks for blocks of rows: no second [n] array).  ``Log10(p)[a:b] -> [b - a] float32``"""
+
+    def __init__(self, p: np.ndarray) -> None:
+        self.p = p
+
+    def __len__(self) -> int:
+        return len(self.p)
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            lp = np.log10(self.p[rows])
+        np.minimum(F32(0.0), lp, out=lp)
+        return lp
 
 
 def _set_backoffs(backoff: np.ndarray, counts: NgramCounts, k: int, starts: np.ndarray, gamma: np.ndarray) -> None:
     """Step 5: log10 gamma into the backoffs of order k-1 [n_{k-1}] at the contexts of order k (their
     runs start at `starts`), but not for contexts that end in <unk> or </s>."""
     V = len(counts.vocab)
-    ctx = counts.keys[k - 1][starts] // V                    # [G] rows of order k-1
-    last = counts.keys[k - 2][ctx] % V
-    ok = (last != UNK) & (last != EOS)
-    backoff[ctx[ok]] = np.log10(gamma[ok])
+    for c in range(0, len(starts), CHUNK):                  # CHUNK contexts at a time (memory)
+        ctx = counts.keys[k - 1][starts[c:c + CHUNK]] // V   # [chunk] rows of order k-1
+        last = counts.keys[k - 2][ctx] % V
+        ok = (last != UNK) & (last != EOS)
+        backoff[ctx[ok]] = np.log10(gamma[c:c + CHUNK][ok])
 
 
 def kneser_ney_orders(counts: NgramCounts, discounts: list[tuple[float, float, float]], release: bool = False
                       ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(log10 p [n_k], log10 backoff [n_k]) float32 of each order k = 1..N in turn (steps 3-5).
+    """(log10 p [n_k] (a `Log10`: arrays a slice at a time), log10 backoff [n_k]) float32 of each order
+    k = 1..N in turn (steps 3-5).
 
     Order k is handed out once order k+1's contexts have given its backoffs; then only its
     probabilities stay, for order k+1's interpolation. With `release`, each order's raw counts
     and suffix rows are dropped from `counts` once used (memory: `counts` keeps only its keys)."""
     order, V = counts.order, len(counts.vocab)
+    uniform = F32(1.0 / F32(V - 1))                # order 1 interpolates with 1/|V|: <unk> in, <s> out
     lower = None                                   # p of the order below, per row
-    done = None                                    # (logprob, backoff) of the order below
+    done = None                                    # (log10 p, backoff) of the order below
     for k in range(1, order + 1):
+        trim_heap()                                # (the order below's temporaries, and its lines written)
         a = adjusted_counts(counts, k)
         if release:
             counts.counts[k - 1] = None
-        starts, group = _context_groups(counts.keys[k - 1], V)
-        u, gamma = _interpolation(a, discounts[k - 1], starts, group)
-        del a
-        g = gamma[group]
-        del group
+        new, starts = _context_starts(counts.keys[k - 1], V)
         if k == 1:
-            u[UNK] = 0.0
-            u[BOS], g[BOS] = 1.0, 0.0
-            lower = np.full(len(u), F32(1.0 / F32(V - 1)), dtype=F32)    # uniform: <unk> in, <s> out
+            p, gamma = _interpolation(a, discounts[0], new, starts, lambda rows: uniform)
+            p[UNK] = gamma[0] * uniform            # one context: every unigram's
+            p[BOS] = 1.0
         else:
-            lower = lower[counts.suffix[k - 1]]
+            suffix = counts.suffix[k - 1]
             if release:
                 counts.suffix[k - 1] = None
-        g *= lower
-        del lower
-        u += g                                      # p(w|c) = u(w|c) + gamma(c) p(w|c')
-        del g
-        p = u
+            p, gamma = _interpolation(a, discounts[k - 1], new, starts, lambda rows: lower[suffix[rows]])
+            del suffix
+        del a, new
         if done is not None:
             _set_backoffs(done[1], counts, k, starts, gamma)
         del starts, gamma
+        trim_heap()
         if done is not None:
             yield done
             done = None
-        with np.errstate(divide="ignore"):
-            lp = np.log10(p)
-        np.minimum(F32(0.0), lp, out=lp)
-        done = (lp, np.zeros(len(p), dtype=F32))
+        done = (Log10(p), np.zeros(len(p), dtype=F32))
         lower = p
     yield done
 

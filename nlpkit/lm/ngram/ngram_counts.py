@@ -28,6 +28,7 @@ import numpy as np
 
 from nlpkit.distributed.shards import CountingStage, Shard
 from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.workers import trim_heap
 
 UNK, BOS, EOS = 0, 1, 2
 SPECIALS = ("<unk>", "<s>", "</s>")
@@ -101,45 +102,51 @@ def row_dtype(n: int) -> type:
     return np.int32 if n < 2**31 else np.int64
 
 
-def sorted_unique(keys: np.ndarray, weights: np.ndarray | None = None
+def sorted_unique(keys: np.ndarray | list[np.ndarray], weights: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Non-negative int64 keys [n] -> (the distinct keys sorted [u], how often each occurs (int32 while
     n fits) or the sum of its `weights` (int64) [u], the row of every key in them [n]). `keys` is
-    consumed (sorted in place).
+    consumed (sorted in place); given as ``[keys]``, the list is emptied and the keys let go as soon as
+    their table is made (memory: the caller holds no reference to them).
 
     One sort: when a key and its position fit in 64 bits together they are sorted as one uint64
     (numpy's vectorized sort, ~5x faster than an argsort), else argsort.
     ``[7, 3, 7] -> [3, 7], [1, 2], [1, 0, 1]``
     """
+    if isinstance(keys, list):
+        keys = keys.pop()
     n = len(keys)
     if n == 0:
         return keys, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
-    pos_bits = max(1, (n - 1).bit_length())
     packed = None
+    pos_bits = max(1, (n - 1).bit_length())
     if int(keys.max()).bit_length() + pos_bits <= 64:
         packed = keys.view(np.uint64)
         packed <<= np.uint64(pos_bits)
         positions = np.arange(n, dtype=np.uint64)
         packed |= positions
         packed.sort()
-        order = np.bitwise_and(packed, np.uint64((1 << pos_bits) - 1), out=positions).view(np.int64)
+        np.bitwise_and(packed, np.uint64((1 << pos_bits) - 1), out=positions)
+        order = positions.astype(row_dtype(n))                     # (int32: memory for what follows)
         del positions
         packed >>= np.uint64(pos_bits)
     else:
         order = np.argsort(keys)
         keys = keys[order]
+    del packed                                                     # (`keys` is the sorted keys)
     new = np.empty(n, dtype=bool)                                  # [n] first of its run of equal keys
     new[0] = True
     np.not_equal(keys[1:], keys[:-1], out=new[1:])
+    table = keys[new]                                              # [u]
+    del keys                                                       # (memory for what follows)
     starts = np.flatnonzero(new)                                   # [u]
-    table = keys[starts]
     if weights is None:                                            # run lengths, at most n
         counts = np.empty(len(starts), dtype=row_dtype(n))
         np.subtract(starts[1:], starts[:-1], out=counts[:-1])
         counts[-1] = n - starts[-1]
     else:
         counts = np.add.reduceat(weights[order], starts, dtype=np.int64)
-    del starts, keys, packed                                       # (the sorted keys: memory for what follows)
+    del starts
     rank = np.cumsum(new, dtype=row_dtype(len(table)))
     del new
     rank -= 1
@@ -153,14 +160,17 @@ def narrow(counts: np.ndarray) -> np.ndarray:
     return counts.astype(np.int32, copy=False) if counts.max(initial=0) < 2**31 else counts
 
 
-def count_orders(seq: np.ndarray, offset: np.ndarray, order: int, vocab_size: int
+def count_orders(sentences: list[np.ndarray], order: int, vocab_size: int
                  ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    """The padded sentences [T] (word ids, and each position's offset in its sentence, which may be
-    clipped at `order`) -> keys, counts and suffix rows of every order (`NgramCounts`' fields).
+    """The padded sentences, ``[seq, offset]`` [T] (word ids, and each position's offset in its sentence,
+    which may be clipped at `order`) -> keys, counts and suffix rows of every order (`NgramCounts`' fields).
+    The list is emptied (memory: the sentences are let go before the last order is sorted).
 
     Order k's keys come from the row of the (k-1)-gram ending one position earlier and the word
     here; the k-gram's suffix is the (k-1)-gram ending here.
     """
+    seq, offset = sentences
+    sentences.clear()
     V = vocab_size
     unigrams = np.bincount(seq, minlength=V)              # <s> only ever starts a sentence: never predicted
     unigrams[BOS] = 0
@@ -173,14 +183,25 @@ def count_orders(seq: np.ndarray, offset: np.ndarray, order: int, vocab_size: in
         ends -= 1                                         # (in place, as below: no copy of n positions)
         prefix = rows[ends]
         ends += 1
-        table, c, at = sorted_unique(ngram_keys(prefix, seq[ends], V))
+        keys_k = [ngram_keys(prefix, seq[ends], V)]
         del prefix
+        if k == order:                                    # the last order: only the suffix rows are still needed
+            suffix_rows = rows[ends]
+            del seq, offset, rows, ends
+            table, c, at = sorted_unique(keys_k)
+            suf = np.empty(len(table), dtype=suffix_rows.dtype)
+            suf[at] = suffix_rows
+            del at, suffix_rows
+            keys.append(table)
+            counts.append(narrow(c))
+            suffix.append(suf)
+            break
+        table, c, at = sorted_unique(keys_k)
         suf = np.empty(len(table), dtype=rows.dtype)
         suf[at] = rows[ends]                              # every k-gram at a row has the same suffix
-        if k < order:                                     # order k+1 reads only positions that end a k-gram
-            if rows is seq or rows.dtype != at.dtype:
-                rows = np.empty(len(seq), dtype=at.dtype)
-            rows[ends] = at                               # (the other positions keep stale rows, never read)
+        if rows is seq or rows.dtype != at.dtype:         # order k+1 reads only positions that end a k-gram
+            rows = np.empty(len(seq), dtype=at.dtype)
+        rows[ends] = at                                   # (the other positions keep stale rows, never read)
         del ends, at
         keys.append(table)
         counts.append(narrow(c))
@@ -281,9 +302,11 @@ def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
     if result.sentences == 0:
         raise EmptyCorpus(f"{', '.join(_names(paths))}: empty corpus, no lines to count")
     result.vocab = list(vocab)
-    seq, offset = np.concatenate(seqs), np.concatenate(offsets)
+    del encoder, vocab
+    sentences = [np.concatenate(seqs), np.concatenate(offsets)]
     del seqs, offsets
-    result.keys, result.counts, result.suffix = count_orders(seq, offset, order, len(vocab))
+    trim_heap()                                           # the blocks' arrays (see `trim_heap`)
+    result.keys, result.counts, result.suffix = count_orders(sentences, order, len(result.vocab))
     return result
 
 
