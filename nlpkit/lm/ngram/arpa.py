@@ -491,16 +491,19 @@ _DIGITS4 = np.array([b"%04d" % i for i in range(10000)]).view(np.uint32)    # [1
 _POW10F = 10.0 ** np.arange(20)                                               # (what 10.0 ** f gives, looked up)
 
 
-def _digit_chars(m: np.ndarray) -> np.ndarray:
-    """Integers 0 <= m < 10**16 as 16 ASCII digits with leading zeros, four at a time from a table.
-    # [n] -> [n, 4] uint32 (the bytes of each row in order)"""
-    out = np.empty((len(m), 4), dtype=np.uint32)
+_TRAILING4 = np.array([4] + [len(b"%04d" % i) - len((b"%04d" % i).rstrip(b"0")) for i in range(1, 10000)],
+                      dtype=np.int64)                                 # [10000] trailing zeros of each 4 digits
+
+
+def _digit_groups(m: np.ndarray) -> np.ndarray:
+    """Integers 0 <= m < 10**16 as four groups of four decimal digits, most significant first.  # [n] -> [4, n]"""
+    out = np.empty((4, len(m)), dtype=np.int64)
     r = m
     for g in (3, 2, 1):
         q = r // 10000
-        out[:, g] = _DIGITS4[r - q * 10000]
+        np.subtract(r, q * 10000, out=out[g])
         r = q
-    out[:, 0] = _DIGITS4[r]
+    out[0] = r
     return out
 
 
@@ -539,19 +542,24 @@ def _decimal(x: np.ndarray, end: bytes) -> tuple[_Strings, np.ndarray]:
     ip = m // unit                                                 # [n] integer part (< 10**8)
     frac = m - ip * unit
     frac *= _POW10[16 - f]                                         # the fraction's digits, left-aligned in 16
-    fd = _digit_chars(frac)                                        # [n, 4] uint32
-    nonzero = fd.view(np.uint8) != ord("0")                        # [n, 16]
-    shown = np.where(frac > 0, 16 - np.argmax(nonzero[:, ::-1], axis=1), 0)   # fraction digits shown
+    groups = _digit_groups(frac)                                   # [4, n]
+    zeros = np.where(groups[3] > 0, _TRAILING4[groups[3]],          # trailing zeros of the 16 digits
+                     np.where(groups[2] > 0, 4 + _TRAILING4[groups[2]],
+                              np.where(groups[1] > 0, 8 + _TRAILING4[groups[1]], 12 + _TRAILING4[groups[0]])))
+    shown = 16 - zeros                                             # fraction digits shown (0 for none)
     nd = np.ones(n, dtype=np.int64)                                # integer digits ("0" has one)
     for j in range(1, 8):
         nd += ip >= _POW10[j]
-    rows = np.empty((n, _ROW // 4), dtype=np.uint32)
+    flat = np.empty(n * _ROW, dtype=np.uint8)
     hi = ip // 10000
-    rows[:, 0] = _DIGITS4[hi]
-    rows[:, 1] = _DIGITS4[ip - hi * 10000]
-    flat = rows.view(np.uint8).reshape(-1)
+
+    def column(byte: int) -> np.ndarray:                           # the 4 bytes at `byte` of every row, as uint32
+        return np.ndarray((n,), dtype=np.uint32, buffer=flat, offset=byte, strides=(_ROW,))
+    column(0)[...] = _DIGITS4[hi]
+    column(4)[...] = _DIGITS4[ip - hi * 10000]
+    for g in range(4):
+        column(9 + 4 * g)[...] = _DIGITS4[groups[g]]
     at = np.arange(0, n * _ROW, _ROW)                              # [n] where each row starts
-    np.ndarray((n, 4), dtype=np.uint32, buffer=flat, offset=9, strides=(_ROW, 4))[...] = fd
     flat[at + 8] = ord(".")
     first = at + 8 - nd                                            # first integer digit shown
     neg = np.flatnonzero(np.signbit(x))
@@ -649,7 +657,8 @@ class _Heads:
     def __init__(self, s: _Strings) -> None:
         pool = np.concatenate([s.pool, np.zeros(ITEM, dtype=np.uint8)])
         self.window = _windows(pool)                                  # [len(pool) + 1]
-        self.starts, self.lens = s.starts, s.lens
+        self.starts = s.starts
+        self.lens = s.lens.astype(np.int32)                           # (strings are shorter than 2 GB)
         self.head = self.window[s.starts]                             # [count] complex128, a copy
         self.long = bool(len(s.lens)) and int(s.lens.max()) > ITEM
 
@@ -667,27 +676,30 @@ def _lines(columns: list[tuple[_Heads, np.ndarray]]) -> np.ndarray:
     """
     m, C = len(columns[0][1]), len(columns)
     items = np.empty((m, C), dtype=np.complex128)                   # [m, C]: row-major is the order in the file
-    lens = np.empty((m, C), dtype=np.int64)
+    lens = np.empty((m, C), dtype=np.int32)
     for c, (h, rows) in enumerate(columns):
         items[:, c] = h.head.take(rows)
         lens[:, c] = h.lens.take(rows)
-    at = np.cumsum(lens, axis=None)                                 # [m * C] where each string ends ...
+    lens = lens.reshape(-1)
+    at = np.cumsum(lens, dtype=np.int64)                            # [m * C] where each string ends ...
     total = int(at[-1]) if len(at) else 0
-    at -= lens.ravel()                                              # ... and starts
+    at -= lens                                                      # ... and starts
     out = np.empty(total + ITEM, dtype=np.uint8)
     dest = _windows(out)
-    dest[at] = items.ravel()
+    dest[at] = items.reshape(-1)
     del items
-    at = at.reshape(m, C)
-    for c, (h, rows) in enumerate(columns):
-        if not h.long:
-            continue
-        sel = np.flatnonzero(lens[:, c] > ITEM)                    # the lines whose string here is longer
-        n, p, src = lens[sel, c], at[sel, c], h.starts[rows[sel]]
-        for j in range(1, (int(n.max(initial=0)) - 1) // ITEM + 1):  # window j ends 16 (j - 1) bytes before the end
-            more = np.flatnonzero(n > ITEM * j)
-            off = n[more] - ITEM * j
-            dest[p[more] + off] = h.window[src[more] + off]
+    if any(h.long for h, _ in columns):
+        longer = np.flatnonzero(lens > ITEM)                       # [s] the strings longer than 16 bytes
+        line, col = np.divmod(longer, C)
+        for c, (h, rows) in enumerate(columns):
+            if not h.long:
+                continue
+            here = col == c
+            n, p, src = lens[longer[here]], at[longer[here]], h.starts[rows[line[here]]]
+            for j in range(1, (int(n.max(initial=0)) - 1) // ITEM + 1):  # window j ends 16 (j - 1) bytes before the end
+                more = np.flatnonzero(n > ITEM * j)
+                off = n[more] - ITEM * j
+                dest[p[more] + off] = h.window[src[more] + off]
     return out[:total]
 
 

@@ -78,8 +78,11 @@ class NgramRows:
         key = self.keys[self.k - 1][sl]
         out = np.empty((len(key), self.k), dtype=np.int32)
         for j in range(self.k - 1, 0, -1):               # last word, then down the prefixes
-            out[:, j] = key % self.V
-            key = self.keys[j - 1][key // self.V]
+            prefix = key // self.V
+            last = prefix * self.V                       # (key - prefix * V: no second division)
+            np.subtract(key, last, out=last)
+            out[:, j] = last
+            key = self.keys[j - 1].take(prefix)
         out[:, 0] = key                                  # an order-1 key is the word id
         return out
 
