@@ -163,7 +163,7 @@ def bench_train(order: int) -> None:
         ref = tmp / "lmplz.arpa"
         t = run_measured(lmplz_cmd(order, ref), stdin_paths=paths)
         print(f"{'':28s} {'lmplz':8s} {t[0]:8.1f} {t[1]:8.1f} {t[2]:8.0f}   "
-              f"ratio wall {o[0] / t[0]:.1f}x, memory {o[2] / t[2]:.1f}x (nlpkit / lmplz)")
+              f"ratio wall {o[0] / t[0]:.2f}x, memory {o[2] / t[2]:.2f}x (nlpkit / lmplz)")
         print(f"check: {compare_arpas(mine, ref)}; ARPA {mine.stat().st_size / 1e6:.0f} MB")
     else:
         print(f"lmplz not built ({KENLM_BIN}): see tools/make_ngram_fixtures.py")

@@ -91,6 +91,7 @@ def estimate_discounts(counts: NgramCounts, warn: Callable[[str], None] | None =
     """The discounts of every order (step 2), and the orders that fell back (a warning each)."""
     discounts, fallback = [], []
     for k in range(1, counts.order + 1):
+        trim_heap()                                 # (the arrays of the order below: `trim_heap`)
         n = count_of_counts(adjusted_counts(counts, k))
         d = discounts_from(n)
         if d is None:

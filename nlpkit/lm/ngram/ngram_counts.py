@@ -310,6 +310,7 @@ def count_ngrams(paths: Sequence[str], order: int, *, lowercase: bool = False,
     del seqs, offsets
     trim_heap()                                           # the blocks' arrays (see `trim_heap`)
     result.keys, result.counts, result.suffix = count_orders(sentences, order, len(result.vocab))
+    trim_heap()                                           # the sorts' arrays
     return result
 
 
