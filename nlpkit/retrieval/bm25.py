@@ -160,6 +160,7 @@ class BM25Index:
     _id_rank: np.ndarray | None = field(default=None, repr=False)
     source: str = field(default="", repr=False)   # the directory it was loaded from (for messages)
     _checked: np.ndarray | None = field(default=None, repr=False)   # [V] bool: terms whose postings passed
+    _score_range: np.ndarray | None = field(default=None, repr=False)   # [V, 2]: (min, max) of a checked term
 
     @property
     def doc_mask(self) -> np.uint32 | None:
@@ -168,18 +169,36 @@ class BM25Index:
 
     def check_terms(self, terms: Sequence[int]) -> None:
         """`check_docs` for the postings of these terms, each term once per index object (a query
-        pays only for the terms no earlier query had)."""
+        pays only for the terms no earlier query had); notes each term's smallest and largest
+        posting score on the way (`score_range`)."""
         if self._checked is None:
             self._checked = np.zeros(len(self.vocab), dtype=bool)
-        new = [t for t in set(terms) if not self._checked[t]]
-        if not new:
+            self._score_range = np.empty((len(self.vocab), 2))
+        terms = np.asarray(terms, dtype=np.int64)
+        if self._checked[terms].all():
             return
+        new = np.unique(terms[~self._checked[terms]]).tolist()
         spans = [(int(self.indptr[t]), int(self.indptr[t + 1])) for t in new]
         docs = np.concatenate([self.postings[s:e] for s, e in spans])
         if self.doc_mask is not None:
             docs = docs & self.doc_mask
-        self.check_docs(docs, [e - s for s, e in spans])
+        lengths = [e - s for s, e in spans]
+        self.check_docs(docs, lengths)
+        scores = np.concatenate([self.scores[s:e] for s, e in spans]).astype(np.float64)
+        ranges = np.tile([np.inf, -np.inf], (len(new), 1))       # a term without postings: no score
+        some = [i for i, m in enumerate(lengths) if m]
+        if some:
+            firsts = (np.cumsum(lengths) - lengths)[some]
+            ranges[some, 0] = np.minimum.reduceat(scores, firsts)   # NaN if one is NaN
+            ranges[some, 1] = np.maximum.reduceat(scores, firsts)
+        self._score_range[new] = ranges
         self._checked[new] = True
+
+    def score_range(self, terms: Sequence[int]) -> np.ndarray:  # [T] -> [T, 2] float64
+        """The smallest and largest posting score of each term ((inf, -inf) when it has none; NaN
+        when one is NaN): every score is finite when min > -inf and max < inf, positive when min > 0."""
+        self.check_terms(terms)
+        return self._score_range[np.asarray(terms, dtype=np.int64)]
 
     def check_docs(self, docs: np.ndarray, lengths: Sequence[int] | None = None) -> None:
         """Document numbers read from the postings must be below n_docs and, within each term's run of
