@@ -136,12 +136,8 @@ class _Decoded:
         scores = np.concatenate([index.scores[s:e] for s, e in spans]).astype(np.float64)
         ends = list(accumulate(e - s for s, e in spans))
         firsts = [0] + ends[:-1]
-        good = np.isfinite(scores) & (scores > 0)                           # [P]
-        nonempty = [i for i, (a, z) in enumerate(zip(firsts, ends)) if z > a]
-        clean = [False] * len(spans)
-        if nonempty:
-            for i, ok in zip(nonempty, np.logical_and.reduceat(good, [firsts[i] for i in nonempty]).tolist()):
-                clean[i] = ok
+        low, high = index.score_range(list(new)).T                          # (`check_terms` noted them)
+        clean = ((low > 0) & (high < np.inf) & np.array([z > a for a, z in zip(firsts, ends)])).tolist()
         keep = len(docs) <= self.budget
         if keep:
             self.budget -= len(docs)
@@ -270,9 +266,8 @@ def top_k(index: BM25Index, terms: list[int], docs: np.ndarray, scores: np.ndarr
     """`index.search` of a query given its term ids and their postings (`docs` [P] int64 and `scores`
     [P] float, the terms' postings one after another, term j's ending at `bounds[j]`). `clean`: every
     score is finite and above 0 (computed from `scores` when None)."""
-    empty = (np.empty(0, np.int64), np.empty(0, np.float64))
     if not terms or k <= 0:
-        return empty
+        return np.empty(0, np.int64), np.empty(0, np.float64)
     nonocc = index.variant in NONOCC_VARIANTS
     if clean is None:
         clean = bool(len(scores)) and bool(np.isfinite(scores).all()) and float(scores.min()) > 0
