@@ -124,6 +124,7 @@ def _interpolation(a: np.ndarray, d: tuple[float, float, float], new: np.ndarray
     (memory: no [n] temporaries), each context's run of rows found from `new`."""
     dvec = np.array([0.0, *d], dtype=F32)
     capped = np.minimum(a, 3).astype(np.int8)                       # [n] which discount applies
+    classes = np.array([0, 1, 1 << 21, 1 << 42], dtype=np.int64)    # N1, N2, N3+ as 21-bit fields of one sum
     G = len(starts)
     denom = np.empty(G, dtype=F32)                                  # [G] sum_w a(cw)
     gamma = np.empty(G, dtype=F32)
@@ -132,10 +133,14 @@ def _interpolation(a: np.ndarray, d: tuple[float, float, float], new: np.ndarray
         rows = slice(int(first[0]), int(starts[c + CHUNK]) if c + CHUNK < G else len(a))
         first = first - first[0]                                    # (their rows from the chunk's first)
         total = np.add.reduceat(a[rows], first, dtype=np.int64).astype(F32)
+        if rows.stop - rows.start < 1 << 21:                        # (no field can carry into the next)
+            packed = np.add.reduceat(classes[capped[rows]], first)
+            n = [(packed >> (21 * (j - 1))) & ((1 << 21) - 1) for j in (1, 2, 3)]
+        else:
+            n = [np.add.reduceat(capped[rows] == j, first, dtype=np.int64) for j in (1, 2, 3)]
         g = np.zeros(len(first), dtype=F32)
         for j in (1, 2, 3):                                         # D1 N1(c) + D2 N2(c) + D3 N3+(c)
-            n_j = np.add.reduceat(capped[rows] == j, first, dtype=np.int64)
-            g = g + dvec[j] * n_j.astype(F32)
+            g = g + dvec[j] * n[j - 1].astype(F32)
         denom[c:c + CHUNK] = total
         gamma[c:c + CHUNK] = g / total
     p = np.empty(len(a), dtype=F32)
