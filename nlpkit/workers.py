@@ -101,26 +101,3 @@ def process_executor(jobs: int, initializer: Callable[..., Any] | None = None, i
     with sigint_blocked():
         return ProcessPoolExecutor(jobs, mp_context=mp_context(method) or mp_context(None),
                                    initializer=ignore_sigint, initargs=(initializer, *initargs))
-
-
-def trim_heap() -> None:
-    """Give the free pages inside the C heap back to the system (glibc's ``malloc_trim``; elsewhere nothing).
-
-    Why: glibc serves an array below its mmap threshold from the heap, and raises that threshold (up to
-    32 MB) each time a larger array it had mapped is freed; arrays freed in the middle of the heap then
-    stay in the process's resident memory. A long computation that makes and drops many arrays of a few
-    MB (n-gram training) calls this between its phases: its peak memory is what it holds, not what it
-    held."""
-    global _malloc_trim
-    if _malloc_trim is None:
-        try:
-            import ctypes
-
-            _malloc_trim = ctypes.CDLL(None).malloc_trim
-        except (OSError, AttributeError):
-            _malloc_trim = False
-    if _malloc_trim:
-        _malloc_trim(0)
-
-
-_malloc_trim = None

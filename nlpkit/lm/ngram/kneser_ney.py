@@ -32,7 +32,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from nlpkit.lm.ngram.ngram_counts import BOS, EOS, UNK, NgramCounts
-from nlpkit.workers import trim_heap
+from nlpkit.lm.ngram.heap import trim_heap
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 F32 = np.float32

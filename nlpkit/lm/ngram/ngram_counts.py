@@ -28,7 +28,7 @@ import numpy as np
 
 from nlpkit.distributed.shards import CountingStage, Shard
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.workers import trim_heap
+from nlpkit.lm.ngram.heap import trim_heap
 
 UNK, BOS, EOS = 0, 1, 2
 SPECIALS = ("<unk>", "<s>", "</s>")

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.lm.ngram.arpa import FORMAT_VERSION
+from nlpkit.lm.ngram.heap import small_pages
 from nlpkit.lm.ngram.ngram_counts import count_ngrams
 
 SMOOTHINGS = ("kneser-ney", "mle", "add-k")
@@ -151,43 +152,44 @@ def train_ngram(paths: Sequence[str], output: str, *, order: int = 3, smoothing:
         if warn is not None:
             warn(f"dropped {n} occurrence(s) of <s>, </s> or <unk> in the text (reserved words; `lmplz --skip_symbols`)")
 
-    if counts is None:          # else counted already (nlpkit.distributed.stages.ngram_counts)
-        counts = count_ngrams(paths, order, lowercase=lowercase, transform=transform, errors=errors,
-                              jobs=jobs, progress=progress, on_symbol=symbols)
-    elif counts.skipped_symbols:
-        symbols(counts.skipped_symbols)
-    if counts.tokens == 0:
-        raise NlpkitError(f"{', '.join('<stdin>' if p == '-' else p for p in paths)}: empty corpus, "
-                          "no words to count")
-    options = {"format": FORMAT_VERSION, "order": str(order), "smoothing": smoothing,
-               "lowercase": "true" if lowercase else "false"}
-    if smoothing == "add-k":
-        options["k"] = repr(float(k))
-    if tok_path:
-        options["tokenizer"] = tok_path
-        options["tokenizer_sha256"] = tokenizer_digest(tok_path)
-    sizes = counts.sizes()
-    result = TrainResult(path=output, order=order, smoothing=smoothing, sentences=counts.sentences,
-                         tokens=counts.tokens, vocab_size=len(counts.vocab), ngrams=sizes,
-                         skipped_symbols=counts.skipped_symbols)
-    rows = [counts.rows(j) for j in range(1, order + 1)]
-    if smoothing == "kneser-ney":
-        from nlpkit.lm.ngram.kneser_ney import estimate_discounts, kneser_ney_orders
+    with small_pages():                       # (see `heap`)
+        if counts is None:          # else counted already (nlpkit.distributed.stages.ngram_counts)
+            counts = count_ngrams(paths, order, lowercase=lowercase, transform=transform, errors=errors,
+                                  jobs=jobs, progress=progress, on_symbol=symbols)
+        elif counts.skipped_symbols:
+            symbols(counts.skipped_symbols)
+        if counts.tokens == 0:
+            raise NlpkitError(f"{', '.join('<stdin>' if p == '-' else p for p in paths)}: empty corpus, "
+                              "no words to count")
+        options = {"format": FORMAT_VERSION, "order": str(order), "smoothing": smoothing,
+                   "lowercase": "true" if lowercase else "false"}
+        if smoothing == "add-k":
+            options["k"] = repr(float(k))
+        if tok_path:
+            options["tokenizer"] = tok_path
+            options["tokenizer_sha256"] = tokenizer_digest(tok_path)
+        sizes = counts.sizes()
+        result = TrainResult(path=output, order=order, smoothing=smoothing, sentences=counts.sentences,
+                             tokens=counts.tokens, vocab_size=len(counts.vocab), ngrams=sizes,
+                             skipped_symbols=counts.skipped_symbols)
+        rows = [counts.rows(j) for j in range(1, order + 1)]
+        if smoothing == "kneser-ney":
+            from nlpkit.lm.ngram.kneser_ney import estimate_discounts, kneser_ney_orders
 
-        result.discounts, result.fallback_orders = estimate_discounts(counts, warn=warn)
-        comments = ["nlpkit ngram-train: interpolated modified Kneser-Ney (as KenLM lmplz)",
-                    "discounts D1 D2 D3+ per order: " + "; ".join(" ".join(f"{d:.6g}" for d in ds)
-                                                              for ds in result.discounts)]
-        orders = kneser_ney_orders(counts, result.discounts, release=True)      # counts is spent as it goes
-        sections = ((g, lp, bo) for g, (lp, bo) in zip(rows, orders))
-        write_model_file(output, "arpa", counts.vocab, sizes, sections, options, comments, writer_threads(jobs))
-    else:
-        what = "maximum likelihood" if smoothing == "mle" else f"add-{k:g}"
-        comments = [f"nlpkit ngram-train: n-gram counts for {what} estimates (nlpkit counts format, not ARPA)",
-                    "p(w|h) = (C(h w) + k) / (sum_v C(h v) + k |V|); |V| = unigram lines (words, <s>, </s>, <unk>)"]
-        write_model_file(output, "counts", counts.vocab, sizes, zip(rows, counts.counts, [None] * order), options,
-                         comments, writer_threads(jobs))
-    return result
+            result.discounts, result.fallback_orders = estimate_discounts(counts, warn=warn)
+            comments = ["nlpkit ngram-train: interpolated modified Kneser-Ney (as KenLM lmplz)",
+                        "discounts D1 D2 D3+ per order: " + "; ".join(" ".join(f"{d:.6g}" for d in ds)
+                                                                  for ds in result.discounts)]
+            orders = kneser_ney_orders(counts, result.discounts, release=True)      # counts is spent as it goes
+            sections = ((g, lp, bo) for g, (lp, bo) in zip(rows, orders))
+            write_model_file(output, "arpa", counts.vocab, sizes, sections, options, comments, writer_threads(jobs))
+        else:
+            what = "maximum likelihood" if smoothing == "mle" else f"add-{k:g}"
+            comments = [f"nlpkit ngram-train: n-gram counts for {what} estimates (nlpkit counts format, not ARPA)",
+                        "p(w|h) = (C(h w) + k) / (sum_v C(h v) + k |V|); |V| = unigram lines (words, <s>, </s>, <unk>)"]
+            write_model_file(output, "counts", counts.vocab, sizes, zip(rows, counts.counts, [None] * order), options,
+                             comments, writer_threads(jobs))
+        return result
 
 
 __all__ = ["train_ngram", "TrainResult", "text_transform", "writer_threads", "SMOOTHINGS"]
