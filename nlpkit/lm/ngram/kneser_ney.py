@@ -36,7 +36,7 @@ from nlpkit.lm.ngram.heap import trim_heap
 
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
 F32 = np.float32
-CHUNK = 1 << 20                 # rows whose context rows are compared at a time
+CHUNK = 1 << 18                 # rows (or contexts) computed at a time: small temporaries, which the heap reuses
 
 
 # ------------------------------------------------------------------------- the estimate
@@ -110,11 +110,15 @@ def _context_starts(keys: np.ndarray, V: int) -> tuple[np.ndarray, np.ndarray]:
     each run [G])."""
     new = np.empty(len(keys), dtype=bool)
     new[:1] = True
+    starts = []
+    small = len(keys) < 2**31                                       # (starts as int32: half the memory)
     for i in range(0, len(keys), CHUNK):                            # the context rows a chunk at a time (memory)
         ctx = keys[i:i + CHUNK + 1] // V                            # [<= CHUNK + 1] the context's row in the order below
         np.not_equal(ctx[1:], ctx[:-1], out=new[i + 1:i + 1 + len(ctx) - 1])
-    starts = np.flatnonzero(new)
-    return new, starts.astype(np.int32) if len(keys) < 2**31 else starts
+        here = np.flatnonzero(new[i:i + CHUNK])
+        here += i
+        starts.append(here.astype(np.int32) if small else here)
+    return new, np.concatenate(starts) if starts else np.zeros(0, dtype=np.int32)
 
 
 def _interpolation(a: np.ndarray, d: tuple[float, float, float], new: np.ndarray, starts: np.ndarray,
@@ -143,6 +147,7 @@ def _interpolation(a: np.ndarray, d: tuple[float, float, float], new: np.ndarray
             g = g + dvec[j] * n[j - 1].astype(F32)
         denom[c:c + CHUNK] = total
         gamma[c:c + CHUNK] = g / total
+    trim_heap()                                                     # (the chunks' arrays)
     p = np.empty(len(a), dtype=F32)
     before = -1                                                     # the context of the row before the chunk
     for i in range(0, len(a), CHUNK):
@@ -206,6 +211,7 @@ def kneser_ney_orders(counts: NgramCounts, discounts: list[tuple[float, float, f
         if release:
             counts.counts[k - 1] = None
         new, starts = _context_starts(counts.keys[k - 1], V)
+        trim_heap()
         if k == 1:
             p, gamma = _interpolation(a, discounts[0], new, starts, lambda rows: uniform)
             p[UNK] = gamma[0] * uniform            # one context: every unigram's
@@ -217,6 +223,7 @@ def kneser_ney_orders(counts: NgramCounts, discounts: list[tuple[float, float, f
             p, gamma = _interpolation(a, discounts[k - 1], new, starts, lambda rows: lower[suffix[rows]])
             del suffix
         del a, new
+        trim_heap()
         if done is not None:
             _set_backoffs(done[1], counts, k, starts, gamma)
         del starts, gamma

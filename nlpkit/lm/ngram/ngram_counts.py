@@ -126,12 +126,11 @@ def sorted_unique(keys: np.ndarray | list[np.ndarray], weights: np.ndarray | Non
     if int(keys.max()).bit_length() + pos_bits <= 64:
         packed = keys.view(np.uint64)
         packed <<= np.uint64(pos_bits)
-        positions = np.arange(n, dtype=np.uint64)
-        packed |= positions
+        for c in range(0, n, 1 << 20):                             # (no [n] array of positions)
+            packed[c:c + (1 << 20)] |= np.arange(c, min(c + (1 << 20), n), dtype=np.uint64)
         packed.sort()
-        np.bitwise_and(packed, np.uint64((1 << pos_bits) - 1), out=positions)
-        order = positions.astype(row_dtype(n))                     # (int32: memory for what follows)
-        del positions
+        order = np.empty(n, dtype=row_dtype(n))                    # (int32: memory for what follows)
+        np.bitwise_and(packed, np.uint64((1 << pos_bits) - 1), out=order, casting="unsafe")
         packed >>= np.uint64(pos_bits)
     else:
         order = np.argsort(keys)
@@ -179,10 +178,13 @@ def count_orders(sentences: list[np.ndarray], order: int, vocab_size: int
     unigrams[BOS] = 0
     keys, counts, suffix = [np.arange(V, dtype=np.int64)], [unigrams], [np.zeros(0, dtype=np.int32)]
     rows = seq                                            # [T] row of the (k-1)-gram ending at each position
+    ends = np.flatnonzero(offset >= 1)                    # [n] positions where a bigram ends
+    if len(seq) < 2**31:
+        ends = ends.astype(np.int32)                      # half the memory (numpy indexes with it as well)
     for k in range(2, order + 1):
-        ends = np.flatnonzero(offset >= k - 1)            # [n] positions where a k-gram ends
-        if len(seq) < 2**31:
-            ends = ends.astype(np.int32)                  # half the memory (numpy indexes with it as well)
+        if k > 2:                                         # where a k-gram ends: among where a (k-1)-gram does
+            ends = ends[offset[ends] >= k - 1]
+            trim_heap()                                   # (the order below's sort)
         ends -= 1                                         # (in place, as below: no copy of n positions)
         prefix = rows[ends]
         ends += 1
@@ -205,7 +207,7 @@ def count_orders(sentences: list[np.ndarray], order: int, vocab_size: int
         if rows is seq or rows.dtype != at.dtype:         # order k+1 reads only positions that end a k-gram
             rows = np.empty(len(seq), dtype=at.dtype)
         rows[ends] = at                                   # (the other positions keep stale rows, never read)
-        del ends, at
+        del at
         keys.append(table)
         counts.append(narrow(c))
         suffix.append(suf)
