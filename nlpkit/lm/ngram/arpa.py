@@ -469,8 +469,8 @@ def _parse_chunk(src: _Text, data: bytes, cs: int, ce: int, before: int, k: int,
 # ------------------------------------------------------------------------------ writing
 
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
-WRITE_ROWS = 1 << 14                      # lines made at a time (their distinct values formatted together; small
-                                          # temporaries: larger ones raise glibc's mmap threshold, and fragment)
+WRITE_ROWS = 1 << 16                      # lines made at a time (their distinct values formatted together): numpy
+                                          # operations long enough that two threads gain from the GIL let go in them
 FORMAT_CHUNK = 1 << 16                    # values formatted at a time
 
 
