@@ -91,3 +91,26 @@ def test_arpa_lines_are_their_strings_one_after_another_whatever_their_lengths()
     rows = [rng.integers(0, 40, 500) for _ in tables]
     want = b"".join(b"".join(items[r[i]] for (items, _), r in zip(tables, rows)) for i in range(500))
     assert _lines([(heads, r) for (_, heads), r in zip(tables, rows)]).tobytes() == want
+
+
+def test_small_pages_puts_numpys_huge_page_advice_back():
+    """Training turns numpy's huge-page advice off (`lm/ngram/heap.py`) and puts it back as it was, whatever
+    happens inside."""
+    import pytest
+
+    from nlpkit.lm.ngram.heap import small_pages, trim_heap
+
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:
+        pytest.skip("this numpy has no huge-page switch")
+    before = _set_madvise_hugepage(True)
+    try:
+        with pytest.raises(ZeroDivisionError):
+            with small_pages():
+                assert _set_madvise_hugepage(False) is False        # off inside (reading it sets it again)
+                trim_heap()                                         # (a no-op off glibc)
+                1 / 0
+        assert _set_madvise_hugepage(True) is True                  # back on after
+    finally:
+        _set_madvise_hugepage(before)
