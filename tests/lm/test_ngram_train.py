@@ -80,13 +80,16 @@ def test_arpa_written_in_tiny_chunks_is_the_same_file(tmp_path, monkeypatch):
 def test_arpa_lines_are_their_strings_one_after_another_whatever_their_lengths():
     """Lines are made by scattering every string's first 16 bytes in line order (what follows a short one is
     overwritten by the next: numpy scatters an index array's elements in order) and the rest of longer ones
-    afterwards: strings of 1 to 50 bytes, over three columns, come out joined, as Python joins them."""
+    afterwards: strings of 1 to 50 bytes, over three columns, come out joined, as Python joins them. Any
+    bytes (UTF-8 words): 16 bytes that read as a signalling NaN are copied as they are."""
     from nlpkit.lm.ngram.arpa import _Heads, _lines, _Strings
 
     rng = np.random.default_rng(0)
+    snan = np.array([0x7FF0000000000001, 0xFFF4000000000000], dtype=np.uint64).tobytes()
     tables = []
     for _ in range(3):
-        items = [bytes(rng.integers(33, 127, int(n), dtype=np.uint8)) for n in rng.integers(1, 51, 40)]
+        items = [bytes(rng.integers(1, 256, int(n), dtype=np.uint8)) for n in rng.integers(1, 51, 40)]
+        items[0] = snan + items[0]
         tables.append((items, _Heads(_Strings.of(items))))
     rows = [rng.integers(0, 40, 500) for _ in tables]
     want = b"".join(b"".join(items[r[i]] for (items, _), r in zip(tables, rows)) for i in range(500))
