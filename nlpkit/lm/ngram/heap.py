@@ -27,7 +27,7 @@ def trim_heap() -> None:
             import ctypes
 
             _malloc_trim = ctypes.CDLL(None).malloc_trim
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, TypeError):     # no C library by that name, or no malloc_trim in it
             _malloc_trim = False
     if _malloc_trim:
         _malloc_trim(0)
