@@ -294,6 +294,13 @@ class TransformerLM:
         return TransformerState(self.model, prompt_ids, rows, use_cache=use_cache, sliding=sliding,
                                 context=context, stats=stats)
 
+    def decoding_batch(self, context: int | None = None):
+        """Many sequences decoded together (`batch_decoding.DecodingBatch`), or None when the model cannot
+        (longrope): `nlpkit.lm.batch_generation` then decodes them one state each."""
+        from nlpkit.lm.transformer.batch_decoding import DecodingBatch, supports_batching
+
+        return DecodingBatch(self.model, context) if supports_batching(self.model) else None
+
     def end_ids(self, ignore_eos: bool, extra: Sequence[int] = ()) -> frozenset[int]:
         """The model's EOS (every id of a list), plus `extra` (a chat template's end-of-turn tokens);
         none with `ignore_eos`."""

@@ -1,0 +1,120 @@
+"""From a generation to an answer, and an answer against its targets: lm-evaluation-harness's `regex` filter and its
+`exact_match` metric, with the same results.
+
+- `RegexFilter` (lm-evaluation-harness `filters/extraction.py` RegexFilter, then `take_first`): every match of the
+  pattern (`re.findall`); the `group_select`'th of them (negative counts from the end); when the pattern has several
+  groups, `findall` gives a tuple per match and the first non-empty group is the answer; stripped of surrounding
+  whitespace. No match at all (or no non-empty group) gives the fallback, "[invalid]". A `group_select` past the
+  matches found is the fallback too (lm-evaluation-harness raises IndexError there).
+- `exact_match` (lm-evaluation-harness `api/metrics.py` exact_match_hf_evaluate, a copy of HF evaluate's): each of
+  `regexes_to_ignore` removed in turn (`re.sub(r, "", s)`) from prediction and reference, then lower case with
+  `ignore_case`, then `string.punctuation` deleted with `ignore_punctuation`; equal strings score 1. With several
+  targets (a list: lm-evaluation-harness `multiple_target`), right when any is. The comparison runs on numpy string
+  arrays there, which drop trailing NUL characters: so does this one.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from nlpkit.errors import UsageError
+
+FALLBACK = "[invalid]"  # lm-evaluation-harness RegexFilter's default fallback
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def compile_regex(pattern: str, param: str) -> re.Pattern:
+    """`pattern` compiled, or a UsageError naming the parameter and what is wrong with the pattern."""
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise UsageError(f"`{param}` {pattern!r} is not a valid regular expression: {e}") from None
+
+
+@dataclass(frozen=True)
+class RegexFilter:
+    """lm-evaluation-harness's `regex` filter followed by `take_first` (one generation per item).
+
+    >>> RegexFilter(r"#### (\\-?[0-9\\.\\,]+)").apply("so #### 42 and #### 7")
+    '42'
+    >>> RegexFilter(r"(\\d+)", group_select=-1).apply("1 then 2 then 3")
+    '3'
+    >>> RegexFilter(r"(\\d+)").apply("none")
+    '[invalid]'
+    """
+
+    pattern: str
+    group_select: int = 0
+    fallback: str = FALLBACK
+    _regex: re.Pattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_regex", compile_regex(self.pattern, "extract"))
+
+    def apply(self, text: str) -> str:
+        matches = self._regex.findall(text)
+        if not matches:
+            return self.fallback
+        try:
+            match = matches[self.group_select]
+        except IndexError:
+            return self.fallback
+        if isinstance(match, tuple):
+            groups = [g for g in match if g]
+            if not groups:
+                return self.fallback
+            match = groups[0]
+        return match.strip()
+
+
+@dataclass(frozen=True)
+class MatchOptions:
+    """exact_match's options, named as lm-evaluation-harness's metric_list names them."""
+
+    ignore_case: bool = False
+    ignore_punctuation: bool = False
+    regexes_to_ignore: tuple[str, ...] = ()
+
+    def validate(self) -> "MatchOptions":
+        for r in self.regexes_to_ignore:
+            compile_regex(r, "ignore_regex")
+        return self
+
+    def normalize(self, text: str) -> str:
+        """The string exact_match compares: regexes removed, case and punctuation dropped as asked."""
+        for r in self.regexes_to_ignore:
+            text = re.sub(r, "", text)
+        text = text.rstrip("\x00")  # numpy's str_ arrays drop trailing NULs
+        if self.ignore_case:
+            text = text.lower()
+        if self.ignore_punctuation:
+            text = text.translate(_PUNCTUATION)
+        return text
+
+
+def exact_match(answer: str, targets: str | Sequence[str], options: MatchOptions = MatchOptions()) -> float:
+    """1.0 when `answer` equals the target (any of a list of targets) after `options`' normalization, else 0.0.
+
+    >>> exact_match("Paris.", ["paris", "Lyon"], MatchOptions(ignore_case=True, ignore_punctuation=True))
+    1.0
+    """
+    if isinstance(targets, str):
+        targets = [targets]
+    a = options.normalize(answer)
+    return float(any(a == options.normalize(t) for t in targets))
+
+
+def cut_at_stops(text: str, stops: Sequence[str]) -> str:
+    """The text before the first occurrence of each stop string in turn (lm-evaluation-harness's post-hoc cut of a
+    generation: `s = s.split(term)[0]` for each `until` term; empty terms are skipped).
+
+    >>> cut_at_stops("4\\n\\nQ: next", ["\\n\\n", "Q:"])
+    '4'
+    """
+    for s in stops:
+        if s:
+            text = text.split(s)[0]
+    return text

@@ -1,0 +1,227 @@
+"""Continuations of many prompts decoded together (continuous batching), written once for every `LanguageModel`.
+
+`generate_batched(lm, requests, batch_size=N)` keeps up to N sequences live in one decoding batch: the transformer's
+`DecodingBatch` (one forward per step whose matrix products have a row per live sequence, each sequence with its
+own KV cache and positions: `nlpkit.lm.transformer.batch_decoding`), or, for a model without one (an n-gram model),
+one `DecodingState` per sequence advanced in turn. A sequence leaves the batch when it ends (an end token, its own
+stop test, its token budget, or a full context) and the next prompt joins at once, so the batch stays full.
+
+Each sequence decodes exactly as it would alone (`nlpkit.lm.generation.generate_ids`): its own repetition-penalty
+history and its own random generator seeded with `seed`, so a seeded run draws the same tokens whatever the batch
+size, and every prompt's continuation equals `generate PROMPT --seed SEED`'s. Results come out in input order, each
+as soon as it and every earlier one are done.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+
+from nlpkit.errors import UsageError
+from nlpkit.lm.interface import Prompt
+from nlpkit.lm.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
+
+DEFAULT_BATCH = 16  # live sequences: a SmolLM2-135M step of 16 rows costs ~2x one row (benchmarks/generation.py)
+
+
+@dataclass
+class Request:
+    """One prompt to continue: at most `max_new_tokens` tokens; `on_token(id)` sees each new token (not an end
+    token) and returns True to end the sequence there ("stop": a stop string is complete)."""
+
+    prompt: Prompt
+    max_new_tokens: int
+    on_token: Callable[[int], bool] | None = None
+
+
+@dataclass
+class Generated:
+    """One finished continuation: its new ids (an end token left out), why it ended (eos, stop, length, context)
+    and its log-probabilities (sums over its tokens, an ending end token included, as `sample_batch` counts)."""
+
+    index: int
+    ids: list[int] = field(default_factory=list)
+    finish: str = ""
+    logprob: float = 0.0
+    logprob_filtered: float = 0.0
+    prompt_tokens: int = 0
+
+
+@dataclass
+class BatchStats:
+    """What `--stats` reports of a batched run: totals over every sequence."""
+
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    steps: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    most_live: int = 0
+
+    @property
+    def decode_tps(self) -> float:
+        return self.new_tokens / self.decode_seconds if self.decode_seconds > 0 else float("inf")
+
+
+class StateBatch:
+    """The batch interface over a model without batched decoding: one `DecodingState` per sequence."""
+
+    def __init__(self, lm, context: int | None = None):
+        self.lm, self.context = lm, context
+        self.states: dict = {}
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    @property
+    def keys(self) -> list:
+        return list(self.states)
+
+    def room(self, key) -> int:
+        return 1  # a state says itself when it is full (`advance` -> False)
+
+    def join(self, key, prompt_ids, max_new_tokens: int) -> np.ndarray:  # -> [V]
+        state = self.lm.start(prompt_ids, 1, context=self.context)
+        self.states[key] = state
+        return state.logits()[0]
+
+    def leave(self, key) -> None:
+        self.states.pop(key, None)
+
+    def step(self, tokens) -> np.ndarray:  # [n] -> [n, V]; a full state's row is None-filled (NaN)
+        rows = []
+        for (key, state), t in zip(list(self.states.items()), tokens):
+            if state.advance(np.array([int(t)])):
+                rows.append(state.logits()[0])
+            else:
+                rows.append(None)
+        self.full = [k for k, r in zip(self.states, rows) if r is None]
+        width = next((len(r) for r in rows if r is not None), 0)
+        return np.stack([r if r is not None else np.full(width, np.nan) for r in rows]) if rows else np.empty((0, 0))
+
+
+def decoding_batch(lm, context: int | None = None):
+    """The model's own batched decoding (`lm.decoding_batch`) when it has one, else a `StateBatch`."""
+    make = getattr(lm, "decoding_batch", None)
+    batch = make(context) if make is not None else None
+    return batch if batch is not None else StateBatch(lm, context)
+
+
+@dataclass
+class _Live:
+    index: int
+    request: Request
+    rng: np.random.Generator
+    seen: np.ndarray  # [V] tokens of the prompt and continuation (repetition penalty)
+    logits: np.ndarray  # [V] the next token's
+    out: Generated
+
+
+def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAULT_BATCH,
+                     sampling: SamplingConfig | None = None, seed: int | None = None, ignore_eos: bool = False,
+                     context: int | None = None, stats: BatchStats | None = None) -> Iterator[Generated]:
+    """`Generated` of each request, in input order, decoded `batch_size` at a time (see the module docstring)."""
+    if batch_size < 1:
+        raise UsageError(f"`batch_size` must be at least 1, got {batch_size}")
+    cfg = (sampling or SamplingConfig()).validate()
+    stats = stats if stats is not None else BatchStats()
+    batch = decoding_batch(lm, context)
+    V = lm.vocab_size
+    pending = enumerate(requests)
+    more = True
+    live: dict[int, _Live] = {}
+    done: dict[int, Generated] = {}
+    next_out = 0
+
+    def fill() -> None:
+        nonlocal more
+        while more and len(live) < batch_size:
+            try:
+                i, req = next(pending)
+            except StopIteration:
+                more = False
+                return
+            ids = req.prompt.ids
+            if req.max_new_tokens < 0:
+                raise UsageError(f"`max_new_tokens` must be >= 0, got {req.max_new_tokens}")
+            out = Generated(i, prompt_tokens=len(ids))
+            if req.max_new_tokens == 0:
+                out.finish = "length"
+                done[i] = out
+                continue
+            t0 = time.perf_counter()
+            logits = batch.join(i, ids, req.max_new_tokens)
+            stats.prefill_seconds += time.perf_counter() - t0
+            stats.prompt_tokens += len(ids)
+            seen = np.zeros(V, dtype=bool)
+            p = np.asarray(ids, dtype=np.int64)
+            seen[p[p < V]] = True
+            live[i] = _Live(i, req, np.random.default_rng(seed), seen, logits, out)
+
+    while True:
+        fill()
+        while next_out in done:
+            yield done.pop(next_out)
+            next_out += 1
+        if not live:
+            if not more:
+                return
+            continue
+        stats.most_live = max(stats.most_live, len(live))
+        t0 = time.perf_counter()
+        feed: list[int] = []
+        for key in batch.keys:
+            s = live[key]
+            tid = _choose(s, cfg)
+            out = s.out
+            lp = float(token_logprobs(s.logits[None, :], np.array([tid]))[0])
+            out.logprob += lp
+            s.seen[tid] = True
+            ends = lm.end_ids(ignore_eos, s.request.prompt.end_ids)
+            finish = ""
+            if tid in ends:
+                finish = "eos"
+            else:
+                out.ids.append(tid)
+                stats.new_tokens += 1
+                if s.request.on_token is not None and s.request.on_token(tid):
+                    finish = "stop"
+                elif len(out.ids) >= s.request.max_new_tokens:
+                    finish = "length"
+                elif batch.room(key) <= 0:
+                    finish = "context"
+            if finish:
+                out.finish = finish
+                batch.leave(key)
+                del live[key]
+                done[key] = out
+            else:
+                feed.append(tid)
+        if feed:
+            logits = batch.step(feed)  # [n, V]
+            full = set(getattr(batch, "full", ()))
+            for key, row in zip(batch.keys, logits):
+                if key in full:  # a state whose context is full: the token chosen cannot be fed
+                    s = live.pop(key)
+                    s.out.finish = "context"
+                    batch.leave(key)
+                    done[key] = s.out
+                else:
+                    live[key].logits = row
+            stats.steps += 1
+        stats.decode_seconds += time.perf_counter() - t0
+
+
+def _choose(s: _Live, cfg: SamplingConfig) -> int:
+    """The next token of one sequence, as `decode_steps` chooses it for one row (its own generator)."""
+    logits = s.logits[None, :]  # [1, V]
+    filtered = process_logits(logits, s.seen[None, :], cfg)
+    if cfg.greedy:
+        return int(np.argmax(filtered, axis=-1)[0])
+    probs = probabilities(filtered, cfg)
+    tid = int(draw(probs, s.rng)[0])
+    s.out.logprob_filtered += float(np.log(probs[0, tid]))
+    return tid

@@ -1,0 +1,158 @@
+"""Many sequences of different lengths decoded together: one forward per step for all of them (continuous batching).
+
+A decode step of one sequence is a product of a one-row vector with every weight matrix: it is bound by reading
+the weights from memory, not by the arithmetic. `DecodingBatch` advances every live sequence in one step whose
+matrix products have one row per sequence, so the weights are read once for all of them:
+
+- each sequence has its own KV cache (batch 1, as long as its prompt and continuation need: no padding to the
+  longest prompt) and its own position, so RoPE angles, learned positions and sliding windows are its own;
+- a step gathers one new token per sequence into a `[1, n, d]` input (the rows are sequences, not time steps),
+  runs each layer's projections and MLP (`model.layer_rows()`, the closures `Model.forward` runs) on all n rows at
+  once, and attention per sequence, each query against its own cache's keys only (no wasted attention);
+- sequences `join` (their prompt prefilled alone, `Model.forward` with their own cache: the same bits as a
+  one-sequence prefill) and `leave` between steps, so a driver keeps the batch full (`nlpkit.lm.batch_generation`).
+
+The logits of a row do not depend on the other rows' tokens, but a product with n rows may sum in another order
+than a one-row product (BLAS picks other kernels), so a row's logits can differ from one-sequence decoding in their
+last bits: greedy outputs are equal except at near-ties (tests/lm/test_batched_decoding.py measures it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from nlpkit.errors import NlpkitError
+from nlpkit.lm.transformer.cache import KVCache
+from nlpkit.lm.transformer.model import _attend, layer_norm, linear, rms_norm, softcap_
+from nlpkit.lm.transformer.threads import engine_threads, held_blas_threads
+
+
+@dataclass
+class _Sequence:
+    key: Hashable
+    cache: KVCache  # batch 1, max_len = what this sequence may fill
+
+
+def supports_batching(model) -> bool:
+    """Whether `DecodingBatch` can run this model: not longrope (its keys are recomputed when a sequence first
+    passes the original context, one sequence at a time)."""
+    rope = getattr(model, "rope", None)
+    return rope is None or getattr(rope, "long", None) is None
+
+
+class DecodingBatch:
+    """Live sequences, each with its own KV cache, advanced together one token each per `step`."""
+
+    def __init__(self, model, context: int | None = None):
+        if not supports_batching(model):
+            raise NlpkitError("batched decoding does not support longrope models")
+        self.model = model
+        self.ctx = context or model.config.positions
+        self.seqs: list[_Sequence] = []
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    @property
+    def keys(self) -> list:
+        """The live sequences' keys, in row order (the rows of `step`'s logits)."""
+        return [s.key for s in self.seqs]
+
+    def room(self, key: Hashable) -> int:
+        """Positions the sequence can still fill (0: the token just chosen cannot be fed)."""
+        c = self._find(key).cache
+        return c.max_len - c.length
+
+    def join(self, key: Hashable, prompt_ids: Sequence[int], max_new_tokens: int) -> np.ndarray:  # [P] -> [V]
+        """Prefill a new sequence (alone: a one-sequence prefill's bits) with room for `max_new_tokens` more
+        positions (at most the context); its next-token logits."""
+        ids = np.asarray(prompt_ids, dtype=np.int64)[None, :]  # [1, P]
+        if ids.shape[1] == 0:
+            raise NlpkitError("decode needs at least one prompt token")
+        if ids.shape[1] > self.ctx:
+            raise NlpkitError(f"the prompt is {ids.shape[1]} tokens but the context is {self.ctx} tokens")
+        if any(s.key == key for s in self.seqs):
+            raise NlpkitError(f"sequence {key!r} is already in the batch")
+        cache = self.model.new_cache(1, min(self.ctx, ids.shape[1] + max(max_new_tokens, 1)))
+        logits = self.model.forward(ids, cache, last_only=True)[0, -1]  # [V]
+        self.seqs.append(_Sequence(key, cache))
+        return logits
+
+    def leave(self, key: Hashable) -> None:
+        """Drop a finished sequence (its cache is freed)."""
+        self.seqs = [s for s in self.seqs if s.key != key]
+
+    def _find(self, key: Hashable) -> _Sequence:
+        for s in self.seqs:
+            if s.key == key:
+                return s
+        raise NlpkitError(f"no sequence {key!r} in the batch")
+
+    def step(self, tokens: Sequence[int]) -> np.ndarray:  # [n] -> [n, V]
+        """Feed one token to every live sequence (in `keys` order); the next-token logits of each."""
+        model, c, w = self.model, self.model.config, self.model.weights
+        n = len(self.seqs)
+        toks = np.asarray(tokens, dtype=np.int64)
+        if toks.shape != (n,):
+            raise NlpkitError(f"step needs one token per live sequence ({n}), got {toks.shape}")
+        if n == 0:
+            return np.empty((0, c.vocab_size), np.float32)
+        if toks.min() < 0 or toks.max() >= c.vocab_size:
+            raise NlpkitError(f"token id out of range 0..{c.vocab_size - 1}")
+        for s in self.seqs:
+            if s.cache.length >= s.cache.max_len:
+                raise NlpkitError(f"sequence {s.key!r} has no room left in its KV cache")
+        pos = np.array([s.cache.position for s in self.seqs])  # [n] absolute positions of the new tokens
+        x = w.embed_tokens(toks[None, :])  # [1, n, d]
+        if c.embed_scale is not None:
+            x = x * np.float32(c.embed_scale)
+        with np.errstate(over="ignore"), held_blas_threads(engine_threads()):
+            if c.uses_rope:
+                cs = _gather(model.rope, pos)
+                local_cs = _gather(model.local_rope, pos) if model.local_rope is not model.rope else cs
+                kinds = model.layer_kinds()
+            else:
+                if pos.max() >= c.max_seq_len:
+                    raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions")
+                x = x + w.pos_embed[pos][None]
+            for li, (project, finish) in enumerate(model.layer_rows()):
+                sliding = c.uses_rope and kinds[li] == "sliding"
+                x = self._layer(x, li, project, finish, (local_cs if sliding else cs) if c.uses_rope else None,
+                                c.sliding_window if sliding else None, c.attn_softcap if c.uses_rope else None)
+            for s, t in zip(self.seqs, toks):
+                s.cache.tokens[0, s.cache.length] = t
+                s.cache.advance(1)
+            x = rms_norm(x, w.norm_g, c.norm_eps) if c.uses_rope and c.norm == "rms" \
+                else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
+            logits = linear(x, w.lm_head)[0]  # [n, V]
+        if c.final_softcap is not None:
+            softcap_(logits, c.final_softcap)
+        return logits
+
+    def _layer(self, x, li, project, finish, cs, window, softcap):  # [1, n, d] -> [1, n, d]
+        c = self.model.config
+        n = x.shape[1]
+        nkv, hd = c.n_kv_heads, c.head_dim
+        g = c.n_heads // nkv
+        q = np.empty((1, nkv, g, n, hd), np.float32)
+        k = np.empty((1, nkv, n, hd), np.float32)
+        v = np.empty((1, nkv, n, hd), np.float32)
+        project(x, 0, n, q, k, v, cs)  # every row's q, k, v in one product per weight
+        o = np.empty_like(q)
+        for i, s in enumerate(self.seqs):  # attention: each sequence against its own keys
+            keys, values = s.cache.write(li, k[:, :, i:i + 1], v[:, :, i:i + 1])  # [1, kv, L, hd]
+            if window is not None and keys.shape[2] > window:  # a sliding layer sees the last `window` keys
+                keys, values = keys[:, :, -window:], values[:, :, -window:]
+            o[:, :, :, i:i + 1] = _attend(q[:, :, :, i:i + 1], keys, values, None, softcap)
+        heads = o.transpose(0, 3, 1, 2, 4).reshape(1, n, c.n_heads * hd)
+        return finish(x, heads)
+
+
+def _gather(rope, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # [n] -> [n, rot/2] x2
+    """RoPE tables at each sequence's own position (the rows of a step are sequences), each as a one-sequence
+    step asks for it (dynamic scaling depends on the sequence's length)."""
+    tables = [rope.cos_sin(int(p), 1) for p in pos]
+    return np.concatenate([t[0] for t in tables]), np.concatenate([t[1] for t in tables])
