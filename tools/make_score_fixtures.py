@@ -136,6 +136,156 @@ metric_list:
 """
 
 
+GEN_CONTEXTS = [
+    "Question: what is two plus two?\nAnswer:",
+    "The capital of France is",
+    "It is a truth universally",
+    "Q: Name a colour.\nA:",
+    "a single man in possession of a good",
+    "Caf\u00e9 au lait est",
+    "However little known the feelings.\nThe",
+    "3 + 4 =",
+    LONG + "In want of a",
+    "Q: What is the capital of Italy?\nA: The capital of Italy is",
+    "Q: How many legs does a dog have?\nA:",
+]
+GEN_A = {"until": ["\n", "."], "max_gen_toks": 16}
+GEN_A_REGEX = r"(\d+)|([A-Za-z]+)"
+GEN_A_IGNORE = [",", "\\$", "the "]
+GEN_B = {"until": ["e ", "th"], "max_gen_toks": 10}
+TASK_GEN_PY = """
+def context(doc):
+    return doc["context"]
+
+
+def target(doc):
+    return doc["target"]
+"""
+TASK_GEN_A = """task: score_gen_a
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: !function score_gen_task.context
+doc_to_target: !function score_gen_task.target
+generation_kwargs:
+  until: {until}
+  max_gen_toks: {max_gen_toks}
+  do_sample: false
+filter_list:
+  - name: extract
+    filter:
+      - function: regex
+        regex_pattern: {regex}
+        group_select: -1
+      - function: take_first
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+    ignore_case: true
+    ignore_punctuation: true
+    regexes_to_ignore: {ignore}
+"""
+TASK_GEN_B = """task: score_gen_b
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: !function score_gen_task.context
+doc_to_target: !function score_gen_task.target
+generation_kwargs:
+  until: {until}
+  max_gen_toks: {max_gen_toks}
+  do_sample: false
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+"""
+
+
+def _gen_tasks(task_dir: Path, data: Path) -> None:
+    (task_dir / "score_gen_task.py").write_text(TASK_GEN_PY)
+    (task_dir / "score_gen_a.yaml").write_text(TASK_GEN_A.format(
+        data=data, until=json.dumps(GEN_A["until"]), max_gen_toks=GEN_A["max_gen_toks"],
+        regex=json.dumps(GEN_A_REGEX), ignore=json.dumps(GEN_A_IGNORE)))
+    (task_dir / "score_gen_b.yaml").write_text(TASK_GEN_B.format(
+        data=data, until=json.dumps(GEN_B["until"]), max_gen_toks=GEN_B["max_gen_toks"]))
+
+
+def _gen_samples(res: dict, task: str) -> list[dict]:
+    out = []
+    for s in sorted(res["samples"][task], key=lambda s: s["doc_id"]):
+        key = next(k for k in s if k.startswith("exact_match"))
+        out.append({"doc_id": s["doc_id"], "arguments": [list(a) for a in s["arguments"]][0],
+                    "target": s["target"], "resps": [r[0] for r in s["resps"]], "filtered_resps": s["filtered_resps"],
+                    "exact_match": float(s[key]) if not isinstance(s[key], dict) else float(s[key]["exact_match"])})
+    return out
+
+
+def _run_gen(lm, task_dir: Path) -> dict:
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    res = simple_evaluate(model=lm, tasks=["score_gen_a", "score_gen_b"], batch_size=1, log_samples=True,
+                          task_manager=TaskManager(include_path=str(task_dir)), bootstrap_iters=1000)
+    out = {}
+    for task in ("score_gen_a", "score_gen_b"):
+        agg = {k: v for k, v in res["results"][task].items() if k != "alias"}
+        out[task] = {"samples": _gen_samples(res, task), "results": agg}
+    return out
+
+
+def _targets(first: dict) -> list:
+    """Each item's target from the first run's answers: every third equal up to case, punctuation and the
+    ignored regexes ("The " + answer upper-cased + "!"), one a list holding the raw generation of task b, the rest
+    a wrong answer."""
+    a = first["score_gen_a"]["samples"]
+    b = first["score_gen_b"]["samples"]
+    out = []
+    for n, (sa, sb) in enumerate(zip(a, b)):
+        ans = sa["filtered_resps"][0] if isinstance(sa["filtered_resps"], list) else sa["filtered_resps"]
+        if n == 0:
+            out.append(["nothing like it", sb["resps"][0], "other"])
+        elif n % 3 == 1 and ans != "[invalid]":
+            out.append("the " + ans.upper() + "!,")
+        elif n % 3 == 2:
+            out.append(sb["resps"][0])
+        else:
+            out.append("zzz")
+    return out
+
+
+def run_lmeval_generate(name: str, path: Path, max_length: int | None, task_dir: Path) -> dict:
+    """The two generate_until tasks on one model, in two passes (see the module docstring)."""
+    from lm_eval.models.huggingface import HFLM
+
+    kwargs = {"max_length": max_length} if max_length else {}
+    lm = HFLM(pretrained=str(path), dtype="float32", batch_size=1, device="cpu", **kwargs)
+    data = OUT / f"gen-{name}.jsonl"
+    write_jsonl(data, [{"id": f"q{n}", "context": c, "target": "zzz"} for n, c in enumerate(GEN_CONTEXTS)])
+    _gen_tasks(task_dir, data)
+    first = _run_gen(lm, task_dir)
+    targets = _targets(first)
+    write_jsonl(data, [{"id": f"q{n}", "context": c, "target": t}
+                       for n, (c, t) in enumerate(zip(GEN_CONTEXTS, targets))])
+    fixture = {"model": name, "max_length": lm.max_length, "lm_eval_version": __import__("lm_eval").__version__,
+               "batch_size": 1, "dtype": "float32", "gen_a": {**GEN_A, "regex": GEN_A_REGEX, "group_select": -1,
+                                                             "regexes_to_ignore": GEN_A_IGNORE},
+               "gen_b": GEN_B, **_run_gen(lm, task_dir)}
+    for task in ("score_gen_a", "score_gen_b"):
+        ems = [s["exact_match"] for s in fixture[task]["samples"]]
+        print(f"{name} {task}: exact_match {sum(ems)}/{len(ems)}; resps "
+              f"{[s['resps'][0] for s in fixture[task]['samples']][:4]}")
+    return fixture
+
+
+
 def write_jsonl(path: Path, items: list[dict]) -> None:
     path.write_text("".join(json.dumps(it, ensure_ascii=False) + "\n" for it in items), encoding="utf-8")
 
@@ -311,7 +461,11 @@ def main() -> None:
     ap.add_argument("--skip-smollm2", action="store_true")
     ap.add_argument("--preference-only", action="store_true", help="rebuild the models, write preference.json only")
     ap.add_argument("--chat-only", action="store_true", help="only SmolLM2's --apply_chat_template run")
+    ap.add_argument("--generate-only", action="store_true",
+                    help="only the generate_until tasks, on the models already under tests/fixtures/score/models")
     args = ap.parse_args()
+    if args.generate_only:
+        return main_generate(args)
     torch.manual_seed(0)
     OUT.mkdir(parents=True, exist_ok=True)
     write_jsonl(OUT / "mc.jsonl", MC_ITEMS)
@@ -339,6 +493,20 @@ def main() -> None:
                 fixture = run_lmeval_chat(name, path, max_length, task_dir)
                 (OUT / f"lmeval-{name}-chat.json").write_text(json.dumps(fixture, ensure_ascii=False) + "\n",
                                                               encoding="utf-8")
+
+
+def main_generate(args) -> None:
+    torch.manual_seed(0)
+    models = {name: (OUT / "models" / name, None) for name in ("gpt2-bpe", "llama-spm")}
+    if not args.skip_smollm2:
+        d = smollm2_dir()
+        if d is not None:
+            models["smollm2"] = (d, SMOLLM2_WINDOW)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (path, max_length) in models.items():
+            fixture = run_lmeval_generate(name, path, max_length, Path(tmp))
+            (OUT / f"lmeval-gen-{name}.json").write_text(json.dumps(fixture, ensure_ascii=False, indent=0) + "\n",
+                                                         encoding="utf-8")
 
 
 if __name__ == "__main__":

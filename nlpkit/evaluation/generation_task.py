@@ -1,0 +1,223 @@
+"""The generate task of `nlpkit score` (lm-evaluation-harness `generate_until`): generate an answer to each item's
+context, cut it at stop strings, extract it with a regex, and compare it with the item's target(s).
+
+As lm-evaluation-harness's Hugging Face backend (`HFLM.generate_until`, `_model_generate`, `MultiTokenEOSCriteria`):
+
+- the context is encoded with the model's own tokenizer (BOS first when it adds one, unless the text starts with
+  it) and keeps its last `window - max_gen_toks` tokens (`max_ctx_len`); decoding is greedy unless sampling is asked;
+- decoding stops at the model's end-of-sequence token (and a chat template's end of turn), after `max_gen_toks`
+  tokens, or once the decoded tail of the generation -- its last (tokens of the stop string + 2) tokens, decoded with
+  their special tokens -- contains a stop string; the end-of-sequence token's text is a stop string too;
+- the generated tokens are decoded without special tokens and cut before the first occurrence of each stop string
+  in turn (`generation`); the `regex` filter then take-first gives the `answer` (`answer_filters.RegexFilter`; none:
+  the generation itself); `exact_match` compares it with the target (a list of targets: right when any is).
+
+An n-gram model generates words, as `nlpkit generate` does: its word stream stops at a stop string and joins the
+words with spaces (no tokenizer tail to decode).
+
+Corpus BLEU and chrF of the answers against the targets (`--metric bleu,chrf`) are sacrebleu's, as `nlpkit bleu`
+computes them (`nlpkit.mt.bleu`; lm-evaluation-harness's `bleu`/`chrf` aggregations call sacrebleu's defaults too);
+their interval is sacrebleu's bootstrap (1000 resamples, its seed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.evaluation.answer_filters import MatchOptions, RegexFilter, compile_regex, cut_at_stops, exact_match
+from nlpkit.lm.interface import Prompt
+
+GENERATE_METRICS = ("exact_match", "bleu", "chrf")
+CORPUS_METRICS = ("bleu", "chrf")  # one number over all items (no per-item value)
+DEFAULT_MAX_GEN_TOKS = 256  # lm-evaluation-harness's HFLM max_gen_toks
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """How generation items are answered and scored (lm-evaluation-harness's names)."""
+
+    until: tuple[str, ...] = ()
+    max_gen_toks: int = DEFAULT_MAX_GEN_TOKS
+    extract: str | None = None
+    extract_group: int = 0
+    match: MatchOptions = field(default_factory=MatchOptions)
+    metrics: tuple[str, ...] = ("exact_match",)
+    sampling: object | None = None  # a SamplingConfig; None: greedy
+    seed: int | None = None
+    batch_size: int = 16
+
+    def validate(self) -> "GenerationOptions":
+        if any(s == "" for s in self.until):
+            raise UsageError("`until` holds an empty stop string, which would stop everywhere; give some text")
+        if isinstance(self.max_gen_toks, bool) or not isinstance(self.max_gen_toks, int) or self.max_gen_toks < 1:
+            raise UsageError(f"`max_gen_toks` must be at least 1, got {self.max_gen_toks}")
+        if self.extract is not None:
+            compile_regex(self.extract, "extract")
+        self.match.validate()
+        bad = [m for m in self.metrics if m not in GENERATE_METRICS]
+        if bad or not self.metrics:
+            raise UsageError(f"`metric` {','.join(bad) or '(none)'}: choose from {', '.join(GENERATE_METRICS)}")
+        if self.batch_size < 1:
+            raise UsageError(f"`batch_size` must be at least 1, got {self.batch_size}")
+        return self
+
+    def answer_filter(self) -> RegexFilter | None:
+        return RegexFilter(self.extract, self.extract_group) if self.extract is not None else None
+
+
+@dataclass
+class Generation:
+    """One item's result: the generation (cut), the answer (filtered), tokens generated and why it ended."""
+
+    generation: str
+    answer: str
+    tokens: int
+    finish: str
+
+
+class TailStops:
+    """lm-evaluation-harness's `MultiTokenEOSCriteria` for one sequence: after each new token, each stop string is
+    looked for in the decoded last (its token count + 2) generated tokens, special tokens shown."""
+
+    def __init__(self, tokenizer, stops: Sequence[str]):
+        self.tokenizer = tokenizer
+        self.stops = [(s, len(tokenizer.encode(s, add_special=False)) + 2) for s in stops if s]
+        self.ids: list[int] = []
+
+    def push(self, token_id: int) -> bool:
+        self.ids.append(int(token_id))
+        for s, k in self.stops:
+            if s in self.tokenizer.decode(self.ids[-k:]):
+                return True
+        return False
+
+
+def _eos_text(lm) -> str | None:
+    """The end-of-sequence token's text (lm-evaluation-harness adds it to `until`), or None."""
+    model = lm.model
+    eos = model.config.eos_id
+    if eos is None:
+        eos = getattr(model.tokenizer, "eos_id", None)
+    if eos is None:
+        return None
+    return model.tokenizer.decode([int(eos)])
+
+
+def tokenizer_model(lm):
+    """The engine `Model` behind a tokenizer-based language model, else None (an n-gram model: words)."""
+    model = getattr(lm, "model", None)
+    return model if getattr(model, "tokenizer", None) is not None and hasattr(model, "config") else None
+
+
+class Generator:
+    """Answers generation items with one model: its requests for `nlpkit.lm.batch_generation.generate_batched`
+    and each finished sequence's text (see the module docstring). `window` is lm-evaluation-harness's max_length
+    [the model's trained positions]; `render` the chat template around a context (`--chat`), or None."""
+
+    def __init__(self, lm, window: int | None = None, render: Callable[[str], str] | None = None,
+                 end_ids: Sequence[int] = ()):
+        self.lm, self.render, self.end_ids = lm, render, tuple(end_ids)
+        self.model = tokenizer_model(lm)
+        self.window = window or (self.model.config.positions if self.model is not None else lm.context_length)
+
+    def check(self, options: GenerationOptions) -> None:
+        if self.window is not None and options.max_gen_toks >= self.window:
+            raise UsageError(f"`max_gen_toks` {options.max_gen_toks} leaves no room for a context in the "
+                             f"{self.window}-token window of {getattr(self.lm, 'name', 'the model')}")
+
+    def request(self, context: str, options: GenerationOptions):
+        """(Request, finish) for one context: `finish(Generated)` -> `Generation`."""
+        from nlpkit.lm.batch_generation import Request
+
+        text = self.render(context) if self.render is not None else context
+        if self.model is None:  # words: the model's own prompt and word stream
+            prompt = self.lm.prompt(text)
+            prompt = Prompt(prompt.ids, prompt.lead, (*prompt.end_ids, *self.end_ids))
+            stream = self.lm.text_stream(prompt, options.until)
+
+            def on_word(tid: int) -> bool:
+                stream.push(tid)
+                return stream.stopped
+
+            def finish_words(g) -> Generation:
+                return self._answer(stream.text(), g, options)
+
+            return Request(prompt, options.max_gen_toks, on_word), finish_words
+        from nlpkit.lm.transformer.continuations import tok_encode
+
+        model = self.model
+        ids = tok_encode(model, text)[-(self.window - options.max_gen_toks):]
+        if not ids:  # an empty context: the prefix token (BOS, else EOS), as `generate` starts
+            from nlpkit.lm.transformer.backend import prepare_prompt
+
+            ids = prepare_prompt(model, [], max_new_tokens=options.max_gen_toks)
+        eos = _eos_text(self.lm)
+        stops = list(options.until) + ([eos] if eos and eos not in options.until else [])
+        tail = TailStops(model.tokenizer, stops)
+
+        def finish_tokens(g) -> Generation:
+            return self._answer(cut_at_stops(model.tokenizer.decode(g.ids, skip_special=True), stops), g, options)
+
+        return Request(Prompt(ids, end_ids=self.end_ids), options.max_gen_toks, tail.push), finish_tokens
+
+    @staticmethod
+    def _answer(text: str, g, options: GenerationOptions) -> Generation:
+        filt = options.answer_filter()
+        return Generation(text, filt.apply(text) if filt is not None else text, len(g.ids), g.finish)
+
+    def generate(self, contexts: Sequence[str], options: GenerationOptions, stats=None) -> list[Generation]:
+        """The `Generation` of each context, decoded `options.batch_size` at a time, in order."""
+        from nlpkit.lm.batch_generation import generate_batched
+
+        self.check(options)
+        pairs = [self.request(c, options) for c in contexts]
+        out = generate_batched(self.lm, [r for r, _ in pairs], batch_size=options.batch_size,
+                               sampling=options.sampling, seed=options.seed, context=self.window, stats=stats)
+        return [pairs[g.index][1](g) for g in out]
+
+
+def targets_of(value, key: str, where: str) -> list[str]:
+    """An item's target(s) as a list of strings: a string, or a non-empty list of strings (any of them right)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise NlpkitError(f"{where}: field {key!r} must be a string or a non-empty list of strings (any of them "
+                      "right)")
+
+
+def score_generation(gen: Generation, targets: Sequence[str], options: GenerationOptions) -> tuple[dict, dict]:
+    """(record fields, per-item metrics) of one answered item."""
+    em = exact_match(gen.answer, targets, options.match)
+    rec = {"generation": gen.generation, "answer": gen.answer,
+           "target": targets[0] if len(targets) == 1 else list(targets), "exact_match": em,
+           "tokens": gen.tokens, "finish": gen.finish}
+    return rec, {"exact_match": em}
+
+
+def corpus_metrics(answers: Sequence[str], targets: Sequence[Sequence[str]], metrics: Sequence[str],
+                   n_bootstrap: int = 1000, seed: int | None = 12345) -> dict[str, dict]:
+    """metric -> {value, stderr, low, high, n} of corpus BLEU / chrF of the answers against the targets, by
+    sacrebleu with its defaults (as `nlpkit bleu` and lm-evaluation-harness's aggregations): each item's targets
+    are its references (a shorter list repeats its first target: a reference twice changes neither metric). The
+    interval is sacrebleu's bootstrap mean +- its 95% half-width; stderr that half-width / 1.96."""
+    from nlpkit.evaluation.significance import Z95
+    from nlpkit.mt.bleu import EvalOptions, corpus_scores, quiet_sacrebleu
+
+    names = tuple(m for m in metrics if m in CORPUS_METRICS)
+    if not names or not answers:
+        return {}
+    quiet_sacrebleu()
+    width = max(len(t) for t in targets)
+    refs = [[t[j] if j < len(t) else t[0] for t in targets] for j in range(width)]  # [width][items]
+    recs = corpus_scores([("answers", list(answers))], refs, EvalOptions(metrics=names),
+                         confidence_n=n_bootstrap if len(answers) > 1 else 0, seed=seed)
+    out = {}
+    for name, rec in zip(names, recs):
+        value = rec["score"]
+        half = rec.get("ci95", float("nan"))
+        out[name] = {"value": value, "stderr": half / Z95, "low": value - half, "high": value + half,
+                     "n": len(answers)}
+    return out

@@ -1,0 +1,161 @@
+"""Batched decoding (nlpkit/lm/transformer/batch_decoding.py, nlpkit/lm/batch_generation.py): many sequences of
+different lengths advanced in one forward per step give what one-sequence-at-a-time decoding gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES
+
+from nlpkit.lm.batch_generation import Request, generate_batched
+from nlpkit.lm.generation import GenerationStats, generate_ids
+from nlpkit.lm.interface import Prompt
+from nlpkit.lm.sampling import SamplingConfig
+from nlpkit.lm.transformer.backend import TransformerLM, last_logits
+from nlpkit.lm.transformer.batch_decoding import DecodingBatch
+from nlpkit.lm.transformer.loaders import load_model
+
+MODELS = ["gpt2-bpe", "llama-spm"]
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def model(request):
+    return load_model(FIXTURES / "score" / "models" / request.param)
+
+
+def prompts(model, n: int = 7, seed: int = 0) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [list(map(int, rng.integers(3, model.config.vocab_size, size=k)))
+            for k in rng.integers(1, 30, size=n)]
+
+
+def one_at_a_time(model, prompt, steps):  # -> (greedy ids, logits before each of them and after the last)
+    cache = model.new_cache(1, len(prompt) + steps + 1)
+    logits = [last_logits(model, np.array([prompt]), cache)[0]]
+    ids = []
+    for _ in range(steps):
+        ids.append(int(np.argmax(logits[-1])))
+        logits.append(last_logits(model, np.array([[ids[-1]]]), cache)[0])
+    return ids, logits
+
+
+def test_a_step_of_many_sequences_gives_each_its_own_logits(model):
+    """Every row of a batched step against the same sequence decoded alone (tiny models: bit-identical; the
+    kernels BLAS picks for one row and for many may differ in their last bits on wider matrices)."""
+    ps = prompts(model)
+    steps = 6
+    ref = [one_at_a_time(model, p, steps) for p in ps]
+    batch = DecodingBatch(model)
+    logits = {i: batch.join(i, p, steps + 1) for i, p in enumerate(ps)}
+    for s in range(steps):
+        feed = [int(np.argmax(logits[k])) for k in batch.keys]
+        assert feed == [ref[k][0][s] for k in batch.keys]
+        for k, row in zip(batch.keys, batch.step(feed)):
+            logits[k] = row
+            np.testing.assert_allclose(row, ref[k][1][s + 1], rtol=0, atol=1e-4)
+
+
+def test_sequences_join_and_leave_between_steps(model):
+    ps = prompts(model, 4, seed=1)
+    ref = [one_at_a_time(model, p, 5)[0] for p in ps]
+    batch = DecodingBatch(model)
+    got = {0: [], 2: []}
+    logits = {0: batch.join(0, ps[0], 6), 2: batch.join(2, ps[2], 6)}
+    for s in range(5):
+        if s == 2:  # a sequence joins mid-way; another leaves
+            logits[1] = batch.join(1, ps[1], 6)
+            got[1] = []
+            batch.leave(2)
+        feed = []
+        for k in batch.keys:
+            got[k].append(int(np.argmax(logits[k])))
+            feed.append(got[k][-1])
+        for k, row in zip(batch.keys, batch.step(feed)):
+            logits[k] = row
+    assert got[0] == ref[0]
+    assert got[2] == ref[2][:2]
+    assert got[1] == ref[1][:3]
+
+
+def test_greedy_batched_equals_one_at_a_time_whatever_the_batch_size(model):
+    lm = TransformerLM(model)
+    ps = prompts(model, 9, seed=2)
+    ref = [list(generate_ids(lm, p, max_new_tokens=8 + i, sampling=SamplingConfig(temperature=0)))
+           for i, p in enumerate(ps)]
+    for size in (1, 3, 16):
+        got = list(generate_batched(lm, [Request(Prompt(p), 8 + i) for i, p in enumerate(ps)], batch_size=size,
+                                    sampling=SamplingConfig(temperature=0)))
+        assert [g.index for g in got] == list(range(len(ps)))  # input order
+        assert [g.ids for g in got] == ref
+        assert all(g.finish in ("eos", "length") for g in got)
+
+
+def test_seeded_sampling_draws_the_same_tokens_whatever_the_batch_size(model):
+    lm = TransformerLM(model)
+    ps = prompts(model, 6, seed=3)
+    cfg = SamplingConfig(temperature=1.0, top_k=50, top_p=0.9)
+    ref = [list(generate_ids(lm, p, max_new_tokens=10, sampling=cfg, seed=7)) for p in ps]
+    for size in (1, 4):
+        got = generate_batched(lm, [Request(Prompt(p), 10) for p in ps], batch_size=size, sampling=cfg, seed=7)
+        assert [g.ids for g in got] == ref
+
+
+def test_sequences_finish_at_different_steps_by_their_own_stop_test(model):
+    lm = TransformerLM(model)
+    ps = prompts(model, 5, seed=4)
+    greedy = SamplingConfig(temperature=0)
+    ref = [list(generate_ids(lm, p, max_new_tokens=12, sampling=greedy, ignore_eos=True)) for p in ps]
+    stops = [2, 5, 1, 12, 3]  # stop after this many tokens
+
+    def stopper(n):
+        seen = []
+        return lambda tid: seen.append(tid) or len(seen) >= n
+
+    got = list(generate_batched(lm, [Request(Prompt(p), 12, stopper(n)) for p, n in zip(ps, stops)], batch_size=3,
+                                sampling=greedy, ignore_eos=True))
+    assert [g.ids for g in got] == [r[:n] for r, n in zip(ref, stops)]
+    assert [g.finish for g in got] == ["stop", "stop", "stop", "stop", "stop"]
+
+
+def test_a_sequence_that_fills_the_context_ends_there_the_others_go_on(model):
+    lm = TransformerLM(model)
+    ctx = model.config.positions
+    long = list(range(3, 3 + ctx - 2))  # room for two tokens
+    short = prompts(model, 1, seed=5)[0]
+    got = list(generate_batched(lm, [Request(Prompt(long), 10), Request(Prompt(short), 10)], batch_size=2,
+                                sampling=SamplingConfig(temperature=0), ignore_eos=True))
+    st = GenerationStats()
+    ref = list(generate_ids(lm, long, max_new_tokens=10, sampling=SamplingConfig(temperature=0), ignore_eos=True,
+                            stats=st))
+    assert got[0].ids == ref and got[0].finish == st.finish == "context"
+    assert len(got[1].ids) == 10 and got[1].finish == "length"
+
+
+def test_a_prompt_longer_than_the_window_is_an_error_naming_both_lengths(model):
+    lm = TransformerLM(model)
+    ctx = model.config.positions
+    with pytest.raises(Exception, match=f"{ctx + 5} tokens but the context is {ctx}"):
+        list(generate_batched(lm, [Request(Prompt([3] * (ctx + 5)), 4)]))
+
+
+def test_zero_new_tokens_and_bad_batch_size():
+    from nlpkit.errors import UsageError
+
+    model = load_model(FIXTURES / "score" / "models" / "gpt2-bpe")
+    lm = TransformerLM(model)
+    got = list(generate_batched(lm, [Request(Prompt([5, 6]), 0), Request(Prompt([5]), 2)]))
+    assert got[0].ids == [] and got[0].finish == "length" and len(got[1].ids) <= 2
+    with pytest.raises(UsageError, match="batch_size"):
+        list(generate_batched(lm, [Request(Prompt([5]), 2)], batch_size=0))
+
+
+def test_ngram_models_decode_one_state_per_sequence():
+    from nlpkit.lm.load import load_language_model
+
+    lm = load_language_model(str(FIXTURES / "ngram" / "tiny-3.arpa"))
+    p = lm.prompt("the")
+    cfg = SamplingConfig(temperature=1.0)
+    ref = list(generate_ids(lm, p, max_new_tokens=6, sampling=cfg, seed=3))
+    got = list(generate_batched(lm, [Request(p, 6), Request(p, 6)], batch_size=2, sampling=cfg, seed=3))
+    assert got[0].ids == ref and got[1].ids == ref
