@@ -209,13 +209,13 @@ metric_list:
 """
 
 
-def _gen_tasks(task_dir: Path, data: Path) -> None:
+def _gen_tasks(task_dir: Path, data_a: Path, data_b: Path, gen_a: dict, gen_b: dict) -> None:
     (task_dir / "score_gen_task.py").write_text(TASK_GEN_PY)
     (task_dir / "score_gen_a.yaml").write_text(TASK_GEN_A.format(
-        data=data, until=json.dumps(GEN_A["until"]), max_gen_toks=GEN_A["max_gen_toks"],
+        data=data_a, until=json.dumps(gen_a["until"]), max_gen_toks=gen_a["max_gen_toks"],
         regex=json.dumps(GEN_A_REGEX), ignore=json.dumps(GEN_A_IGNORE)))
     (task_dir / "score_gen_b.yaml").write_text(TASK_GEN_B.format(
-        data=data, until=json.dumps(GEN_B["until"]), max_gen_toks=GEN_B["max_gen_toks"]))
+        data=data_b, until=json.dumps(gen_b["until"]), max_gen_toks=gen_b["max_gen_toks"]))
 
 
 def _gen_samples(res: dict, task: str) -> list[dict]:
@@ -224,14 +224,22 @@ def _gen_samples(res: dict, task: str) -> list[dict]:
         key = next(k for k in s if k.startswith("exact_match"))
         out.append({"doc_id": s["doc_id"], "arguments": [list(a) for a in s["arguments"]][0],
                     "target": s["target"], "resps": [r[0] for r in s["resps"]], "filtered_resps": s["filtered_resps"],
-                    "exact_match": float(s[key]) if not isinstance(s[key], dict) else float(s[key]["exact_match"])})
+                    "exact_match": float(s[key])})
     return out
 
 
-def _run_gen(lm, task_dir: Path) -> dict:
+def _run_gen(lm, task_dir: Path, name: str, targets_a: list, targets_b: list, gen_a: dict, gen_b: dict) -> dict:
+    """Both tasks on items with these targets. Task a's targets are all lists (lm-eval's `multiple_target`, set
+    when the first doc's target is a list, splits a string target into its characters), task b's all strings."""
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
+    data_a, data_b = OUT / f"gen-a-{name}.jsonl", OUT / f"gen-b-{name}.jsonl"
+    write_jsonl(data_a, [{"id": f"q{n}", "context": c, "target": t} for n, (c, t) in
+                         enumerate(zip(GEN_CONTEXTS, targets_a))])
+    write_jsonl(data_b, [{"id": f"q{n}", "context": c, "target": t} for n, (c, t) in
+                         enumerate(zip(GEN_CONTEXTS, targets_b))])
+    _gen_tasks(task_dir, data_a, data_b, gen_a, gen_b)
     res = simple_evaluate(model=lm, tasks=["score_gen_a", "score_gen_b"], batch_size=1, log_samples=True,
                           task_manager=TaskManager(include_path=str(task_dir)), bootstrap_iters=1000)
     out = {}
@@ -241,49 +249,59 @@ def _run_gen(lm, task_dir: Path) -> dict:
     return out
 
 
-def _targets(first: dict) -> list:
-    """Each item's target from the first run's answers: every third equal up to case, punctuation and the
-    ignored regexes ("The " + answer upper-cased + "!"), one a list holding the raw generation of task b, the rest
-    a wrong answer."""
-    a = first["score_gen_a"]["samples"]
-    b = first["score_gen_b"]["samples"]
-    out = []
-    for n, (sa, sb) in enumerate(zip(a, b)):
-        ans = sa["filtered_resps"][0] if isinstance(sa["filtered_resps"], list) else sa["filtered_resps"]
+def _stops_from(run: dict) -> tuple[list[str], list[str]]:
+    """Stop strings a random tiny model does produce: task a adds its third most common character to "\\n" and
+    "."; task b stops at its most common two characters (often two tokens) and its fifth most common character."""
+    from collections import Counter
+
+    text = "".join(s["resps"][0] for s in run["score_gen_a"]["samples"])
+    ok = lambda t: t.isprintable() and "\ufffd" not in t and t.strip() == t  # noqa: E731
+    chars = [c for c, _ in Counter(c for c in text if ok(c)).most_common()]
+    pair = Counter(text[i:i + 2] for i in range(len(text) - 1) if ok(text[i:i + 2])).most_common(1)[0][0]
+    rest = [c for c in chars if c not in pair]
+    return ["\n", ".", chars[2]], [pair, rest[4]]
+
+
+def _targets(run: dict) -> tuple[list, list]:
+    """Targets from a run's answers: in task a (lists), every third item's answer as "the " + upper case + "!,"
+    (right only up to case, punctuation and the ignored regexes), the first item a list holding it among others;
+    in task b (strings), every third item's raw generation; the rest wrong."""
+    a = [s["filtered_resps"][0] for s in run["score_gen_a"]["samples"]]
+    b = [s["resps"][0] for s in run["score_gen_b"]["samples"]]
+    ta, tb = [], []
+    for n, (ans, gen) in enumerate(zip(a, b)):
         if n == 0:
-            out.append(["nothing like it", sb["resps"][0], "other"])
-        elif n % 3 == 1 and ans != "[invalid]":
-            out.append("the " + ans.upper() + "!,")
-        elif n % 3 == 2:
-            out.append(sb["resps"][0])
+            ta.append(["nothing like it", "the " + ans.upper() + "!,", "other"])
+        elif n % 3 == 1:
+            ta.append(["the " + ans.upper() + "!,"])
         else:
-            out.append("zzz")
-    return out
+            ta.append(["zzz"])
+        tb.append(gen if n % 3 == 2 else "zzz")
+    return ta, tb
 
 
 def run_lmeval_generate(name: str, path: Path, max_length: int | None, task_dir: Path) -> dict:
-    """The two generate_until tasks on one model, in two passes (see the module docstring)."""
+    """The two generate_until tasks on one model (see the module docstring): a run to find stop strings the model
+    produces (tiny models), a run for its answers, and the fixture's run with targets made from them."""
     from lm_eval.models.huggingface import HFLM
 
     kwargs = {"max_length": max_length} if max_length else {}
     lm = HFLM(pretrained=str(path), dtype="float32", batch_size=1, device="cpu", **kwargs)
-    data = OUT / f"gen-{name}.jsonl"
-    write_jsonl(data, [{"id": f"q{n}", "context": c, "target": "zzz"} for n, c in enumerate(GEN_CONTEXTS)])
-    _gen_tasks(task_dir, data)
-    first = _run_gen(lm, task_dir)
-    targets = _targets(first)
-    write_jsonl(data, [{"id": f"q{n}", "context": c, "target": t}
-                       for n, (c, t) in enumerate(zip(GEN_CONTEXTS, targets))])
+    dummy_a, dummy_b = [["zzz"]] * len(GEN_CONTEXTS), ["zzz"] * len(GEN_CONTEXTS)
+    gen_a, gen_b = dict(GEN_A), dict(GEN_B)
+    if name != "smollm2":
+        gen_a["until"], gen_b["until"] = _stops_from(_run_gen(lm, task_dir, name, dummy_a, dummy_b, gen_a, gen_b))
+    targets_a, targets_b = _targets(_run_gen(lm, task_dir, name, dummy_a, dummy_b, gen_a, gen_b))
     fixture = {"model": name, "max_length": lm.max_length, "lm_eval_version": __import__("lm_eval").__version__,
-               "batch_size": 1, "dtype": "float32", "gen_a": {**GEN_A, "regex": GEN_A_REGEX, "group_select": -1,
-                                                             "regexes_to_ignore": GEN_A_IGNORE},
-               "gen_b": GEN_B, **_run_gen(lm, task_dir)}
+               "batch_size": 1, "dtype": "float32",
+               "gen_a": {**gen_a, "regex": GEN_A_REGEX, "group_select": -1, "regexes_to_ignore": GEN_A_IGNORE,
+                         "ignore_case": True, "ignore_punctuation": True},
+               "gen_b": gen_b, **_run_gen(lm, task_dir, name, targets_a, targets_b, gen_a, gen_b)}
     for task in ("score_gen_a", "score_gen_b"):
         ems = [s["exact_match"] for s in fixture[task]["samples"]]
-        print(f"{name} {task}: exact_match {sum(ems)}/{len(ems)}; resps "
-              f"{[s['resps'][0] for s in fixture[task]['samples']][:4]}")
+        print(f"{name} {task}: until {fixture['gen_a' if task.endswith('a') else 'gen_b']['until']!r} exact_match "
+              f"{sum(ems)}/{len(ems)}; resps {[s['resps'][0] for s in fixture[task]['samples']][:4]}")
     return fixture
-
 
 
 def write_jsonl(path: Path, items: list[dict]) -> None:
@@ -463,6 +481,8 @@ def main() -> None:
     ap.add_argument("--chat-only", action="store_true", help="only SmolLM2's --apply_chat_template run")
     ap.add_argument("--generate-only", action="store_true",
                     help="only the generate_until tasks, on the models already under tests/fixtures/score/models")
+    ap.add_argument("--models", default="gpt2-bpe,llama-spm,smollm2",
+                    help="with --generate-only: which models (comma-separated)")
     args = ap.parse_args()
     if args.generate_only:
         return main_generate(args)
@@ -497,8 +517,9 @@ def main() -> None:
 
 def main_generate(args) -> None:
     torch.manual_seed(0)
-    models = {name: (OUT / "models" / name, None) for name in ("gpt2-bpe", "llama-spm")}
-    if not args.skip_smollm2:
+    wanted = args.models.split(",")
+    models = {name: (OUT / "models" / name, None) for name in ("gpt2-bpe", "llama-spm") if name in wanted}
+    if not args.skip_smollm2 and "smollm2" in wanted:
         d = smollm2_dir()
         if d is not None:
             models["smollm2"] = (d, SMOLLM2_WINDOW)

@@ -44,7 +44,7 @@ class GenerationOptions:
     extract_group: int = 0
     match: MatchOptions = field(default_factory=MatchOptions)
     metrics: tuple[str, ...] = ("exact_match",)
-    sampling: object | None = None  # a SamplingConfig; None: greedy
+    sampling: object | None = None  # a SamplingConfig; None: greedy (lm-evaluation-harness do_sample: false)
     seed: int | None = None
     batch_size: int = 16
 
@@ -170,11 +170,12 @@ class Generator:
     def generate(self, contexts: Sequence[str], options: GenerationOptions, stats=None) -> list[Generation]:
         """The `Generation` of each context, decoded `options.batch_size` at a time, in order."""
         from nlpkit.lm.batch_generation import generate_batched
+        from nlpkit.lm.sampling import SamplingConfig
 
         self.check(options)
         pairs = [self.request(c, options) for c in contexts]
         out = generate_batched(self.lm, [r for r, _ in pairs], batch_size=options.batch_size,
-                               sampling=options.sampling, seed=options.seed, context=self.window, stats=stats)
+                               sampling=options.sampling or SamplingConfig(temperature=0.0), seed=options.seed, context=self.window, stats=stats)
         return [pairs[g.index][1](g) for g in out]
 
 
