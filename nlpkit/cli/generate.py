@@ -17,11 +17,14 @@ from nlpkit.cli.decoding import (chat_options, check_chat, decoding_options, dec
               help="One prompt per line ('-' = stdin): one record per prompt instead of streaming.")
 @click.option("--echo/--no-echo", default=None,
               help="Print the prompt before the continuation [default: on a terminal].")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, metavar="N",
+              help="--prompts: decode up to N prompts together, one forward per step for all (a finished prompt's "
+                   "place goes to the next); records still come in input order [16].")
 @model_options
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, decoding, fmt, no_signature, quiet,
+def command(prompt, prompts_file, echo, batch_size, model_path, rope_scaling, rope_factor, decoding, fmt, no_signature, quiet,
             encoding_errors, chat=False, system=None, messages_file=None):
     """Stream one continuation of PROMPT (argument, or piped stdin) to stdout as it is generated.
 
@@ -55,6 +58,11 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, d
 
     if prompt is not None and prompts_file is not None:
         raise click.UsageError("give a PROMPT or --prompts FILE, not both")
+    if batch_size is not None and prompts_file is None:
+        raise click.UsageError("--batch-size applies to --prompts FILE")
+    if batch_size is not None and (decoding.no_kv_cache or decoding.sliding):
+        raise click.UsageError("--batch-size decodes with the KV cache and stops at a full context: not with "
+                               "--no-kv-cache or --sliding")
     check_chat(chat, system, messages_file)
     opts = decoding
     lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
@@ -76,6 +84,9 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, d
         else:
             prompts = [prompt if messages_file == "-" else read_prompt(prompt, encoding_errors, messages_file is None)]
         with open_writer(["index", "prompt", "text", "tokens", "finish"], fmt, sig, no_signature) as out:
+            if prompts_file is not None and not opts.no_kv_cache and not opts.sliding:
+                _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, warm)
+                return
             for i, line in enumerate(prompts):
                 st = GenerationStats()
                 text = "".join(generate(lm, encode(line), stats=st, **kwargs))
@@ -92,3 +103,44 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, d
     if not stream_line(generate(lm, p, stats=st, **kwargs), (p.echo or "") if echo else ""):
         return
     print_stats(lm, st, quiet, opts.stats, seed, warm)
+
+
+def _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, warm) -> None:
+    """--prompts decoded together (`nlpkit.lm.batch_generation`): each record written as soon as it and the ones
+    before it are done; with --stats one line for the whole run."""
+    import sys
+
+    from nlpkit.cli.common import warn
+    from nlpkit.lm.batch_generation import DEFAULT_BATCH, BatchStats, Request, generate_batched
+
+    lines: dict[int, str] = {}
+    streams: dict[int, object] = {}
+
+    def requests():
+        for i, line in enumerate(prompts):
+            p = encode(line)
+            lines[i] = line
+            stream = streams[i] = lm.text_stream(p, kwargs["stop"])
+
+            def on_token(tid, stream=stream):
+                stream.push(tid)
+                return stream.stopped
+
+            yield Request(p, kwargs["max_new_tokens"], on_token)
+
+    st = BatchStats()
+    for g in generate_batched(lm, requests(), batch_size=batch_size or DEFAULT_BATCH, sampling=kwargs["sampling"],
+                              seed=kwargs["seed"], ignore_eos=kwargs["ignore_eos"], stats=st):
+        stream = streams.pop(g.index)
+        out.write({"index": g.index, "prompt": lines.pop(g.index), "text": stream.text(), "tokens": len(g.ids),
+                   "finish": g.finish})
+        if g.finish == "context":
+            warn(f"prompt {g.index}: the context is full ({g.prompt_tokens} prompt + {len(g.ids)} new tokens): "
+                 "stopped (use a shorter prompt)", quiet)
+    if opts.stats:
+        unit = lm.token_unit
+        per_s = "tok/s" if unit == "tokens" else f"{unit}/s"
+        w = f"warm-up: {warm:.3f} s; " if warm is not None else ""
+        sys.stderr.write(f"{w}prefill: {st.prompt_tokens} {unit} in {st.prefill_seconds:.3f} s; decode: "
+                         f"{st.new_tokens} {unit} in {st.decode_seconds:.3f} s ({st.decode_tps:.1f} {per_s}, "
+                         f"{st.steps} steps, up to {st.most_live} sequences at once); seed: {seed}\n")
