@@ -240,7 +240,7 @@ def _write_section(rows, columns, fmt, sig, no_signature, kind, separate):
 def _write_json(records, summary, comparisons, sig, no_signature, several):
     import json
 
-    from nlpkit.io import _jsonable
+    from nlpkit.io import jsonable
 
     doc = {} if no_signature else {"signature": sig}
     if records["items"]:
@@ -248,4 +248,4 @@ def _write_json(records, summary, comparisons, sig, no_signature, several):
     doc["summary"] = summary if several else [{k: v for k, v in r.items() if k != "model"} for r in summary]
     if comparisons:
         doc["comparisons"] = comparisons
-    sys.stdout.write(json.dumps(_jsonable(doc), ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.write(json.dumps(jsonable(doc), ensure_ascii=False, indent=2) + "\n")
