@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack
+from typing import NamedTuple
 
 import click
 
@@ -43,7 +44,8 @@ Examples:
 @click.option("--task", type=click.Choice(("loglikelihood", "multiple-choice", "preference")), default=None,
               help="The task [from the first record's fields: continuation, choices, or chosen + rejected].")
 @click.option("--field", "fields", multiple=True, metavar="ROLE=NAME",
-              help="Read a role (context, continuation, choices, gold, prompt, chosen, rejected) from field NAME.")
+              help="Read a role (context, continuation, choices, gold, prompt, chosen, rejected, id) from field "
+                   "NAME.")
 @click.option("--delimiter", default=None,
               help="Multiple-choice: put between context and each choice (lm-evaluation-harness target_delimiter) "
                    "[a space; none with --chat].")
@@ -108,14 +110,22 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     scorers, ref = _load(specs, ref_spec, quiet)
     evaluation = Evaluation(scorers, options, ref)
     evaluation.check(found, items)  # what a model could not score, before any record
-    sig = _signature(found, names, options, delimiter, reference, window, chat, bootstrap, seed)
-    out_fmt = resolve_format(fmt)
-    item_rows = _run(evaluation, [(found, item) for item in items], names, out_fmt, sig, no_signature, summary_only,
+    out = Output(resolve_format(fmt), _signature(found, names, options, delimiter, reference, window, chat,
+                                                 bootstrap, seed), no_signature, summary_only)
+    item_rows = _run(evaluation, [(found, item) for item in items], names, out,
                      _item_columns(found, items, len(names) > 1), quiet, dask, shard_size, specs, ref_spec)
-    comparisons = _write_results(evaluation, item_rows, names, out_fmt, sig, no_signature, summary_only, bootstrap,
-                                 seed)
+    comparisons = _write_results(evaluation, item_rows, names, out, bootstrap, seed)
     if fail_if_worse is not None:
         _gate(comparisons, fail_if_worse)
+
+
+class Output(NamedTuple):
+    """How results are written: the format, the signature, --no-signature, --summary-only."""
+
+    fmt: str
+    sig: str
+    no_signature: bool
+    summary_only: bool
 
 
 def _check_options(models, task, chat, system, beta, reference, mutual_info) -> None:
@@ -178,8 +188,7 @@ def _signature(task, names, options, delimiter, reference, window, chat, bootstr
     return make_signature("score", **{k: v for k, v in settings.items() if v is not None})
 
 
-def _run(evaluation, pairs, names, out_fmt, sig, no_signature, summary_only, columns, quiet, dask, shard_size,
-         specs, ref_spec) -> list[dict]:
+def _run(evaluation, pairs, names, out: "Output", columns, quiet, dask, shard_size, specs, ref_spec) -> list[dict]:
     """Score the (task, item) pairs, locally or on the Dask cluster, writing each item's records as its block is
     scored (json: kept, and returned, for the one document)."""
     kept: list[dict] = []
@@ -198,35 +207,35 @@ def _run(evaluation, pairs, names, out_fmt, sig, no_signature, summary_only, col
             map_items = score_items(client, score_chunk, (*absolute, evaluation.options),
                                     parse_size(shard_size), tick, BLOCK_ITEMS)
         item_out = None
-        if not summary_only and out_fmt != "json":
-            item_out = stack.enter_context(open_writer(columns, out_fmt, sig, no_signature, title="items",
+        if not out.summary_only and out.fmt != "json":
+            item_out = stack.enter_context(open_writer(columns, out.fmt, out.sig, out.no_signature, title="items",
                                                        path_columns=("file",)))
         for item, name, rec in evaluation.run(pairs, progress=tick, map_items=map_items):
             if rec.get("truncated") and name == names[0]:
                 warn(f"{item.where}: context and continuation exceed the window: the context loses its left end "
                      "(as lm-evaluation-harness truncates)", quiet)
             row = {"model": name, **rec} if len(names) > 1 else rec
-            if out_fmt == "json":
-                if not summary_only:
+            if out.fmt == "json":
+                if not out.summary_only:
                     kept.append(row)
             elif item_out is not None:
-                item_out.write({"record": "item", **row} if out_fmt == "jsonl" else row)
+                item_out.write({"record": "item", **row} if out.fmt == "jsonl" else row)
     return kept
 
 
-def _write_results(evaluation, item_rows, names, out_fmt, sig, no_signature, summary_only, bootstrap,
-                   seed) -> list[dict]:
+def _write_results(evaluation, item_rows, names, out: "Output", bootstrap, seed) -> list[dict]:
     """The summaries and comparisons after the items (json: the one document); the comparisons returned."""
     summary = evaluation.summaries()
     comparisons = evaluation.comparisons(bootstrap, seed)
     several = len(names) > 1
-    if out_fmt == "json":
-        _write_json({"items": item_rows}, summary, comparisons, sig, no_signature, several)
+    if out.fmt == "json":
+        _write_json({"items": item_rows}, summary, comparisons, out.sig, out.no_signature, several)
     else:
-        _write_section(summary, SUMMARY_COLUMNS if several else SUMMARY_COLUMNS[1:], out_fmt, sig,
-                       no_signature, "summary", separate=not summary_only)
+        _write_section(summary, SUMMARY_COLUMNS if several else SUMMARY_COLUMNS[1:], out.fmt, out.sig,
+                       out.no_signature, "summary", separate=not out.summary_only)
         if comparisons:
-            _write_section(comparisons, COMPARISON_COLUMNS, out_fmt, sig, no_signature, "comparison", separate=True)
+            _write_section(comparisons, COMPARISON_COLUMNS, out.fmt, out.sig, out.no_signature, "comparison",
+                           separate=True)
     return comparisons
 
 
