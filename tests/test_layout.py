@@ -190,3 +190,56 @@ def test_no_message_outside_the_cli_spells_a_flag(wing):
     hits = _strings_spelling_flags(PKG)
     hits = [h for h in hits if h.startswith("nlpkit/lm/") == (wing == "lm")]
     assert not hits, "name the parameter in backticks instead:\n" + "\n".join(hits)
+
+
+# h-lm moves lm/transformer/threads.py to lm/threads.py and makes `match_blas_threads` public
+THREAD_NAMES = {"_match_blas_threads", "_openblas"}
+
+
+def _private_imports() -> list[tuple[str, str]]:
+    """(where, name) of every private name (`_x`, not a dunder) one nlpkit module takes from another: `from
+    nlpkit.m import _x`, or `m._x` on an imported nlpkit module."""
+    mods = _modules()
+    found = []
+    for name, path in sorted(mods.items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        aliases: dict[str, str] = {}  # local name -> nlpkit module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                if not base.startswith("nlpkit") or base == name:
+                    continue
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        found.append((f"{path.relative_to(PKG.parent)}:{node.lineno}", a.name))
+                    if f"{base}.{a.name}" in mods:
+                        aliases[a.asname or a.name] = f"{base}.{a.name}"
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("nlpkit"):
+                        aliases[a.asname or a.name.split(".")[0]] = a.asname and a.name or a.name.split(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                base = node.value
+                while isinstance(base, ast.Attribute):
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id in aliases and aliases[base.id] != name:
+                    found.append((f"{path.relative_to(PKG.parent)}:{node.lineno}", node.attr))
+    return found
+
+
+@pytest.mark.parametrize("names", [
+    "all but the thread helpers",
+    pytest.param("the thread helpers", marks=pytest.mark.xfail(
+        reason="h-lm's branch moves threads.py to nlpkit/lm/threads.py and makes match_blas_threads public",
+        strict=False)),
+])
+def test_no_private_name_is_imported_from_another_module(names):
+    """A name starting with `_` is its module's own: one shared with another module is public (or moves there)."""
+    hits = [f"{where}: {name}" for where, name in _private_imports()
+            if (name in THREAD_NAMES) == (names == "the thread helpers")]
+    assert not hits, "make these public or move them:\n" + "\n".join(hits)

@@ -615,7 +615,7 @@ def matrix_market_banner(signature: str | None = None) -> str:
 
 def matrix_market_names(kind: str, names, first: int = 1) -> str:
     """``%kind<TAB>i<TAB>NAME`` comment lines numbering `names` from `first`."""
-    return "".join(f"%{kind}\t{i}\t{_escape(t)}\n" for i, t in enumerate(names, first))
+    return "".join(f"%{kind}\t{i}\t{escape_term(t)}\n" for i, t in enumerate(names, first))
 
 
 def matrix_market_entries(m: TfidfMatrix, row_offset: int = 0, chunk: int = 1 << 16) -> Iterator[str]:
@@ -627,5 +627,6 @@ def matrix_market_entries(m: TfidfMatrix, row_offset: int = 0, chunk: int = 1 <<
                                                             m.data[s:s + chunk].tolist()))
 
 
-def _escape(s: str) -> str:
+def escape_term(s: str) -> str:
+    """A term on one line of a vocabulary file: backslash, tab, newline and carriage return escaped."""
     return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
