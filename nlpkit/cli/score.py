@@ -1,6 +1,7 @@
-"""`nlpkit score`: log-likelihoods, multiple-choice accuracy and preference pairs of JSONL items, as
-lm-evaluation-harness computes them, with standard errors and paired comparisons of several models
-(core: nlpkit/evaluation/, nlpkit/lm/transformer/continuations.py, nlpkit/lm/ngram/continuations.py)."""
+"""`nlpkit score`: log-likelihoods, multiple-choice accuracy, preference pairs and generated answers of JSONL items,
+as lm-evaluation-harness computes them, with standard errors and paired comparisons of several models
+(core: nlpkit/evaluation/, nlpkit/lm/transformer/continuations.py, nlpkit/lm/ngram/continuations.py,
+nlpkit/lm/batch_generation.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ ITEM_COLUMNS = {  # `id` only when some item has one
     "multiple-choice": ["model", "file", "index", "id", "gold", "pred", "pred_norm", "acc", "acc_norm", "acc_bytes", "acc_tokens",
                         "logprobs", "tokens"],
     "preference": ["model", "file", "index", "id", "logprob_chosen", "logprob_rejected", "margin", "accuracy"],
+    "generate": ["model", "file", "index", "id", "generation", "answer", "target", "exact_match", "tokens", "finish"],
 }
+GENERATE_OPTIONS = ("until", "max_gen_toks", "extract", "extract_group", "ignore_case", "ignore_punctuation",
+                    "ignore_regex", "metric", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+                    "batch_size")
+SAMPLING_OPTIONS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")
 SUMMARY_COLUMNS = ["model", "metric", "value", "stderr", "low", "high", "n"]
 COMPARISON_COLUMNS = ["model", "baseline", "metric", "difference", "p_value", "low", "high", "mcnemar_p"]
 PAIRED_OPTIONS = ("fail_if_worse", "bootstrap", "seed")
@@ -32,6 +38,8 @@ Examples:
   nlpkit score -m lm.arpa -m SmolLM2-135M/ items.jsonl       # a KenLM baseline beside a neural model
   echo '{"context": "The sky is", "continuation": " blue"}' | nlpkit score --format jsonl
   nlpkit score -m policy/ --reference sft/ --beta 0.1 pairs.jsonl --field prompt=question
+  nlpkit score -m SmolLM2-135M/ qa.jsonl --until "\\n" --max-gen-toks 32 --ignore-case --ignore-punctuation
+  nlpkit score -m base/ -m tuned/ gsm.jsonl --extract "#### (\\-?[0-9.,]+)" --until "Question:"
 """
 
 
@@ -41,11 +49,12 @@ Examples:
               help="Model: a Hugging Face directory, .gguf, ARPA or .ngram file [$NLPKIT_MODEL, else the shipped "
                    "model]. Repeat to compare: each later model against the first.")
 @no_cache_option
-@click.option("--task", type=click.Choice(("loglikelihood", "multiple-choice", "preference")), default=None,
-              help="The task [from the first record's fields: continuation, choices, or chosen + rejected].")
+@click.option("--task", type=click.Choice(("loglikelihood", "multiple-choice", "preference", "generate")),
+              default=None,
+              help="The task [from the first record's fields: continuation, choices, chosen + rejected, or target].")
 @click.option("--field", "fields", multiple=True, metavar="ROLE=NAME",
-              help="Read a role (context, continuation, choices, gold, prompt, chosen, rejected, id) from field "
-                   "NAME.")
+              help="Read a role (context, continuation, choices, gold, prompt, chosen, rejected, target, id) from "
+                   "field NAME.")
 @click.option("--delimiter", default=None,
               help="Multiple-choice: put between context and each choice (lm-evaluation-harness target_delimiter) "
                    "[a space; none with --chat].")
@@ -71,23 +80,57 @@ Examples:
               help="Render each context (prompt) as a user turn with the model's chat template and score the "
                    "continuation as the reply (lm-evaluation-harness --apply_chat_template).")
 @click.option("--system", default=None, metavar="TEXT", help="System message for --chat.")
+@click.option("--until", multiple=True, metavar="TEXT",
+              help="Generate: stop when the generation's tail holds TEXT (cut before it); repeatable. The end-of-"
+                   "sequence token always stops [only it; lm-evaluation-harness's task default is its few-shot "
+                   "delimiter, \"\\n\\n\"].")
+@click.option("--max-gen-toks", type=int, default=None, metavar="N",
+              help="Generate: at most N new tokens; the context keeps its last (window - N) tokens [256].")
+@click.option("--extract", default=None, metavar="REGEX",
+              help="Generate: the answer is a match of REGEX in the generation (lm-evaluation-harness's regex "
+                   "filter: findall, the first non-empty group, stripped; no match: [invalid]) [the generation].")
+@click.option("--extract-group", type=int, default=None, metavar="N",
+              help="Generate: with --extract, the N-th match (negative: from the end) [0].")
+@click.option("--ignore-case", is_flag=True, help="Generate: exact_match ignores case.")
+@click.option("--ignore-punctuation", is_flag=True, help="Generate: exact_match ignores string.punctuation.")
+@click.option("--ignore-regex", multiple=True, metavar="REGEX",
+              help="Generate: exact_match removes REGEX from answer and target first (regexes_to_ignore); "
+                   "repeatable.")
+@click.option("--metric", default=None, metavar="LIST",
+              help="Generate: summary metrics, comma-separated: exact_match, bleu, chrf (corpus, sacrebleu's) "
+                   "[exact_match].")
+@click.option("--temperature", type=float, default=None,
+              help="Generate: sample at temperature T (0 = greedy) [greedy, as lm-evaluation-harness's "
+                   "do_sample: false]; each item's generator is seeded with --seed.")
+@click.option("--top-k", type=int, default=None, help="Generate, sampling: keep the K most likely tokens [0: off].")
+@click.option("--top-p", type=float, default=None, help="Generate, sampling: nucleus P, in (0, 1] [1: off].")
+@click.option("--min-p", type=float, default=None, help="Generate, sampling: drop tokens below P x the top's [0].")
+@click.option("--repetition-penalty", type=float, default=None, help="Generate: repetition penalty [1: off].")
+@click.option("--batch-size", type=int, default=None, metavar="N",
+              help="Generate: decode up to N items together (the results do not depend on it) [16].")
 @dask_options
 @common_options
-@named_flags(window="--context")
+@named_flags(window="--context", metrics="--metric", ignore_regex="--ignore-regex")
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
-            fail_if_worse, summary_only, chat, system, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
-    """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy and
-    preference pairs, as lm-evaluation-harness computes them.
+            fail_if_worse, summary_only, chat, system, until, max_gen_toks, extract, extract_group, ignore_case,
+            ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p, min_p, repetition_penalty,
+            batch_size, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
+    """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy,
+    preference pairs and generated answers, as lm-evaluation-harness computes them.
 
     Each line of FILES (JSONL; '-' or none: stdin) is an item: context + continuation
     (loglikelihood), context + choices + gold (multiple-choice: acc, acc_norm per character,
-    acc_bytes, acc_tokens) or prompt + chosen + rejected (preference: margin, accuracy; DPO rewards
-    with --reference). Tokenization is lm-evaluation-harness's; an empty context is conditioned on
+    acc_bytes, acc_tokens), prompt + chosen + rejected (preference: margin, accuracy; DPO rewards
+    with --reference) or context + target (generate: lm-evaluation-harness's generate_until, greedy;
+    --until, --max-gen-toks, --extract, exact_match; see docs/generation.md). Tokenization is lm-evaluation-harness's; an empty context is conditioned on
     the model's BOS (else EOS). One record per item and model, then per model and metric the mean,
     standard error (sample sd / sqrt n) and 95% interval; with several -m, each later model against
     the first: difference, paired bootstrap p-value and interval, McNemar's exact test.
     """
     _check_options(models, task, chat, system, beta, reference, mutual_info)
+    generation = _generation_options(until, max_gen_toks, extract, extract_group, ignore_case, ignore_punctuation,
+                                     ignore_regex, metric, (temperature, top_k, top_p, min_p, repetition_penalty),
+                                     seed, batch_size)
     if delimiter is None:
         delimiter = "" if chat else " "
     paths = input_paths(files, "items")
@@ -104,8 +147,10 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     _check_task_options(found, mutual_info, reference)
     models = list(models) or [None]
     names = _names(models)
-    options = TaskOptions(delimiter=delimiter, mutual_info=mutual_info, beta=0.1 if beta is None else beta)
-    specs = {name: ModelSpec(path, window, chat, system) for name, path in zip(names, models)}
+    options = TaskOptions(delimiter=delimiter, mutual_info=mutual_info, beta=0.1 if beta is None else beta,
+                          generation=generation)
+    gen = found == "generate"
+    specs = {name: ModelSpec(path, window, chat, system, gen) for name, path in zip(names, models)}
     ref_spec = ModelSpec(reference, window, chat, system) if reference is not None else None
     scorers, ref = _load(specs, ref_spec, quiet)
     evaluation = Evaluation(scorers, options, ref)
@@ -133,9 +178,16 @@ def _check_options(models, task, chat, system, beta, reference, mutual_info) -> 
     from click.core import ParameterSource
 
     cctx = click.get_current_context()
+    given = {name for name in (*PAIRED_OPTIONS, *GENERATE_OPTIONS)
+             if cctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)}
+    if task not in (None, "generate") and given & set(GENERATE_OPTIONS):
+        name = sorted(given & set(GENERATE_OPTIONS))[0]
+        raise click.UsageError(f"--{name.replace('_', '-')} applies to the generate task only")
     if len(models) < 2:
         for name in PAIRED_OPTIONS:
-            if cctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
+            if name == "seed" and given & set(SAMPLING_OPTIONS):  # it seeds the sampling too
+                continue
+            if name in given:
                 raise click.UsageError(f"--{name.replace('_', '-')} compares models: give -m at least twice "
                                        "(the first is the baseline)")
     if system is not None and not chat:
@@ -148,8 +200,40 @@ def _check_options(models, task, chat, system, beta, reference, mutual_info) -> 
         raise click.UsageError("--mutual-info applies to the multiple-choice task only")
 
 
+def _generation_options(until, max_gen_toks, extract, extract_group, ignore_case, ignore_punctuation, ignore_regex,
+                        metric, sampling, seed, batch_size):
+    """The generate task's `GenerationOptions`, checked (a usage error naming the option)."""
+    from nlpkit.evaluation.answer_filters import MatchOptions
+    from nlpkit.evaluation.generation_task import DEFAULT_MAX_GEN_TOKS, GenerationOptions
+    from nlpkit.lm.batch_generation import DEFAULT_BATCH
+    from nlpkit.lm.sampling import SamplingConfig
+
+    if extract_group is not None and extract is None:
+        raise click.UsageError("--extract-group needs --extract")
+    temperature, top_k, top_p, min_p, rep = sampling
+    cfg = None
+    if any(v is not None for v in sampling):
+        cfg = SamplingConfig(temperature=0.0 if temperature is None else temperature, top_k=top_k or 0,
+                             top_p=1.0 if top_p is None else top_p, min_p=min_p or 0.0,
+                             repetition_penalty=1.0 if rep is None else rep).validate()
+    metrics = tuple(m.strip() for m in metric.split(",")) if metric is not None else ("exact_match",)
+    return GenerationOptions(until=tuple(until), max_gen_toks=DEFAULT_MAX_GEN_TOKS if max_gen_toks is None
+                             else max_gen_toks, extract=extract, extract_group=extract_group or 0,
+                             match=MatchOptions(ignore_case, ignore_punctuation, tuple(ignore_regex)), metrics=metrics,
+                             sampling=cfg, seed=seed, batch_size=DEFAULT_BATCH if batch_size is None
+                             else batch_size).validate()
+
+
 def _check_task_options(found: str, mutual_info: bool, reference) -> None:
     """The usage errors of options that do not apply to the task the items call for."""
+    cctx = click.get_current_context()
+    from click.core import ParameterSource
+
+    if found != "generate":
+        for name in GENERATE_OPTIONS:
+            if cctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
+                raise click.UsageError(f"--{name.replace('_', '-')} applies to the generate task, these items are "
+                                       f"{found}")
     if found != "multiple-choice" and mutual_info:
         raise click.UsageError(f"--mutual-info applies to the multiple-choice task, these items are {found}")
     if found != "preference" and reference is not None:
@@ -181,10 +265,19 @@ def _signature(task, names, options, delimiter, reference, window, chat, bootstr
 
     norms = "chars,bytes,tokens" + (",mutual-info" if options.mutual_info else "") if task == "multiple-choice" \
         else None
+    g = options.generation
+    gen = task == "generate"
+    match = ",".join(k for k, on in (("case", g.match.ignore_case), ("punct", g.match.ignore_punctuation),
+                                     ("regex", bool(g.match.regexes_to_ignore))) if on) or "exact"
     settings = {"task": task, "delimiter": repr(delimiter) if task == "multiple-choice" else None, "norm": norms,
+                "until": len(g.until) if gen else None, "max_gen": g.max_gen_toks if gen else None,
+                "extract": (g.extract_group if g.extract is not None else "none") if gen else None,
+                "match": match if gen else None,
+                "temp": (g.sampling.temperature if g.sampling is not None else 0.0) if gen else None,
                 "models": ",".join(names), "reference": _names([reference])[0] if reference else None,
                 "beta": options.beta if reference else None, "ctx": window or "model", "chat": chat or None,
-                "bootstrap": bootstrap if len(names) > 1 else None, "seed": seed if len(names) > 1 else None}
+                "bootstrap": bootstrap if len(names) > 1 else None,
+                "seed": seed if len(names) > 1 or (gen and g.sampling is not None and not g.sampling.greedy) else None}
     return make_signature("score", **{k: v for k, v in settings.items() if v is not None})
 
 

@@ -33,10 +33,15 @@ class Evaluation:
     reference: object | None = None
     task: str | None = None
     values: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # model -> metric -> per item
+    answers: dict[str, list[str]] = field(default_factory=dict)  # generate: model -> answer per item (BLEU, chrF)
+    targets: list[list[str]] = field(default_factory=list)  # generate: each item's targets
 
     def check(self, task: str, items: Iterable[Item]) -> None:
         """Raise, naming the file and line, the first item some model (or the reference) could not score."""
         self.options.validate()
+        if task == "generate":
+            for scorer in self.scorers.values():
+                scorer.check(self.options.generation)
         for item in items:
             for scorer in self.scorers.values():
                 check_item(scorer, task, item, self.options, self.reference)
@@ -56,9 +61,13 @@ class Evaluation:
             if self.task is None:
                 self.task = task
                 self.values = {name: {m: [] for m in self.metrics} for name in self.scorers}
+            if task == "generate":
+                self.targets.append(list(item.continuations))
             for name, rec, metrics in results:
                 for m in self.metrics:
                     self.values[name][m].append(metrics[m])
+                if task == "generate":
+                    self.answers.setdefault(name, []).append(rec["answer"])
                 yield item, name, rec
             if progress and map_items is None:
                 progress(n)
@@ -72,11 +81,19 @@ class Evaluation:
     def summaries(self) -> list[dict]:
         """One record per model and metric: value, stderr, 95% interval, n."""
         out = []
+        wanted = self.options.generation.metrics if self.task == "generate" else self.metrics
         for name in self.scorers:
             for m in self.metrics:
+                if m not in wanted:
+                    continue
                 s = summarize(self.values[name][m])
                 out.append({"model": name, "metric": m, "value": s.value, "stderr": s.stderr, "low": s.low,
                             "high": s.high, "n": s.n})
+            if self.task == "generate":  # corpus BLEU / chrF of the answers (sacrebleu's bootstrap interval)
+                from nlpkit.evaluation.generation_task import corpus_metrics
+
+                corpus = corpus_metrics(self.answers.get(name, []), self.targets, wanted)
+                out += [{"model": name, "metric": m, **corpus[m]} for m in wanted if m in corpus]
         return out
 
     def comparisons(self, n_samples: int = BOOTSTRAP_SAMPLES, seed: int | None = SEED) -> list[dict]:

@@ -114,12 +114,17 @@ def tokenizer_model(lm):
 class Generator:
     """Answers generation items with one model: its requests for `nlpkit.lm.batch_generation.generate_batched`
     and each finished sequence's text (see the module docstring). `window` is lm-evaluation-harness's max_length
-    [the model's trained positions]; `render` the chat template around a context (`--chat`), or None."""
+    [the model's trained positions]; `render` the chat template around a context (`chat`), or None."""
 
     def __init__(self, lm, window: int | None = None, render: Callable[[str], str] | None = None,
-                 end_ids: Sequence[int] = ()):
-        self.lm, self.render, self.end_ids = lm, render, tuple(end_ids)
+                 chat: bool = False):
+        self.lm, self.render = lm, render
         self.model = tokenizer_model(lm)
+        self.end_ids: tuple[int, ...] = ()
+        if chat and self.model is not None:  # a chat template's end of turn stops, as the model's EOS does
+            from nlpkit.lm.chat import end_of_turn_ids
+
+            self.end_ids = tuple(sorted(end_of_turn_ids(self.model.tokenizer, self.model.config.eos_ids)))
         self.window = window or (self.model.config.positions if self.model is not None else lm.context_length)
 
     def check(self, options: GenerationOptions) -> None:
@@ -180,13 +185,32 @@ class Generator:
 
 
 def targets_of(value, key: str, where: str) -> list[str]:
-    """An item's target(s) as a list of strings: a string, or a non-empty list of strings (any of them right)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise NlpkitError(f"{where}: field {key!r} must be a string or a non-empty list of strings (any of them "
-                      "right)")
+    """An item's target(s) as a list of strings: a string (an integer is read as its digits, as lm-evaluation-
+    harness casts a target to the answer's type), or a non-empty list of them (any of them right)."""
+    def one(v):
+        if isinstance(v, str):
+            return v
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        return None
+
+    values = value if isinstance(value, list) else [value]
+    out = [one(v) for v in values]
+    if not values or any(v is None for v in out):
+        raise NlpkitError(f"{where}: field {key!r} must be a string or a non-empty list of strings (any of them "
+                          "right)")
+    return out
+
+
+def generate_items(generator: "Generator", items: Sequence, options: GenerationOptions) -> list[tuple[dict, dict]]:
+    """(record, metrics) of each generation item (`score`'s records: `file`, `index`, `id` first), the items'
+    contexts decoded together (`Generator.generate`)."""
+    gens = generator.generate([item.context for item in items], options)
+    out = []
+    for item, gen in zip(items, gens):
+        rec, metrics = score_generation(gen, item.continuations, options)
+        out.append(({**item.key(), **rec}, metrics))
+    return out
 
 
 def score_generation(gen: Generation, targets: Sequence[str], options: GenerationOptions) -> tuple[dict, dict]:
@@ -201,11 +225,15 @@ def score_generation(gen: Generation, targets: Sequence[str], options: Generatio
 def corpus_metrics(answers: Sequence[str], targets: Sequence[Sequence[str]], metrics: Sequence[str],
                    n_bootstrap: int = 1000, seed: int | None = 12345) -> dict[str, dict]:
     """metric -> {value, stderr, low, high, n} of corpus BLEU / chrF of the answers against the targets, by
-    sacrebleu with its defaults (as `nlpkit bleu` and lm-evaluation-harness's aggregations): each item's targets
-    are its references (a shorter list repeats its first target: a reference twice changes neither metric). The
-    interval is sacrebleu's bootstrap mean +- its 95% half-width; stderr that half-width / 1.96."""
-    from nlpkit.evaluation.significance import Z95
-    from nlpkit.mt.bleu import EvalOptions, corpus_scores, quiet_sacrebleu
+    sacrebleu with its defaults (as `nlpkit bleu` builds them, and lm-evaluation-harness's aggregations call
+    `sacrebleu.corpus_bleu` / `corpus_chrf`): each item's targets are its references (a shorter list repeats its first
+    target: a reference twice changes neither metric). The standard error is the standard deviation of the corpus
+    score over `n_bootstrap` resamples of the items (lm-evaluation-harness's bootstrap stderr; the resamples are
+    sacrebleu's, `significance.resample_indices`), the interval the value +- 1.96 of it."""
+    import numpy as np
+
+    from nlpkit.evaluation.significance import Z95, resample_indices
+    from nlpkit.mt.bleu import EvalOptions, build_metrics, quiet_sacrebleu
 
     names = tuple(m for m in metrics if m in CORPUS_METRICS)
     if not names or not answers:
@@ -213,12 +241,17 @@ def corpus_metrics(answers: Sequence[str], targets: Sequence[Sequence[str]], met
     quiet_sacrebleu()
     width = max(len(t) for t in targets)
     refs = [[t[j] if j < len(t) else t[0] for t in targets] for j in range(width)]  # [width][items]
-    recs = corpus_scores([("answers", list(answers))], refs, EvalOptions(metrics=names),
-                         confidence_n=n_bootstrap if len(answers) > 1 else 0, seed=seed)
+    built = build_metrics(EvalOptions(metrics=names), refs)
+    n = len(answers)
+    idx = resample_indices(n, n_bootstrap, seed) if n > 1 else None  # [B, n]
     out = {}
-    for name, rec in zip(names, recs):
-        value = rec["score"]
-        half = rec.get("ci95", float("nan"))
-        out[name] = {"value": value, "stderr": half / Z95, "low": value - half, "high": value + half,
-                     "n": len(answers)}
+    for name in names:
+        metric = built[name]
+        stats = np.asarray(metric._extract_corpus_statistics(list(answers), None), dtype=np.float64)  # [n, k]
+        value = float(metric._compute_score_from_stats(list(stats.sum(axis=0))).score)
+        se = float("nan")
+        if idx is not None:
+            boot = [float(metric._compute_score_from_stats(list(stats[i].sum(axis=0))).score) for i in idx]
+            se = float(np.std(boot, ddof=1))
+        out[name] = {"value": value, "stderr": se, "low": value - Z95 * se, "high": value + Z95 * se, "n": n}
     return out

@@ -1,15 +1,17 @@
 """Items to score, one JSON object per line: the task from the fields present, every field checked.
 
-Three tasks (field names are roles; a file may call them anything, mapped with `fields`):
+Four tasks (field names are roles; a file may call them anything, mapped with `fields`):
 
 - loglikelihood: `context`, `continuation`;
 - multiple-choice: `context`, `choices` (a non-empty list of strings), `gold` (an index, a choice string, or a list
   of indices: any of them is right);
 - preference: `prompt`, `chosen`, `rejected`;
+- generate (lm-evaluation-harness `generate_until`): `context`, `target` (a string, or a list of strings: any of
+  them is right), and neither `choices` nor `continuation` (an item with both is an error naming it);
 - any task: an optional `id` (a string or a number), the item's own name, carried into its records.
 
 Without an explicit task, the first record decides: `choices` -> multiple-choice, `chosen` and `rejected` ->
-preference, `continuation` -> loglikelihood; a later record whose fields call for another task is an error naming
+preference, `continuation` -> loglikelihood, `target` -> generate; a later record whose fields call for another task is an error naming
 both lines (one task per run). Every record is then checked for that task's fields, and every error names the file
 and line (`items.jsonl, line 7: no field 'gold' ...`). Blank lines are skipped (they keep their line numbers).
 `iter_items` streams one record at a time; `read_items` reads and checks every file before anything is scored.
@@ -23,13 +25,14 @@ from typing import Iterator, Sequence
 
 from nlpkit.errors import NlpkitError, UsageError
 
-TASKS = ("loglikelihood", "multiple-choice", "preference")
+TASKS = ("loglikelihood", "multiple-choice", "preference", "generate")
 ROLES = {
     "loglikelihood": ("context", "continuation"),
     "multiple-choice": ("context", "choices", "gold"),
     "preference": ("prompt", "chosen", "rejected"),
+    "generate": ("context", "target"),
 }
-ALL_ROLES = ("context", "continuation", "choices", "gold", "prompt", "chosen", "rejected", "id")
+ALL_ROLES = ("context", "continuation", "choices", "gold", "prompt", "chosen", "rejected", "target", "id")
 
 
 @dataclass
@@ -75,6 +78,8 @@ def task_of(record: dict, fields: dict[str, str]) -> str | None:
         return "preference"
     if name("continuation") in record:
         return "loglikelihood"
+    if name("target") in record:
+        return "generate"
     return None
 
 
@@ -87,7 +92,8 @@ def detect_task(record: dict, fields: dict[str, str], where: str) -> str:
     have = ", ".join(map(str, record)) or "none"
     raise NlpkitError(f"{where}: cannot tell the task from the fields ({have}): expected "
                       f"{name('continuation')!r} (loglikelihood), {name('choices')!r} and {name('gold')!r} "
-                      f"(multiple-choice), or {name('chosen')!r} and {name('rejected')!r} (preference); map fields "
+                      f"(multiple-choice), {name('chosen')!r} and {name('rejected')!r} (preference), or "
+                      f"{name('target')!r} (generate); map fields "
                       "with `field` ROLE=NAME or choose the `task`")
 
 
@@ -162,6 +168,17 @@ def make_item(record, task: str, fields: dict[str, str], index: int, where: str,
     if not isinstance(record, dict):
         raise NlpkitError(f"{where}: expected a JSON object, got {_kind(record)}")
     ident = item_id(record, fields, where)
+    target = fields.get("target", "target")
+    if target in record:
+        both = [fields.get(r, r) for r in ("choices", "continuation") if fields.get(r, r) in record]
+        if both:
+            raise NlpkitError(f"{where}: the item has both {target!r} and {both[0]!r}: a generation item has a "
+                              f"target and no choices or continuation (drop one, or map another with `field`)")
+    if task == "generate":
+        from nlpkit.evaluation.generation_task import targets_of
+
+        return Item(index, where, _text(record, "context", fields, where),
+                    targets_of(_get(record, "target", fields, where), target, where), file=file, id=ident)
     if task == "loglikelihood":
         return Item(index, where, _text(record, "context", fields, where),
                     [_text(record, "continuation", fields, where, allow_empty=False)], file=file, id=ident)

@@ -16,18 +16,19 @@ from nlpkit.errors import UsageError
 @dataclass(frozen=True)
 class ModelSpec:
     """A model and how it scores: `window` (tokens; None: the model's trained positions), `chat` (render contexts
-    with its chat template, `system` first)."""
+    with its chat template, `system` first), `generate` (it answers generation items: a `Generator`)."""
 
     path: str | None
     window: int | None = None
     chat: bool = False
     system: str | None = None
+    generate: bool = False
 
     def absolute(self) -> "ModelSpec":
         """The same spec with an absolute path (workers have their own working directory)."""
         if self.path is None or "://" in self.path:
             return self
-        return ModelSpec(os.path.abspath(self.path), self.window, self.chat, self.system)
+        return ModelSpec(os.path.abspath(self.path), self.window, self.chat, self.system, self.generate)
 
 
 def check_model_path(path: str | None) -> None:
@@ -66,7 +67,12 @@ def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None):
     for param, key, given in (("chat", "chat", spec.chat), ("window", "sliding", spec.window is not None)):
         if given and key in lm.inapplicable:
             raise UsageError(f"`{param}` does not apply to {lm.described} ({lm.name}): {lm.inapplicable[key]}")
-    return lm.continuation_scorer(spec.window, spec.chat, spec.system)
+    scorer = lm.continuation_scorer(spec.window, spec.chat, spec.system)
+    if spec.generate:
+        from nlpkit.evaluation.generation_task import Generator
+
+        return Generator(lm, spec.window, scorer.render if spec.chat else None, chat=spec.chat)
+    return scorer
 
 
 _CACHE: dict[ModelSpec, object] = {}

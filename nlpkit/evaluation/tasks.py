@@ -11,15 +11,18 @@ continuations)` -> `ContinuationScore`s; the transformer engine and n-gram model
 - preference (DPO, Rafailov et al. 2023): log p(chosen | prompt), log p(rejected | prompt), `margin` and `accuracy`
   (margin > 0); with a reference model, the implicit rewards r = beta (log p - log p_ref), `reward_margin` and
   `reward_accuracy` (r(chosen) > r(rejected)).
+- generate (lm-evaluation-harness `generate_until`): the model's answer to the context against the target(s),
+  `exact_match` (`generation_task.py`; the scorer is a `generation_task.Generator`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.evaluation.generation_task import GenerationOptions, generate_items
 from nlpkit.evaluation.items import Item
 from nlpkit.lm.continuations import score_requests
 
@@ -30,15 +33,18 @@ DIFFERENT_TOKENIZER = ("the reference model tokenizes this item differently from
 
 @dataclass(frozen=True)
 class TaskOptions:
-    """How items are scored: the multiple-choice delimiter, mutual information, DPO's beta."""
+    """How items are scored: the multiple-choice delimiter, mutual information, DPO's beta, the generate task's
+    options (`generation_task.GenerationOptions`)."""
 
     delimiter: str = " "
     mutual_info: bool = False
     beta: float = 0.1
+    generation: GenerationOptions = field(default_factory=GenerationOptions)
 
     def validate(self) -> "TaskOptions":
         if not np.isfinite(self.beta) or self.beta <= 0:
             raise UsageError(f"beta must be a positive finite number, got {self.beta}")
+        self.generation.validate()
         return self
 
 
@@ -48,12 +54,14 @@ def metric_names(task: str, options: TaskOptions, reference: bool = False) -> tu
         return ("logprob", "is_greedy")
     if task == "multiple-choice":
         return MC_METRICS + (("acc_mutual_info",) if options.mutual_info else ())
+    if task == "generate":  # per item; corpus BLEU / chrF are summaries only (`generation_task.corpus_metrics`)
+        return ("exact_match",)
     return ("margin", "accuracy") + (("reward_margin", "reward_accuracy") if reference else ())
 
 
 def is_accuracy(metric: str) -> bool:
     """Right/wrong per item (McNemar applies) rather than a real-valued score."""
-    return metric.startswith("acc") or metric in ("is_greedy", "accuracy", "reward_accuracy")
+    return metric.startswith("acc") or metric in ("is_greedy", "accuracy", "reward_accuracy", "exact_match")
 
 
 def _context(scorer, text: str) -> str:
@@ -72,6 +80,8 @@ def check_item(scorer, task: str, item: Item, options: TaskOptions, reference=No
     """Raise, naming the item's file and line, what scoring it would raise (a continuation without tokens, one
     longer than the window, a reference model that tokenizes it differently, ...): an evaluation checks every item
     with every model before it scores any, so scoring itself never fails on an item."""
+    if task == "generate":  # any context can be answered (a long one loses its left end, as lm-evaluation-harness's)
+        return
     try:
         pairs = [scorer.check(context, conts) for context, conts in requests(scorer, task, item, options)]
         if reference is not None and task == "preference":
@@ -90,6 +100,8 @@ def score_items(scorer, task: str, items: list[Item], options: TaskOptions, refe
     """(record, metrics) of each item: the record as output (`file`, `index`, `id` first), the per-item metric
     values; all the items' requests scored in one batch (`score_requests`: the engine packs them into few
     forwards). The items are checked (`check_item`)."""
+    if task == "generate":
+        return generate_items(scorer, items, options.generation)
     reqs = [requests(scorer, task, item, options) for item in items]
     flat = [r for rs in reqs for r in rs]
     scores = score_requests(scorer, flat)

@@ -40,12 +40,20 @@ def run_json(cli, *args: str) -> dict:
     return json.loads(r.stdout)
 
 
+def model_args(name: str) -> list[str]:
+    if name == "smollm2":  # the GGUF lm-eval's float32 directory was converted from; lm-eval's max_length 128
+        from test_score_lmeval import smollm2_gguf
+
+        return ["-m", str(smollm2_gguf()), "--context", "128"]
+    return ["-m", str(FIX / "models" / name)]
+
+
 @pytest.mark.parametrize("task", ["score_gen_a", "score_gen_b"])
-@pytest.mark.parametrize("name", ["gpt2-bpe", "llama-spm"])
+@pytest.mark.parametrize("name", ["gpt2-bpe", "llama-spm", "smollm2"])
 def test_score_generate_records_equal_lm_eval(cli, name, task):
     fix = fixture(name)
     path = FIX / f"gen-{task[-1]}-{name}.jsonl"
-    doc = run_json(cli, "-m", str(FIX / "models" / name), str(path), *task_args(fix, task), "--batch-size", "3")
+    doc = run_json(cli, *model_args(name), str(path), *task_args(fix, task), "--batch-size", "3")
     samples = fix[task]["samples"]
     assert [r["generation"] for r in doc["items"]] == [s["resps"][0] for s in samples]
     assert [r["answer"] for r in doc["items"]] == [s["filtered_resps"][0] for s in samples]

@@ -26,7 +26,7 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.cache import KVCache
-from nlpkit.lm.transformer.model import _attend, layer_norm, linear, rms_norm, softcap_
+from nlpkit.lm.transformer.model import layer_norm, linear, rms_norm, softcap_
 from nlpkit.lm.transformer.threads import engine_threads, held_blas_threads
 
 
@@ -146,9 +146,23 @@ class DecodingBatch:
             keys, values = s.cache.write(li, k[:, :, i:i + 1], v[:, :, i:i + 1])  # [1, kv, L, hd]
             if window is not None and keys.shape[2] > window:  # a sliding layer sees the last `window` keys
                 keys, values = keys[:, :, -window:], values[:, :, -window:]
-            o[:, :, :, i:i + 1] = _attend(q[:, :, :, i:i + 1], keys, values, None, softcap)
+            o[:, :, :, i:i + 1] = attend_one(q[:, :, :, i:i + 1], keys, values, softcap)
         heads = o.transpose(0, 3, 1, 2, 4).reshape(1, n, c.n_heads * hd)
         return finish(x, heads)
+
+
+def attend_one(q, k, v, softcap=None):  # [1, kv, g, 1, hd], [1, kv, L, hd] x2 -> [1, kv, g, 1, hd]
+    """One query per head against a sequence's keys, the operations `model.attention` runs for a one-token decode
+    step (no mask: every cached key is visible), in the same order, so a lone row gives the same bits."""
+    b, kv, g, t, hd = q.shape
+    scores = q.reshape(b, kv, g * t, hd) @ k.transpose(0, 1, 3, 2)  # [1, kv, g, L]
+    if softcap is not None:
+        softcap_(scores, softcap)
+    np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
+    np.exp(scores, out=scores)
+    out = scores @ v
+    out /= scores.sum(axis=-1, keepdims=True)
+    return out.reshape(b, kv, g, t, hd)
 
 
 def _gather(rope, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # [n] -> [n, rot/2] x2
