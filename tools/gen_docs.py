@@ -75,6 +75,8 @@ def _default(param: click.Parameter, ctx: click.Context) -> str | None:
         return None                          # an off-by-default flag: nothing to say
     if callable(value):
         return "computed when the command runs"
+    if type(value).__name__ == "Sentinel":   # click's UNSET: no default
+        return None
     if value is None or value == () or value == []:
         return None
     if isinstance(param, click.Option) and param.is_flag and param.secondary_opts:
