@@ -48,13 +48,23 @@ DOCS = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "REA
         *sorted((REPO / "docs").rglob("*.md"))]
 
 
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings (lowercase, punctuation dropped, spaces -> '-')."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", text, flags=re.M)}
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(REPO)) for d in DOCS])
-def test_relative_links_point_at_files_that_exist(doc):
+def test_relative_links_point_at_files_and_headings_that_exist(doc):
     text = doc.read_text(encoding="utf-8")
-    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text):
         if "://" in target or target.startswith("mailto:"):
             continue
-        assert (doc.parent / target).exists(), f"{doc.relative_to(REPO)} links to {target}, which does not exist"
+        path = (doc.parent / target) if target else doc
+        assert path.exists(), f"{doc.relative_to(REPO)} links to {target}, which does not exist"
+        if anchor and path.suffix == ".md":
+            assert anchor in anchors(path), f"{doc.relative_to(REPO)} links to {target}#{anchor}: no such heading"
 
 
 def test_readme_links_every_command_page():
