@@ -228,7 +228,8 @@ def _gen_samples(res: dict, task: str) -> list[dict]:
     return out
 
 
-def _run_gen(lm, task_dir: Path, name: str, targets_a: list, targets_b: list, gen_a: dict, gen_b: dict) -> dict:
+def _run_gen(lm, task_dir: Path, name: str, targets_a: list, targets_b: list, gen_a: dict, gen_b: dict,
+             chat: bool = False) -> dict:
     """Both tasks on items with these targets. Task a's targets are all lists (lm-eval's `multiple_target`, set
     when the first doc's target is a list, splits a string target into its characters), task b's all strings."""
     from lm_eval import simple_evaluate
@@ -241,7 +242,8 @@ def _run_gen(lm, task_dir: Path, name: str, targets_a: list, targets_b: list, ge
                          enumerate(zip(GEN_CONTEXTS, targets_b))])
     _gen_tasks(task_dir, data_a, data_b, gen_a, gen_b)
     res = simple_evaluate(model=lm, tasks=["score_gen_a", "score_gen_b"], batch_size=1, log_samples=True,
-                          task_manager=TaskManager(include_path=str(task_dir)), bootstrap_iters=1000)
+                          task_manager=TaskManager(include_path=str(task_dir)), bootstrap_iters=1000,
+                          apply_chat_template=chat)
     out = {}
     for task in ("score_gen_a", "score_gen_b"):
         agg = {k: v for k, v in res["results"][task].items() if k != "alias"}
@@ -515,6 +517,25 @@ def main() -> None:
                                                               encoding="utf-8")
 
 
+def run_lmeval_generate_chat(name: str, path: Path, max_length: int | None, task_dir: Path) -> dict:
+    """Both generate_until tasks with --apply_chat_template (each context a user turn), on the items and targets
+    of the plain run (gen-a/gen-b-<model>.jsonl) -> lmeval-gen-<model>-chat.json."""
+    from lm_eval.models.huggingface import HFLM
+
+    kwargs = {"max_length": max_length} if max_length else {}
+    lm = HFLM(pretrained=str(path), dtype="float32", batch_size=1, device="cpu", **kwargs)
+    plain = json.loads((OUT / f"lmeval-gen-{name}.json").read_text(encoding="utf-8"))
+    read = lambda p: [json.loads(line)["target"] for line in p.read_text(encoding="utf-8").splitlines()]  # noqa
+    targets_a, targets_b = read(OUT / f"gen-a-{name}.jsonl"), read(OUT / f"gen-b-{name}.jsonl")
+    gen_a = {k: plain["gen_a"][k] for k in ("until", "max_gen_toks")}
+    gen_b = plain["gen_b"]
+    fixture = {"model": name, "max_length": lm.max_length, "apply_chat_template": True, "gen_a": plain["gen_a"],
+               "gen_b": gen_b, **_run_gen(lm, task_dir, name, targets_a, targets_b, gen_a, gen_b, chat=True)}
+    for task in ("score_gen_a", "score_gen_b"):
+        print(f"{name} chat {task}: resps {[s['resps'][0] for s in fixture[task]['samples']][:4]}")
+    return fixture
+
+
 def main_generate(args) -> None:
     torch.manual_seed(0)
     wanted = args.models.split(",")
@@ -525,9 +546,14 @@ def main_generate(args) -> None:
             models["smollm2"] = (d, SMOLLM2_WINDOW)
     with tempfile.TemporaryDirectory() as tmp:
         for name, (path, max_length) in models.items():
-            fixture = run_lmeval_generate(name, path, max_length, Path(tmp))
-            (OUT / f"lmeval-gen-{name}.json").write_text(json.dumps(fixture, ensure_ascii=False, indent=0) + "\n",
-                                                         encoding="utf-8")
+            if not args.chat_only:
+                fixture = run_lmeval_generate(name, path, max_length, Path(tmp))
+                (OUT / f"lmeval-gen-{name}.json").write_text(json.dumps(fixture, ensure_ascii=False, indent=0)
+                                                             + "\n", encoding="utf-8")
+            if name == "smollm2":  # the tiny models have no chat template
+                fixture = run_lmeval_generate_chat(name, path, max_length, Path(tmp))
+                (OUT / f"lmeval-gen-{name}-chat.json").write_text(json.dumps(fixture, ensure_ascii=False, indent=0)
+                                                                  + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
