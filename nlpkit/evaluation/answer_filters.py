@@ -105,16 +105,3 @@ def exact_match(answer: str, targets: str | Sequence[str], options: MatchOptions
         targets = [targets]
     a = options.normalize(answer)
     return float(any(a == options.normalize(t) for t in targets))
-
-
-def cut_at_stops(text: str, stops: Sequence[str]) -> str:
-    """The text before the first occurrence of each stop string in turn (lm-evaluation-harness's post-hoc cut of a
-    generation: `s = s.split(term)[0]` for each `until` term; empty terms are skipped).
-
-    >>> cut_at_stops("4\\n\\nQ: next", ["\\n\\n", "Q:"])
-    '4'
-    """
-    for s in stops:
-        if s:
-            text = text.split(s)[0]
-    return text

@@ -1,7 +1,9 @@
 """The generate task of `nlpkit score` (lm-evaluation-harness `generate_until`): generate an answer to each item's
 context, cut it at stop strings, extract it with a regex, and compare it with the item's target(s).
 
-As lm-evaluation-harness's Hugging Face backend (`HFLM.generate_until`, `_model_generate`, `MultiTokenEOSCriteria`):
+As lm-evaluation-harness's Hugging Face backend (`HFLM.generate_until`, `_model_generate`, `MultiTokenEOSCriteria`;
+the model's side is `LanguageModel.generation_prompt` and `until_stream`, the transformer's in
+`nlpkit/lm/transformer/stop_strings.py`):
 
 - the context is encoded with the model's own tokenizer (BOS first when it adds one, unless the text starts with
   it) and keeps its last `window - max_gen_toks` tokens (`max_ctx_len`); decoding is greedy unless sampling is asked;
@@ -26,8 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.evaluation.answer_filters import MatchOptions, RegexFilter, compile_regex, cut_at_stops, exact_match
-from nlpkit.lm.interface import Prompt
+from nlpkit.evaluation.answer_filters import MatchOptions, RegexFilter, compile_regex, exact_match
 
 GENERATE_METRICS = ("exact_match", "bleu", "chrf")
 CORPUS_METRICS = ("bleu", "chrf")  # one number over all items (no per-item value)
@@ -77,100 +78,36 @@ class Generation:
     finish: str
 
 
-class TailStops:
-    """lm-evaluation-harness's `MultiTokenEOSCriteria` for one sequence: after each new token, each stop string is
-    looked for in the decoded last (its token count + 2) generated tokens, special tokens shown."""
-
-    def __init__(self, tokenizer, stops: Sequence[str]):
-        self.tokenizer = tokenizer
-        self.stops = [(s, len(tokenizer.encode(s, add_special=False)) + 2) for s in stops if s]
-        self.ids: list[int] = []
-
-    def push(self, token_id: int) -> bool:
-        self.ids.append(int(token_id))
-        for s, k in self.stops:
-            if s in self.tokenizer.decode(self.ids[-k:]):
-                return True
-        return False
-
-
-def _eos_text(lm) -> str | None:
-    """The end-of-sequence token's text (lm-evaluation-harness adds it to `until`), or None."""
-    model = lm.model
-    eos = model.config.eos_id
-    if eos is None:
-        eos = getattr(model.tokenizer, "eos_id", None)
-    if eos is None:
-        return None
-    return model.tokenizer.decode([int(eos)])
-
-
-def tokenizer_model(lm):
-    """The engine `Model` behind a tokenizer-based language model, else None (an n-gram model: words)."""
-    model = getattr(lm, "model", None)
-    return model if getattr(model, "tokenizer", None) is not None and hasattr(model, "config") else None
-
-
 class Generator:
-    """Answers generation items with one model: its requests for `nlpkit.lm.batch_generation.generate_batched`
-    and each finished sequence's text (see the module docstring). `window` is lm-evaluation-harness's max_length
-    [the model's trained positions]; `render` the chat template around a context (`chat`), or None."""
+    """Answers generation items with one model (any `LanguageModel`: its `generation_prompt` and `until_stream`,
+    decoded by `nlpkit.lm.batch_generation.generate_batched`). `window` is lm-evaluation-harness's max_length [the
+    model's context]; `render` the chat template around a context (`chat`), or None."""
 
     def __init__(self, lm, window: int | None = None, render: Callable[[str], str] | None = None,
                  chat: bool = False):
-        self.lm, self.render = lm, render
-        self.model = tokenizer_model(lm)
-        self.end_ids: tuple[int, ...] = ()
-        if chat and self.model is not None:  # a chat template's end of turn stops, as the model's EOS does
-            from nlpkit.lm.chat import end_of_turn_ids
-
-            self.end_ids = tuple(sorted(end_of_turn_ids(self.model.tokenizer, self.model.config.eos_ids)))
-        self.window = window or (self.model.config.positions if self.model is not None else lm.context_length)
+        self.lm, self.render, self.chat = lm, render, chat
+        self.window = window or lm.context_length
 
     def check(self, options: GenerationOptions) -> None:
         if self.window is not None and options.max_gen_toks >= self.window:
             raise UsageError(f"`max_gen_toks` {options.max_gen_toks} leaves no room for a context in the "
-                             f"{self.window}-token window of {getattr(self.lm, 'name', 'the model')}")
+                             f"{self.window}-token window of {self.lm.name}")
 
     def request(self, context: str, options: GenerationOptions):
         """(Request, finish) for one context: `finish(Generated)` -> `Generation`."""
         from nlpkit.lm.batch_generation import Request
 
         text = self.render(context) if self.render is not None else context
-        if self.model is None:  # words: the model's own prompt and word stream
-            prompt = self.lm.prompt(text)
-            prompt = Prompt(prompt.ids, prompt.lead, (*prompt.end_ids, *self.end_ids))
-            stream = self.lm.text_stream(prompt, options.until)
-
-            def on_word(tid: int) -> bool:
-                stream.push(tid)
-                return stream.stopped
-
-            def finish_words(g) -> Generation:
-                return self._answer(stream.text(), g, options)
-
-            return Request(prompt, options.max_gen_toks, on_word), finish_words
-        from nlpkit.lm.transformer.continuations import tok_encode
-
-        model = self.model
-        ids = tok_encode(model, text)[-(self.window - options.max_gen_toks):]
-        if not ids:  # an empty context: the prefix token (BOS, else EOS), as `generate` starts
-            from nlpkit.lm.transformer.backend import prepare_prompt
-
-            ids = prepare_prompt(model, [], max_new_tokens=options.max_gen_toks)
-        eos = _eos_text(self.lm)
-        stops = list(options.until) + ([eos] if eos and eos not in options.until else [])
-        tail = TailStops(model.tokenizer, stops)
-
-        def finish_tokens(g) -> Generation:
-            return self._answer(cut_at_stops(model.tokenizer.decode(g.ids, skip_special=True), stops), g, options)
-
-        return Request(Prompt(ids, end_ids=self.end_ids), options.max_gen_toks, tail.push), finish_tokens
-
-    @staticmethod
-    def _answer(text: str, g, options: GenerationOptions) -> Generation:
+        prompt = self.lm.generation_prompt(text, options.max_gen_toks, self.window, self.chat)
+        until = self.lm.until_stream(prompt, options.until)
         filt = options.answer_filter()
-        return Generation(text, filt.apply(text) if filt is not None else text, len(g.ids), g.finish)
+
+        def finish(g) -> Generation:
+            generation = until.text(g.ids)
+            return Generation(generation, filt.apply(generation) if filt is not None else generation, len(g.ids),
+                              g.finish)
+
+        return Request(prompt, options.max_gen_toks, until.push), finish
 
     def generate(self, contexts: Sequence[str], options: GenerationOptions, stats=None) -> list[Generation]:
         """The `Generation` of each context, decoded `options.batch_size` at a time, in order."""
@@ -180,7 +117,8 @@ class Generator:
         self.check(options)
         pairs = [self.request(c, options) for c in contexts]
         out = generate_batched(self.lm, [r for r, _ in pairs], batch_size=options.batch_size,
-                               sampling=options.sampling or SamplingConfig(temperature=0.0), seed=options.seed, context=self.window, stats=stats)
+                               sampling=options.sampling or SamplingConfig(temperature=0.0), seed=options.seed,
+                               context=self.window, stats=stats)
         return [pairs[g.index][1](g) for g in out]
 
 

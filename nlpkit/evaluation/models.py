@@ -71,7 +71,7 @@ def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None):
     if spec.generate:
         from nlpkit.evaluation.generation_task import Generator
 
-        return Generator(lm, spec.window, scorer.render if spec.chat else None, chat=spec.chat)
+        return Generator(lm, spec.window, scorer.render if spec.chat else None, spec.chat)
     return scorer
 
 

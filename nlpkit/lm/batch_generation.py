@@ -1,9 +1,9 @@
 """Continuations of many prompts decoded together (continuous batching), written once for every `LanguageModel`.
 
-`generate_batched(lm, requests, batch_size=N)` keeps up to N sequences live in one decoding batch: the transformer's
-`DecodingBatch` (one forward per step whose matrix products have a row per live sequence, each sequence with its
-own KV cache and positions: `nlpkit.lm.transformer.batch_decoding`), or, for a model without one (an n-gram model),
-one `DecodingState` per sequence advanced in turn. A sequence leaves the batch when it ends (an end token, its own
+`generate_batched(lm, requests, batch_size=N)` keeps up to N sequences live in the model's decoding batch
+(`LanguageModel.decoding_batch`): the transformer's `DecodingBatch` (one forward per step whose matrix products have
+a row per live sequence, each sequence with its own KV cache and positions: `nlpkit.lm.transformer.batch_decoding`),
+or a `StateBatch` (an n-gram model, a longrope transformer: one `DecodingState` per sequence advanced in turn). A sequence leaves the batch when it ends (an end token, its own
 stop test, its token budget, or a full context) and the next prompt joins at once, so the batch stays full.
 
 Each sequence decodes exactly as it would alone (`nlpkit.lm.generation.generate_ids`): its own repetition-penalty
@@ -103,11 +103,19 @@ class StateBatch:
         return np.stack([r if r is not None else np.full(width, np.nan) for r in rows]) if rows else np.empty((0, 0))
 
 
-def decoding_batch(lm, context: int | None = None):
-    """The model's own batched decoding (`lm.decoding_batch`) when it has one, else a `StateBatch`."""
-    make = getattr(lm, "decoding_batch", None)
-    batch = make(context) if make is not None else None
-    return batch if batch is not None else StateBatch(lm, context)
+class StreamStops:
+    """A `TextStream` as a generation task's stop test (`LanguageModel.until_stream` of a model whose text is its
+    stream's: an n-gram model's words): `push(id)` -> True at a stop string; `text(ids)` the text, cut before it."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def push(self, token_id: int) -> bool:
+        self.stream.push(token_id)
+        return self.stream.stopped
+
+    def text(self, ids=None) -> str:
+        return self.stream.text()
 
 
 @dataclass
@@ -128,7 +136,7 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
         raise UsageError(f"`batch_size` must be at least 1, got {batch_size}")
     cfg = (sampling or SamplingConfig()).validate()
     stats = stats if stats is not None else BatchStats()
-    batch = decoding_batch(lm, context)
+    batch = lm.decoding_batch(context)
     V = lm.vocab_size
     pending = enumerate(requests)
     more = True

@@ -36,7 +36,10 @@ What a model offers:
   new text), `start(prompt_ids, rows, ...)` -> a `DecodingState` (the next-token logits of every row,
   advanced one token per row at a time), `text_stream(prompt, stop)` -> a `TextStream` (token ids to
   text pieces), `end_ids(ignore_eos)`, `sampling_defaults()`, `warm_up()`. Sampling, `generate`, `sample` and `sample --dist` are written
-  once over these (`nlpkit.lm.generation`).
+  once over these (`nlpkit.lm.generation`); `decoding_batch(context)` holds many sequences advanced together
+  (`nlpkit.lm.batch_generation`: `generate --prompts`, `score`'s generate task), and `generation_prompt(text, ...)`
+  / `until_stream(prompt, until)` give a generation task's prompt and stop test as lm-evaluation-harness's
+  `generate_until` makes them.
 
 A new evaluation feature is written once in `nlpkit/lm/` against these methods; what it needs from a
 model that no method gives yet becomes one method here and one in each backend
@@ -162,6 +165,13 @@ class LanguageModel(Protocol):
     def text_stream(self, prompt: Prompt, stop: Sequence[str] = ()) -> TextStream: ...
 
     def end_ids(self, ignore_eos: bool, extra: Sequence[int] = ()) -> frozenset[int]: ...
+
+    def decoding_batch(self, context: int | None = None) -> Any: ...   # many sequences, one step for all
+
+    def generation_prompt(self, text: str, max_new_tokens: int, window: int | None = None,
+                          chat: bool = False) -> Prompt: ...            # a generation task's prompt (lm-eval's)
+
+    def until_stream(self, prompt: Prompt, until: Sequence[str] = ()) -> Any: ...   # its stop test and text
 
     def sampling_defaults(self) -> tuple[dict, str | None]: ...
 

@@ -8,9 +8,10 @@ import pytest
 from conftest import FIXTURES
 
 from nlpkit.errors import UsageError
-from nlpkit.evaluation.answer_filters import FALLBACK, MatchOptions, RegexFilter, cut_at_stops, exact_match
-from nlpkit.evaluation.generation_task import (GenerationOptions, Generator, TailStops, corpus_metrics,
-                                               score_generation, targets_of)
+from nlpkit.evaluation.answer_filters import FALLBACK, MatchOptions, RegexFilter, exact_match
+from nlpkit.evaluation.generation_task import (GenerationOptions, Generator, corpus_metrics, score_generation,
+                                               targets_of)
+from nlpkit.lm.transformer.stop_strings import TailStops, cut_at_stops
 
 
 def test_regex_filter_takes_the_selected_match_and_strips_it():

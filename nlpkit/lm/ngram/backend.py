@@ -229,6 +229,24 @@ class NgramLM:
     def text_stream(self, prompt: Prompt | None = None, stop: Sequence[str] = ()) -> WordStream:
         return WordStream(self.model, prompt.lead if prompt is not None else "", stop, self.detok)
 
+    def decoding_batch(self, context: int | None = None):
+        """Sequences decoded together: one word history each (`batch_generation.StateBatch`)."""
+        from nlpkit.lm.batch_generation import StateBatch
+
+        return StateBatch(self, context)
+
+    def generation_prompt(self, text: str, max_new_tokens: int, window: int | None = None,
+                          chat: bool = False) -> Prompt:
+        """A generation task's prompt: the words of `text`, as `prompt` (no window: the history is n-1 words)."""
+        return self.prompt(text)
+
+    def until_stream(self, prompt: Prompt, until: Sequence[str] = ()):
+        """A generation task's stop test and text: the word stream (`push` -> True at a stop string; `text` the
+        words joined, cut before it)."""
+        from nlpkit.lm.batch_generation import StreamStops
+
+        return StreamStops(self.text_stream(prompt, until))
+
     # ------------------------------------------------------------------ perplexity
     def window_context(self, context: int | None) -> None:
         """None: an n-gram model scores each line whole, with no window."""

@@ -295,11 +295,28 @@ class TransformerLM:
                                 context=context, stats=stats)
 
     def decoding_batch(self, context: int | None = None):
-        """Many sequences decoded together (`batch_decoding.DecodingBatch`), or None when the model cannot
-        (longrope): `nlpkit.lm.batch_generation` then decodes them one state each."""
+        """Many sequences decoded together (`batch_decoding.DecodingBatch`: one forward per step for all); a
+        longrope model one state per sequence (`batch_generation.StateBatch`)."""
+        from nlpkit.lm.batch_generation import StateBatch
         from nlpkit.lm.transformer.batch_decoding import DecodingBatch, supports_batching
 
-        return DecodingBatch(self.model, context) if supports_batching(self.model) else None
+        return DecodingBatch(self.model, context) if supports_batching(self.model) else StateBatch(self, context)
+
+    def generation_prompt(self, text: str, max_new_tokens: int, window: int | None = None,
+                          chat: bool = False) -> Prompt:
+        """A generation task's prompt as lm-evaluation-harness's `generate_until` encodes it: the context's last
+        `window - max_new_tokens` tokens (`stop_strings.generation_prompt`)."""
+        from nlpkit.lm.transformer.stop_strings import generation_prompt
+
+        self.model.require_tokenizer()
+        return generation_prompt(self.model, text, max_new_tokens, window, chat)
+
+    def until_stream(self, prompt: Prompt, until: Sequence[str] = ()):
+        """A generation task's stop test and text, as lm-evaluation-harness's HF backend (`stop_strings.UntilStream`:
+        the decoded tail holds a stop string; the text decoded without special tokens, cut at the stops)."""
+        from nlpkit.lm.transformer.stop_strings import UntilStream
+
+        return UntilStream(self.model, until)
 
     def end_ids(self, ignore_eos: bool, extra: Sequence[int] = ()) -> frozenset[int]:
         """The model's EOS (every id of a list), plus `extra` (a chat template's end-of-turn tokens);
