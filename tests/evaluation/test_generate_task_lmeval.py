@@ -88,3 +88,24 @@ def test_generations_answers_and_exact_match_equal_lm_eval(name, task, generator
     key = next(k for k in fix[task]["results"] if k.startswith("exact_match,"))
     assert sum(ems) / len(ems) == pytest.approx(fix[task]["results"][key], abs=1e-12)
     assert 0 < sum(ems) < len(ems)  # right and wrong answers both pinned
+
+
+@pytest.mark.parametrize("task", ["score_gen_a", "score_gen_b"])
+def test_chat_generations_equal_lm_eval_apply_chat_template(task):
+    """`--chat`: each context rendered as a user turn by SmolLM2's chat template (lm-eval --apply_chat_template),
+    the template's end of turn a stop."""
+    from nlpkit.evaluation.generation_task import score_generation, targets_of
+    from nlpkit.evaluation.models import ModelSpec, load_scorer
+
+    path = FIX / "lmeval-gen-smollm2-chat.json"
+    if not path.is_file():
+        pytest.skip("no --apply_chat_template generate fixture")
+    fix = json.loads(path.read_text(encoding="utf-8"))
+    gen = load_scorer(ModelSpec(str(model_path("smollm2")), fix["max_length"], True, None, True))
+    opts = options(fix, task).validate()
+    its = items("smollm2", task)
+    got = gen.generate([it["context"] for it in its], opts)
+    for it, s, g in zip(its, fix[task]["samples"], got):
+        assert g.generation == s["resps"][0], (s["doc_id"], g.generation, s["resps"])
+        assert g.answer == s["filtered_resps"][0]
+        assert score_generation(g, targets_of(it["target"], "target", "x"), opts)[1]["exact_match"] == s["exact_match"]
