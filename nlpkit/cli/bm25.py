@@ -118,7 +118,7 @@ def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b
         _warn_unused_delta(variant, quiet)
     if dask:
         from nlpkit.distributed.cluster import connect
-        from nlpkit.distributed.shards import parse_size
+        from nlpkit.shards import parse_size
         from nlpkit.distributed.stages import bm25_index
         from nlpkit.retrieval.search import tokenizer_settings
 
@@ -176,7 +176,7 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, dask, shard_size
     idx = load_index(index_path, mmap=False)
     if dask:
         from nlpkit.distributed.cluster import connect
-        from nlpkit.distributed.shards import parse_size
+        from nlpkit.shards import parse_size
         from nlpkit.distributed.stages import bm25_add
         from nlpkit.stats.documents import check_unique_ids
 

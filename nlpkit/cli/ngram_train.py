@@ -74,7 +74,7 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask
         import os
 
         from nlpkit.distributed.cluster import connect
-        from nlpkit.distributed.shards import parse_size
+        from nlpkit.shards import parse_size
         from nlpkit.distributed.stages import ngram_counts
         from nlpkit.lm.ngram.train import text_transform
 

@@ -152,7 +152,7 @@ class ByteSize(click.ParamType):
     name = "SIZE"
 
     def convert(self, value, param, ctx):
-        from nlpkit.distributed.shards import parse_size
+        from nlpkit.shards import parse_size
         from nlpkit.errors import UsageError
 
         try:

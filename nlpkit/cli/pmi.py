@@ -79,7 +79,7 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
     dask = dask_for(dask, paths)
     if dask:
         from nlpkit.distributed.cluster import connect
-        from nlpkit.distributed.shards import parse_size
+        from nlpkit.shards import parse_size
         from nlpkit.distributed.stages import pmi_counts
 
         size = parse_size(shard_size)

@@ -149,7 +149,7 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
         map_items = None
         if dask:
             from nlpkit.distributed.cluster import connect
-            from nlpkit.distributed.shards import parse_size
+            from nlpkit.shards import parse_size
             from nlpkit.distributed.stages import score_items
 
             client = stack.enter_context(connect(dask, quiet))
