@@ -164,7 +164,7 @@ def test_every_moved_module_path_is_tested():
 MOVED_SHARD_NAMES = [
     ("nlpkit.retrieval.bm25", "nlpkit.retrieval.bm25_shards",
      ("ShardPostings", "CountSettings", "count_shard", "COUNTING", "shard_summary", "merge_summaries", "shard_ids",
-      "gc_paused", "PART_ARRAYS", "write_part", "merge_parts", "score_shard")),
+      "PART_ARRAYS", "write_part", "merge_parts", "score_shard")),
     ("nlpkit.stats.tfidf", "nlpkit.stats.tfidf_shards",
      ("ShardCounts", "CountSettings", "count_shard", "shard_summary", "merge_df", "weigh_shard", "COUNTING",
       "shard_info", "weigh_task", "matrix_info", "doc_names", "entries_task", "query_task", "top_term_records")),

@@ -37,6 +37,8 @@ bm25s does. Tied scores are ordered by document id descending, trec_eval's rule.
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Callable, Sequence
@@ -413,7 +415,8 @@ def add_documents(index: BM25Index, docs_tokens: Sequence[Sequence[str]],
 
 
 def add_shards(index: BM25Index, parts: Sequence["ShardPostings"], doc_ids: Sequence[str]) -> BM25Index:
-    """`add_documents` of documents counted in shards (`bm25_shards.count_shard`, in corpus order): the same index.
+    """`add_documents` of documents counted in shards (`bm25_shards.count_shard`, in corpus order): the same
+    index.
 
     Each shard's words join the vocabulary in its first-occurrence order, shard after shard, as one
     `count_postings` over all the documents adds them; documents are numbered on from the index's."""
@@ -452,7 +455,21 @@ def _append_postings(index: BM25Index, vocab: dict[str, int], all_ids: list[str]
                      term[order], doc[order], tf[order], index.tokenizer)
 
 
+@contextmanager
+def gc_paused():
+    """No cyclic garbage collection inside: tokenizing a corpus builds millions of token lists
+    (no reference cycles), and every full collection walks all of them again (about a quarter
+    of `bm25 index` on 33 MB; more in a Dask worker, which holds more objects)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 # Moved to `nlpkit.retrieval.bm25_shards` in 0.4 (issue 34): still importable from here, with a DeprecationWarning.
 __getattr__ = moved_names(__name__, "nlpkit.retrieval.bm25_shards", (
     'ShardPostings', 'CountSettings', 'count_shard', 'COUNTING', 'shard_summary', 'merge_summaries', 'shard_ids',
-    'gc_paused', 'PART_ARRAYS', 'write_part', 'merge_parts', 'score_shard'))
+    'PART_ARRAYS', 'write_part', 'merge_parts', 'score_shard'))

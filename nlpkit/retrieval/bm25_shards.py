@@ -7,16 +7,14 @@ driver's part, idf and the index arrays, is `nlpkit.retrieval.bm25`'s, as on the
 
 from __future__ import annotations
 
-import gc
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.retrieval.bm25 import count_postings, pack_postings, posting_scores
+from nlpkit.retrieval.bm25 import count_postings, gc_paused, pack_postings, posting_scores
 from nlpkit.shards import CountingStage, Shard
 from nlpkit.stats.codes import run_starts
 from nlpkit.text import WordTokenizer
@@ -90,20 +88,6 @@ def merge_summaries(parts: list[tuple]) -> tuple[list[str], np.ndarray, int, flo
 
 def shard_ids(p: ShardPostings) -> tuple[int, list[str] | None]:
     return p.n_docs, p.ids
-
-
-@contextmanager
-def gc_paused():
-    """No cyclic garbage collection inside: tokenizing a corpus builds millions of token lists
-    (no reference cycles), and every full collection walks all of them again (about a quarter
-    of `bm25 index` on 33 MB; more in a Dask worker, which holds more objects)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 PART_ARRAYS = ("terms", "ends", "postings", "scores", "tf_extra")

@@ -201,7 +201,7 @@ def count_cooccurrences(paths: Iterable[str], tokenizer: WordTokenizer | None = 
 
 @dataclass
 class Edge:
-    """A stream's first and last tokens, for n-grams across a shard boundary (`add_boundaries`).
+    """A stream's first and last tokens, for n-grams across a shard boundary (`pmi_shards.add_boundaries`).
 
     `head`: tokens before the stream's first segment break (at most window-1); `tail`: the
     last window-1 tokens of its last segment; `closed`: the stream holds a break (so head

@@ -324,7 +324,7 @@ class EmptyCorpus(NlpkitError):
     """No line to count."""
 
 
-__all__ = ["NgramCounts", "NgramRows", "count_ngrams", "count_orders", "merge_counts", "ngram_keys", "sorted_unique",
+__all__ = ["NgramCounts", "NgramRows", "count_ngrams", "count_orders", "ngram_keys", "sorted_unique",
            "sentences_array", "UNK", "BOS", "EOS", "SPECIALS", "TRAIN_TOKEN_PATTERN"]
 
 
