@@ -149,8 +149,8 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
         map_items = None
         if dask:
             from nlpkit.distributed.cluster import connect
-            from nlpkit.shards import parse_size
             from nlpkit.distributed.stages import score_items
+            from nlpkit.shards import parse_size
 
             client = stack.enter_context(connect(dask, quiet))
             from nlpkit.evaluation.evaluate import BLOCK_ITEMS, score_chunk
