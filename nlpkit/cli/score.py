@@ -197,8 +197,8 @@ def _run(evaluation, pairs, names, out: "Output", columns, quiet, dask, shard_si
         map_items = None
         if dask:
             from nlpkit.distributed.cluster import connect
-            from nlpkit.distributed.shards import parse_size
             from nlpkit.distributed.stages import score_items
+            from nlpkit.shards import parse_size
             from nlpkit.evaluation.evaluate import BLOCK_ITEMS, score_chunk
 
             client = stack.enter_context(connect(dask, quiet))
