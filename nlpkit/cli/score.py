@@ -122,10 +122,11 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     (loglikelihood), context + choices + gold (multiple-choice: acc, acc_norm per character,
     acc_bytes, acc_tokens), prompt + chosen + rejected (preference: margin, accuracy; DPO rewards
     with --reference) or context + target (generate: lm-evaluation-harness's generate_until, greedy;
-    --until, --max-gen-toks, --extract, exact_match; see docs/generation.md). Tokenization is lm-evaluation-harness's; an empty context is conditioned on
-    the model's BOS (else EOS). One record per item and model, then per model and metric the mean,
-    standard error (sample sd / sqrt n) and 95% interval; with several -m, each later model against
-    the first: difference, paired bootstrap p-value and interval, McNemar's exact test.
+    --until, --max-gen-toks, --extract, exact_match; see docs/generation.md). Tokenization is
+    lm-evaluation-harness's; an empty context is conditioned on the model's BOS (else EOS). One
+    record per item and model, then per model and metric the mean, standard error (sample sd /
+    sqrt n) and 95% interval; with several -m, each later model against the first: difference,
+    paired bootstrap p-value and interval, McNemar's exact test.
     """
     _check_options(models, task, chat, system, beta, reference, mutual_info)
     generation = _generation_options(until, max_gen_toks, extract, extract_group, ignore_case, ignore_punctuation,
@@ -290,8 +291,8 @@ def _run(evaluation, pairs, names, out: "Output", columns, quiet, dask, shard_si
         map_items = None
         if dask:
             from nlpkit.distributed.cluster import connect
-            from nlpkit.distributed.shards import parse_size
             from nlpkit.distributed.stages import score_items
+            from nlpkit.shards import parse_size
             from nlpkit.evaluation.evaluate import BLOCK_ITEMS, score_chunk
 
             client = stack.enter_context(connect(dask, quiet))
