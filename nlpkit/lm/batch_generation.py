@@ -126,6 +126,7 @@ class _Live:
     seen: np.ndarray  # [V] tokens of the prompt and continuation (repetition penalty)
     logits: np.ndarray  # [V] the next token's
     out: Generated
+    ends: frozenset  # the ids that end it (the model's EOS, a chat template's end of turn)
 
 
 def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAULT_BATCH,
@@ -167,7 +168,8 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
             seen = np.zeros(V, dtype=bool)
             p = np.asarray(ids, dtype=np.int64)
             seen[p[p < V]] = True
-            live[i] = _Live(i, req, np.random.default_rng(seed), seen, logits, out)
+            live[i] = _Live(i, req, np.random.default_rng(seed), seen, logits, out,
+                            lm.end_ids(ignore_eos, req.prompt.end_ids))
 
     while True:
         fill()
@@ -188,9 +190,8 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
             lp = float(token_logprobs(s.logits[None, :], np.array([tid]))[0])
             out.logprob += lp
             s.seen[tid] = True
-            ends = lm.end_ids(ignore_eos, s.request.prompt.end_ids)
             finish = ""
-            if tid in ends:
+            if tid in s.ends:
                 finish = "eos"
             else:
                 out.ids.append(tid)
