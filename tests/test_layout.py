@@ -113,7 +113,6 @@ def test_no_command_module_imports_another_command_module():
     ("nlpkit.lm.config", "nlpkit.lm.transformer.config"),
     ("nlpkit.lm.cache", "nlpkit.lm.transformer.cache"),
     ("nlpkit.lm.rope", "nlpkit.lm.transformer.rope"),
-    ("nlpkit.lm.threads", "nlpkit.lm.transformer.threads"),
     ("nlpkit.lm.loaders", "nlpkit.lm.transformer.loaders"),
     ("nlpkit.lm.loaders.hf", "nlpkit.lm.transformer.loaders.hf"),
     ("nlpkit.lm.loaders.gguf", "nlpkit.lm.transformer.loaders.gguf"),
@@ -123,6 +122,12 @@ def test_no_command_module_imports_another_command_module():
     ("nlpkit.lm.ngram.scoring", "nlpkit.lm.ngram.line_scoring"),
     ("nlpkit.lm.ngram.counting", "nlpkit.lm.ngram.ngram_counts"),
     ("nlpkit.bpe.batch", "nlpkit.bpe.parallel_encoding"),
+    ("nlpkit.lm.transformer.threads", "nlpkit.lm.threads"),
+    ("nlpkit.lm.transformer.backend", "nlpkit.lm.transformer.transformer_lm"),
+    ("nlpkit.lm.transformer.continuations", "nlpkit.lm.transformer.packed_scoring"),
+    ("nlpkit.lm.ngram.backend", "nlpkit.lm.ngram.ngram_lm"),
+    ("nlpkit.lm.ngram.continuations", "nlpkit.lm.ngram.ngram_continuations"),
+    ("nlpkit.lm.ngram.sampling", "nlpkit.lm.ngram.ngram_sampling"),
 ])
 def test_old_module_paths_import_the_new_module_with_a_deprecation_warning(old, new):
     import sys

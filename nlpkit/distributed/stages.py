@@ -341,7 +341,7 @@ def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, cont
     only the shards finished ahead of the one it is writing."""
     from nlpkit.distributed.cluster import map_ordered
     from nlpkit.lm import perplexity
-    from nlpkit.lm.transformer import threads
+    from nlpkit.lm import threads
 
     shards, _ = plan(client, paths, shard_bytes)
     line, current = 0, None
@@ -393,7 +393,7 @@ def score_items(client, score_chunk: Callable, args: tuple, shard_bytes: int | N
     `TASKS_PER_WORKER` tasks per worker; in whole blocks of `block` items, the runs the local scorer batches, so
     that a worker computes each item exactly as the local run does."""
     from nlpkit.distributed.cluster import map_ordered
-    from nlpkit.lm.transformer import threads
+    from nlpkit.lm import threads
 
     def run(items):
         items = list(items)
@@ -439,7 +439,7 @@ def perplexity_windows(client, model_key: tuple, shard_bytes: int | None = None,
     `nlpkit.lm.comparison.compare_windows_task`, with the base's key: each window comes back compared)."""
     from nlpkit.distributed.cluster import Ticker, map_ordered
     from nlpkit.lm import perplexity
-    from nlpkit.lm.transformer import threads
+    from nlpkit.lm import threads
 
     task = task or perplexity.score_windows_task
     tick = Ticker(progress, 0)

@@ -57,8 +57,7 @@ def is_accuracy(metric: str) -> bool:
 def _context(scorer, text: str) -> str:
     """The context as the model sees it: rendered as a user turn by the model's chat template when the scorer has
     one (`--chat`; lm-evaluation-harness's apply_chat_template), else as given."""
-    render = getattr(scorer, "render", None)
-    return render(text) if render is not None else text
+    return scorer.render(text)
 
 
 def _argmax(values: np.ndarray) -> int:

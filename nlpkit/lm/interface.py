@@ -2,8 +2,8 @@
 
 As lm-evaluation-harness's ``LM`` defines a model by a few methods that every task is written
 against, nlpkit's commands are written once against `LanguageModel`; `load_language_model(path)`
-sniffs the path and returns a backend (`nlpkit.lm.transformer.backend.TransformerLM` for a Hugging
-Face directory or a GGUF file, `nlpkit.lm.ngram.backend.NgramLM` for an ARPA or nlpkit counts file).
+sniffs the path and returns a backend (`nlpkit.lm.transformer.transformer_lm.TransformerLM` for a Hugging
+Face directory or a GGUF file, `nlpkit.lm.ngram.ngram_lm.NgramLM` for an ARPA or nlpkit counts file).
 Nothing above this module asks which kind of model it holds.
 
     >>> lm = load_language_model("lm.arpa")                 # nlpkit.lm.load; a model directory/GGUF too

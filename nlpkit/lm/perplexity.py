@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.lm.transformer.threads import RowPool, engine_threads, held_blas_threads, serial_here
+from nlpkit.lm.threads import RowPool, engine_threads, held_blas_threads, match_blas_threads, serial_here
 from nlpkit.lm.uncertainty import standard_error
 
 MODES = ("sliding", "disjoint", "second-half")
@@ -296,7 +296,7 @@ def score_windows_task(chunks: list[tuple[list[int], int]], model_key: tuple,
                        blas_threads: int | None = None) -> list[np.ndarray]:
     """A Dask task: `window_logprobs` of each (window tokens, first scored) on this worker's cached
     model, with the driver's BLAS thread count (see `score_lines_shard`)."""
-    _match_blas_threads(blas_threads)
+    match_blas_threads(blas_threads)
     model = cached_model(*model_key)
     return [window_logprobs(model, ids, first) for ids, first in chunks]
 
@@ -457,26 +457,16 @@ def cached_model(path: str, rope_scaling: str | None = None, rope_factor: float 
     return model
 
 
-def _match_blas_threads(blas_threads: int | None) -> None:
-    """OpenBLAS's float32 sums depend on its thread count: a Dask worker (which Dask starts with
-    one BLAS thread) uses the driver's count, so its numbers equal the driver's own."""
-    from nlpkit.lm.transformer import threads
-
-    handle = threads._openblas()
-    if blas_threads and handle is not None and int(handle[0]()) != blas_threads:
-        handle[1](blas_threads)
-
-
 def score_lines_shard(shard, model_key: tuple, mode: str, context: int, stride: int | None,
                       add_bos: bool, errors: str = "strict", blas_threads: int | None = None,
                       per_token: bool = False) -> tuple[int, list]:
     """Score each line of a shard on its own, as ``perplexity --per-line`` does: (lines, one
     `Perplexity` per line — a (`Perplexity`, `Scored`) pair with `per_token` — None where the
-    line is too short to score). `blas_threads`: see `_match_blas_threads`.
+    line is too short to score). `blas_threads`: see `match_blas_threads`.
     """
     from nlpkit.io import iter_lines
 
-    _match_blas_threads(blas_threads)
+    match_blas_threads(blas_threads)
     model = cached_model(*model_key)
     out: list = []
     for line in iter_lines(shard, errors=errors, strip_bom=getattr(shard, "first", True)):

@@ -46,7 +46,7 @@ class NgramState:
             stats.prompt_tokens, stats.batch = len(prompt_ids), rows
 
     def logits(self) -> np.ndarray:  # -> [rows, V] float32
-        from nlpkit.lm.ngram.sampling import next_logits
+        from nlpkit.lm.ngram.ngram_sampling import next_logits
 
         return np.stack([next_logits(self.model, h) for h in self.hists])
 
@@ -75,7 +75,7 @@ class WordStream:
         self._final: str | None = None
 
     def _text(self) -> str:
-        from nlpkit.lm.ngram.sampling import join_words
+        from nlpkit.lm.ngram.ngram_sampling import join_words
 
         return join_words(self.words, self.lead, self.detok)
 
@@ -138,7 +138,7 @@ class NgramLM:
     def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None):
         """Continuation scoring (`nlpkit score`): words after `<s>` as KenLM's full_scores scores them
         (`continuations.NgramContinuationScorer`). `window` and `chat` do not apply (see `inapplicable`)."""
-        from nlpkit.lm.ngram.continuations import NgramContinuationScorer
+        from nlpkit.lm.ngram.ngram_continuations import NgramContinuationScorer
 
         return NgramContinuationScorer(self.model, self.transform)
 
@@ -197,7 +197,7 @@ class NgramLM:
         raise NlpkitError(f"{self.described} has no token distributions to compare ({self.inapplicable['compare']})")
 
     def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray:  # [P] -> [V]
-        from nlpkit.lm.ngram.sampling import next_logits
+        from nlpkit.lm.ngram.ngram_sampling import next_logits
 
         return next_logits(self.model, list(prompt_ids))
 
@@ -215,7 +215,7 @@ class NgramLM:
     def prompt(self, text: str, **_ignored) -> Prompt:
         """``<s>`` and the ids of the prompt's words; a space before the first word drawn unless the
         prompt ends in one (or BPE pieces are joined by their own tokenizer)."""
-        from nlpkit.lm.ngram.sampling import prompt_history, prompt_lead
+        from nlpkit.lm.ngram.ngram_sampling import prompt_history, prompt_lead
 
         return Prompt(prompt_history(self.model, text, self.transform), lead=prompt_lead(text, self.detok),
                       echo=text)

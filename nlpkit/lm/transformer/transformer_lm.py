@@ -171,17 +171,17 @@ class TransformerLM:
         return self.model.require_tokenizer()
 
     def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None):
-        """Continuation scoring (`nlpkit score`): a `continuations.ContinuationScorer` on this model, lm-evaluation-
+        """Continuation scoring (`nlpkit score`): a `packed_scoring.PackedScorer` on this model, lm-evaluation-
         harness's encoding and truncation at `window` tokens [the trained positions]; with `chat`, contexts
         rendered as a user turn by the model's chat template (`system` first)."""
         from nlpkit.errors import UsageError
-        from nlpkit.lm.transformer.continuations import ContinuationScorer, chat_renderer
+        from nlpkit.lm.transformer.packed_scoring import PackedScorer, chat_renderer
 
         self.model.require_tokenizer()
         if window is not None and window > self.model.config.positions:
             raise UsageError(f"`window` {window} exceeds the {self.model.config.positions} positions of "
                              f"{self.model.source or 'the model'}")
-        return ContinuationScorer(self.model, window, chat_renderer(self.model, system) if chat else None)
+        return PackedScorer(self.model, window, chat_renderer(self.model, system) if chat else None)
 
     @property
     def context_length(self) -> int:
