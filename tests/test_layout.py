@@ -195,3 +195,73 @@ def test_no_message_outside_the_cli_spells_a_flag(wing):
     hits = _strings_spelling_flags(PKG)
     hits = [h for h in hits if h.startswith("nlpkit/lm/") == (wing == "lm")]
     assert not hits, "name the parameter in backticks instead:\n" + "\n".join(hits)
+
+
+# ----------------------------------------------------------------- the language-model layer (issue 34)
+
+def test_no_two_modules_under_lm_share_a_basename():
+    """A module's name says where it is: `transformer_lm.py`, `ngram_lm.py`, never two `backend.py`."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((PKG / "lm").rglob("*.py")):
+        if path.name != "__init__.py":
+            seen.setdefault(path.stem, []).append(path.relative_to(PKG.parent).as_posix())
+    assert {stem: paths for stem, paths in seen.items() if len(paths) > 1} == {}
+
+
+def _getattr_on_scorers(root: Path) -> list[str]:
+    """`getattr(x, ...)` / `hasattr(x, ...)` where x is named like a continuation scorer (`scorer`, `sc`,
+    `reference`, `*_scorer`), as ``path:line``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr") and node.args
+                    and isinstance(node.args[0], ast.Name)
+                    and re.fullmatch(r"(\w+_)?scorers?|sc|reference", node.args[0].id)):
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def test_no_optional_scorer_method_is_probed_with_getattr():
+    """A `ContinuationScorer` declares what it does (`batched`, `render`, `score_requests`): callers read the
+    protocol, never probe a scorer for a method it might have."""
+    assert _getattr_on_scorers(PKG) == []
+
+
+def test_the_probe_finder_finds_a_probe(tmp_path):
+    (tmp_path / "m.py").write_text("def f(scorer):\n    return getattr(scorer, 'score_batch', None)\n")
+    assert len(_getattr_on_scorers(tmp_path)) == 1
+
+
+def test_no_command_asks_which_kind_of_model_it_holds():
+    """Commands (nlpkit/cli/) and the evaluation wing are written against `LanguageModel`: no `lm.kind == ...`,
+    no isinstance of a backend class, no import of a backend module (they go through `nlpkit.lm.load`)."""
+    backends = {"nlpkit.lm.transformer.transformer_lm", "nlpkit.lm.ngram.ngram_lm"}
+    mods = _modules()
+    found = []
+    for name, path in sorted(mods.items()):
+        if not name.startswith(("nlpkit.cli", "nlpkit.evaluation")):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(isinstance(x, ast.Attribute) and x.attr == "kind"
+                                                    for x in [node.left, *node.comparators]):
+                found.append(f"{name}:{node.lineno}: compares .kind")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+                    and "LM" in ast.unparse(node.args[1])):
+                found.append(f"{name}:{node.lineno}: isinstance of a backend")
+        found += [f"{name}: imports {m}" for m in _imports(path, name, set(mods)) & backends]
+    assert found == []
+
+
+def test_the_shared_lm_layer_needs_no_backend_at_import():
+    """`lm/generation.py` needs only the interface; `lm/perplexity.py` imports nothing under `lm/transformer/` (which
+    imports perplexity), at any depth."""
+    mods = _modules()
+    known = set(mods)
+    gen = ast.parse(mods["nlpkit.lm.generation"].read_text(encoding="utf-8"))
+    top = {n.module for n in gen.body if isinstance(n, ast.ImportFrom)} | \
+          {a.name for n in gen.body if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in top if m and m.startswith(("nlpkit.lm.transformer", "nlpkit.lm.ngram"))}
+    assert not {m for m in _imports(mods["nlpkit.lm.perplexity"], "nlpkit.lm.perplexity", known)
+                if m.startswith("nlpkit.lm.transformer")}
