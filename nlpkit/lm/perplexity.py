@@ -466,7 +466,7 @@ def default_stride(context: int) -> int:
     return max(context // 2, 1)
 
 
-# ------------------------------------------------------------------- shards (nlpkit.distributed)
+# ------------------------------------------------------------------- worker tasks (run by the mappers the CLI builds)
 
 _MODEL_CACHE: dict[tuple, object] = {}
 
