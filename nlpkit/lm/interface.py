@@ -16,27 +16,27 @@ perplexity and its records (`nlpkit.lm.perplexity.perplexity_run`), the model co
 (`nlpkit.lm.comparison`), sampling and generation (`nlpkit.lm.generation`), continuation scoring for
 `nlpkit score` (a `nlpkit.lm.continuations.ContinuationScorer`).
 
-- **identity** - `kind` ("transformer" or "ngram", for messages and signatures only), `described`, `name`
-  (as signatures name it), `signature(...)` (the settings line of a result, with the fields this kind
+- **identity** (`ModelIdentity`) - `kind` ("transformer" or "ngram", for messages and signatures only),
+  `described`, `name` (as signatures name it), `signature(...)` (the settings line of a result, with the fields this kind
   records), `inapplicable` (parameters that mean nothing for this kind, with the reason: the CLI refuses
   them when given), `worker_key` (a (loader, arguments) tuple a Dask worker loads the same model with:
   `nlpkit.lm.perplexity.cached_model(*worker_key)`).
-- **tokens** - `encode(text)` (as perplexity tokenizes), `token_text(id)` (how a token reads),
+- **tokens** (`ModelTokens`) - `encode(text)` (as perplexity tokenizes), `token_text(id)` (how a token reads),
   `token_bytes(id)` (its bytes, which perplexity's byte counts use), `prefix_id` (the token the first
   token of a text is predicted from: BOS, else EOS; ``<s>`` for an n-gram model), `vocab_size`,
   `token_unit` ("tokens" or "words"), `require_tokenizer()`.
-- **scoring** - `logprobs(ids, first)`: log p(ids[j] | ids[:j]) for j >= first, natural log, one
+- **scoring** (`ModelScoring`) - `logprobs(ids, first)`: log p(ids[j] | ids[:j]) for j >= first, natural log, one
   window: the primitive every window-based evaluation is built on (`parallel_windows`: whether windows
   may run on threads); `window_logits(ids, first)`: the same positions' logits rows, a chunk at a time
   (what `perplexity --compare` compares; the transformer only); `next_logits(ids)`: the next token's
   logits after a prompt (`sample --dist`); `window_context(context)`: the window length perplexity uses,
   None when the model has no windows and scores each line as one sentence its own way
   (`sentence_perplexity(paths, ...)`, KenLM query's figures: the n-gram model only).
-- **continuations** - `continuation_scorer(window, chat, system)` -> a
+- **continuations** (`ModelScoring`) - `continuation_scorer(window, chat, system)` -> a
   `nlpkit.lm.continuations.ContinuationScorer` (one scoring method, `score_requests`; batching declared by
   its `batched`; `render(context)`).
-- **decoding state** - `prompt(text, ...)` -> `Prompt` (ids and what goes between the prompt and the first
-  new text), `context_length`, `start(prompt_ids, rows, ...)` -> a `DecodingState` (the next-token logits of
+- **decoding state** (`ModelDecoding`) - `prompt(text, ...)` -> `Prompt` (ids and what goes between the
+  prompt and the first new text), `context_length`, `start(prompt_ids, rows, ...)` -> a `DecodingState` (the next-token logits of
   every row, advanced one token per row at a time), `text_stream(prompt, stop)` -> a `TextStream` (token ids
   to text pieces), `end_ids(ignore_eos)`, `sampling_defaults()`, `warm_up()`.
 
@@ -115,12 +115,10 @@ class TextStream(Protocol):
     def text(self) -> str: ...
 
 
-@runtime_checkable
-class LanguageModel(Protocol):
-    """A language model of either kind (see the module docstring for what each member is for)."""
+class ModelIdentity(Protocol):
+    """How results and messages name a model, and what does not apply to its kind."""
 
-    # identity
-    kind: str                             # "transformer" or "ngram"
+    kind: str                             # "transformer" or "ngram": for messages and signatures only
     described: str                        # "an n-gram model": how messages name this kind
     name: str                             # as signatures name the model
     inapplicable: Mapping[str, str]       # parameter -> why it means nothing for this kind
@@ -128,9 +126,12 @@ class LanguageModel(Protocol):
 
     def signature(self, command: str, settings: Mapping[str, Any], extra: Mapping[str, Any] = ...) -> str: ...
 
-    # tokens
+
+class ModelTokens(Protocol):
+    """Text to token ids and back."""
+
     vocab_size: int
-    prefix_id: int | None
+    prefix_id: int | None                 # the token a text's first token is predicted from
     token_unit: str                       # "tokens" or "words", as --stats counts them
 
     def require_tokenizer(self) -> Any: ...
@@ -141,7 +142,10 @@ class LanguageModel(Protocol):
 
     def token_bytes(self, token_id: int) -> bytes: ...
 
-    # scoring
+
+class ModelScoring(Protocol):
+    """Log-probabilities and logits of given tokens: what perplexity, the comparison and `score` are built on."""
+
     parallel_windows: bool                # True: `logprobs` releases the GIL, windows may run on threads
 
     def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray: ...
@@ -155,11 +159,14 @@ class LanguageModel(Protocol):
     def sentence_perplexity(self, paths: Sequence[str], *, per_line: bool = False, per_token: bool = False,
                             errors: str = "strict") -> PerplexityRun: ...
 
-    # continuations
     def continuation_scorer(self, window: int | None = None, chat: bool = False,
                             system: str | None = None) -> ContinuationScorer: ...
 
-    # decoding state
+
+class ModelDecoding(Protocol):
+    """A prompt, then the next-token logits of every row, one token per row at a time: what sampling and
+    generation are built on."""
+
     context_length: int | None            # positions a prompt and its continuation may fill (None: no limit)
 
     def prompt(self, text: str, *, max_new_tokens: int = 0, truncate: bool = False, chat: Any = None) -> Prompt: ...
@@ -174,3 +181,9 @@ class LanguageModel(Protocol):
     def sampling_defaults(self) -> tuple[dict, str | None]: ...
 
     def warm_up(self) -> float | None: ...
+
+
+@runtime_checkable
+class LanguageModel(ModelIdentity, ModelTokens, ModelScoring, ModelDecoding, Protocol):
+    """A language model of either kind: its identity, tokens, scoring and decoding (see the module docstring for
+    what each member is for; a function needing only a part can ask for that part's protocol)."""

@@ -197,7 +197,8 @@ def test_each_choice_from_scratch_scores_as_the_shared_context():
 
     shared, alone = scorer("llama-spm"), PackedScorer(scorer("llama-spm").model, share=False)
     choices = [" the cat sat", " the cat ran away", " the dog"]
-    for a, b in zip(shared.score_requests([("It is a truth that", choices)])[0], alone.score_requests([("It is a truth that", choices)])[0]):
+    request = [("It is a truth that", choices)]
+    for a, b in zip(shared.score_requests(request)[0], alone.score_requests(request)[0]):
         assert a.ids == b.ids and a.is_greedy == b.is_greedy
         assert abs(a.logprob - b.logprob) <= TOL * a.tokens
     assert alone.tokens > shared.tokens
