@@ -107,7 +107,7 @@ def nlpkit_batched(model, prompts: list[list[int]], batch_size: int) -> tuple[fl
     """(wall seconds, ids) of `generate --prompts`'s batched path."""
     from nlpkit.lm.batch_generation import Request, generate_batched
     from nlpkit.lm.interface import Prompt
-    from nlpkit.lm.transformer.backend import TransformerLM
+    from nlpkit.lm.transformer.transformer_lm import TransformerLM
 
     lm = TransformerLM(model)
     t0 = time.perf_counter()

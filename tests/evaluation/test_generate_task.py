@@ -99,7 +99,7 @@ def test_bad_options_are_usage_errors(kwargs, message):
 
 @pytest.fixture(scope="module")
 def gpt2():
-    from nlpkit.lm.transformer.backend import TransformerLM
+    from nlpkit.lm.transformer.transformer_lm import TransformerLM
     from nlpkit.lm.transformer.loaders import load_model
 
     return TransformerLM(load_model(FIXTURES / "score" / "models" / "gpt2-bpe"))

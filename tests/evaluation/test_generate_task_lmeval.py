@@ -52,7 +52,7 @@ def options(fix: dict, task: str):
 @pytest.fixture(scope="module")
 def generators():
     from nlpkit.evaluation.generation_task import Generator
-    from nlpkit.lm.transformer.backend import TransformerLM
+    from nlpkit.lm.transformer.transformer_lm import TransformerLM
     from nlpkit.lm.transformer.loaders import load_model
 
     made = {}

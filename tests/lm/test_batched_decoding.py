@@ -12,7 +12,7 @@ from nlpkit.lm.batch_generation import Request, generate_batched
 from nlpkit.lm.generation import GenerationStats, generate_ids
 from nlpkit.lm.interface import Prompt
 from nlpkit.lm.sampling import SamplingConfig
-from nlpkit.lm.transformer.backend import TransformerLM, last_logits
+from nlpkit.lm.transformer.transformer_lm import TransformerLM, last_logits
 from nlpkit.lm.transformer.batch_decoding import DecodingBatch
 from nlpkit.lm.transformer.loaders import load_model
 

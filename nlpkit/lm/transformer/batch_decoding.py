@@ -27,7 +27,7 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.model import layer_norm, linear, rms_norm, softcap_
-from nlpkit.lm.transformer.threads import engine_threads, held_blas_threads
+from nlpkit.lm.threads import engine_threads, held_blas_threads
 
 
 @dataclass

@@ -3,7 +3,7 @@
 engine (`TransformerLM.generation_prompt`, `TransformerLM.until_stream`).
 
 - The context is encoded with the model's own tokenizer (BOS first when it adds one, unless the text starts with
-  it: `packed`'s `tok_encode`, the same encoding as a loglikelihood context) and keeps its last
+  it: `packed_scoring.tok_encode`, the same encoding as a loglikelihood context) and keeps its last
   `window - max_new_tokens` tokens (`max_ctx_len`); an empty context is the prefix token.
 - After each new token, each stop string is looked for in the decoded last (its own token count + 2) generated
   tokens, special tokens shown; the end-of-sequence token's text is a stop string too (lm-evaluation-harness adds
@@ -22,7 +22,7 @@ from nlpkit.lm.interface import Prompt
 
 def generation_prompt_ids(model, text: str, max_new_tokens: int, window: int | None = None) -> list[int]:
     """The context's ids as lm-evaluation-harness's `generate_until` feeds them (see the module docstring)."""
-    from nlpkit.lm.transformer.continuations import tok_encode
+    from nlpkit.lm.transformer.packed_scoring import tok_encode
 
     window = window or model.config.positions
     ids = tok_encode(model, text)[-(window - max_new_tokens):]
