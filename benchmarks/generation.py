@@ -103,8 +103,8 @@ def batch_prompts(model) -> list[list[int]]:
     return [rng.integers(3, model.config.vocab_size, int(n)).tolist() for n in lengths]
 
 
-def nlpkit_batched(model, prompts: list[list[int]], batch_size: int) -> tuple[float, list[list[int]]]:
-    """(wall seconds, ids) of `generate --prompts`'s batched path."""
+def nlpkit_batched(model, prompts: list[list[int]], batch_size: int, stats=None) -> tuple[float, list[list[int]]]:
+    """(wall seconds, ids) of `generate --prompts`'s batched path (`stats`: a BatchStats to fill)."""
     from nlpkit.lm.batch_generation import Request, generate_batched
     from nlpkit.lm.interface import Prompt
     from nlpkit.lm.transformer.transformer_lm import TransformerLM
@@ -112,7 +112,7 @@ def nlpkit_batched(model, prompts: list[list[int]], batch_size: int) -> tuple[fl
     lm = TransformerLM(model)
     t0 = time.perf_counter()
     out = list(generate_batched(lm, [Request(Prompt(p), BATCH_NEW) for p in prompts], batch_size=batch_size,
-                                sampling=GREEDY, ignore_eos=True))
+                                sampling=GREEDY, ignore_eos=True, stats=stats))
     return time.perf_counter() - t0, [g.ids for g in out]
 
 
@@ -152,11 +152,16 @@ def batched_rows(path: Path, batch_sizes: list[int]) -> list[tuple]:
     rows = [(f"SmolLM2: generate --prompts {BATCH_PROMPTS}x{BATCH_NEW}, one at a time vs one stream (tok/s)",
              fmt_tps(total / t_seq), fmt_tps(one), f"{total / t_seq / one:.2f}x")]
     best = None
+    from nlpkit.lm.batch_generation import BatchStats
+
     for b in batch_sizes:
-        t, ids = nlpkit_batched(model, prompts, b)
+        st = BatchStats()
+        t, ids = nlpkit_batched(model, prompts, b, st)
         same = sum(a == c for a, c in zip(ids, ids_seq))
         rows.append((f"SmolLM2: generate --prompts --batch-size {b} vs one stream (tok/s; {same}/{len(ids)} equal "
                      "to one at a time)", fmt_tps(total / t), fmt_tps(one), f"{total / t / one:.2f}x"))
+        rows.append((f"SmolLM2:   its decode steps alone ({st.steps} steps, prefills {st.prefill_seconds:.1f} s of "
+                     f"{t:.1f})", fmt_tps(st.decode_tps), fmt_tps(one), f"{st.decode_tps / one:.2f}x"))
         best = max(best or 0.0, total / t)
     peer = transformers_batched(prompts)
     if peer is not None:
