@@ -82,16 +82,17 @@ CAPITALS = [("France", "Paris"), ("Italy", "Rome"), ("Germany", "Berlin"), ("Spa
 
 
 def make_generate_items(n: int, seed: int = 0) -> list[dict]:
-    """n QA and arithmetic items (half each, interleaved): capitals, and sums of two numbers under 50."""
+    """n QA and arithmetic items (half each, interleaved): capitals, and sums of two numbers under 50; the targets
+    start with the space the answer follows "A:" with (exact_match strips nothing)."""
     rng = random.Random(seed)
     items = []
     for i in range(n):
         if i % 2 == 0:
             country, city = CAPITALS[(i // 2) % len(CAPITALS)]
-            items.append({"context": f"Q: What is the capital of {country}?\nA:", "target": city})
+            items.append({"context": f"Q: What is the capital of {country}?\nA:", "target": " " + city})
         else:
             a, b = rng.randrange(1, 50), rng.randrange(1, 50)
-            items.append({"context": f"Q: What is {a} + {b}?\nA:", "target": str(a + b)})
+            items.append({"context": f"Q: What is {a} + {b}?\nA:", "target": f" {a + b}"})
     return items
 
 

@@ -19,7 +19,7 @@ words with spaces (no tokenizer tail to decode).
 
 Corpus BLEU and chrF of the answers against the targets (`--metric bleu,chrf`) are sacrebleu's, as `nlpkit bleu`
 computes them (`nlpkit.mt.bleu`; lm-evaluation-harness's `bleu`/`chrf` aggregations call sacrebleu's defaults too);
-their interval is sacrebleu's bootstrap (1000 resamples, its seed).
+their standard error is the deviation over bootstrap resamples of the items (`corpus_metrics`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from nlpkit.evaluation.answer_filters import MatchOptions, RegexFilter, compile_
 GENERATE_METRICS = ("exact_match", "bleu", "chrf")
 CORPUS_METRICS = ("bleu", "chrf")  # one number over all items (no per-item value)
 DEFAULT_MAX_GEN_TOKS = 256  # lm-evaluation-harness's HFLM max_gen_toks
+DEFAULT_BATCH = 16  # sequences decoded together (`nlpkit.lm.batch_generation.DEFAULT_BATCH`)
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class GenerationOptions:
     metrics: tuple[str, ...] = ("exact_match",)
     sampling: object | None = None  # a SamplingConfig; None: greedy (lm-evaluation-harness do_sample: false)
     seed: int | None = None
-    batch_size: int = 16
+    batch_size: int = DEFAULT_BATCH
 
     def validate(self) -> "GenerationOptions":
         if any(s == "" for s in self.until):
