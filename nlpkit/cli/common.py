@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import click
 
-from nlpkit.cli.options import ByteSize, FiniteFloat, model_path_type  # noqa: F401 - shared numeric types live in cli/options.py
+from nlpkit.cli.options import ByteSize, FiniteFloat, model_path_type, Count  # noqa: F401 - shared numeric types live in cli/options.py
 from nlpkit.errors import NlpkitError
 from nlpkit.io import FORMATS, RecordWriter, stderr_is_terminal, stdout_is_terminal
 
@@ -86,7 +86,7 @@ def open_writer(columns: Sequence[str], fmt: str | None, signature: str | None,
 def top_option(default: int | None, help: str, short: bool = True):
     """``-k/--top N``: the same name and meaning in every subcommand (0 = all)."""
     names = ("-k", "--top") if short else ("--top",)
-    return click.option(*names, "top", type=click.IntRange(min=0), default=default,
+    return click.option(*names, "top", type=Count(0), default=default,
                         show_default=default is not None, metavar="N", help=help)
 
 

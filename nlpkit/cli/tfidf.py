@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import ChoiceOrFile, DocFrequency, FiniteFloat, NumberList, STOPWORD_LISTS, jobs_option
+from nlpkit.cli.options import ChoiceOrFile, DocFrequency, FiniteFloat, NumberList, STOPWORD_LISTS, jobs_option, Count
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, named_flags, open_writer,
                                progress, warn)
 
@@ -60,14 +60,14 @@ def _df_value(value: str, name: str) -> float:
 @click.option("--token-pattern", default=None, metavar="REGEX",
               help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn].")
 @click.option("--lowercase/--no-lowercase", default=True, show_default=True, help="Lowercase the text first.")
-@click.option("-k", "--top", type=click.IntRange(min=0), metavar="N", default=10, show_default=True,
+@click.option("-k", "--top", type=Count(0), metavar="N", default=10, show_default=True,
               help="Top terms per document; with --query, top documents (0 = all).")
 @click.option("--query", default=None, metavar="TEXT", help="Rank the documents by cosine similarity to TEXT.")
 @click.option("--matrix", is_flag=True, help="Print the whole matrix in MatrixMarket coordinate format.")
 @click.option("--vocab-out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="With --matrix: write the terms (column order) to this file instead of header comments.")
-@jobs_option("Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, "
-             "else 1; at most the CPUs available).", default=0, min=0)
+@jobs_option("Tokenizer worker processes, at most the CPUs available [2 for 8 MB or more of files on a "
+             "multi-core machine, else 1].")
 @dask_options
 @common_options
 @named_flags(mode="--docs", fmt="--docs", pattern="--token-pattern")
