@@ -9,7 +9,7 @@ from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.options import file_type, model_path_type
+from nlpkit.cli.options import file_type, model_path_type, Count, Seed
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
                                no_cache_option, open_writer, progress, resolve_format, warn)
@@ -23,6 +23,8 @@ ITEM_COLUMNS = {
 SUMMARY_COLUMNS = ["model", "metric", "value", "stderr", "low", "high", "n"]
 COMPARISON_COLUMNS = ["model", "baseline", "metric", "difference", "p_value", "low", "high", "mcnemar_p"]
 PAIRED_OPTIONS = ("fail_if_worse", "bootstrap", "seed")
+MAX_RESAMPLES = 100_000  # as bleu --confidence-n: each resample holds n item indices
+MAX_BETA = 1e6  # DPO uses 0.01-1; rewards beta * log-ratio stay far from float overflow
 
 EPILOG = """\b
 Examples:
@@ -51,14 +53,14 @@ Examples:
               help="Multiple-choice: also acc_mutual_info (each choice scored after an empty context too).")
 @click.option("--reference", default=None, metavar="PATH", type=model_path_type(),
               help="Preference: the reference model of DPO's implicit reward (same tokenizer; checked).")
-@click.option("--beta", type=FiniteFloat(min=0, min_open=True), default=None, metavar="BETA",
-              help="Preference with --reference: DPO's beta, a positive number [0.1].")
-@click.option("--context", "window", type=click.IntRange(min=2), default=None,
+@click.option("--beta", type=FiniteFloat(min=0, max=MAX_BETA, min_open=True), default=None, metavar="BETA",
+              help="Preference with --reference: DPO's beta, in (0, 1e6] [0.1].")
+@click.option("--context", "window", type=Count(2), default=None,
               help="Window in tokens [the model's trained positions]: longer inputs lose their left end, as "
                    "lm-evaluation-harness's max_length.")
-@click.option("--bootstrap", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--bootstrap", type=Count(1, MAX_RESAMPLES), default=1000, show_default=True,
               help="Paired comparison: bootstrap resamples.")
-@click.option("--seed", type=int, default=12345, show_default=True,
+@click.option("--seed", type=Seed(), default=12345, show_default=True,
               help="Paired comparison: the resampling seed (sacrebleu's default).")
 @click.option("--fail-if-worse", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True), default=None,
               metavar="ALPHA",
@@ -68,7 +70,8 @@ Examples:
 @click.option("--chat", is_flag=True,
               help="Render each context (prompt) as a user turn with the model's chat template and score the "
                    "continuation as the reply (lm-evaluation-harness --apply_chat_template).")
-@click.option("--system", default=None, metavar="TEXT", help="System message for --chat.")
+@click.option("--system", default=None, metavar="TEXT",
+              help="System message for --chat (the signature records its sha256).")
 @dask_options
 @common_options
 @named_flags(window="--context")
@@ -96,14 +99,16 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
                                        "(the first is the baseline)")
     if system is not None and not chat:
         raise click.UsageError("--system needs --chat")
+    delimiter_given = delimiter is not None
     if delimiter is None:
         delimiter = "" if chat else " "
     if beta is not None and reference is None:
         raise click.UsageError("--beta needs --reference (the DPO reward compares the model with a reference)")
     if reference is not None and task not in (None, "preference"):
         raise click.UsageError("--reference applies to the preference task only")
-    if mutual_info and task not in (None, "multiple-choice"):
-        raise click.UsageError("--mutual-info applies to the multiple-choice task only")
+    for flag, given_ in (("--mutual-info", mutual_info), ("--delimiter", delimiter_given)):
+        if given_ and task not in (None, "multiple-choice"):
+            raise click.UsageError(f"{flag} applies to the multiple-choice task only")
     paths = input_paths(files, "items")
     dask = dask_for(dask, paths)
     if paths.count("-") > 1:
@@ -126,14 +131,16 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     if first is None:
         return
     found = first[0]
-    if found != "multiple-choice" and mutual_info:
-        raise click.UsageError(f"--mutual-info applies to the multiple-choice task, these items are {found}")
+    for flag, given_ in (("--mutual-info", mutual_info), ("--delimiter", delimiter_given)):
+        if found != "multiple-choice" and given_:
+            raise click.UsageError(f"{flag} applies to the multiple-choice task, these items are {found}")
     if found != "preference" and reference is not None:
         raise click.UsageError(f"--reference applies to the preference task, these items are {found}")
     norms = "chars,bytes,tokens" + (",mutual-info" if mutual_info else "") if found == "multiple-choice" else None
     settings = {"task": found, "delimiter": repr(delimiter) if found == "multiple-choice" else None, "norm": norms,
                 "models": ",".join(names), "reference": _names([reference])[0] if reference else None,
                 "beta": options.beta if reference else None, "ctx": window or "model", "chat": chat or None,
+                "system": _text_hash(system),
                 "bootstrap": bootstrap if len(names) > 1 else None, "seed": seed if len(names) > 1 else None}
     sig = make_signature("score", **{k: v for k, v in settings.items() if v is not None})
     out_fmt = resolve_format(fmt)
@@ -187,6 +194,14 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
             sys.stderr.write(f"nlpkit: error: {reasons[0]}" + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1
                                                                 else "") + "\n")
             sys.exit(1)
+
+
+def _text_hash(text: str | None) -> str | None:
+    """A --system message as the signature records it: sha256's first 12 hex digits (lm-evaluation-harness records
+    `system_instruction_sha`), so that runs with different system messages never share a signature."""
+    import hashlib
+
+    return None if text is None else "sha256-" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
 def _names(models: list[str | None]) -> list[str]:

