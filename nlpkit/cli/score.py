@@ -14,7 +14,7 @@ from nlpkit.cli.options import file_type, model_path_type, Count, Seed
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
                                no_cache_option, open_writer, progress, resolve_format, warn)
 
-ITEM_COLUMNS = {
+ITEM_COLUMNS = {   # the table's columns (the machine formats carry every field of the records, in their order)
     "loglikelihood": ["model", "index", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
     "multiple-choice": ["model", "index", "gold", "pred", "pred_norm", "acc", "acc_norm", "acc_bytes", "acc_tokens",
                         "logprobs", "tokens"],
@@ -150,7 +150,6 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
         yield first
         yield from items
 
-    columns = ITEM_COLUMNS[found] if len(names) > 1 else ITEM_COLUMNS[found][1:]
     with ExitStack() as stack:
         tick = stack.enter_context(progress("tasks" if dask else "items", quiet=quiet))
         map_items = None
@@ -166,25 +165,25 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
             map_items = score_items(client, score_chunk, (specs, ref_spec, options), parse_size(shard_size), tick,
                                     BLOCK_ITEMS)
         item_out = None
-        if not summary_only and out_fmt != "json":
-            item_out = stack.enter_context(open_writer(columns, out_fmt, sig, no_signature, title="items"))
         for item, name, rec in evaluation.run(chained(), progress=tick, map_items=map_items):
             if rec.get("truncated") and name == names[0]:
                 warn(f"{item.where}: context and continuation exceed the window: the context loses its left end "
                      "(as lm-evaluation-harness truncates)", quiet)
-            row = {"model": name, **rec} if len(names) > 1 else rec
+            row = {"model": name, **rec}   # a model column whatever the model count: columns never shift
             if out_fmt == "json":
                 if not summary_only:
                     records["items"].append(row)
-            elif item_out is not None:
+            elif not summary_only:
+                if item_out is None:   # TSV has JSONL's fields: the first record's, in its order
+                    cols = ITEM_COLUMNS[found] if out_fmt == "table" else list(row)
+                    item_out = stack.enter_context(open_writer(cols, out_fmt, sig, no_signature, title="items"))
                 item_out.write({"record": "item", **row} if out_fmt == "jsonl" else row)
     summary = evaluation.summaries()
     comparisons = evaluation.comparisons(bootstrap, seed)
     if out_fmt == "json":
-        _write_json(records, summary, comparisons, sig, no_signature, len(names) > 1)
+        _write_json(records, summary, comparisons, sig, no_signature)
     else:
-        _write_section(summary, SUMMARY_COLUMNS if len(names) > 1 else SUMMARY_COLUMNS[1:], out_fmt, sig,
-                       no_signature, "summary", separate=not summary_only)
+        _write_section(summary, SUMMARY_COLUMNS, out_fmt, sig, no_signature, "summary", separate=not summary_only)
         if comparisons:
             _write_section(comparisons, COMPARISON_COLUMNS, out_fmt, sig, no_signature, "comparison", separate=True)
     if fail_if_worse is not None:
@@ -247,12 +246,14 @@ def _write_section(rows, columns, fmt, sig, no_signature, kind, separate):
     separated by a blank line."""
     if separate and fmt in ("tsv", "table"):
         sys.stdout.write("\n")
+    if fmt != "table":   # the machine formats: every field of the records (the table keeps `columns`)
+        columns = list(dict.fromkeys(k for r in rows for k in r))
     with open_writer(columns, fmt, sig, no_signature, title=kind) as out:
         for r in rows:
             out.write({"record": kind, **r} if fmt == "jsonl" else r)
 
 
-def _write_json(records, summary, comparisons, sig, no_signature, several):
+def _write_json(records, summary, comparisons, sig, no_signature):
     import json
 
     from nlpkit.io import _jsonable
@@ -260,7 +261,7 @@ def _write_json(records, summary, comparisons, sig, no_signature, several):
     doc = {} if no_signature else {"signature": sig}
     if records["items"]:
         doc["items"] = records["items"]
-    doc["summary"] = summary if several else [{k: v for k, v in r.items() if k != "model"} for r in summary]
+    doc["summary"] = summary
     if comparisons:
         doc["comparisons"] = comparisons
     sys.stdout.write(json.dumps(_jsonable(doc), ensure_ascii=False, indent=2) + "\n")

@@ -156,8 +156,8 @@ def test_ngram_and_neural_model_compared_on_the_same_items(cli):
 def test_summary_only_prints_summaries_and_the_signature_names_task_delimiter_norms_models(cli):
     out = ok(cli("score", "-m", GPT2, str(FIX / "mc.jsonl"), "--summary-only", "--format", "tsv"))
     lines = out.splitlines()
-    assert lines[0].split("\t") == ["metric", "value", "stderr", "low", "high", "n", "signature"]
-    assert [line.split("\t")[0] for line in lines[1:]] == ["acc", "acc_norm", "acc_bytes", "acc_tokens"]
+    assert lines[0].split("\t") == ["model", "metric", "value", "stderr", "low", "high", "n", "signature"]
+    assert [line.split("\t")[1] for line in lines[1:]] == ["acc", "acc_norm", "acc_bytes", "acc_tokens"]
     sig = lines[1].split("\t")[-1]
     assert sig.startswith("score|task:multiple-choice|delimiter:' '|norm:chars,bytes,tokens|models:gpt2-bpe")
 
@@ -345,3 +345,54 @@ def test_signature_records_the_system_message(cli):
     assert len({plain, a, b}) == 3
     assert "system:" not in plain
     assert f"system:sha256-{hashlib.sha256(b'Answer in one word.').hexdigest()[:12]}" in a
+
+
+@pytest.mark.parametrize("columns", ["80", "100", "160"])
+def test_items_table_never_wraps_a_number_and_shows_logprobs_at_4_decimals(columns):
+    """`-7.2118|58947174569`: the logprobs list folded mid-digit at 80 and 160 columns, at full precision. Every number
+    in the table is now one of the records' values at 4 decimals, whole; jsonl keeps full precision."""
+    import re
+
+    from conftest import run_cli
+
+    args = ("score", "-m", GPT2, str(FIX / "mc.jsonl"))
+    table = ok(run_cli(*args, "--format", "table", "--no-signature", env={"COLUMNS": columns})).split("summary")[0]
+    items = records(ok(run_cli(*args, "--format", "jsonl")), "item")
+    assert any(len(repr(x)) > 12 for it in items for x in it["logprobs"])   # full precision in jsonl
+    shown = {f"{x:.4f}" for it in items for x in it["logprobs"]} | {"0.0000", "1.0000"}
+    numbers = re.findall(r"-?\d+\.\d+", table)
+    assert numbers and set(numbers) <= shown, set(numbers) - shown
+    for it in items:
+        assert ", ".join(f"{x:.4f}" for x in it["logprobs"][:2]) in table.replace("\n", " ") or columns == "80"
+
+
+@pytest.mark.parametrize("args", [
+    ["-m", GPT2, "--reference", GPT2_REF, str(FIX / "preference.jsonl")],   # reward_*, tokens_*, truncated
+    ["-m", GPT2, str(FIX / "mc.jsonl")],                                      # is_greedy, pred_bytes, pred_tokens, ...
+    ["-m", GPT2, str(FIX / "mc.jsonl"), "--mutual-info"],
+    ["-m", GPT2, "-m", LLAMA, str(FIX / "ll.jsonl")],
+])
+def test_tsv_has_every_field_jsonl_has(cli, args):
+    """TSV dropped reward_*, tokens_*, truncated (preference with --reference) and is_greedy, pred_bytes, pred_tokens,
+    truncated (multiple-choice): each section's header is now the JSONL records' fields, in their order."""
+    jsonl = [json.loads(line) for line in ok(cli("score", *args, "--format", "jsonl")).splitlines()]
+    tsv = ok(cli("score", *args, "--format", "tsv")).split("\n\n")
+    for block, kind in zip(tsv, ("item", "summary", "comparison")):
+        header = block.splitlines()[0].split("\t")
+        want = [k for k in dict.fromkeys(k for r in jsonl if r["record"] == kind for k in r)
+                if k not in ("record", "signature")]
+        assert header == want + ["signature"], kind
+        assert len(block.splitlines()) - 1 == sum(r["record"] == kind for r in jsonl)
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "json"])
+def test_summary_has_a_model_column_whatever_the_model_count(cli, fmt):
+    def summary(*models):
+        out = ok(cli("score", *[a for m in models for a in ("-m", m)], str(FIX / "ll.jsonl"), "--summary-only",
+                     "--format", fmt, "--no-signature"))
+        if fmt == "json":
+            return [list(r) for r in json.loads(out)["summary"]]
+        return [out.splitlines()[0].split("\t")]
+
+    one, two = summary(GPT2), summary(GPT2, LLAMA)
+    assert one[0] == two[0] and one[0][0] == "model"
