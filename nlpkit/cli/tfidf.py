@@ -147,10 +147,11 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
     if matrix:
         import sys
 
-        if vocab_out:
-            _write_vocab(vocab_out, m.terms)
-        core.write_matrix_market(m, sys.stdout, None if no_signature else sig, vocab_in_header=not vocab_out)
-        write_text("")
+        with _vocab_output(vocab_out):   # partial (removed on Ctrl-C) until the matrix is written too
+            if vocab_out:
+                _write_vocab(vocab_out, m.terms)
+            core.write_matrix_market(m, sys.stdout, None if no_signature else sig, vocab_in_header=not vocab_out)
+            write_text("")
         return
     if query is not None:
         hits = core.rank_by_cosine(m, tok.tokenize(query), top)
@@ -175,14 +176,23 @@ def _signature(w, lo, hi, min_df, max_df, tok, mode):
                           tok=tok.signature, stop=tok.stopwords_name, docs=mode)
 
 
-def _write_vocab(vocab_out: str, terms: list[str]) -> None:
-    from nlpkit.errors import NlpkitError
-    from nlpkit.stats.tfidf import _escape
+def _vocab_output(vocab_out: str | None):
+    """--vocab-out FILE registered as a partial output around the vocabulary and the matrix: FILE and the matrix on
+    stdout are one result, so Ctrl-C while the matrix is written removes FILE too (`cli.shutdown`)."""
+    from contextlib import nullcontext
 
     from nlpkit.cli.shutdown import partial_output
 
+    return partial_output(vocab_out) if vocab_out else nullcontext()
+
+
+def _write_vocab(vocab_out: str, terms: list[str]) -> None:
+    """Write the vocabulary (the caller holds it as a partial output, `_vocab_output`)."""
+    from nlpkit.errors import NlpkitError
+    from nlpkit.stats.tfidf import _escape
+
     try:
-        with partial_output(vocab_out), open(vocab_out, "w", encoding="utf-8") as f:
+        with open(vocab_out, "w", encoding="utf-8") as f:
             f.write("".join(_escape(t) + "\n" for t in terms))
     except OSError as e:
         raise NlpkitError(f"--vocab-out {vocab_out}: cannot write ({e.strerror or e})") from None
@@ -210,11 +220,12 @@ def _dask_tfidf(dask, shard_size, paths, mode, tok, weighting, ngram_range, min_
             terms, text = stages.tfidf_matrix(client, paths, mode, tok, weighting, progress=tick,
                                               signature=None if no_signature else sig,
                                               vocab_in_header=not vocab_out, **common)
-            if vocab_out:
-                _write_vocab(vocab_out, terms)
-            for chunk in text:
-                sys.stdout.write(chunk)
-            write_text("")
+            with _vocab_output(vocab_out):
+                if vocab_out:
+                    _write_vocab(vocab_out, terms)
+                for chunk in text:
+                    sys.stdout.write(chunk)
+                write_text("")
             return
         if query is not None:
             hits = stages.tfidf_query(client, paths, mode, tok, weighting, tok.tokenize(query), top,
