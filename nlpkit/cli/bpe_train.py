@@ -76,8 +76,10 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
     those three files): anything else is refused unless --force.
 
     \b
-      nlpkit bpe-train corpus.txt -o tok/ --vocab-size 8000 --special-tokens '<|endoftext|>'
-      cat *.txt | nlpkit bpe-train - -o tok/ --vocab-size 32000 --min-frequency 2 --pattern gpt4
+      nlpkit bpe-train corpus.txt -o tok/ --vocab-size 8000 \\
+          --special-tokens '<|endoftext|>'
+      cat *.txt | nlpkit bpe-train - -o tok/ --vocab-size 32000 \\
+          --min-frequency 2 --pattern gpt4
     """
     import time
     from pathlib import Path

@@ -146,7 +146,7 @@ def command(args, pairs_file, metric, weights, normalize, level, align, dict_fil
     nlpkit edit-distance --align --level word "the cat sat" "a cat sat down"
     nlpkit edit-distance --pairs pairs.tsv --metric osa --normalize
     nlpkit edit-distance --dict count_1w.txt --top 3 speling korrect
-    nlpkit edit-distance --dict count_1w.txt --metric osa --rank channel < typos.txt
+    nlpkit edit-distance --dict count_1w.txt --rank channel < typos.txt
     """
     w = _weights(weights, metric)
     settings = dict(metric=metric, weights=w, level=level, norm=normalize)

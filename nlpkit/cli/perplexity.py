@@ -33,7 +33,8 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
               help="Compare the model with a base model that has the same tokenizer (a Hugging Face directory "
                    "or .gguf file): KL divergence, Δp, same top token and the PPL ratio per file, as "
                    "llama.cpp's llama-perplexity --kl-divergence. Both models are in memory at once.")
-@dask_options
+@dask_options(shard_help="With --dask: SIZE / 4 input tokens of windows per task, at most 65536 (64M, 1G; "
+                         "auto: 64M); an n-gram model: bytes of lines per task.")
 @common_options
 def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
             compare, dask, shard_size, fmt, no_signature, quiet, encoding_errors):

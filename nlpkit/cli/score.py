@@ -29,11 +29,21 @@ MAX_BETA = 1e6  # DPO uses 0.01-1; rewards beta * log-ratio stay far from float 
 EPILOG = """\b
 Examples:
   nlpkit score -m SmolLM2-135M/ hellaswag.jsonl
-  nlpkit score -m base/ -m finetuned/ items.jsonl --summary-only --fail-if-worse 0.05
-  nlpkit score -m lm.arpa -m SmolLM2-135M/ items.jsonl       # a KenLM baseline beside a neural model
-  echo '{"context": "The sky is", "continuation": " blue"}' | nlpkit score --format jsonl
-  nlpkit score -m policy/ --reference sft/ --beta 0.1 pairs.jsonl --field prompt=question
+  nlpkit score -m old/ -m new/ items.jsonl --summary-only --fail-if-worse 0.05
+  nlpkit score -m lm.arpa -m SmolLM2-135M/ items.jsonl  # an n-gram baseline
+  echo '{"context": "The sky is", "continuation": " blue"}' | nlpkit score
+  nlpkit score -m policy/ --reference sft/ --beta 0.1 pairs.jsonl \\
+      --field prompt=question
 """
+
+
+def _complete_field(ctx, param, incomplete):
+    """--field: the roles, as ``ROLE=`` (the field name follows)."""
+    from click.shell_completion import CompletionItem
+
+    from nlpkit.evaluation.items import ALL_ROLES
+
+    return [CompletionItem(f"{r}=") for r in ALL_ROLES if f"{r}=".startswith(incomplete)]
 
 
 @click.command("score", epilog=EPILOG)
@@ -44,7 +54,7 @@ Examples:
 @no_cache_option
 @click.option("--task", type=click.Choice(("loglikelihood", "multiple-choice", "preference")), default=None,
               help="The task [from the first record's fields: continuation, choices, or chosen + rejected].")
-@click.option("--field", "fields", multiple=True, metavar="ROLE=NAME",
+@click.option("--field", "fields", multiple=True, metavar="ROLE=NAME", shell_complete=_complete_field,
               help="Read a role (context, continuation, choices, gold, prompt, chosen, rejected) from field NAME.")
 @click.option("--delimiter", default=None,
               help="Multiple-choice: put between context and each choice (lm-evaluation-harness target_delimiter) "
@@ -73,7 +83,8 @@ Examples:
                    "continuation as the reply (lm-evaluation-harness --apply_chat_template).")
 @click.option("--system", default=None, metavar="TEXT",
               help="System message for --chat (the signature records its sha256).")
-@dask_options
+@dask_options(shard_help="With --dask: bytes of item text per task (64M, 1G), in whole blocks of 64 items (the "
+                         "local run's batches); auto: 2 tasks per worker.")
 @common_options
 @named_flags(window="--context")
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
