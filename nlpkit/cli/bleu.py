@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from nlpkit.cli.options import Count, complete_choices, file_type, jobs_option, Seed
+from nlpkit.cli.options import Count, Seed, complete_choices, file_type, jobs_option
 from nlpkit.cli.common import (FiniteFloat, common_options, input_paths, named_flags, open_writer, progress,
                                resolve_format, warn)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import ChoiceOrFile, STOPWORD_LISTS, file_type, given, Count
+from nlpkit.cli.options import ChoiceOrFile, Count, STOPWORD_LISTS, file_type, given
 from nlpkit.cli.common import (FiniteFloat, dask_for, dask_options, encoding_option, flag, format_option,
                                input_paths, named_flags, open_writer, progress, quiet_option, signature_option,
                                warn)

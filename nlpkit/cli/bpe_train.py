@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import file_type, jobs_option, Count
+from nlpkit.cli.options import Count, file_type, jobs_option
 from nlpkit.cli.common import (cli_message, common_options, dask_for, dask_options, input_paths, open_writer,
                                progress, warn)
 

@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import click
 
-from nlpkit.cli.options import ByteSize, FiniteFloat, model_path_type, Count  # noqa: F401 - shared numeric types live in cli/options.py
+from nlpkit.cli.options import ByteSize, Count, FiniteFloat, model_path_type  # noqa: F401 - shared types: cli/options.py
 from nlpkit.errors import NlpkitError
 from nlpkit.io import FORMATS, RecordWriter, stderr_is_terminal, stdout_is_terminal
 

@@ -13,7 +13,7 @@ from typing import Iterator
 
 import click
 
-from nlpkit.cli.options import FiniteFloat, INT_MAX, NumberList, file_type, given, Count
+from nlpkit.cli.options import Count, FiniteFloat, INT_MAX, NumberList, file_type, given
 from nlpkit.cli.common import (cli_message, common_options, input_paths, open_writer, parse_number_list, progress,
                                resolve_format, warn)
 from nlpkit.errors import NlpkitError

@@ -7,7 +7,7 @@ from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.options import file_type, model_path_type, Count
+from nlpkit.cli.options import Count, file_type, model_path_type
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, model_options, open_writer,
                                progress, refuse_inapplicable, warn)
 
@@ -95,10 +95,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
                                        warn=lambda m: warn(m, quiet))
         except NlpkitError as e:
             raise NlpkitError(f"--compare {compare}: {e}") from None
-        try:
-            _check_comparable(lm, base, add_bos)
-        except NlpkitError as e:
-            raise NlpkitError(f"--compare {compare}: {e}") from None
+        _check_comparable(lm, base, add_bos)
     ctx = lm.window_context(context)
     if stride is not None and ctx is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
@@ -145,7 +142,12 @@ def _check_comparable(lm, base, add_bos: bool | None) -> None:
     before the windows, so that a base that cannot be compared is said so rather than its context refused."""
     from nlpkit.lm.comparison import check_pair, check_same_ids
 
+    from nlpkit.errors import NlpkitError
+
     lm.require_tokenizer()
     base.require_tokenizer()
-    check_same_ids(lm, base, lm.encode(PROBE), base.encode(PROBE))
+    try:
+        check_same_ids(lm, base, lm.encode(PROBE), base.encode(PROBE))
+    except NlpkitError as e:
+        raise NlpkitError(f"{e} (on a probe text {PROBE[:15]!r}..., before any window)") from None
     check_pair(lm, base, lm.prefix_id is not None if add_bos is None else add_bos)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import FiniteFloat, NumberList, file_type, Count
+from nlpkit.cli.options import Count, FiniteFloat, NumberList, file_type
 from nlpkit.cli.common import (encoding_option, input_paths, named_flags, parse_number_list, quiet_option,
                                signature_option, top_option, warn, FiniteFloat)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option

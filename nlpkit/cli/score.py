@@ -9,7 +9,7 @@ from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.options import file_type, model_path_type, Count, Seed
+from nlpkit.cli.options import Count, Seed, file_type, model_path_type
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
                                no_cache_option, open_writer, progress, resolve_format, warn)
@@ -214,7 +214,9 @@ def _text_hash(text: str | None) -> str | None:
     `system_instruction_sha`), so that runs with different system messages never share a signature."""
     import hashlib
 
-    return None if text is None else "sha256-" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    if text is None:
+        return None
+    return "sha256-" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
 def _names(models: list[str | None]) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import ChoiceOrFile, DocFrequency, FiniteFloat, NumberList, STOPWORD_LISTS, jobs_option, Count
+from nlpkit.cli.options import ChoiceOrFile, Count, DocFrequency, FiniteFloat, NumberList, STOPWORD_LISTS, jobs_option
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, named_flags, open_writer,
                                progress, warn)
 

@@ -226,14 +226,15 @@ def test_a_malformed_field_mapping_is_a_usage_error(cli):
 
 
 def test_items_before_a_bad_one_are_printed_before_the_error(cli, tmp_path):
-    """Items are scored in blocks, but as they stream: the records of the items before a bad line, or before an item
-    the model cannot score, come out before the error that names its line."""
+    """Every line is read and checked before any item is scored (a bad line prints no record; issue 37: the progress
+    total), and items are scored in blocks, but as they stream: the records of the items before an item the model
+    cannot score come out before the error that names its line."""
     good = '{"context": "a", "continuation": " b"}\n'
     path = tmp_path / "items.jsonl"
     path.write_text(good * 2 + "{not json\n", encoding="utf-8")
     r = cli("score", "-m", GPT2, str(path), "--format", "jsonl")
     assert r.returncode == 1 and f"{path}, line 3: not valid JSON" in r.stderr.decode()
-    assert [rec["index"] for rec in records(r.stdout.decode(), "item")] == [0, 1]
+    assert records(r.stdout.decode(), "item") == []
     path.write_text(good * 2 + '{"context": "a", "continuation": " b c d e f"}\n' + good, encoding="utf-8")
     r = cli("score", "-m", GPT2, str(path), "--format", "jsonl", "--context", "2")
     assert r.returncode == 1 and f"{path}, line 3: the continuation is" in r.stderr.decode()
@@ -269,7 +270,8 @@ def test_largest_beta_gives_finite_rewards_and_no_warning(cli):
                       "--format", "jsonl"))
     assert r.stderr == b""
     for rec in records(out, "summary"):
-        assert all(v is not None and math.isfinite(v) for k, v in rec.items() if k in ("value", "stderr", "low", "high"))
+        assert all(v is not None and math.isfinite(v) for k, v in rec.items()
+                   if k in ("value", "stderr", "low", "high"))
 
 
 def test_empty_choice_never_wins_acc_norm_and_warns_nothing(cli):

@@ -99,7 +99,7 @@ def test_binomial_tail_equals_scipy():
 
 @pytest.mark.parametrize("k,n", [(19, 20), (20, 20), (0, 20), (3, 7), (1, 1), (57, 100), (999, 1000)])
 def test_accuracy_interval_is_statsmodels_wilson_and_stays_in_0_1(k, n):
-    """acc 0.95 on 20 items: the normal interval's high was 1.048; Wilson's stays in [0, 1], bit for bit statsmodels'."""
+    """acc 0.95 on 20 items: the normal interval's high was 1.048; Wilson's stays in [0, 1], as statsmodels'."""
     proportion = pytest.importorskip("statsmodels.stats.proportion")
     s = summarize([1.0] * k + [0.0] * (n - k), proportion=True)
     assert (s.low, s.high) == pytest.approx(proportion.proportion_confint(k, n, alpha=0.05, method="wilson"),
