@@ -169,3 +169,8 @@ def test_counts_seeds_and_constants_past_their_ceiling_are_usage_errors(cli, tex
     d.write_text("spelling\t10\n")
     args = [a.format(dict=d, text=text, out=tmp_path / "tok") for a in args]
     usage_error(cli(*args), option)
+
+
+@pytest.mark.parametrize("command", ["score", "pmi", "perplexity"])
+def test_shard_size_past_1024g_is_a_usage_error(cli, text, command):
+    usage_error(cli(command, text, "--shard-size", str(2 ** 63)), "--shard-size", "1024G")

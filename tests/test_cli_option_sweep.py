@@ -171,9 +171,11 @@ def test_every_numeric_option_is_bounded():
 def out_of_range(param: click.Parameter, value: str) -> bool:
     """Whether `value` is a number outside the option's declared range (then it must be a usage error; a worker
     count past the CPUs is capped instead)."""
-    from nlpkit.cli.options import Jobs
+    from nlpkit.cli.options import ByteSize, Jobs
 
     t = param.type
+    if isinstance(t, ByteSize):
+        return value.isdigit() and int(value) > ByteSize.MAX_BYTES
     if not isinstance(t, click.types._NumberRangeBase):
         return False
     try:

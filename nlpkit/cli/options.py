@@ -180,21 +180,24 @@ class DocFrequency(click.ParamType):
 
 
 class ByteSize(click.ParamType):
-    """A size in bytes with an optional unit (``64M``, ``1G``) or ``auto``; the text is kept (the
-    command turns it into bytes when it uses it), a malformed one is a usage error at once."""
+    """A size in bytes with an optional unit (``64M``, ``1G``) or ``auto``, at most `MAX_BYTES`; the text is kept
+    (the command turns it into bytes when it uses it), a malformed or huge one is a usage error at once."""
 
     name = "SIZE"
+    MAX_BYTES = 1 << 40   # 1024G: a task of more input than any machine holds is a typo (2**63 was accepted)
 
     def convert(self, value, param, ctx):
         from nlpkit.distributed.shards import parse_size
         from nlpkit.errors import UsageError
 
         try:
-            parse_size(value)
+            n = parse_size(value)
         except UsageError as e:   # the core names its parameter (`shard_size`); click names the option
             import re
 
             self.fail(re.sub(r"^`\w+`:? ?", "", str(e)), param, ctx)
+        if n is not None and n > self.MAX_BYTES:
+            self.fail(f"{value!r} is more than 1024G bytes per task.", param, ctx)
         return value
 
 
