@@ -3,8 +3,8 @@
 The cases are generated from the click command tree: each option whose type is numeric (click's
 int/float types and ranges, nlpkit's number lists and byte sizes) is given ``nan``, ``inf``,
 ``-inf``, ``-1``, ``0``, ``1e300`` and ``2**63`` on a small valid input. Each run must end within
-the timeout with exit 0 (then with no NaN or infinity in the output), 1, 2 or 3 (a gate failed), with no traceback, no
-"unexpected" error and no process left behind. A new subcommand or numeric option without a base
+the timeout with exit 0 (then with no NaN or infinity in the output), 1, 2 or 3 (a failed gate),
+with no traceback, no "unexpected" error and no process left behind. A new subcommand or numeric option without a base
 invocation below fails `test_every_numeric_option_is_swept`.
 """
 

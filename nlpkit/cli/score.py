@@ -35,6 +35,15 @@ Examples:
 """
 
 
+def _metric_names(ctx, param, incomplete: str) -> list[str]:
+    """--gate-metric's completions: every task's metric names."""
+    from nlpkit.evaluation.gate import PRIMARY_METRICS
+    from nlpkit.evaluation.tasks import TaskOptions, metric_names
+
+    names = [m for task in PRIMARY_METRICS for m in metric_names(task, TaskOptions(mutual_info=True), True)]
+    return [m for m in dict.fromkeys(names) if m.startswith(incomplete)]
+
+
 @click.command("score", epilog=EPILOG)
 @click.argument("files", nargs=-1, type=file_type())
 @click.option("-m", "--model", "models", multiple=True, metavar="PATH", type=model_path_type(),
@@ -68,7 +77,7 @@ Examples:
               help="Gate: exit 3 when a later model is worse than the first on a --gate-metric with a two-sided "
                    "p-value below ALPHA (McNemar's exact test for right/wrong metrics, else the paired bootstrap); "
                    "a verdict record per model and metric, the reason on stderr.")
-@click.option("--gate-metric", "gate_metric", multiple=True, metavar="NAME",
+@click.option("--gate-metric", "gate_metric", multiple=True, metavar="NAME", shell_complete=_metric_names,
               help="With --fail-if-worse: the metric to gate on (repeatable) [the task's primary one: acc, logprob, "
                    "accuracy, or reward_accuracy with --reference].")
 @click.option("--summary-only", is_flag=True, help="Print only the summaries (and comparisons), not each item.")
