@@ -30,8 +30,8 @@ from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_optio
                    "lm-evaluation-harness does [on when the model has one]; --no-add-bos leaves the first "
                    "token unscored and out of the byte and word counts.")
 @click.option("--compare", "compare", default=None, metavar="BASE", type=model_path_type(),
-              help="Compare the model with a base model that has the same tokenizer (a Hugging Face directory "
-                   "or .gguf file): KL divergence, Δp, same top token and the PPL ratio per file, as "
+              help="Compare the model with a base model that has the same tokenizer (a Hugging Face directory, "
+                   ".gguf file, or 'default': the shipped model): KL divergence, Δp, same top token and the PPL ratio per file, as "
                    "llama.cpp's llama-perplexity --kl-divergence. Both models are in memory at once.")
 @click.option("--fail-if-kld-above", "fail_if_kld", type=FiniteFloat(min=0), default=None, metavar="X",
               help="With --compare, a gate: exit 3 when a file's (or the corpus total's) mean KL divergence is "
@@ -75,7 +75,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
       echo "The cat sat on the mat." | nlpkit perplexity --per-token
       nlpkit perplexity held-out.txt --model lm.arpa
       nlpkit perplexity book.txt -m model-Q8_0.gguf --compare model_dir/
-      nlpkit perplexity book.txt -m q8.gguf --compare default --fail-if-kld-above 0.01
+      nlpkit perplexity a.txt -m q.gguf --compare default --fail-if-kld-above 0.01
     """
     from nlpkit.lm.load import backend_class, load_language_model
 
