@@ -109,7 +109,7 @@ def open_binary(path) -> IO[bytes]:
 
     ``.gz``, ``.bz2`` and ``.zst`` files are decompressed; paths with a protocol
     (``s3://``, ``memory://``) are opened with fsspec. An object with an ``open()``
-    method (a `nlpkit.distributed.shards.Shard`) is opened by that method.
+    method (a `nlpkit.shards.Shard`) is opened by that method.
     """
     if not isinstance(path, str):
         return path.open()

@@ -1,6 +1,6 @@
 """`nlpkit score`: log-likelihoods, multiple-choice accuracy and preference pairs of JSONL items, as
 lm-evaluation-harness computes them, with standard errors and paired comparisons of several models
-(core: nlpkit/evaluation/, nlpkit/lm/transformer/continuations.py, nlpkit/lm/ngram/continuations.py)."""
+(core: nlpkit/evaluation/, nlpkit/lm/transformer/packed_scoring.py, nlpkit/lm/ngram/ngram_continuations.py)."""
 
 from __future__ import annotations
 
@@ -236,8 +236,8 @@ def _run(evaluation, pairs, names, out: "Output", columns, quiet, dask, shard_si
         map_items = None
         if dask:
             from nlpkit.distributed.cluster import connect
-            from nlpkit.distributed.shards import parse_size
             from nlpkit.distributed.stages import score_items
+            from nlpkit.shards import parse_size
             from nlpkit.evaluation.evaluate import BLOCK_ITEMS, score_chunk
 
             client = stack.enter_context(connect(dask, quiet))

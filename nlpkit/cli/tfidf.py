@@ -196,8 +196,8 @@ def _dask_tfidf(dask, shard_size, paths, mode, tok, weighting, ngram_range, min_
 
     from nlpkit.distributed import stages
     from nlpkit.distributed.cluster import connect
-    from nlpkit.distributed.shards import parse_size
     from nlpkit.io import write_text
+    from nlpkit.shards import parse_size
 
     size = parse_size(shard_size)
     sig = _signature(weighting, *ngram_range, min_df, max_df, tok, mode)

@@ -24,7 +24,7 @@ from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.config import ModelConfig
 from nlpkit.lm.transformer.packing import Packing
 from nlpkit.lm.transformer.rope import RoPE, apply_rope, apply_rope_partial
-from nlpkit.lm.transformer.threads import SERIAL, RowPool, engine_threads, held_blas_threads
+from nlpkit.lm.threads import SERIAL, RowPool, engine_threads, held_blas_threads
 
 
 @dataclass
