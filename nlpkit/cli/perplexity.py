@@ -31,8 +31,9 @@ from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_optio
                    "token unscored and out of the byte and word counts.")
 @click.option("--compare", "compare", default=None, metavar="BASE", type=model_path_type(),
               help="Compare the model with a base model that has the same tokenizer (a Hugging Face directory, "
-                   ".gguf file, or 'default': the shipped model): KL divergence, Δp, same top token and the PPL ratio per file, as "
-                   "llama.cpp's llama-perplexity --kl-divergence. Both models are in memory at once.")
+                   ".gguf file, or 'default': the shipped model): KL divergence, Δp, same top token and the PPL "
+                   "ratio per file, as llama.cpp's llama-perplexity --kl-divergence. Both models are in memory "
+                   "at once.")
 @click.option("--fail-if-kld-above", "fail_if_kld", type=FiniteFloat(min=0), default=None, metavar="X",
               help="With --compare, a gate: exit 3 when a file's (or the corpus total's) mean KL divergence is "
                    "above X.")
@@ -44,7 +45,8 @@ from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_optio
 @dask_options
 @common_options
 def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
-            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
+            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, dask, shard_size, fmt, no_signature, quiet,
+            encoding_errors):
     """Perplexity of text under a language model.
 
     No FILES with empty stdin, or an empty FILE, is an error.

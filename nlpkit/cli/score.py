@@ -89,7 +89,8 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
 @common_options
 @named_flags(window="--context")
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
-            fail_if_worse, gate_metric, summary_only, chat, system, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
+            fail_if_worse, gate_metric, summary_only, chat, system, dask, shard_size, fmt, no_signature, quiet,
+            encoding_errors):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy and
     preference pairs, as lm-evaluation-harness computes them.
 

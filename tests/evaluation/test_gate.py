@@ -213,7 +213,8 @@ def test_perplexity_compare_fails_a_kld_above_the_bound_with_exit_3_and_a_verdic
     verdicts = {v["metric"]: v for v in jsonl(r, "verdict")}
     assert verdicts["kld"]["value"] == rec["kld"] == pytest.approx(want["kld"], rel=1e-5)
     assert (verdicts["kld"]["threshold"], verdicts["kld"]["fails_if"], verdicts["kld"]["pass"]) == (0.1, "above", False)
-    assert verdicts["ppl_ratio"]["value"] == pytest.approx(want["ppl_ratio"], rel=1e-5) and verdicts["ppl_ratio"]["pass"]
+    assert verdicts["ppl_ratio"]["value"] == pytest.approx(want["ppl_ratio"], rel=1e-5)
+    assert verdicts["ppl_ratio"]["pass"]
     assert verdicts["same_top"]["value"] == pytest.approx(want["same_top"], rel=1e-5)
     assert (verdicts["same_top"]["fails_if"], verdicts["same_top"]["pass"]) == ("below", False)
     err = r.stderr.decode()
