@@ -303,6 +303,7 @@ class RecordWriter:
         self.header = header
         self.path_columns = tuple(path_columns)    # more columns of paths, shown by basename in a table
         self.rows: list[dict] = []
+        self.extra: dict[str, Any] = {}   # json: more keys of the one document after `results` (e.g. `verdicts`)
         self._started = False
         self.count = 0
 
@@ -339,7 +340,7 @@ class RecordWriter:
         """Finish the output: render the table / json document; flush."""
         self._start()
         if self.fmt == "json":
-            doc: dict[str, Any] = {"results": jsonable(self.rows)}
+            doc: dict[str, Any] = {"results": jsonable(self.rows), **jsonable(self.extra)}
             if self.signature:
                 doc = {"signature": self.signature, **doc}
             self.stream.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")

@@ -3,7 +3,7 @@
 The cases are generated from the click command tree: each option whose type is numeric (click's
 int/float types and ranges, nlpkit's number lists and byte sizes) is given ``nan``, ``inf``,
 ``-inf``, ``-1``, ``0``, ``1e300``, ``2**31`` and ``2**63`` on a small valid input. Each run must end within
-the timeout with exit 0 (then with no NaN or infinity in the output), 1 or 2, with no traceback, no
+the timeout with exit 0 (then with no NaN or infinity in the output), 1, 2 or 3 (a failed gate), with no traceback, no
 "unexpected" error, no Python warning on stderr and no process left behind; a value outside the option's
 declared range is a usage error naming the option. Every integer option has a ceiling of at most 2147483647 (the
 README's "counts up to 2147483647"; worker counts are capped at the CPUs instead) and every real one refuses
@@ -25,12 +25,14 @@ import click
 import pytest
 
 from conftest import FIXTURES, REPO
+from nlpkit.errors import GATE_FAILED
 
 VALUES = ("nan", "inf", "-inf", "-1", "0", "1e300", str(2 ** 31), str(2 ** 63))
 MODEL = str(FIXTURES / "lm" / "llama-gqa")
 ARPA = str(FIXTURES / "ngram" / "tiny-3.arpa")
 TOKENIZER = str(FIXTURES / "tokenizers" / "bl-llama3")
 SCORE_MODEL = str(FIXTURES / "score" / "models" / "gpt2-bpe")
+COMPARE = FIXTURES / "lm" / "compare" / "tiny"   # a model and its base with one tokenizer (perplexity's gates)
 TIMEOUT = 60  # seconds: generous for a loaded machine; a healthy run takes about one
 
 TEXT = ("The cat sat on the mat. The dog sat on the log.\n"
@@ -93,6 +95,8 @@ CONTEXT: dict[tuple[str, str], list[str]] = {
 BASE_FOR: dict[tuple[str, str], list[str]] = {
     ("score", "--beta"): ["-m", SCORE_MODEL, "--reference", SCORE_MODEL, str(FIXTURES / "score" / "preference.jsonl"),
                           "--summary-only"],
+    **{("perplexity", gate): ["{text}", "-m", str(COMPARE / "model"), "--compare", str(COMPARE / "base")]
+       for gate in ("--fail-if-kld-above", "--fail-if-ppl-ratio-above", "--fail-if-same-top-below")},
 }
 
 # For list options: where the swept value goes.
@@ -257,7 +261,7 @@ def problems(code, out: str, err: str, left: list[str]) -> list[str]:
     found = []
     if code is None:
         found.append(f"no exit within {TIMEOUT} s")
-    elif code not in (0, 1, 2):
+    elif code not in (0, 1, 2, GATE_FAILED):
         found.append(f"exit {code}")
     if "Traceback" in err or "unexpected" in err:
         found.append("traceback/unexpected: " + err.strip().splitlines()[-1][:300])
@@ -265,6 +269,8 @@ def problems(code, out: str, err: str, left: list[str]) -> list[str]:
         found.append("a Python/numpy warning on stderr: " + re.search(r".*\w+Warning\b.*", err).group(0)[:200])
     if code == 0 and NONFINITE.search(out):
         found.append("non-finite number in the output: " + NONFINITE.search(out).group(0))
+    if code == GATE_FAILED and not err.startswith(("nlpkit: gate failed:", "nlpkit: warning:")):
+        found.append("gate failure not in nlpkit's style: " + err.strip()[:200])
     if code in (1, 2) and not err.startswith(("nlpkit: error:", "nlpkit: warning:")):
         found.append("error not in nlpkit's style: " + err.strip()[:200])
     if left:

@@ -330,8 +330,9 @@ def model_options(f):
                      help="Override RoPE scaling: linear interpolation, NTK-aware base change, "
                           "transformers' dynamic NTK, YaRN, Llama 3.1 [the model's own].")(f)
     f = click.option("-m", "--model", "model_path", default=None, metavar="PATH", type=model_path_type(),
-                     help="Hugging Face model directory, .gguf file, or n-gram model (ARPA, .arpa.gz, an "
-                          "ngram-train counts file) [$NLPKIT_MODEL, else the shipped model].")(f)
+                     help="Hugging Face model directory, .gguf file, n-gram model (ARPA, .arpa.gz, an "
+                          "ngram-train counts file), or 'default' (the shipped model) [$NLPKIT_MODEL, else the "
+                          "shipped model].")(f)
     return f
 
 

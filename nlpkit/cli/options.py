@@ -237,9 +237,37 @@ def file_type(dash: bool = True) -> click.Path:
     return click.Path(dir_okay=False, allow_dash=dash)
 
 
+DEFAULT_MODEL_NAME = "default"  # `-m default`: the model shipped in nlpkit/lm/default/
+
+
+class ModelPath(click.Path):
+    """A model path, or `default`: the model shipped with nlpkit (`nlpkit/lm/default/`), as a CI script names it
+    whatever $NLPKIT_MODEL says. The name wins over a file or directory called `default` in the current
+    directory (write `./default` for that one; a warning says so), so `-m default` means one model everywhere."""
+
+    def convert(self, value, param, ctx):
+        if value != DEFAULT_MODEL_NAME:
+            return super().convert(value, param, ctx)
+        import os
+
+        from nlpkit.lm.transformer.loaders import DEFAULT_MODEL_DIR
+
+        if os.path.exists(value) and not (ctx is not None and ctx.params.get("quiet")):
+            flag = max(param.opts, key=len) if param is not None else "the model"
+            click.echo(f"nlpkit: warning: {flag} default is the shipped model, not the '{value}' in the current "
+                       f"directory (write ./{value} for that one)", err=True)
+        return str(DEFAULT_MODEL_DIR)
+
+    def shell_complete(self, ctx, param, incomplete):
+        from click.shell_completion import CompletionItem
+
+        named = [CompletionItem(DEFAULT_MODEL_NAME)] if DEFAULT_MODEL_NAME.startswith(incomplete) else []
+        return named + super().shell_complete(ctx, param, incomplete)
+
+
 def model_path_type() -> click.Path:
-    """A model: a directory or a file (.gguf, .arpa, ...); completes both."""
-    return click.Path()
+    """A model: a directory or a file (.gguf, .arpa, ...), or `default` (`ModelPath`); completes both."""
+    return ModelPath()
 
 
 def given(name: str) -> bool:

@@ -23,7 +23,7 @@ ITEM_COLUMNS = {  # the table's columns, `id` only when some item has one (machi
 }
 SUMMARY_COLUMNS = ["model", "metric", "value", "stderr", "low", "high", "n"]
 COMPARISON_COLUMNS = ["model", "baseline", "metric", "difference", "p_value", "low", "high", "mcnemar_p"]
-PAIRED_OPTIONS = ("fail_if_worse", "bootstrap", "seed")
+PAIRED_OPTIONS = ("fail_if_worse", "gate_metric", "bootstrap", "seed")
 MAX_RESAMPLES = 100_000  # as bleu --confidence-n: each resample holds n item indices
 MAX_BETA = 1e6  # DPO uses 0.01-1; rewards beta * log-ratio stay far from float overflow
 
@@ -47,11 +47,21 @@ def _complete_field(ctx, param, incomplete):
     return [CompletionItem(f"{r}=") for r in ALL_ROLES if f"{r}=".startswith(incomplete)]
 
 
+def _metric_names(ctx, param, incomplete: str) -> list[str]:
+    """--gate-metric's completions: every task's metric names."""
+    from nlpkit.evaluation.gate import PRIMARY_METRICS
+    from nlpkit.evaluation.tasks import TaskOptions, metric_names
+
+    names = [m for task in PRIMARY_METRICS for m in metric_names(task, TaskOptions(mutual_info=True), True)]
+    return [m for m in dict.fromkeys(names) if m.startswith(incomplete)]
+
+
 @click.command("score", epilog=EPILOG)
 @click.argument("files", nargs=-1, type=file_type())
 @click.option("-m", "--model", "models", multiple=True, metavar="PATH", type=model_path_type(),
-              help="Model: a Hugging Face directory, .gguf, ARPA or .ngram file [$NLPKIT_MODEL, else the shipped "
-                   "model]. Repeat to compare: each later model against the first.")
+              help="Model: a Hugging Face directory, .gguf, ARPA or .ngram file, or 'default' (the shipped model) "
+                   "[$NLPKIT_MODEL, else the shipped model]. Repeat to compare: each later model against the first "
+                   "(a model given twice is scored once; same names get their position, A#1, A#3).")
 @no_cache_option
 @click.option("--task", type=click.Choice(("loglikelihood", "multiple-choice", "preference")), default=None,
               help="The task [from the first record's fields: continuation, choices, or chosen + rejected].")
@@ -77,8 +87,12 @@ def _complete_field(ctx, param, incomplete):
               help="Paired comparison: the resampling seed (sacrebleu's default).")
 @click.option("--fail-if-worse", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True), default=None,
               metavar="ALPHA",
-              help="Exit 1 when a later model is worse than the first with a paired bootstrap p-value below ALPHA "
-                   "(a reason on stderr).")
+              help="Gate: exit 3 when a later model is worse than the first on a --gate-metric with a two-sided "
+                   "p-value below ALPHA (McNemar's exact test for right/wrong metrics, else the paired bootstrap); "
+                   "a verdict record per model and metric, the reason on stderr.")
+@click.option("--gate-metric", "gate_metric", multiple=True, metavar="NAME", shell_complete=_metric_names,
+              help="With --fail-if-worse: the metric to gate on (repeatable) [the task's primary one: acc, logprob, "
+                   "accuracy, or reward_accuracy with --reference].")
 @click.option("--summary-only", is_flag=True, help="Print only the summaries (and comparisons), not each item.")
 @click.option("--chat", is_flag=True,
               help="Render each context (prompt) as a user turn with the model's chat template and score the "
@@ -90,7 +104,8 @@ def _complete_field(ctx, param, incomplete):
 @common_options
 @named_flags(window="--context")
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
-            fail_if_worse, summary_only, chat, system, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
+            fail_if_worse, gate_metric, summary_only, chat, system, dask, shard_size, fmt, no_signature, quiet,
+            encoding_errors):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy and
     preference pairs, as lm-evaluation-harness computes them.
 
@@ -101,8 +116,15 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     the model's BOS (else EOS). One record per item and model, then per model and metric the mean,
     standard error (sample sd / sqrt n) and 95% interval; with several -m, each later model against
     the first: difference, paired bootstrap p-value and interval, McNemar's exact test.
+
+    --fail-if-worse ALPHA makes the run a gate: after the results, a verdict record per later
+    model and gate metric (p-value, threshold, pass), and exit status 3 when one failed (0 when
+    all passed; 1 stays an error, 2 a usage error). Right/wrong metrics are gated on McNemar's
+    exact p-value (the bootstrap's is not valid on a few items), real-valued ones on the paired
+    bootstrap's. -m default is the shipped model (./default for a path of that name).
     """
-    _check_options(models, task, chat, system, beta, reference, mutual_info, delimiter is not None)
+    _check_options(models, task, chat, system, beta, reference, mutual_info, delimiter is not None, fail_if_worse,
+                   gate_metric)
     delimiter_given = delimiter is not None
     if delimiter is None:
         delimiter = "" if chat else " "
@@ -121,6 +143,7 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     models = list(models) or [None]
     names = _names(models)
     options = TaskOptions(delimiter=delimiter, mutual_info=mutual_info, beta=0.1 if beta is None else beta)
+    gated = _gate_metrics(found, options, reference, gate_metric) if fail_if_worse is not None else ()
     specs = {name: ModelSpec(path, window, chat, system) for name, path in zip(names, models)}
     ref_spec = ModelSpec(reference, window, chat, system) if reference is not None else None
     scorers, ref = _load(specs, ref_spec, quiet)
@@ -130,9 +153,7 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
                                                  bootstrap, seed), no_signature, summary_only)
     item_rows = _run(evaluation, [(found, item) for item in items], names, out,
                      _item_columns(found, items), quiet, dask, shard_size, specs, ref_spec)
-    comparisons = _write_results(evaluation, item_rows, names, out, bootstrap, seed)
-    if fail_if_worse is not None:
-        _gate(comparisons, fail_if_worse)
+    _write_results(evaluation, item_rows, names, out, bootstrap, seed, fail_if_worse, gated)
 
 
 class Output(NamedTuple):
@@ -144,7 +165,8 @@ class Output(NamedTuple):
     summary_only: bool
 
 
-def _check_options(models, task, chat, system, beta, reference, mutual_info, delimiter_given) -> None:
+def _check_options(models, task, chat, system, beta, reference, mutual_info, delimiter_given, fail_if_worse,
+                   gate_metric) -> None:
     """The usage errors the options alone show (before any file is read)."""
     from click.core import ParameterSource
 
@@ -154,6 +176,8 @@ def _check_options(models, task, chat, system, beta, reference, mutual_info, del
             if cctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
                 raise click.UsageError(f"--{name.replace('_', '-')} compares models: give -m at least twice "
                                        "(the first is the baseline)")
+    if gate_metric and fail_if_worse is None:
+        raise click.UsageError("--gate-metric names what --fail-if-worse gates on: give --fail-if-worse ALPHA")
     if system is not None and not chat:
         raise click.UsageError("--system needs --chat")
     if beta is not None and reference is None:
@@ -174,15 +198,33 @@ def _check_task_options(found: str, mutual_info: bool, delimiter_given: bool, re
         raise click.UsageError(f"--reference applies to the preference task, these items are {found}")
 
 
+def _gate_metrics(task: str, options, reference, requested) -> tuple[str, ...]:
+    """The metrics --fail-if-worse gates on: --gate-metric's (each one the task has), else the task's primary."""
+    from nlpkit.errors import UsageError
+    from nlpkit.evaluation.gate import gate_metrics
+    from nlpkit.evaluation.tasks import metric_names
+
+    try:
+        return gate_metrics(task, metric_names(task, options, reference is not None), requested,
+                            reference is not None)
+    except UsageError as e:
+        raise click.BadParameter(str(e).replace("`gate_metrics`: ", ""), param_hint="--gate-metric") from None
+
+
 def _load(specs: dict, ref_spec, quiet: bool) -> tuple[dict, object]:
     """(name -> scorer, reference scorer or None): every model path checked before any model loads (a missing
-    second model is reported at once, not after the first has loaded)."""
+    second model is reported at once, not after the first has loaded); a model given twice (the same resolved
+    path and settings) is loaded once, and its one scorer scores for both names."""
     from nlpkit.evaluation.models import check_model_path
 
     for spec in [*specs.values(), ref_spec]:
         if spec is not None:
             check_model_path(spec.path)
-    scorers = {name: _scorer(spec, quiet) for name, spec in specs.items()}
+    loaded: dict = {}
+    for spec in specs.values():
+        if spec.absolute() not in loaded:
+            loaded[spec.absolute()] = _scorer(spec, quiet)
+    scorers = {name: loaded[spec.absolute()] for name, spec in specs.items()}
     return scorers, _scorer(ref_spec, quiet) if ref_spec is not None else None
 
 
@@ -253,32 +295,27 @@ def _record_columns(row: dict, columns: list[str]) -> list[str]:
     return cols
 
 
-def _write_results(evaluation, item_rows, names, out: "Output", bootstrap, seed) -> list[dict]:
-    """The summaries and comparisons after the items (json: the one document); the comparisons returned."""
+def _write_results(evaluation, item_rows, names, out: "Output", bootstrap, seed, alpha, gated) -> None:
+    """The summaries and comparisons after the items, then with --fail-if-worse (`alpha`) the verdicts on the
+    `gated` metrics (json: all in the one document); exit 3 (`GateFailed`) when a verdict failed."""
+    from nlpkit.cli.gate import enforce, write_verdicts
+    from nlpkit.evaluation.gate import WORSE_COLUMNS, worse_verdicts
+
     summary = evaluation.summaries()
     comparisons = evaluation.comparisons(bootstrap, seed)
+    verdicts = worse_verdicts(comparisons, alpha, gated) if alpha is not None else None
     if out.fmt == "json":
-        _write_json({"items": item_rows}, summary, comparisons, out.sig, out.no_signature)
+        _write_json({"items": item_rows}, summary, comparisons, out.sig, out.no_signature, verdicts)
     else:
         _write_section(summary, SUMMARY_COLUMNS, out.fmt, out.sig, out.no_signature, "summary",
                        separate=not out.summary_only)
         if comparisons:
             _write_section(comparisons, COMPARISON_COLUMNS, out.fmt, out.sig, out.no_signature, "comparison",
                            separate=True)
-    return comparisons
-
-
-def _gate(comparisons: list[dict], alpha: float) -> None:
-    """--fail-if-worse: exit 1 with the first reason (and how many more) when a later model is significantly
-    worse."""
-    from nlpkit.evaluation.evaluate import significantly_worse
-
-    reasons = significantly_worse(comparisons, alpha)
-    if reasons:
-        sys.stdout.flush()
-        sys.stderr.write(f"nlpkit: error: {reasons[0]}" + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1
-                                                            else "") + "\n")
-        sys.exit(1)
+        if verdicts is not None:
+            write_verdicts(verdicts, WORSE_COLUMNS, out.fmt, out.sig, out.no_signature)
+    if verdicts is not None:
+        enforce(verdicts)
 
 
 def _text_hash(text: str | None) -> str | None:
@@ -292,11 +329,15 @@ def _text_hash(text: str | None) -> str | None:
 
 
 def _names(models: list[str | None]) -> list[str]:
-    """Models as records and signatures name them: the file or directory name, the path when two share one."""
+    """Models as records and signatures name them: the file or directory name, the path when two share one, and
+    when the same path is given twice each gets its position among the -m (`A#1`, `B`, `A#3`): every -m is a
+    column of its own."""
     import os
 
     base = [os.path.basename(str(m).rstrip("/")) if m else "default" for m in models]
-    return [m if base.count(b) > 1 and m else b for b, m in zip(base, models)]
+    paths = {b: {m for bb, m in zip(base, models) if bb == b} for b in base}  # the paths behind each name
+    names = [m if len(paths[b]) > 1 and m else b for b, m in zip(base, models)]
+    return [f"{n}#{k}" if names.count(n) > 1 else n for k, n in enumerate(names, 1)]
 
 
 def _scorer(spec, quiet: bool):
@@ -318,7 +359,7 @@ def _write_section(rows, columns, fmt, sig, no_signature, kind, separate):
             out.write({"record": kind, **r} if fmt == "jsonl" else r)
 
 
-def _write_json(records, summary, comparisons, sig, no_signature):
+def _write_json(records, summary, comparisons, sig, no_signature, verdicts=None):
     import json
 
     from nlpkit.io import jsonable
@@ -329,4 +370,6 @@ def _write_json(records, summary, comparisons, sig, no_signature):
     doc["summary"] = summary
     if comparisons:
         doc["comparisons"] = comparisons
+    if verdicts is not None:
+        doc["verdicts"] = [v.record for v in verdicts]
     sys.stdout.write(json.dumps(jsonable(doc), ensure_ascii=False, indent=2) + "\n")

@@ -24,10 +24,11 @@ class ModelSpec:
     system: str | None = None
 
     def absolute(self) -> "ModelSpec":
-        """The same spec with an absolute path (workers have their own working directory)."""
+        """The same spec with an absolute, resolved path (workers have their own working directory; two specs of
+        one model file compare equal, so `score -m A -m ./A` loads and scores it once)."""
         if self.path is None or "://" in self.path:
             return self
-        return ModelSpec(os.path.abspath(self.path), self.window, self.chat, self.system)
+        return ModelSpec(os.path.realpath(self.path), self.window, self.chat, self.system)
 
 
 def check_model_path(path: str | None) -> None:

@@ -99,12 +99,12 @@ def test_two_models_summaries_and_comparison_equal_the_statistics_of_their_items
     assert (comp["model"], comp["baseline"]) == ("llama-spm", "gpt2-bpe")
 
 
-def test_fail_if_worse_exits_1_with_a_reason_when_a_later_model_is_significantly_worse(cli):
+def test_fail_if_worse_exits_3_with_a_reason_when_a_later_model_is_significantly_worse(cli):
     # llama-spm's log-likelihoods of these items are lower than gpt2-bpe's (p = 0.029 with 1000 resamples)
     r = cli("score", "-m", GPT2, "-m", LLAMA, str(FIX / "ll.jsonl"), "--summary-only", "--fail-if-worse", "0.05")
-    assert r.returncode == 1
+    assert r.returncode == 3
     err = r.stderr.decode()
-    assert "nlpkit: error: llama-spm is worse than gpt2-bpe on logprob" in err and "p = 0.02897" in err
+    assert "nlpkit: gate failed: llama-spm is worse than gpt2-bpe on logprob" in err and "p = 0.02897" in err
     assert "comparison" not in err and r.stdout  # the results are printed before the verdict
     assert cli("score", "-m", GPT2, "-m", LLAMA, str(FIX / "ll.jsonl"), "--summary-only", "--fail-if-worse",
                "0.01").returncode == 0
