@@ -6,16 +6,17 @@ separately with the model's own tokenizer (BOS first when it adds one) and the c
 the whole encoding after the context's tokens. An empty context is the model's prefix token (BOS, else EOS) --
 unless the continuation itself starts with that token, which then becomes the context.
 
-Scoring (`ContinuationScorer.score_batch`): many requests at once. The continuations of one context (in one request
-or several) form a segment (in runs of `BRANCH_TOKENS` continuation tokens, or the context's length, when there are
+Scoring (`ContinuationScorer.score_batch`): many requests at once. The continuations of one context in one request
+form a segment (in runs of `BRANCH_TOKENS` continuation tokens, or the context's length, when there are
 more): the context with the tokens every continuation shares (their longest common prefix, leaving each at least one
 token of its own), then each continuation's own tokens but its last as a branch that sees the prefix and itself only
 (`packing.tree`): each continuation is computed as if it followed the context alone, the context once for all (as a
 KV cache shared by a batch, `sample -n N`). The segments of a batch are packed end to end into forwards of about
 `PACK_TOKENS` tokens (`Model.forward(packing=)`: attention stays inside each segment), so each weight product is one
 gemm of ~1000 rows instead of a few dozen per item, and the output projection runs only at the rows whose log-
-probabilities are read. The same (context, continuation) twice in a batch is computed once (equal requests give
-equal numbers, as lm-evaluation-harness's do). A continuation whose context + continuation exceeds the window
+probabilities are read. A request's numbers are the bits it gets scored alone, whatever shares its forward (a
+segment never holds another request's continuations); the same (context, continuation) twice in a request, or a
+request equal to an earlier one, is computed once. A continuation whose context + continuation exceeds the window
 (`window + 1` tokens) is cut from the left as lm-evaluation-harness does, (context + continuation)[-(window +
 1):][:-1] as input, and is a segment of its own. Log-probabilities are float64 log-softmax of the float32 logits; a
 continuation is greedy when each of its tokens is the argmax of its row.
@@ -83,6 +84,11 @@ def chat_renderer(model, system: str | None = None) -> Callable[[str], str]:
 
 PACK_TOKENS = 1024  # tokens per packed forward: gemms of ~1000 rows, logits of at most as many rows (~200 MB)
 BRANCH_TOKENS = 256  # continuation tokens in one segment, or the context's length when that is longer
+# A packed forward of fewer tokens gets a filler segment, and fewer rows read get filler rows, so that an item scored
+# alone runs matrix products of as many rows as in a block and gets the same bits (model.ROW_MIN: OpenBLAS gives a
+# product of one row, or of a few, other bits).
+FLOOR_TOKENS = 64
+FLOOR_ROWS = 8
 
 
 def _branch_runs(members: list, most: int) -> list[list]:
@@ -191,14 +197,21 @@ class ContinuationScorer:
         return self.score_pairs([[(ctx, c) for c in conts]])[0]
 
     def score_pairs(self, requests: list[list[tuple[list[int], list[int]]]]) -> list[list[ContinuationScore]]:
-        """Each request's (context ids, continuation ids) pairs scored: continuations of one context (within and
-        across requests) share a segment; one whose context + continuation exceeds the window is cut from the left
-        and scored alone."""
-        groups: dict[tuple[int, ...], list[tuple[tuple[int, int], list[int]]]] = {}
+        """Each request's (context ids, continuation ids) pairs scored: the continuations of one context within a
+        request share a segment; one whose context + continuation exceeds the window is cut from the left and scored
+        alone. A request's segments never hold another request's continuations, so each request gets the bits it
+        gets scored alone (a softmax over more masked keys sums in another order); a request equal to an earlier
+        one is not scored again."""
+        groups: dict[tuple[int, tuple[int, ...]], list[tuple[tuple[int, int], list[int]]]] = {}
         segments: list[_Segment] = []
-        first: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int]] = {}  # a pair -> where it is scored
         copies: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        seen: dict[tuple, int] = {}  # a request's pairs -> the first request with the same pairs
         for r, pairs in enumerate(requests):
+            again = seen.setdefault(tuple((tuple(c), tuple(t)) for c, t in pairs), r)
+            if again != r:
+                copies += [((r, j), (again, j)) for j in range(len(pairs))]
+                continue
+            first: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int]] = {}  # a pair -> where it is scored
             for j, (ctx, cont) in enumerate(pairs):
                 if not cont:
                     raise NlpkitError("the continuation has no tokens: nothing to score")
@@ -217,8 +230,8 @@ class ContinuationScorer:
                 elif not self.share:
                     segments.append(_shared_segment(list(ctx), [cont], [(r, j)]))
                 else:
-                    groups.setdefault(tuple(ctx), []).append(((r, j), cont))
-        for ctx, members in groups.items():
+                    groups.setdefault((r, tuple(ctx)), []).append(((r, j), cont))
+        for (_, ctx), members in groups.items():
             for part in _branch_runs(members, max(BRANCH_TOKENS, len(ctx))):
                 segments.append(_shared_segment(list(ctx), [c for _, c in part], [w for w, _ in part]))
         out: list[list[ContinuationScore | None]] = [[None] * len(pairs) for pairs in requests]
@@ -245,12 +258,19 @@ class ContinuationScorer:
 
     def _run(self, segments: list[_Segment], out: list[list[ContinuationScore | None]]) -> None:
         """One packed forward of `segments`: logits at the rows something is scored from, log-softmax per row."""
-        packing = pack([(s.positions, s.mask) for s in segments])
         tokens = np.asarray([t for s in segments for t in s.tokens], dtype=np.int64)  # [T]
         starts = np.cumsum([0] + [len(s.tokens) for s in segments])
         wanted = [(start + np.asarray(rows, dtype=np.int64), np.asarray(targets, dtype=np.int64))
                   for s, start in zip(segments, starts) for _, rows, targets, _, _ in s.scored]
         rows = np.unique(np.concatenate([r for r, _ in wanted]))  # [R] packed rows, sorted
+        layout = [(s.positions, s.mask) for s in segments]
+        if len(tokens) < FLOOR_TOKENS:  # a filler segment (see FLOOR_TOKENS); its rows are never read
+            layout.append(tree(FLOOR_TOKENS - len(tokens), []))
+            tokens = np.concatenate([tokens, np.full(FLOOR_TOKENS - len(tokens), tokens[0])])
+        if len(rows) < FLOOR_ROWS:
+            spare = np.setdiff1d(np.arange(len(tokens)), rows)[:FLOOR_ROWS - len(rows)]
+            rows = np.union1d(rows, spare)
+        packing = pack(layout)
         logits = self.model.forward(tokens[None, :], None, packing=packing, rows=rows)[0]  # [R, V]
         self.tokens += len(tokens)
         m, logsum = row_log_normalizers(logits)

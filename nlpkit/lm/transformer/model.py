@@ -156,6 +156,12 @@ def causal_mask(t: int, past: int, window: int | None = None) -> np.ndarray:  # 
 
 ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys they cannot see
 PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits its rows over threads (threads.py)
+# Same bits whatever the thread count (tests/lm/test_determinism.py). OpenBLAS gives a row of a matrix product other
+# bits when the product has one row (gemv), a few (its small-matrix kernel, M*N*K <= 1e6, sums K in one pass where the
+# others cut it at 384), or runs on several BLAS threads (their K cut differs when 384 < K < 768: the default model's
+# 688-wide MLP); any other row count gives each row the same bits. So every product but a decode step's runs on one
+# BLAS thread, and a thread's share of the rows is never under ROW_MIN rows.
+ROW_MIN = 32
 
 
 def _masked_columns(mask: np.ndarray) -> tuple[int, int]:  # [t, L] -> (lo, hi)
@@ -223,7 +229,7 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
         return finish(x[:, keep:], heads)
     k = np.empty((b, nkv, t, hd), np.float32)
     v = np.empty((b, nkv, t, hd), np.float32)
-    parts = pool.split(t)
+    parts = pool.split(t, ROW_MIN)
 
     def run_project(part):
         s, e = part
@@ -242,7 +248,7 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
             heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(b, e - s, cfg.n_heads * hd)
             out[:, s:e] = finish(x[:, keep + s:keep + e], heads)
 
-    pool.map(run_finish, pool.split(t - keep))
+    pool.map(run_finish, pool.split(t - keep, ROW_MIN))
     return out
 
 
@@ -385,6 +391,32 @@ def gpt2_rows(w: GPT2Layer, cfg, li: int = 0):
 
 # ---------------------------------------------------------------- the model
 
+def decode_blas_threads(rows: int, past: int, n: int) -> int:
+    """BLAS threads for a forward of `rows` = batch x new tokens after `past` cached ones: n for a decode step of
+    one row (matrix-vector products, OpenBLAS splitting their output columns: 1.5x one thread's speed), else 1
+    (see ROW_MIN: a multi-threaded OpenBLAS product's bits depend on the thread count; the row-parallel prefill
+    runs our own threads instead). A one-token prompt is a prefill: one thread, as every number it gives."""
+    return n if rows == 1 and past > 0 else 1
+
+
+def output_rows(x: np.ndarray, w: np.ndarray, pool: RowPool) -> np.ndarray:  # [b, t, d], [d, V] -> [b, t, V]
+    """`linear(x, w)` of the output projection, its rows split over pool's threads (each at least ROW_MIN rows,
+    one BLAS thread each: the same bits as one thread)."""
+    b, t, d = x.shape
+    parts = pool.split(b * t, ROW_MIN)
+    if len(parts) == 1:
+        return linear(x, w)
+    rows = x.reshape(b * t, d)
+    out = np.empty((b * t, w.shape[1]), np.float32)
+
+    def run(part):
+        s, e = part
+        np.matmul(rows[s:e], w, out=out[s:e])
+
+    pool.map(run, parts)
+    return out.reshape(b, t, w.shape[1])
+
+
 class Model:
     """A loaded language model: `forward(tokens[b, t], cache) -> logits[b, t, vocab]`."""
 
@@ -507,10 +539,7 @@ class Model:
                                       f"(use a sliding window: perplexity `context`)")
                 x = x + (w.pos_embed[start:start + t] if packing is None else w.pos_embed[packing.positions])
             pool = RowPool(n_threads) if n_threads > 1 else SERIAL
-            # a small batch (sampling -n N decode steps): gemms of a few rows, where BLAS threads cost more in
-            # synchronisation than they give (measured: sample -n 8 15x slower with 2 BLAS threads on a busy
-            # machine); one BLAS thread. Batch-1 steps run BLAS on the n free CPUs.
-            small_batch = b > 1 and b * t < PARALLEL_MIN_TOKENS
+            blas = decode_blas_threads(b * t, past, n)
             # the last layer finishes only the rows read after it, from a whole attention block on and at least
             # a block's rows, so its matrix products keep the shapes (and OpenBLAS kernels, bits) of the full pass
             # (a packed forward's rows are anywhere: all finished)
@@ -518,7 +547,7 @@ class Model:
             keep = 0 if packing is not None or rows is not None else min(keep - keep % ATTN_BLOCK,
                                                                           max(t - ATTN_BLOCK, 0))
             last = len(self.layer_rows()) - 1
-            with held_blas_threads(1 if n_threads > 1 or small_batch else n):
+            with held_blas_threads(blas):
                 for li, (project, finish) in enumerate(self.layer_rows()):
                     kl = keep if li == last else 0
                     if not rope_block:
@@ -538,8 +567,8 @@ class Model:
             x = x[:, max(logits_from - keep, 0):]  # [b, t - logits_from, d]
         x = rms_norm(x, w.norm_g, c.norm_eps) if rope_block and c.norm == "rms" \
             else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
-        with held_blas_threads(n):
-            logits = linear(x, w.lm_head)  # [b, t, V]
+        with held_blas_threads(blas):
+            logits = output_rows(x, w.lm_head, pool)  # [b, t, V]
         if c.final_softcap is not None:
             softcap_(logits, c.final_softcap)
         return logits

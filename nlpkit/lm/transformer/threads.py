@@ -97,9 +97,11 @@ class RowPool:
         first = fn(parts[0])  # the calling thread does a share too
         return [first] + [f.result() for f in futures]
 
-    def split(self, n_rows: int) -> list[tuple[int, int]]:
-        """n contiguous [start, end) row ranges of near-equal size."""
-        bounds = [n_rows * i // self.n for i in range(self.n + 1)]
+    def split(self, n_rows: int, least: int = 1) -> list[tuple[int, int]]:
+        """Contiguous [start, end) row ranges of near-equal size, n of them, fewer when that leaves a range under
+        `least` rows (a matrix product of very few rows may take another OpenBLAS kernel, with other bits)."""
+        parts = max(1, min(self.n, n_rows // max(1, least)))
+        bounds = [n_rows * i // parts for i in range(parts + 1)]
         return [(s, e) for s, e in zip(bounds, bounds[1:]) if e > s]
 
 
