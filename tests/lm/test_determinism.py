@@ -108,7 +108,7 @@ def test_sample_dist_is_the_same_bits_on_1_2_and_4_threads(prompt):
 def test_a_packed_block_scores_each_item_as_it_scores_alone(items, monkeypatch):
     """Items packed into forwards of ~1000 tokens (row-parallel on 2 threads) give the bits each item gets in its own
     forward of a few tokens (one thread)."""
-    from nlpkit.lm.transformer.continuations import ContinuationScorer
+    from nlpkit.lm.transformer.packed_scoring import PackedScorer
     from nlpkit.lm.transformer.loaders import load_model
 
     def requests(mc, ll) -> list[tuple[str, list[str]]]:
@@ -120,11 +120,11 @@ def test_a_packed_block_scores_each_item_as_it_scores_alone(items, monkeypatch):
     # the default model on long and short items; a 64-position fixture model on the fixture's short items
     for path, requests in ((None, requests(items["mc"], items["ll"])),
                            (SCORE / "models" / "llama-spm", requests(SCORE / "mc.jsonl", SCORE / "ll.jsonl"))):
-        scorer = ContinuationScorer(load_model(path))
+        scorer = PackedScorer(load_model(path))
         monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
-        packed = scorer.score_batch(requests)
+        packed = scorer.score_requests(requests)
         monkeypatch.setenv("NLPKIT_LM_THREADS", "1")
-        alone = [scorer.score(context, choices) for context, choices in requests]
+        alone = [scorer.score_requests([request])[0] for request in requests]
         assert [[(s.logprob, s.is_greedy) for s in r] for r in packed] == \
                [[(s.logprob, s.is_greedy) for s in r] for r in alone]
 

@@ -1,5 +1,8 @@
 """Row-parallel numpy for long forward passes: our own worker threads, with BLAS held to one thread.
 
+Shared by the engine (`nlpkit.lm.transformer.model`), perplexity's windows, the model comparison and the
+Dask stages (`match_blas_threads`: a worker's BLAS thread count equal to the driver's, so the numbers are).
+
 Why: a 512-token prefill is a few large matmuls per layer and many element-wise passes (norms, RoPE,
 SiLU, softmax) and small attention matmuls. OpenBLAS threads only the matmuls, and its threads sync
 on every small one, so two BLAS threads gave 1.4x one thread. Splitting the rows (and the attention
@@ -52,6 +55,14 @@ def blas_threads() -> int | None:
     """How many threads numpy's OpenBLAS uses (it honours OPENBLAS_NUM_THREADS / OMP_NUM_THREADS)."""
     handle = _openblas()
     return int(handle[0]()) if handle else None
+
+
+def match_blas_threads(blas_threads: int | None) -> None:
+    """OpenBLAS's float32 sums depend on its thread count: a Dask worker (which Dask starts with
+    one BLAS thread) uses the driver's count, so its numbers equal the driver's own."""
+    handle = _openblas()
+    if blas_threads and handle is not None and int(handle[0]()) != blas_threads:
+        handle[1](blas_threads)
 
 
 def workers() -> int:
@@ -149,8 +160,9 @@ class CpuShare:
     other work, 2-thread decode ran at 1.5 tok/s against 21 tok/s on one thread. llama.cpp leaves the
     count to its user (`-t`, default the physical cores) and slows down the same way; here the count
     follows the machine, all CPUs while they are free and fewer while they are not. Thread counts
-    never change a number: a decode step's matrix-vector products split output columns, and the
-    row-parallel prefill gives the same bits as the serial one (tests/lm/test_lm_model.py).
+    never change a number of a prefill, a score or a perplexity: every matrix product but a decode
+    step's runs on one BLAS thread, in row shares of at least `model.ROW_MIN` rows
+    (tests/lm/test_determinism.py); a decode step's matrix-vector products run on OpenBLAS's threads.
 
     ``CpuShare().threads(2) -> 1`` while another process keeps one of 2 CPUs busy.
     """
