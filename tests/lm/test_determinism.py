@@ -107,7 +107,7 @@ def test_sample_dist_is_the_same_bits_on_1_2_and_4_threads(prompt):
 
 def test_a_packed_block_scores_each_item_as_it_scores_alone(items, monkeypatch):
     """Items packed into forwards of ~1000 tokens (row-parallel on 2 threads) give the bits each item gets in its own
-    forward of a few tokens (one thread)."""
+    forward of a few tokens (one thread), and each choice the bits it gets without the other choices."""
     from nlpkit.lm.transformer.packed_scoring import PackedScorer
     from nlpkit.lm.transformer.loaders import load_model
 
@@ -125,8 +125,10 @@ def test_a_packed_block_scores_each_item_as_it_scores_alone(items, monkeypatch):
         packed = scorer.score_requests(requests)
         monkeypatch.setenv("NLPKIT_LM_THREADS", "1")
         alone = [scorer.score_requests([request])[0] for request in requests]
+        each = [[scorer.score_requests([(context, [c])])[0][0] for c in choices] for context, choices in requests]
         assert [[(s.logprob, s.is_greedy) for s in r] for r in packed] == \
-               [[(s.logprob, s.is_greedy) for s in r] for r in alone]
+               [[(s.logprob, s.is_greedy) for s in r] for r in alone] == \
+               [[(s.logprob, s.is_greedy) for s in r] for r in each]
 
 
 def test_score_on_dask_local_2_equals_the_local_run(items):

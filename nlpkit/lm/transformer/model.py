@@ -350,22 +350,42 @@ def attention(q, k, v, mask, pool: RowPool, softcap=None, q0: int = 0):
 def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  # [1, kv, g, t, hd], [1, kv, t, hd] x2
     """Attention inside each segment of a packed forward (`packing.Packing`): a segment's queries against its own
     keys under its own mask, never another segment's, so the work grows with the segments' sizes and not with the
-    packed length; the segments are spread over pool's threads, largest first, each to the least-loaded thread."""
+    packed length; the segments are spread over pool's threads, largest first, each to the least-loaded thread.
+    A segment with a prefix (`packing.tree`: a context and its continuations) runs the prefix alone, then each branch
+    against the prefix's keys and its own only (as a KV cache holding the prefix would): a softmax over other
+    branches' masked keys would sum in another order, and a branch's bits would depend on its neighbours."""
     out = np.empty_like(q)  # [1, kv, g, t, hd]
     load = [0] * pool.n
     shares: list[list] = [[] for _ in range(pool.n)]
-    for seg in sorted(packing.segments, key=lambda sg: sg[0] - sg[1]):
+    prefixes = packing.prefixes or [0] * len(packing.segments)
+    for seg in sorted(zip(packing.segments, prefixes), key=lambda sg: sg[0][0] - sg[0][1]):
         i = load.index(min(load))
         shares[i].append(seg)
-        load[i] += (seg[1] - seg[0]) ** 2
+        load[i] += (seg[0][1] - seg[0][0]) ** 2
 
     def run(share):
-        for s, e, mask in share:
+        for (s, e, mask), prefix in share:
             with np.errstate(over="ignore"):
-                out[:, :, :, s:e] = attention(q[:, :, :, s:e], k[:, :, s:e], v[:, :, s:e], mask, SERIAL, softcap)
+                if not prefix:
+                    out[:, :, :, s:e] = attention(q[:, :, :, s:e], k[:, :, s:e], v[:, :, s:e], mask, SERIAL, softcap)
+                    continue
+                p = s + prefix
+                out[:, :, :, s:p] = attention(q[:, :, :, s:p], k[:, :, s:p], v[:, :, s:p], mask[:prefix, :prefix],
+                                              SERIAL, softcap)
+                for a, b in _branches(packing.positions[s:e], prefix):
+                    kb = np.concatenate([k[:, :, s:p], k[:, :, s + a:s + b]], axis=2)  # [1, kv, prefix + b - a, hd]
+                    vb = np.concatenate([v[:, :, s:p], v[:, :, s + a:s + b]], axis=2)
+                    mb = np.concatenate([mask[a:b, :prefix], mask[a:b, a:b]], axis=1)  # [b - a, prefix + b - a]
+                    out[:, :, :, s + a:s + b] = attention(q[:, :, :, s + a:s + b], kb, vb, mb, SERIAL, softcap)
 
     pool.map(run, [sh for sh in shares if sh])
     return out
+
+
+def _branches(positions: np.ndarray, prefix: int) -> list[tuple[int, int]]:  # [n] -> [(start, end)] in the segment
+    """The branches of a `packing.tree` segment: each starts at position `prefix` again."""
+    starts = [int(i) for i in np.flatnonzero(positions[prefix:] == prefix) + prefix]
+    return list(zip(starts, starts[1:] + [len(positions)]))
 
 
 # ---------------------------------------------------------------- gpt2

@@ -6,18 +6,17 @@ separately with the model's own tokenizer (BOS first when it adds one) and the c
 the whole encoding after the context's tokens. An empty context is the model's prefix token (BOS, else EOS) --
 unless the continuation itself starts with that token, which then becomes the context.
 
-Scoring (`PackedScorer.score_requests`): many requests at once. The continuations of one context in one request
-form a segment (in runs of `BRANCH_TOKENS` continuation tokens, or the context's length, when there are
-more): the context with the tokens every continuation shares (their longest common prefix, leaving each at least one
-token of its own), then each continuation's own tokens but its last as a branch that sees the prefix and itself only
+Scoring (`PackedScorer.score_requests`): many requests at once. The continuations of one context (in one request
+or several) form a segment (in runs of `BRANCH_TOKENS` continuation tokens, or the context's length, when there are
+more): the context, then each continuation's tokens but its last as a branch that sees the context and itself only
 (`packing.tree`): each continuation is computed as if it followed the context alone, the context once for all (as a
 KV cache shared by a batch, `sample -n N`). The segments of a batch are packed end to end into forwards of about
-`PACK_TOKENS` tokens (`Model.forward(packing=)`: attention stays inside each segment), so each weight product is one
-gemm of ~1000 rows instead of a few dozen per item, and the output projection runs only at the rows whose log-
-probabilities are read. A request's numbers are the bits it gets scored alone, whatever shares its forward (a
-segment never holds another request's continuations); the same (context, continuation) twice in a request, or a
-request equal to an earlier one, is computed once. A continuation whose context + continuation exceeds the window
-(`window + 1` tokens) is cut from the left as lm-evaluation-harness does, (context + continuation)[-(window +
+`PACK_TOKENS` tokens (`Model.forward(packing=)`: attention stays inside each segment, and a branch attends to the
+context's keys and its own only), so each weight product is one gemm of ~1000 rows instead of a few dozen per item,
+and the output projection runs only at the rows whose log-probabilities are read. A continuation's numbers are the
+bits it gets scored alone, whatever else shares its segment or forward (`tests/lm/test_determinism.py`); the same
+(context, continuation) twice in a batch is computed once. A continuation whose context + continuation exceeds the
+window (`window + 1` tokens) is cut from the left as lm-evaluation-harness does, (context + continuation)[-(window +
 1):][:-1] as input, and is a segment of its own. Log-probabilities are float64 log-softmax of the float32 logits; a
 continuation is greedy when each of its tokens is the argmax of its row.
 """
@@ -106,15 +105,6 @@ def _branch_runs(members: list, most: int) -> list[list]:
     return runs
 
 
-def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
-    """Length of the longest common prefix of token lists."""
-    n = min(len(s) for s in seqs)
-    for i in range(n):
-        if any(s[i] != seqs[0][i] for s in seqs[1:]):
-            return i
-    return n
-
-
 @dataclass
 class _Segment:
     """One segment of a packed forward: its tokens (a prefix, then branches: `packing.tree`) and, per continuation
@@ -126,13 +116,14 @@ class _Segment:
     mask: np.ndarray  # [n, n]
     scored: list[tuple[tuple[int, int], list[int], list[int], tuple[int, ...], bool]]  # (where, rows, targets,
     #                                                                                      ctx, truncated)
+    prefix: int = 0  # the tokens every branch sees (`packing.Packing.prefixes`); 0: no branches
 
 
 def _shared_segment(ctx: list[int], conts: list[list[int]], where: list[tuple[int, int]]) -> _Segment:
-    """The context and the continuations' common prefix (leaving each at least one token of its own), then each
-    continuation's own tokens but its last as a branch: each continuation is computed as if it followed the context
-    alone (see the module docstring)."""
-    common = min(_common_prefix(conts), min(len(c) for c in conts) - 1)
+    """The context, then each continuation's tokens but its last as a branch: each continuation is computed as if it
+    followed the context alone (see the module docstring). Tokens the continuations share stay in their branches:
+    in the prefix, a continuation's bits would depend on which others share the segment."""
+    common = 0
     prefix = list(ctx) + list(conts[0][:common])
     rests = [c[common:] for c in conts]
     positions, mask = tree(len(prefix), [len(r) - 1 for r in rests])
@@ -142,7 +133,7 @@ def _shared_segment(ctx: list[int], conts: list[list[int]], where: list[tuple[in
         scored.append((w, rows, list(cont), tuple(ctx), False))
         tokens += rest[:-1]
         start += len(rest) - 1
-    return _Segment(tokens, positions, mask, scored)
+    return _Segment(tokens, positions, mask, scored, len(prefix))
 
 
 def _truncated_segment(ctx: list[int], cont: list[int], window: int, where: tuple[int, int]) -> _Segment:
@@ -215,21 +206,14 @@ class PackedScorer:
                               f"{self.window} tokens")
 
     def score_pairs(self, requests: list[list[tuple[list[int], list[int]]]]) -> list[list[ContinuationScore]]:
-        """Each request's (context ids, continuation ids) pairs scored: the continuations of one context within a
-        request share a segment; one whose context + continuation exceeds the window is cut from the left and scored
-        alone. A request's segments never hold another request's continuations, so each request gets the bits it
-        gets scored alone (a softmax over more masked keys sums in another order); a request equal to an earlier
-        one is not scored again."""
-        groups: dict[tuple[int, tuple[int, ...]], list[tuple[tuple[int, int], list[int]]]] = {}
+        """Each request's (context ids, continuation ids) pairs scored: continuations of one context (within and
+        across requests) share a segment, each one's bits those it gets alone (`model.packed_attention`); one whose
+        context + continuation exceeds the window is cut from the left and scored alone."""
+        groups: dict[tuple[int, ...], list[tuple[tuple[int, int], list[int]]]] = {}
         segments: list[_Segment] = []
+        first: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int]] = {}  # a pair -> where it is scored
         copies: list[tuple[tuple[int, int], tuple[int, int]]] = []
-        seen: dict[tuple, int] = {}  # a request's pairs -> the first request with the same pairs
         for r, pairs in enumerate(requests):
-            again = seen.setdefault(tuple((tuple(c), tuple(t)) for c, t in pairs), r)
-            if again != r:
-                copies += [((r, j), (again, j)) for j in range(len(pairs))]
-                continue
-            first: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int]] = {}  # a pair -> where it is scored
             for j, (ctx, cont) in enumerate(pairs):
                 self._check_pair(ctx, cont)
                 key = (tuple(ctx), tuple(cont))
@@ -242,8 +226,8 @@ class PackedScorer:
                 elif not self.share:
                     segments.append(_shared_segment(list(ctx), [cont], [(r, j)]))
                 else:
-                    groups.setdefault((r, tuple(ctx)), []).append(((r, j), cont))
-        for (_, ctx), members in groups.items():
+                    groups.setdefault(tuple(ctx), []).append(((r, j), cont))
+        for ctx, members in groups.items():
             for part in _branch_runs(members, max(BRANCH_TOKENS, len(ctx))):
                 segments.append(_shared_segment(list(ctx), [c for _, c in part], [w for w, _ in part]))
         out: list[list[ContinuationScore | None]] = [[None] * len(pairs) for pairs in requests]
@@ -275,7 +259,7 @@ class PackedScorer:
         wanted = [(start + np.asarray(rows, dtype=np.int64), np.asarray(targets, dtype=np.int64))
                   for s, start in zip(segments, starts) for _, rows, targets, _, _ in s.scored]
         rows = np.unique(np.concatenate([r for r, _ in wanted]))  # [R] packed rows, sorted
-        layout = [(s.positions, s.mask) for s in segments]
+        layout = [(s.positions, s.mask, s.prefix) for s in segments]
         if len(tokens) < FLOOR_TOKENS:  # a filler segment (see FLOOR_TOKENS); its rows are never read
             layout.append(tree(FLOOR_TOKENS - len(tokens), []))
             tokens = np.concatenate([tokens, np.full(FLOOR_TOKENS - len(tokens), tokens[0])])
