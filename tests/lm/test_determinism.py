@@ -101,8 +101,8 @@ def test_perplexity_compare_is_the_same_bits_on_1_2_and_4_threads(items):
 
 @pytest.mark.parametrize("prompt", ["The capital of France is", " ".join(WORDS[:120])])
 def test_sample_dist_is_the_same_bits_on_1_2_and_4_threads(prompt):
-    same_on_every_thread_count("sample", prompt, "--dist", "--seed", "1", "--top-k", "0", "--top-p", "1", "--min-p", "0",
-                               "--format", "jsonl")
+    same_on_every_thread_count("sample", prompt, "--dist", "--seed", "1", "--top-k", "0", "--top-p", "1",
+                               "--min-p", "0", "--format", "jsonl")
 
 
 def test_a_packed_block_scores_each_item_as_it_scores_alone(items, monkeypatch):

@@ -156,11 +156,12 @@ def causal_mask(t: int, past: int, window: int | None = None) -> np.ndarray:  # 
 
 ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys they cannot see
 PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits its rows over threads (threads.py)
-# Same bits whatever the thread count (tests/lm/test_determinism.py). OpenBLAS gives a row of a matrix product other
-# bits when the product has one row (gemv), a few (its small-matrix kernel, M*N*K <= 1e6, sums K in one pass where the
-# others cut it at 384), or runs on several BLAS threads (their K cut differs when 384 < K < 768: the default model's
-# 688-wide MLP); any other row count gives each row the same bits. So every product but a decode step's runs on one
-# BLAS thread, and a thread's share of the rows is never under ROW_MIN rows.
+# Same bits whatever the thread count (tests/lm/test_determinism.py). Measured with numpy's OpenBLAS (0.3.31,
+# SkylakeX kernels): a row of a matrix product gets other bits when the product has one row (gemv), a few rows (its
+# small-matrix kernel, M*N*K <= 1e6, differs once K reaches ~384: the default model's 688-wide MLP below 6 rows), or
+# runs on several BLAS threads (they cut K elsewhere for some K: 688, 700, 769, 1000 differ, 576 and 1536 do not);
+# any other row count gives each row the same bits. So every product but a decode step's runs on one BLAS thread,
+# and a thread's share of the rows is never under ROW_MIN rows.
 ROW_MIN = 32
 
 
