@@ -265,8 +265,12 @@ def jsonable(value: Any) -> Any:
 
 
 def _table_cell(value: Any, digits: int) -> str:
+    """A table cell: numbers at `digits` decimals (machine formats keep full precision); a list's items each so,
+    separated by ", " so that a folding column breaks between numbers, never inside one."""
     if hasattr(value, "item") and not isinstance(value, str):
         value = value.item()
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_table_cell(v, digits) for v in value)
     if isinstance(value, float):
         if value != 0 and (abs(value) >= 1e6 or abs(value) < 10 ** -digits):
             return f"{value:.{digits}g}"

@@ -7,7 +7,7 @@ from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.options import file_type, model_path_type
+from nlpkit.cli.options import Count, file_type, model_path_type
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, model_options, open_writer,
                                progress, refuse_inapplicable, warn)
 
@@ -18,10 +18,10 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
 @click.option("--mode", type=click.Choice(("sliding", "disjoint", "second-half")), default="sliding",
               show_default=True, help="Windowing: transformers guide sliding window, lm-evaluation-harness "
                                       "disjoint rolling windows, or llama.cpp second-half chunks.")
-@click.option("--context", type=click.IntRange(min=2), default=None,
+@click.option("--context", type=Count(2), default=None,
               help="Window length in tokens [the model's context, at most 1024]; at most the model's "
                    "trained positions unless RoPE scaling is in force.")
-@click.option("--stride", type=click.IntRange(min=1), default=None,
+@click.option("--stride", type=Count(1), default=None,
               help="Sliding-window step in tokens [context/2]; at most --context.")
 @click.option("--per-line", is_flag=True, help="Score each line on its own (one record per line).")
 @click.option("--per-token", is_flag=True, help="Print every scored token: position, id, text, log-probability.")
@@ -33,7 +33,8 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
               help="Compare the model with a base model that has the same tokenizer (a Hugging Face directory "
                    "or .gguf file): KL divergence, Δp, same top token and the PPL ratio per file, as "
                    "llama.cpp's llama-perplexity --kl-divergence. Both models are in memory at once.")
-@dask_options
+@dask_options(shard_help="With --dask: SIZE / 4 input tokens of windows per task, at most 65536 (64M, 1G; "
+                         "auto: 64M); an n-gram model: bytes of lines per task.")
 @common_options
 def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
             compare, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
@@ -86,18 +87,21 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
 
     lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
                              warn=lambda m: warn(m, quiet))
-    ctx = lm.window_context(context)
-    if stride is not None and ctx is not None and stride > ctx:
-        raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
-    if compare is not None:
+    if compare is not None:   # what makes the comparison impossible comes first, before any window setting
         from nlpkit.errors import NlpkitError
-        from nlpkit.lm.comparison import compare_run
 
         try:
             base = load_language_model(compare, rope_scaling=rope_scaling, rope_factor=rope_factor,
                                        warn=lambda m: warn(m, quiet))
         except NlpkitError as e:
             raise NlpkitError(f"--compare {compare}: {e}") from None
+        _check_comparable(lm, base, add_bos)
+    ctx = lm.window_context(context)
+    if stride is not None and ctx is not None and stride > ctx:
+        raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
+    if compare is not None:
+        from nlpkit.lm.comparison import compare_run
+
         run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
                           per_token=per_token, errors=encoding_errors)
     else:
@@ -135,3 +139,22 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         else:  # figures shown with their uncertainty
             out.columns = out.labels = merged_columns(run.columns)
             out.write_many(merged_record(r) for r in records)
+
+
+PROBE = "The quick brown fox, 1234 \u2014 na\u00efve caf\u00e9, \u6771\u4eac \U0001f600\n  indented\tlines\n"
+
+
+def _check_comparable(lm, base, add_bos: bool | None) -> None:
+    """--compare needs the same tokenizer (id for id on a mixed probe text), vocabulary size and prefix token: checked
+    before the windows, so that a base that cannot be compared is said so rather than its context refused."""
+    from nlpkit.lm.comparison import check_pair, check_same_ids
+
+    from nlpkit.errors import NlpkitError
+
+    lm.require_tokenizer()
+    base.require_tokenizer()
+    try:
+        check_same_ids(lm, base, lm.encode(PROBE), base.encode(PROBE))
+    except NlpkitError as e:
+        raise NlpkitError(f"{e} (on a probe text {PROBE[:15]!r}..., before any window)") from None
+    check_pair(lm, base, lm.prefix_id is not None if add_bos is None else add_bos)

@@ -70,11 +70,11 @@ class Evaluation:
         return metric_names(self.task, self.options, self.reference is not None)
 
     def summaries(self) -> list[dict]:
-        """One record per model and metric: value, stderr, 95% interval, n."""
+        """One record per model and metric: value, stderr, 95% interval (Wilson's for accuracies), n."""
         out = []
         for name in self.scorers:
             for m in self.metrics:
-                s = summarize(self.values[name][m])
+                s = summarize(self.values[name][m], proportion=is_accuracy(m))
                 out.append({"model": name, "metric": m, "value": s.value, "stderr": s.stderr, "low": s.low,
                             "high": s.high, "n": s.n})
         return out
