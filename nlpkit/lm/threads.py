@@ -58,8 +58,8 @@ def blas_threads() -> int | None:
 
 
 def match_blas_threads(blas_threads: int | None) -> None:
-    """OpenBLAS's float32 sums depend on its thread count: a Dask worker (which Dask starts with
-    one BLAS thread) uses the driver's count, so its numbers equal the driver's own."""
+    """A Dask worker (which Dask starts with one BLAS thread) uses the driver's BLAS thread count, so that its
+    decode steps run as the driver's do (scoring forwards run on one BLAS thread anyway: `lm/transformer/model.py`)."""
     handle = _openblas()
     if blas_threads and handle is not None and int(handle[0]()) != blas_threads:
         handle[1](blas_threads)
