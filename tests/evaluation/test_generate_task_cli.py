@@ -97,7 +97,9 @@ def test_two_models_compare_on_exact_match_and_fail_if_worse(cli):
     doc = json.loads(r.stdout)
     (cmp,) = doc["comparisons"]
     assert cmp["metric"] == "exact_match" and "mcnemar_p" in cmp
-    assert r.returncode == (1 if cmp["difference"] < 0 and cmp["p_value"] < 0.5 else 0)
+    # a right/wrong metric is gated on McNemar's exact p-value; a failed gate exits 3
+    assert r.returncode == (3 if cmp["difference"] < 0 and cmp["mcnemar_p"] < 0.5 else 0), r.stderr.decode()
+    assert [v["metric"] for v in doc["verdicts"]] == ["exact_match"]
 
 
 def test_seeded_sampling_repeats_and_does_not_depend_on_the_batch_size(cli):
