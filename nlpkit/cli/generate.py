@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from nlpkit.cli.common import common_options, model_options, open_writer, stream_line
-from nlpkit.cli.options import file_type
+from nlpkit.cli.options import Count, file_type
 from nlpkit.cli.decoding import (chat_options, check_chat, decoding_options, decoding_signature, load_for_decoding,
                                  make_prompt, print_stats, read_prompt, sampling_config)
 
@@ -17,7 +17,7 @@ from nlpkit.cli.decoding import (chat_options, check_chat, decoding_options, dec
               help="One prompt per line ('-' = stdin): one record per prompt instead of streaming.")
 @click.option("--echo/--no-echo", default=None,
               help="Print the prompt before the continuation [default: on a terminal].")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--batch-size", type=Count(1), default=None, metavar="N",
               help="--prompts: decode up to N prompts together, one forward per step for all (a finished prompt's "
                    "place goes to the next); records still come in input order [16].")
 @model_options

@@ -11,7 +11,8 @@ from typing import NamedTuple
 
 import click
 
-from nlpkit.cli.options import Count, Seed, file_type, model_path_type
+from nlpkit.cli.options import INT_MAX, Count, Seed, file_type, model_path_type
+from nlpkit.cli.decoding import MAX_FACTOR
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
                                no_cache_option, open_writer, progress, resolve_format, warn)
@@ -112,12 +113,12 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
               help="Generate: stop when the generation's tail holds TEXT (cut before it); repeatable. The end-of-"
                    "sequence token always stops [only it; lm-evaluation-harness's task default is its few-shot "
                    "delimiter, \"\\n\\n\"].")
-@click.option("--max-gen-toks", type=int, default=None, metavar="N",
+@click.option("--max-gen-toks", type=Count(1), default=None, metavar="N",
               help="Generate: at most N new tokens; the context keeps its last (window - N) tokens [256].")
 @click.option("--extract", default=None, metavar="REGEX",
               help="Generate: the answer is a match of REGEX in the generation (lm-evaluation-harness's regex "
                    "filter: findall, the first non-empty group, stripped; no match: [invalid]) [the generation].")
-@click.option("--extract-group", type=int, default=None, metavar="N",
+@click.option("--extract-group", type=Count(-INT_MAX), default=None, metavar="N",
               help="Generate: with --extract, the N-th match (negative: from the end) [0].")
 @click.option("--ignore-case", is_flag=True, help="Generate: exact_match ignores case.")
 @click.option("--ignore-punctuation", is_flag=True, help="Generate: exact_match ignores string.punctuation.")
@@ -127,14 +128,18 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
 @click.option("--metric", default=None, metavar="LIST",
               help="Generate: summary metrics, comma-separated: exact_match, bleu, chrf (corpus, sacrebleu's) "
                    "[exact_match].")
-@click.option("--temperature", type=float, default=None,
+@click.option("--temperature", type=FiniteFloat(min=0, max=MAX_FACTOR), default=None,
               help="Generate: sample at temperature T (0 = greedy) [greedy, as lm-evaluation-harness's "
                    "do_sample: false]; each item's generator is seeded with --seed.")
-@click.option("--top-k", type=int, default=None, help="Generate, sampling: keep the K most likely tokens [0: off].")
-@click.option("--top-p", type=float, default=None, help="Generate, sampling: nucleus P, in (0, 1] [1: off].")
-@click.option("--min-p", type=float, default=None, help="Generate, sampling: drop tokens below P x the top's [0].")
-@click.option("--repetition-penalty", type=float, default=None, help="Generate: repetition penalty [1: off].")
-@click.option("--batch-size", type=int, default=None, metavar="N",
+@click.option("--top-k", type=Count(0), default=None,
+              help="Generate, sampling: keep the K most likely tokens [0: off].")
+@click.option("--top-p", type=FiniteFloat(min=0, max=1, min_open=True), default=None,
+              help="Generate, sampling: nucleus P, in (0, 1] [1: off].")
+@click.option("--min-p", type=FiniteFloat(min=0, max=1), default=None,
+              help="Generate, sampling: drop tokens below P x the top's [0].")
+@click.option("--repetition-penalty", type=FiniteFloat(min=0, max=MAX_FACTOR, min_open=True), default=None,
+              help="Generate: repetition penalty [1: off].")
+@click.option("--batch-size", type=Count(1), default=None, metavar="N",
               help="Generate: decode up to N items together (the results do not depend on it) [16].")
 @dask_options(shard_help="With --dask: bytes of item text per task (64M, 1G), in whole blocks of 64 items (the "
                          "local run's batches); auto: 2 tasks per worker.")

@@ -3,8 +3,9 @@
 `generate_batched(lm, requests, batch_size=N)` keeps up to N sequences live in the model's decoding batch
 (`LanguageModel.decoding_batch`): the transformer's `DecodingBatch` (one forward per step whose matrix products have
 a row per live sequence, each sequence with its own KV cache and positions: `nlpkit.lm.transformer.batch_decoding`),
-or a `StateBatch` (an n-gram model, a longrope transformer: one `DecodingState` per sequence advanced in turn). A sequence leaves the batch when it ends (an end token, its own
-stop test, its token budget, or a full context) and the next prompt joins at once, so the batch stays full.
+or a `StateBatch` (an n-gram model, a longrope transformer: one `DecodingState` per sequence advanced in turn). A
+sequence leaves the batch when it ends (an end token, its own stop test, its token budget, or a full context) and
+the next prompt joins at once, so the batch stays full.
 
 Each sequence decodes exactly as it would alone (`nlpkit.lm.generation.generate_ids`): its own repetition-penalty
 history and its own random generator seeded with `seed`, so a seeded run draws the same tokens whatever the batch
