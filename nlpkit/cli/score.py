@@ -12,7 +12,7 @@ import click
 from nlpkit.cli.options import file_type, model_path_type
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
-                               no_cache_option, open_writer, progress, resolve_format, warn)
+                               no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
 
 ITEM_COLUMNS = {
     "loglikelihood": ["model", "index", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
@@ -40,6 +40,7 @@ Examples:
               help="Model: a Hugging Face directory, .gguf, ARPA or .ngram file [$NLPKIT_MODEL, else the shipped "
                    "model]. Repeat to compare: each later model against the first.")
 @no_cache_option
+@weights_option
 @click.option("--task", type=click.Choice(("loglikelihood", "multiple-choice", "preference")), default=None,
               help="The task [from the first record's fields: continuation, choices, or chosen + rejected].")
 @click.option("--field", "fields", multiple=True, metavar="ROLE=NAME",

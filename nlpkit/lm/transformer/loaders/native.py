@@ -63,17 +63,16 @@ def choose(weights: str | None, n_weights: int, purpose: str | None = None,
     """(layout, why) for a model of `n_weights` parameters: the request, or auto's choice."""
     asked = requested(weights)
     if asked != "auto":
-        how = "--weights" if weights is not None else f"${ENV}"
-        return asked, f"{how} {asked}"
+        return asked, "asked for" if weights is not None else f"asked for: --weights or ${ENV}"
     purpose = purpose or _purpose
     float32 = 4 * n_weights
     if purpose == "score":
-        return "native", "auto: a scoring command (batched forwards expand each layer once for all their rows)"
+        return "native", "auto: scoring, where a batched forward expands each layer once for all its rows"
     memory = available_memory() if memory is None else memory
     if memory is not None and float32 > FIT_SHARE * memory:
         return "native", (f"auto: its float32 copy ({_gb(float32)}) would not fit comfortably in the "
                           f"{_gb(memory)} of memory available")
-    return "float32", "auto: decoding a model whose float32 copy fits (faster per step than expanding)"
+    return "float32", f"auto: decoding, and its float32 copy ({_gb(float32)}) fits in memory"
 
 
 class NativeSource:
