@@ -312,8 +312,18 @@ def _weights(ctx, param, value):
     from nlpkit.lm.transformer.loaders.native import set_purpose
 
     set_purpose("decode" if ctx.command.name in _DECODING_COMMANDS else "score")  # what auto weighs
+    before = os.environ.get("NLPKIT_WEIGHTS")
     if value:  # the loaders read it (loaders/native.py), and so do Dask workers started from here
         os.environ["NLPKIT_WEIGHTS"] = value
+
+    def restore():  # for the next command run in this process (tests, an embedding application)
+        set_purpose(None)
+        if value and before is None:
+            os.environ.pop("NLPKIT_WEIGHTS", None)
+        elif value:
+            os.environ["NLPKIT_WEIGHTS"] = before
+
+    ctx.call_on_close(restore)
     return value
 
 

@@ -162,10 +162,12 @@ class TransformerLM:
         self.load_options = (rope_scaling, rope_factor)   # how a Dask worker loads the same model
 
     @classmethod
-    def load(cls, path=None, *, rope_scaling: str | None = None, rope_factor: float | None = None) -> "TransformerLM":
+    def load(cls, path=None, *, rope_scaling: str | None = None, rope_factor: float | None = None,
+             warn: Callable[[str], None] | None = None) -> "TransformerLM":
         from nlpkit.lm.transformer.loaders import load_model
 
-        return cls(load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor), rope_scaling, rope_factor)
+        return cls(load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor, warn=warn), rope_scaling,
+                   rope_factor)
 
     def require_tokenizer(self):
         return self.model.require_tokenizer()

@@ -308,7 +308,7 @@ def _tokenizer(meta: dict, c: ModelConfig, where: str):
 
 
 def load_gguf(path: str | Path, use_cache: bool | None = None, weights: str | None = None,
-              purpose: str | None = None) -> Model:
+              purpose: str | None = None, warn=None) -> Model:
     """Read a GGUF file of a supported architecture. Layout (`native.choose`: `weights` auto|native|float32,
     else $NLPKIT_WEIGHTS; `purpose` score|decode for auto): native maps the tensors as stored; float32
     dequantizes them once, at load, and keeps them in the prepared-model cache (use_cache None: unless
@@ -336,7 +336,7 @@ def load_gguf(path: str | Path, use_cache: bool | None = None, weights: str | No
                                   qk_permuted=fam.gguf_qk_permuted)
         else:
             pending = pool.submit(load_weights, [path], path.name, c, lambda: read_block_weights(
-                ts, c, families.gguf_tensor_name, qk_permuted=fam.gguf_qk_permuted), use_cache=use_cache)
+                ts, c, families.gguf_tensor_name, qk_permuted=fam.gguf_qk_permuted), use_cache=use_cache, warn=warn)
         tokenizer, tokenizer_error = None, None
         try:
             tokenizer = _tokenizer(meta, c, str(path))

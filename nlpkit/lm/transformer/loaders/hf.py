@@ -109,7 +109,7 @@ def load_tokenizer(directory: Path):
 
 
 def load_hf_dir(directory: str | Path, use_cache: bool | None = None, weights: str | None = None,
-                purpose: str | None = None) -> Model:
+                purpose: str | None = None, warn=None) -> Model:
     """Load config.json, the safetensors weights and the tokenizer of a Hugging Face model directory; the
     weights from the prepared-model cache when they were prepared before (use_cache None: unless
     $NLPKIT_NO_CACHE; False: neither read nor write it). With the native layout (`native.choose`) a RoPE
@@ -132,7 +132,7 @@ def load_hf_dir(directory: str | Path, use_cache: bool | None = None, weights: s
         else:
             pending = pool.submit(load_weights, [cfg_path, *ts.paths()], directory.name, config,
                                   lambda: load_rope_weights(ts, config) if config.uses_rope
-                                  else load_gpt2_weights(ts, config), use_cache=use_cache)
+                                  else load_gpt2_weights(ts, config), use_cache=use_cache, warn=warn)
         try:
             tok, tok_error = load_tokenizer(directory), None
         except NlpkitError as e:  # e.g. a tokenizer kind nlpkit cannot read yet: the model still runs on token ids

@@ -8,7 +8,8 @@ dequantized and transposed once and kept in the prepared-model cache (fastest pe
 weight). `auto` takes native for scoring (perplexity, score: batched forwards, where one expansion per
 layer is spread over hundreds of rows) and for any model whose float32 copy would not fit comfortably in
 the memory available; float32 for decoding a model that fits (a decode step reads every weight once, and
-expanding them on each step costs more than reading float32).
+expanding them on each step costs more than reading float32). The CLI says which its command does
+(`set_purpose`); a Python caller passes `purpose` to `load_model`, else a model that fits is float32.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ LAYOUTS = ("auto", "native", "float32")
 ENV = "NLPKIT_WEIGHTS"
 FIT_SHARE = 0.6  # auto: float32 only when its copy takes at most this share of the memory available
 
-_purpose = "score"  # "score" or "decode": what the running command does with the model (the CLI sets it)
+_purpose: str | None = None  # "score" or "decode": what the running command does with the model (the CLI sets it)
 
 
-def set_purpose(purpose: str) -> None:
-    """Tell `auto` what the model is loaded for: "score" (batched forwards) or "decode" (one token per step)."""
+def set_purpose(purpose: str | None) -> None:
+    """Tell `auto` what models are loaded for: "score" (batched forwards), "decode" (a token per step), or
+    None (not said: as decoding, so a model that fits is float32 as it always was)."""
     global _purpose
-    if purpose not in ("score", "decode"):
+    if purpose not in ("score", "decode", None):
         raise UsageError(f"`purpose` must be score or decode, got {purpose!r}")
     _purpose = purpose
 
@@ -72,7 +74,8 @@ def choose(weights: str | None, n_weights: int, purpose: str | None = None,
     if memory is not None and float32 > FIT_SHARE * memory:
         return "native", (f"auto: its float32 copy ({_gb(float32)}) would not fit comfortably in the "
                           f"{_gb(memory)} of memory available")
-    return "float32", f"auto: decoding, and its float32 copy ({_gb(float32)}) fits in memory"
+    doing = "decoding, and " if purpose == "decode" else ""
+    return "float32", f"auto: {doing}its float32 copy ({_gb(float32)}) fits in memory"
 
 
 class NativeSource:
