@@ -30,7 +30,7 @@ from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.quant_blocks import DECODERS, check_type, expand_rows
 from nlpkit.lm.transformer.threads import RowPool, engine_threads
 
-TILE_WEIGHTS = 1 << 16  # weights per expansion chunk: its code temporaries stay in the CPU's cache
+TILE_WEIGHTS = 1 << 17  # weights per expansion chunk: its code temporaries stay in the CPU's cache
 HEAD_TILE_ROWS = 4096  # vocabulary rows of the output projection expanded at a time
 
 
