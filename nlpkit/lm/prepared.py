@@ -169,7 +169,7 @@ def _no_room(warn: Callable[[str], None] | None, directory: Path, size: int, roo
     if warn is not None:
         warn(f"the prepared-model cache {directory} has {room / 1e6:.0f} MB free and the entry needs "
              f"{size / 1e6:.0f} MB: not cached, the next load prepares the model from its file again "
-             "(--weights native maps the file and needs no cache entry)")
+             "(native weights map the file and need no cache entry)")
 
 
 def _write_quietly(path: Path, tag: str, prints: list[list], prepared: Prepared,

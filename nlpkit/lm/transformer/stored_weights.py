@@ -28,10 +28,11 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.quant_blocks import DECODERS, check_type, expand_rows
-from nlpkit.lm.transformer.threads import RowPool, engine_threads
+from nlpkit.lm.transformer.threads import SERIAL, RowPool, engine_threads
 
 TILE_WEIGHTS = 1 << 17  # weights per expansion chunk: its code temporaries stay in the CPU's cache
 HEAD_TILE_ROWS = 4096  # vocabulary rows of the output projection expanded at a time
+SMALL_MATRIX = 1 << 20  # weights: at most this, a matrix is expanded [in, out] in C order (see LayerExpander)
 
 
 @dataclass
@@ -146,6 +147,8 @@ class StoredMatrix:
     def matmul_t(self, x: np.ndarray, tile: int = HEAD_TILE_ROWS) -> np.ndarray:
         """x @ self.T, a tile of rows at a time (the output projection: no [V, d] float32 copy).
         # [n, cols] -> [n, rows]"""
+        if self.rows * self.cols <= SMALL_MATRIX:  # the float32 layout's C-order [in, out]: its bits
+            return x @ np.ascontiguousarray(self.expand(pool=SERIAL).T)
         y = np.empty((x.shape[0], self.rows), np.float32)
         direct = self.direct()
         if direct is not None:
@@ -170,33 +173,45 @@ def is_stored(w) -> bool:
 
 class LayerExpander:
     """Per layer, a twin whose StoredMatrix fields are `[in, out]` float32 views of shared scratch buffers;
-    `expand(li)` fills the scratch from layer li. A lock keeps two threads' forwards from sharing the scratch."""
+    `expand(li)` fills the scratch from layer li. A lock keeps two threads' forwards from sharing the scratch.
+
+    A small matrix (at most SMALL_MATRIX weights) is expanded into a C-order `[in, out]` buffer instead (a
+    transposing copy, cheap at that size): OpenBLAS multiplies small products with kernels chosen by the
+    operands' layout, so only the float32 layout's own gives its bits there. A large F32 matrix in stored
+    order needs no expansion: its twin field is the mapped file's rows, transposed."""
 
     def __init__(self, layers: list):
         self.layers = layers
         self.lock = threading.RLock()
-        sizes: dict[str, tuple[int, int]] = {}
+        sizes: dict[str, int] = {}
         for layer in layers:
             for f in dataclasses.fields(layer):
                 w = getattr(layer, f.name)
-                if is_stored(w) and w.direct() is None:
-                    r, c = sizes.get(f.name, (0, 0))
-                    sizes[f.name] = (max(r, w.rows), max(c, w.cols))
+                if is_stored(w) and not self._mapped(w):
+                    sizes[f.name] = max(sizes.get(f.name, 0), w.rows * w.cols)
         # np.empty maps pages only as they are written: a model never run costs no scratch memory
-        self._scratch = {k: np.empty(shape, np.float32) for k, shape in sizes.items()}
+        self._scratch = {k: np.empty(n, np.float32) for k, n in sizes.items()}
         self.twins = [self._twin(layer) for layer in layers]
 
-    def _buffer(self, field: str, shape: tuple[int, int]) -> np.ndarray:  # -> [rows, cols] view of the scratch
-        buf = self._scratch[field]
-        return buf.reshape(-1)[:shape[0] * shape[1]].reshape(shape)
+    @staticmethod
+    def _mapped(w: StoredMatrix) -> bool:
+        return w.direct() is not None and w.rows * w.cols > SMALL_MATRIX
+
+    def _buffer(self, field: str, shape: tuple[int, int]) -> np.ndarray:  # -> a C-order view of the scratch
+        return self._scratch[field][:shape[0] * shape[1]].reshape(shape)
 
     def _twin(self, layer):
         views = {}
         for f in dataclasses.fields(layer):
             w = getattr(layer, f.name)
-            if is_stored(w):
-                d = w.direct()
-                views[f.name] = d.T if d is not None else self._buffer(f.name, w.shape).T
+            if not is_stored(w):
+                continue
+            if self._mapped(w):
+                views[f.name] = w.direct().T
+            elif w.rows * w.cols <= SMALL_MATRIX:
+                views[f.name] = self._buffer(f.name, (w.cols, w.rows))  # [in, out], C order
+            else:
+                views[f.name] = self._buffer(f.name, w.shape).T  # [out, in] scratch, seen as [in, out]
         return dataclasses.replace(layer, **views)
 
     def expand(self, li: int) -> None:
@@ -205,7 +220,11 @@ class LayerExpander:
         layer = self.layers[li]
         for f in dataclasses.fields(layer):
             w = getattr(layer, f.name)
-            if is_stored(w) and w.direct() is None:
+            if not is_stored(w) or self._mapped(w):
+                continue
+            if w.rows * w.cols <= SMALL_MATRIX:
+                self._buffer(f.name, (w.cols, w.rows))[...] = w.expand(pool=SERIAL).T
+            else:
                 w.expand(out=self._buffer(f.name, w.shape), pool=pool)
 
 

@@ -65,7 +65,7 @@ def choose(weights: str | None, n_weights: int, purpose: str | None = None,
     """(layout, why) for a model of `n_weights` parameters: the request, or auto's choice."""
     asked = requested(weights)
     if asked != "auto":
-        return asked, "asked for" if weights is not None else f"asked for: --weights or ${ENV}"
+        return asked, "asked for"
     purpose = purpose or _purpose
     float32 = 4 * n_weights
     if purpose == "score":
