@@ -16,6 +16,7 @@ from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.loaders import load_model
 from nlpkit.lm.transformer.loaders.native import choose
 from nlpkit.lm.transformer.quant_blocks import DECODERS, expand_rows
+from nlpkit.lm.transformer import stored_weights
 from nlpkit.lm.transformer.stored_weights import Part, StoredMatrix, is_stored
 
 LM = Path(__file__).resolve().parents[1] / "fixtures" / "lm"
@@ -62,7 +63,13 @@ def test_stored_matrix_expands_parts_permuted_rows_and_tiles_as_a_whole():
     ids = np.array([5, 310, 5, 0])
     assert np.array_equal(m.take_rows(ids), full[order][ids])
     x = rng.normal(size=(3, 256)).astype(np.float32)
-    np.testing.assert_allclose(m.matmul_t(x, tile=64), x @ full[order].T, rtol=1e-5, atol=1e-5)
+    want = x @ full[order].T
+    np.testing.assert_allclose(m.matmul_t(x), want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    stored_weights.SMALL_MATRIX, small = 0, stored_weights.SMALL_MATRIX  # the tiled path of a large one
+    try:
+        np.testing.assert_allclose(m.matmul_t(x, tile=64), want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
+    finally:
+        stored_weights.SMALL_MATRIX = small
     with pytest.raises(NlpkitError, match="crosses tensor a"):
         m.permute_rows(np.arange(320)[::-1])
 
@@ -144,16 +151,33 @@ def test_native_gives_float32s_log_probabilities_per_type(tmp_path, type_name):
     assert np.isfinite(a).all()
     assert np.array_equal(a, b)  # products of the same shapes: the same bits
     np.testing.assert_array_equal(f32.forward(ids, logits_from=66), native.forward(ids, logits_from=66))
-    # decoding a token at a time with the KV cache: one-row products (another BLAS kernel than the float32
-    # layout's), equal to float32's steps within rounding, and to recomputation as float32's are
+    # decoding a token at a time with the KV cache: a tiny model's matrices are expanded in the float32
+    # layout's own order (stored_weights.SMALL_MATRIX), so its one-row steps are float32's bits too
+    # (a large matrix's one-row product takes another BLAS kernel: equal to rounding, see docs/weights.md)
     def steps(model):
         cache = model.new_cache(1, 80)
         model.forward(ids[:, :60], cache)
         return np.concatenate([model.forward(ids[:, t:t + 1], cache) for t in range(60, 70)], axis=1)
 
     native_steps, f32_steps = steps(native), steps(f32)
-    np.testing.assert_allclose(logprobs(native_steps), logprobs(f32_steps), rtol=2e-5, atol=2e-5)
-    np.testing.assert_allclose(native_steps, a[:, 60:70], rtol=1e-4, atol=1e-4)
+    assert np.array_equal(native_steps, f32_steps)
+    np.testing.assert_allclose(native_steps, a[:, 60:70], rtol=1e-4, atol=1e-5 * np.abs(a).max())
+
+
+@pytest.mark.parametrize("type_name", ["Q8_0", "Q4_K"])
+def test_large_matrices_expanded_as_stored_rows_give_float32s_bits_for_batched_forwards(tmp_path, monkeypatch,
+                                                                                        type_name):
+    monkeypatch.setattr(stored_weights, "SMALL_MATRIX", 0)  # every matrix as a large one: [out, in] scratch
+    path = write_llama_gguf(tmp_path / "m.gguf", type_name, tied=False)
+    native = load_model(path, weights="native", use_cache=False)
+    f32 = load_model(path, weights="float32", use_cache=False)
+    ids = tokens(70)
+    a = f32.forward(ids)
+    assert np.array_equal(a, native.forward(ids))
+    cache = native.new_cache(1, 80)
+    native.forward(ids[:, :69], cache)
+    np.testing.assert_allclose(logprobs(native.forward(ids[:, 69:], cache)), logprobs(a[:, 69:]), rtol=1e-5,
+                               atol=1e-5)
 
 
 def test_native_hf_directory_of_bf16_and_f16_matches_float32():
