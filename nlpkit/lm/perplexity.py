@@ -453,7 +453,8 @@ def cached_model(path: str, rope_scaling: str | None = None, rope_factor: float 
 
         while len(_MODEL_CACHE) >= 2:  # a model and its base (perplexity --compare) stay loaded
             _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
-        model = _MODEL_CACHE[key] = load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor)
+        model = _MODEL_CACHE[key] = load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor,
+                                               purpose="score")  # `weights` auto: native, as the driver's
     return model
 
 
