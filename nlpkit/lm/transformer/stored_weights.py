@@ -11,8 +11,10 @@ set of scratch buffers (shared by all layers): `expand(li)` fills them from laye
 before the layer runs, so memory is the stored weights + one layer in float32 + activations + KV cache. The
 twin's fields are `[in, out]` views (the scratch's transpose), so the forward multiplies as it does a float32
 layer: numpy hands BLAS the transposed operand, and every product of two or more rows gives the same bits as
-the float32 layout's (a one-row product takes another BLAS kernel: equal within float32 rounding). Expansion
-splits the rows over threads (numpy releases the GIL in its ufunc loops).
+the float32 layout's (a one-row product takes another BLAS kernel: equal within float32 rounding). Small
+matrices are expanded in the float32 layout's C order instead (OpenBLAS picks its small-matrix kernels by
+layout too), so a small model's numbers are float32's bits, decode steps included. Expansion splits the
+rows over threads (numpy releases the GIL in its ufunc loops).
 
 Embedding rows are expanded per token looked up (`take_rows`); the output projection in tiles of vocabulary
 rows (`matmul_t`), so no whole float32 copy of either exists.
@@ -168,6 +170,7 @@ def _pool() -> RowPool:
 
 
 def is_stored(w) -> bool:
+    """Whether a weights field is a StoredMatrix (else a float32 array or None)."""
     return isinstance(w, StoredMatrix)
 
 
@@ -228,19 +231,9 @@ class LayerExpander:
                 w.expand(out=self._buffer(f.name, w.shape), pool=pool)
 
 
-def stored_bytes(weights) -> int:
-    """Bytes of the stored matrices and float32 arrays a `Weights` holds (what the model keeps in memory)."""
-    total = 0
-    for obj in [weights, *weights.layers]:
-        for f in dataclasses.fields(obj):
-            v = getattr(obj, f.name)
-            if is_stored(v) or isinstance(v, np.ndarray):
-                total += v.nbytes
-    return total
-
-
 def has_stored(weights) -> bool:
+    """Whether a `Weights` holds any StoredMatrix (a native load)."""
     return any(is_stored(getattr(obj, f.name)) for obj in [weights, *weights.layers] for f in dataclasses.fields(obj))
 
 
-__all__ = ["Part", "StoredMatrix", "LayerExpander", "is_stored", "has_stored", "stored_bytes"]
+__all__ = ["Part", "StoredMatrix", "LayerExpander", "is_stored", "has_stored"]
