@@ -39,6 +39,8 @@ _MOVED = {
     "nlpkit.lm.ngram.counting": "nlpkit.lm.ngram.ngram_counts",
     "nlpkit.bpe.batch": "nlpkit.bpe.parallel_encoding",
     "nlpkit.bleu": "nlpkit.mt.bleu",              # issue 24: a wing like the others, no top-level exemption
+    # 0.4 (issue 34): the shard protocol on the ground floor, so that no wing imports `nlpkit.distributed`.
+    "nlpkit.distributed.shards": "nlpkit.shards",
 }
 
 

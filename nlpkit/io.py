@@ -109,7 +109,7 @@ def open_binary(path) -> IO[bytes]:
 
     ``.gz``, ``.bz2`` and ``.zst`` files are decompressed; paths with a protocol
     (``s3://``, ``memory://``) are opened with fsspec. An object with an ``open()``
-    method (a `nlpkit.distributed.shards.Shard`) is opened by that method.
+    method (a `nlpkit.shards.Shard`) is opened by that method.
     """
     if not isinstance(path, str):
         return path.open()
@@ -251,15 +251,16 @@ def format_value(value: Any) -> str:
     return s
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """`value` as JSON can hold it: numpy scalars as Python numbers, NaN and infinities as null, recursively."""
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalar
         return value.item()
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {k: jsonable(v) for k, v in value.items()}
     return value
 
 
@@ -322,7 +323,7 @@ class RecordWriter:
             rec = dict(record)
             if self.signature:
                 rec["signature"] = self.signature
-            self.stream.write(json.dumps(_jsonable(rec), ensure_ascii=False) + "\n")
+            self.stream.write(json.dumps(jsonable(rec), ensure_ascii=False) + "\n")
         else:
             self.rows.append(record)
 
@@ -334,7 +335,7 @@ class RecordWriter:
         """Finish the output: render the table / json document; flush."""
         self._start()
         if self.fmt == "json":
-            doc: dict[str, Any] = {"results": _jsonable(self.rows)}
+            doc: dict[str, Any] = {"results": jsonable(self.rows)}
             if self.signature:
                 doc = {"signature": self.signature, **doc}
             self.stream.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")

@@ -13,7 +13,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "nlpkit"
 
 # Top-level modules are shared infrastructure only; a subcommand's algorithm lives in its wing.
-TOP_LEVEL_ALLOWED = {"__init__", "__main__", "io", "text", "errors", "signature", "workers"}
+TOP_LEVEL_ALLOWED = {"__init__", "__main__", "io", "text", "errors", "signature", "workers", "shards"}
 
 
 def _module_name(path: Path) -> str:
@@ -123,6 +123,7 @@ def test_no_command_module_imports_another_command_module():
     ("nlpkit.lm.ngram.scoring", "nlpkit.lm.ngram.line_scoring"),
     ("nlpkit.lm.ngram.counting", "nlpkit.lm.ngram.ngram_counts"),
     ("nlpkit.bpe.batch", "nlpkit.bpe.parallel_encoding"),
+    ("nlpkit.distributed.shards", "nlpkit.shards"),
 ])
 def test_old_module_paths_import_the_new_module_with_a_deprecation_warning(old, new):
     import sys
@@ -159,6 +160,86 @@ def test_every_moved_module_path_is_tested():
     assert set(nlpkit._MOVED) == tested
 
 
+# Names that left an algorithm module for its wing's shard module (issue 34): (old module, new module, names).
+MOVED_SHARD_NAMES = [
+    ("nlpkit.retrieval.bm25", "nlpkit.retrieval.bm25_shards",
+     ("ShardPostings", "CountSettings", "count_shard", "COUNTING", "shard_summary", "merge_summaries", "shard_ids",
+      "PART_ARRAYS", "write_part", "merge_parts", "score_shard")),
+    ("nlpkit.stats.tfidf", "nlpkit.stats.tfidf_shards",
+     ("ShardCounts", "CountSettings", "count_shard", "shard_summary", "merge_df", "weigh_shard", "COUNTING",
+      "shard_info", "weigh_task", "matrix_info", "doc_names", "entries_task", "query_task", "top_term_records")),
+    ("nlpkit.stats.pmi", "nlpkit.stats.pmi_shards",
+     ("PartialCooccurrence", "CountSettings", "count_shard", "merge_cooccurrences", "add_boundaries", "COUNTING")),
+    ("nlpkit.bpe.trainer", "nlpkit.bpe.trainer_shards", ("CountSettings", "count_shard", "merge_counts", "COUNTING")),
+    ("nlpkit.lm.ngram.ngram_counts", "nlpkit.lm.ngram.ngram_count_shards",
+     ("CountSettings", "count_shard", "merge_counts", "COUNTING")),
+]
+
+
+@pytest.mark.parametrize("old, new, name", [(o, n, x) for o, n, names in MOVED_SHARD_NAMES for x in names])
+def test_old_shard_names_are_the_new_objects_with_a_deprecation_warning(old, new, name):
+    """``from nlpkit.retrieval.bm25 import count_shard`` still works for one release, and says where it went."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = getattr(importlib.import_module(old), name)
+    assert got is getattr(importlib.import_module(new), name)
+    assert any(issubclass(w.category, DeprecationWarning) and f"{new}.{name}" in str(w.message) for w in caught)
+
+
+def test_every_shard_module_name_moved_is_tested():
+    """Each shard module's public names are all in `MOVED_SHARD_NAMES` (and so still reachable from the old module)."""
+    for _, new, names in MOVED_SHARD_NAMES:
+        tree = ast.parse((PKG.parent / (new.replace(".", "/") + ".py")).read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+        assert {d for d in defined if not d.startswith("_")} == set(names), new
+
+
+def test_an_unknown_name_of_a_module_with_moved_names_is_still_an_attribute_error():
+    from nlpkit.retrieval import bm25
+
+    with pytest.raises(AttributeError, match="no_such_name"):
+        bm25.no_such_name  # noqa: B018
+
+
+# Modules of the lm wing that still reach `nlpkit.distributed` for the perplexity path (being moved out:
+# the CLI is to build the window and line mappers and pass them down, as `score` does).
+LM_PERPLEXITY_DASK = {"nlpkit.lm.transformer.backend", "nlpkit.lm.ngram.backend", "nlpkit.lm.comparison"}
+
+
+def _wing_imports_of_distributed(wing: str) -> dict[str, list[str]]:
+    mods = _modules()
+    known = set(mods)
+    found = {}
+    for m, path in sorted(mods.items()):
+        if m == wing or m.startswith(wing + "."):
+            up = sorted(t for t in _imports(path, m, known) if t == "nlpkit.distributed"
+                        or t.startswith("nlpkit.distributed."))
+            if up:
+                found[m] = up
+    return found
+
+
+@pytest.mark.parametrize("wing", [
+    "nlpkit.edit", "nlpkit.stats", "nlpkit.retrieval", "nlpkit.bpe", "nlpkit.mt", "nlpkit.evaluation",
+    "nlpkit.io", "nlpkit.shards", "nlpkit.text", "nlpkit.errors", "nlpkit.signature", "nlpkit.workers",
+    pytest.param("nlpkit.lm", marks=pytest.mark.xfail(
+        strict=False, reason="the perplexity path of lm/ (LM_PERPLEXITY_DASK) still imports nlpkit.distributed.stages "
+                             "inside functions; a separate change moves it out")),
+])
+def test_no_wing_imports_the_dask_adapter(wing):
+    """`nlpkit.distributed` is the one module that knows Dask: it imports the wings (their ``*_shards`` modules),
+    never the reverse, at any depth (imports inside functions count too)."""
+    found = _wing_imports_of_distributed(wing)
+    assert not found, "a wing imports nlpkit.distributed: " + "; ".join(f"{m} -> {', '.join(t)}"
+                                                                          for m, t in found.items())
+
+
+def test_lm_imports_the_dask_adapter_only_on_the_perplexity_path():
+    """Until the perplexity path moves out, no other lm module takes up an import of `nlpkit.distributed`."""
+    assert set(_wing_imports_of_distributed("nlpkit.lm")) <= LM_PERPLEXITY_DASK
+
+
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 
 
@@ -190,3 +271,56 @@ def test_no_message_outside_the_cli_spells_a_flag(wing):
     hits = _strings_spelling_flags(PKG)
     hits = [h for h in hits if h.startswith("nlpkit/lm/") == (wing == "lm")]
     assert not hits, "name the parameter in backticks instead:\n" + "\n".join(hits)
+
+
+# h-lm moves lm/transformer/threads.py to lm/threads.py and makes `match_blas_threads` public
+THREAD_NAMES = {"_match_blas_threads", "_openblas"}
+
+
+def _private_imports() -> list[tuple[str, str]]:
+    """(where, name) of every private name (`_x`, not a dunder) one nlpkit module takes from another: `from
+    nlpkit.m import _x`, or `m._x` on an imported nlpkit module."""
+    mods = _modules()
+    found = []
+    for name, path in sorted(mods.items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        aliases: dict[str, str] = {}  # local name -> nlpkit module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                if not base.startswith("nlpkit") or base == name:
+                    continue
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        found.append((f"{path.relative_to(PKG.parent)}:{node.lineno}", a.name))
+                    if f"{base}.{a.name}" in mods:
+                        aliases[a.asname or a.name] = f"{base}.{a.name}"
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("nlpkit"):
+                        aliases[a.asname or a.name.split(".")[0]] = a.asname and a.name or a.name.split(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                base = node.value
+                while isinstance(base, ast.Attribute):
+                    base = base.value
+                if isinstance(base, ast.Name) and base.id in aliases and aliases[base.id] != name:
+                    found.append((f"{path.relative_to(PKG.parent)}:{node.lineno}", node.attr))
+    return found
+
+
+@pytest.mark.parametrize("names", [
+    "all but the thread helpers",
+    pytest.param("the thread helpers", marks=pytest.mark.xfail(
+        reason="h-lm's branch moves threads.py to nlpkit/lm/threads.py and makes match_blas_threads public",
+        strict=False)),
+])
+def test_no_private_name_is_imported_from_another_module(names):
+    """A name starting with `_` is its module's own: one shared with another module is public (or moves there)."""
+    hits = [f"{where}: {name}" for where, name in _private_imports()
+            if (name in THREAD_NAMES) == (names == "the thread helpers")]
+    assert not hits, "make these public or move them:\n" + "\n".join(hits)

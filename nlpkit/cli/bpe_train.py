@@ -103,8 +103,8 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
     dask = dask_for(dask, paths)
     if dask:                     # count on the cluster; merges are sequential, here
         from nlpkit.distributed.cluster import connect
-        from nlpkit.distributed.shards import parse_size
         from nlpkit.distributed.stages import bpe_counts
+        from nlpkit.shards import parse_size
 
         size = parse_size(shard_size)
         with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:

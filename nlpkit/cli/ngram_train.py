@@ -74,9 +74,9 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask
         import os
 
         from nlpkit.distributed.cluster import connect
-        from nlpkit.distributed.shards import parse_size
         from nlpkit.distributed.stages import ngram_counts
         from nlpkit.lm.ngram.train import text_transform
+        from nlpkit.shards import parse_size
 
         size = parse_size(shard_size)
         transform = text_transform(False, os.path.abspath(tokenizer) if tokenizer else None)

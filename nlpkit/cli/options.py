@@ -152,8 +152,8 @@ class ByteSize(click.ParamType):
     name = "SIZE"
 
     def convert(self, value, param, ctx):
-        from nlpkit.distributed.shards import parse_size
         from nlpkit.errors import UsageError
+        from nlpkit.shards import parse_size
 
         try:
             parse_size(value)

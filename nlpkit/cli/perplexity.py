@@ -111,7 +111,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         client = size = None
         if dask:
             from nlpkit.distributed.cluster import connect
-            from nlpkit.distributed.shards import parse_size
+            from nlpkit.shards import parse_size
 
             size = parse_size(shard_size)
             client = stack.enter_context(connect(dask, quiet))

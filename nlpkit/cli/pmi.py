@@ -79,8 +79,8 @@ def command(files, window, ngram, measure, min_count, top, log_base, stopwords, 
     dask = dask_for(dask, paths)
     if dask:
         from nlpkit.distributed.cluster import connect
-        from nlpkit.distributed.shards import parse_size
         from nlpkit.distributed.stages import pmi_counts
+        from nlpkit.shards import parse_size
 
         size = parse_size(shard_size)
         with connect(dask, quiet) as client, progress("tasks", quiet=quiet) as tick:

@@ -177,13 +177,13 @@ def _signature(w, lo, hi, min_df, max_df, tok, mode):
 
 def _write_vocab(vocab_out: str, terms: list[str]) -> None:
     from nlpkit.errors import NlpkitError
-    from nlpkit.stats.tfidf import _escape
+    from nlpkit.stats.tfidf import escape_term
 
     from nlpkit.cli.shutdown import partial_output
 
     try:
         with partial_output(vocab_out), open(vocab_out, "w", encoding="utf-8") as f:
-            f.write("".join(_escape(t) + "\n" for t in terms))
+            f.write("".join(escape_term(t) + "\n" for t in terms))
     except OSError as e:
         raise NlpkitError(f"--vocab-out {vocab_out}: cannot write ({e.strerror or e})") from None
 
@@ -196,8 +196,8 @@ def _dask_tfidf(dask, shard_size, paths, mode, tok, weighting, ngram_range, min_
 
     from nlpkit.distributed import stages
     from nlpkit.distributed.cluster import connect
-    from nlpkit.distributed.shards import parse_size
     from nlpkit.io import write_text
+    from nlpkit.shards import parse_size
 
     size = parse_size(shard_size)
     sig = _signature(weighting, *ngram_range, min_df, max_df, tok, mode)

@@ -1,8 +1,10 @@
 """Each subcommand's counting stage as a map over shards plus a tree reduction.
 
-A wing declares its stage next to its counting code: ``COUNTING = CountingStage(count_shard,
-merge)``, where ``count_shard(shards, settings)`` is the one signature of a stage's map function
-(`nlpkit.distributed.shards.CountShards`) and ``settings`` the wing's ``CountSettings``. This
+A wing declares its stage in a shard module of its own (``stats/pmi_shards.py``,
+``retrieval/bm25_shards.py``, ...): ``COUNTING = CountingStage(count_shard, merge)``, where
+``count_shard(shards, settings)`` is the one signature of a stage's map function
+(`nlpkit.shards.CountShards`) and ``settings`` the wing's ``CountSettings``. The wings know
+shards, not Dask: this package imports them, never the reverse. This
 module only plans shards, submits them (`count_on`) and finishes on the driver. Every function
 takes a connected `distributed.Client` (`nlpkit.distributed.cluster.connect`).
 """
@@ -12,8 +14,8 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from nlpkit.distributed.cluster import broadcast, map_reduce
-from nlpkit.distributed.shards import (SHARD_BYTES, TASKS_PER_WORKER, CountingStage, auto_shard_bytes, group_shards,
-                                      plan_shards)
+from nlpkit.shards import (SHARD_BYTES, TASKS_PER_WORKER, CountingStage, auto_shard_bytes, group_shards,
+                           plan_shards)
 
 
 def n_workers(client) -> int:
@@ -52,20 +54,20 @@ def pmi_counts(client, paths: list[str], tokenizer, window: int = 2, ngram: int 
                cross_lines: bool = False, cross_sentences: bool = False, errors: str = "strict",
                shard_bytes: int | None = None, progress: Callable[..., None] | None = None):
     """`nlpkit.stats.pmi.count_cooccurrences` over a cluster: the same `Cooccurrence` numbers."""
-    from nlpkit.stats import pmi
+    from nlpkit.stats import pmi_shards
 
-    settings = pmi.CountSettings(tokenizer, window, ngram, cross_lines, cross_sentences, errors)
-    return pmi.add_boundaries(count_on(client, pmi.COUNTING, count_tasks(client, paths, shard_bytes), settings,
-                                       progress))
+    settings = pmi_shards.CountSettings(tokenizer, window, ngram, cross_lines, cross_sentences, errors)
+    tasks = count_tasks(client, paths, shard_bytes)
+    return pmi_shards.add_boundaries(count_on(client, pmi_shards.COUNTING, tasks, settings, progress))
 
 
 def bpe_counts(client, paths: list[str], pretok, errors: str = "strict", shard_bytes: int | None = None,
                progress: Callable[..., None] | None = None):
     """`nlpkit.bpe.trainer.count_pieces` over a cluster: the same counts in the same key order."""
-    from nlpkit.bpe import trainer
+    from nlpkit.bpe import trainer_shards
 
-    return count_on(client, trainer.COUNTING, count_tasks(client, paths, shard_bytes),
-                    trainer.CountSettings(pretok, errors), progress)
+    return count_on(client, trainer_shards.COUNTING, count_tasks(client, paths, shard_bytes),
+                    trainer_shards.CountSettings(pretok, errors), progress)
 
 
 SPLIT = {"lines": "line", "tsv": "line", "jsonl": "line", "paragraphs": "paragraph", "smart": "smart",
@@ -89,19 +91,20 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
     """The shared first part of the tfidf stages: (kept terms, df, idf, futures of each shard's
     weighted `TfidfMatrix` (they stay on the workers), futures of their (documents, entries)).
 
-    Map: count each shard's documents (`tfidf.COUNTING`); the matrices stay on the
+    Map: count each shard's documents (`tfidf_shards.COUNTING`); the matrices stay on the
     workers. Reduce: sorted terms and document frequencies. Driver: min/max-df and idf.
-    Map again: weigh each shard with the corpus idf (`tfidf.weigh_task`).
+    Map again: weigh each shard with the corpus idf (`tfidf_shards.weigh_task`).
     """
     from nlpkit.distributed.cluster import broadcast, map_reduce
-    from nlpkit.stats import tfidf
+    from nlpkit.stats import tfidf, tfidf_shards
 
     shards, _ = plan(client, paths, shard_bytes, SPLIT[mode])
-    settings = tfidf.CountSettings(mode, tokenizer, ngram_range, field, id_field, errors, fields,
-                                   name_files=len(paths) > 1)
-    parts = count_on(client, tfidf.COUNTING, [[s] for s in shards], settings)
-    terms, df, n_docs, _ = map_reduce(client, tfidf.shard_summary, parts, tfidf.merge_df, ticker=tick)
-    info = client.gather(client.map(tfidf.shard_info, parts, pure=False))
+    settings = tfidf_shards.CountSettings(mode, tokenizer, ngram_range, field, id_field, errors, fields,
+                                          name_files=len(paths) > 1)
+    parts = count_on(client, tfidf_shards.COUNTING, [[s] for s in shards], settings)
+    terms, df, n_docs, _ = map_reduce(client, tfidf_shards.shard_summary, parts, tfidf_shards.merge_df,
+                                      ticker=tick)
+    info = client.gather(client.map(tfidf_shards.shard_info, parts, pure=False))
     offsets = _offsets(shards, [u for _, u in info], mode == "paragraphs")
     tfidf.check_corpus(n_docs, len(terms), tokenizer)
     keep = tfidf.df_mask(df, n_docs, min_df, max_df)
@@ -111,8 +114,8 @@ def _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_
     idf = tfidf.idf_weights(df, n_docs, w.idf, w.log_base, w.idf_offset)
     terms_f, df_f, idf_f = broadcast(client, [terms, df, idf])
     n = len(parts)
-    weighted = client.map(tfidf.weigh_task, list(zip(parts, offsets)), [terms_f] * n, [df_f] * n, [idf_f] * n,
-                          [weighting] * n, pure=False)
+    weighted = client.map(tfidf_shards.weigh_task, list(zip(parts, offsets)), [terms_f] * n, [df_f] * n,
+                          [idf_f] * n, [weighting] * n, pure=False)
     del parts
     return terms, df, idf, weighted
 
@@ -124,14 +127,14 @@ def tfidf_top_terms(client, paths: list[str], mode: str, tokenizer, weighting, n
     """`nlpkit tfidf` top terms over a cluster: (number of terms, iterator of
     (doc, rank, term, weight) rows in document order), each shard's rows fetched in order."""
     from nlpkit.distributed.cluster import Ticker, map_ordered
-    from nlpkit.stats import tfidf
+    from nlpkit.stats import tfidf_shards
 
     tick = Ticker(progress, 0)
     terms, _, _, weighted = _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_df,
                                             max_df, field, id_field, fields, errors, shard_bytes, tick)
 
     def rows():
-        for part in map_ordered(client, tfidf.top_term_records, weighted, ticker=tick, args=(top,)):
+        for part in map_ordered(client, tfidf_shards.top_term_records, weighted, ticker=tick, args=(top,)):
             yield from part
 
     return len(terms), rows()
@@ -146,12 +149,12 @@ def tfidf_matrix(client, paths: list[str], mode: str, tokenizer, weighting, ngra
     `tfidf.write_matrix_market`). The header needs the entry count first: the weighted shards
     stay on the workers, their counts come first, then names and entries stream in order."""
     from nlpkit.distributed.cluster import Ticker, map_ordered
-    from nlpkit.stats import tfidf
+    from nlpkit.stats import tfidf, tfidf_shards
 
     tick = Ticker(progress, 0)
     terms, _, _, weighted = _tfidf_weighted(client, paths, mode, tokenizer, weighting, ngram_range, min_df,
                                             max_df, field, id_field, fields, errors, shard_bytes, tick)
-    info = client.gather(client.map(tfidf.matrix_info, weighted, pure=False))
+    info = client.gather(client.map(tfidf_shards.matrix_info, weighted, pure=False))
     firsts = [0]
     for n, _ in info:
         firsts.append(firsts[-1] + n)
@@ -161,10 +164,10 @@ def tfidf_matrix(client, paths: list[str], mode: str, tokenizer, weighting, ngra
         if vocab_in_header:
             for s in range(0, len(terms), 1 << 16):
                 yield tfidf.matrix_market_names("term", terms[s:s + (1 << 16)], s + 1)
-            for first, names in zip(firsts, map_ordered(client, tfidf.doc_names, weighted, ticker=tick)):
+            for first, names in zip(firsts, map_ordered(client, tfidf_shards.doc_names, weighted, ticker=tick)):
                 yield tfidf.matrix_market_names("doc", names, first + 1)
         yield f"{firsts[-1]} {len(terms)} {sum(e for _, e in info)}\n"
-        yield from map_ordered(client, tfidf.entries_task, list(zip(weighted, firsts)), ticker=tick)
+        yield from map_ordered(client, tfidf_shards.entries_task, list(zip(weighted, firsts)), ticker=tick)
 
     return terms, text()
 
@@ -178,7 +181,7 @@ def tfidf_query(client, paths: list[str], mode: str, tokenizer, weighting, token
     import numpy as np
 
     from nlpkit.distributed.cluster import Ticker, map_ordered
-    from nlpkit.stats import tfidf
+    from nlpkit.stats import tfidf, tfidf_shards
     from nlpkit.stats.documents import DocNames
 
     tick = Ticker(progress, 0)
@@ -189,10 +192,10 @@ def tfidf_query(client, paths: list[str], mode: str, tokenizer, weighting, token
     q = tfidf.unit_query(empty, tokens)
     if q is None:
         return []
-    info = client.gather(client.map(tfidf.matrix_info, weighted, pure=False))
+    info = client.gather(client.map(tfidf_shards.matrix_info, weighted, pure=False))
     firsts = np.concatenate([[0], np.cumsum([n for n, _ in info])]).tolist()
     (q_f,) = broadcast(client, [q])
-    hits = [h for part in map_ordered(client, tfidf.query_task, list(zip(weighted, firsts)), ticker=tick,
+    hits = [h for part in map_ordered(client, tfidf_shards.query_task, list(zip(weighted, firsts)), ticker=tick,
                                       args=(q_f, top))
             for h in part]
     hits.sort(key=lambda h: (-h[2], h[0]))
@@ -203,10 +206,10 @@ def bm25_add(client, index, paths: list[str], fmt: str, id_field: str | None = "
              fields: str = "T,W", errors: str = "strict", shard_bytes: int | None = None,
              progress: Callable[..., None] | None = None) -> tuple[list, list[str]]:
     """The counting of `nlpkit bm25 add` over a cluster: the new documents of `paths` (in order) tokenized
-    with `index`'s tokenizer and counted per shard on the workers (`bm25.count_shard`); returns the shards'
-    postings in corpus order and the new documents' ids (numbered on from the index's where the format
+    with `index`'s tokenizer and counted per shard on the workers (`bm25_shards.count_shard`); returns the
+    shards' postings in corpus order and the new documents' ids (numbered on from the index's where the format
     has none), for `bm25.add_shards`, which merges and rescores on the driver as the local path does."""
-    from nlpkit.retrieval import bm25
+    from nlpkit.retrieval import bm25_shards
     from nlpkit.retrieval.search import make_tokenizer
     from nlpkit.stats.documents import detect_format, one_format
 
@@ -216,8 +219,8 @@ def bm25_add(client, index, paths: list[str], fmt: str, id_field: str | None = "
 
         fmt = detect_format(iter_lines(paths[0], errors="replace"), default="lines")
     shards, _ = plan(client, paths, shard_bytes, SPLIT[fmt])
-    settings = bm25.CountSettings(fmt, make_tokenizer(index.tokenizer), id_field, field, fields, errors)
-    futures = count_on(client, bm25.COUNTING, [[s] for s in shards], settings)
+    settings = bm25_shards.CountSettings(fmt, make_tokenizer(index.tokenizer), id_field, field, fields, errors)
+    futures = count_on(client, bm25_shards.COUNTING, [[s] for s in shards], settings)
     parts, ids = [], []
     for k, p in enumerate(client.gather(futures)):          # in corpus order
         first = index.n_docs + len(ids) + 1
@@ -241,9 +244,9 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
     vocabulary in first-occurrence order, df, N, total length. Driver: idf, avgdl, the
     postings pointers. Map again: each worker scores its shards with global term ids and
     document numbers and writes them as part files into a work directory next to the index
-    (`bm25.write_part`; on a cluster that directory must be on a filesystem the workers share).
-    The driver merges the parts by streaming (`bm25.merge_parts`: one range of terms at a time,
-    parts memory-mapped) into the index arrays, which are then moved into place: postings
+    (`bm25_shards.write_part`; on a cluster that directory must be on a filesystem the workers
+    share). The driver merges the parts by streaming (`bm25_shards.merge_parts`: one range of terms
+    at a time, parts memory-mapped) into the index arrays, which are then moved into place: postings
     never cross the network and never sit in the driver's memory. Returns the summary record.
     """
     import os
@@ -256,7 +259,7 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
 
     from nlpkit.distributed.cluster import Ticker, map_ordered
     from nlpkit.errors import NlpkitError
-    from nlpkit.retrieval import bm25, store
+    from nlpkit.retrieval import bm25, bm25_shards, store
     from nlpkit.stats.documents import check_unique_ids, detect_format, one_format
 
     bm25.check_params(variant, k1, b, delta)
@@ -271,15 +274,16 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
     n = len(shards)
     from nlpkit.retrieval.search import make_tokenizer
 
-    settings = bm25.CountSettings(fmt, make_tokenizer(tokenizer_settings), id_field, field, fields, errors)
-    parts = count_on(client, bm25.COUNTING, [[s] for s in shards], settings)
-    vocab, df, n_docs, total_len, max_tf = map_reduce(client, bm25.shard_summary, parts,
-                                                      bm25.merge_summaries, ticker=tick)
+    settings = bm25_shards.CountSettings(fmt, make_tokenizer(tokenizer_settings), id_field, field, fields,
+                                         errors)
+    parts = count_on(client, bm25_shards.COUNTING, [[s] for s in shards], settings)
+    vocab, df, n_docs, total_len, max_tf = map_reduce(client, bm25_shards.shard_summary, parts,
+                                                      bm25_shards.merge_summaries, ticker=tick)
     if n_docs == 0:
         raise NlpkitError("empty corpus: there are no documents to index")
     doc_ids: list[str] = []
     firsts = []
-    for count, ids in map_ordered(client, bm25.shard_ids, parts, ticker=tick):
+    for count, ids in map_ordered(client, bm25_shards.shard_ids, parts, ticker=tick):
         firsts.append(len(doc_ids))
         doc_ids.extend(ids if ids is not None else map(str, range(len(doc_ids) + 1, len(doc_ids) + count + 1)))
     check_unique_ids(doc_ids, paths[0] if len(paths) == 1 else "the corpus")
@@ -300,7 +304,8 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
     try:
         term_id = {t: i for i, t in enumerate(vocab)}
         args = broadcast(client, [term_id, term_idf, nonocc64])
-        futures = client.map(bm25.write_part, [(p, f, k) for k, (p, f) in enumerate(zip(parts, firsts))],
+        futures = client.map(bm25_shards.write_part,
+                             [(p, f, k) for k, (p, f) in enumerate(zip(parts, firsts))],
                              [work] * n, *[[a] * n for a in (*args, avgdl, variant, k1, b, delta, doc_bits)],
                              pure=False)
         tick.add(n)
@@ -316,7 +321,7 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
         outputs = {"postings": postings, "scores": scores}
         if tf_extra is not None:
             outputs["tf_extra"] = tf_extra
-        bm25.merge_parts(work, n, indptr, outputs)
+        bm25_shards.merge_parts(work, n, indptr, outputs)
         for arr in (postings, scores, tf_extra):
             if arr is not None:
                 arr.flush()
@@ -361,10 +366,10 @@ def ngram_counts(client, paths: list[str], order: int, lowercase: bool = False, 
                  progress: Callable[..., None] | None = None):
     """`nlpkit.lm.ngram.ngram_counts.count_ngrams` over a cluster (lines are sentences: shards are
     independent); the driver estimates the model from the merged counts."""
-    from nlpkit.lm.ngram import ngram_counts
+    from nlpkit.lm.ngram import ngram_count_shards
 
-    return count_on(client, ngram_counts.COUNTING, count_tasks(client, paths, shard_bytes),
-                    ngram_counts.CountSettings(order, lowercase, transform, errors), progress)
+    return count_on(client, ngram_count_shards.COUNTING, count_tasks(client, paths, shard_bytes),
+                    ngram_count_shards.CountSettings(order, lowercase, transform, errors), progress)
 
 
 def ngram_perplexity_shards(client, paths: list[str], model_path: str, errors: str = "strict",

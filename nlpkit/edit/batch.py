@@ -107,7 +107,8 @@ def rowwise_dp(A: np.ndarray, la: np.ndarray, B: np.ndarray, lb: np.ndarray,
 
 # --------------------------------------------------------------------------- drivers
 
-def _widen(x: np.ndarray, width: int, pad: int) -> np.ndarray:  # [N, L] -> [N, >= width]
+def widen(x: np.ndarray, width: int, pad: int) -> np.ndarray:  # [N, L] -> [N, >= width]
+    """`x` right-padded with `pad` to at least `width` columns (unchanged when already that wide)."""
     if x.shape[1] >= width:
         return x
     return np.concatenate([x, np.full((x.shape[0], width - x.shape[1]), pad, x.dtype)], axis=1)
@@ -146,7 +147,7 @@ def _unit_metric(pat, txt, lp, lt, metric: str, vocab: dict | None, budget: int)
             rows = sel[part][::-1]                               # texts longest first
             P, _ = encode(pat[rows].tolist(), PAD_A, vocab, lp[rows])
             T, _ = encode(txt[rows].tolist(), PAD_B, vocab, lt[rows])
-            P = _widen(P, width, PAD_A)[:, :width]
+            P = widen(P, width, PAD_A)[:, :width]
             if bigint:  # multi-word LCS: the batch as one Python integer (carries for free)
                 got = bigint_lcs(P, T, lp[rows])
                 if got is not None:
@@ -192,7 +193,7 @@ def _dp_metric(a, b, la, lb, metric: str, weights, vocab: dict | None, budget: i
         B, cb = encode([b[i] for i in idx], PAD_B, vocab)
         if metric == "hamming":
             L = max(A.shape[1], B.shape[1])
-            A, B = _widen(A, L, PAD_A), _widen(B, L, PAD_B)
+            A, B = widen(A, L, PAD_A), widen(B, L, PAD_B)
             both = np.arange(L)[None, :] < np.minimum(ca, cb)[:, None]
             out[idx] = ((A != B) & both).sum(axis=1) + np.abs(ca - cb)
         else:

@@ -74,7 +74,7 @@ class Dictionary:
             raise NlpkitError(f"dictionary entry longer than {64 * bp.MAX_WORDS} units")
         cnt = np.zeros(len(kept)) if counts is None else np.asarray(counts, np.float64)[kept]
         return cls([words[i] for i in kept], cnt, np.asarray(kept), lens,
-                   bd._widen(codes, width, bd.PAD_A)[:, :width], width, level, vocab)
+                   bd.widen(codes, width, bd.PAD_A)[:, :width], width, level, vocab)
 
     def symbol(self, unit: Hashable) -> int:
         """A query unit as a dictionary code (-3 when no entry contains it)."""

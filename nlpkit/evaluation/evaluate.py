@@ -1,8 +1,9 @@
 """One evaluation run: items scored by one or more models, per-item records, summaries and paired comparisons.
 
-Items stream through in blocks of `BLOCK_ITEMS` (the engine packs a block's requests into a few forwards: one
-forward per item ran gemms of a few dozen rows, each streaming every weight from memory), and records are yielded as
-each block is scored; what is kept is one float per item per metric per model, which the summaries
+Every item is checked with every model first (`check`: what scoring an item could refuse, named by its file and
+line, before any record is printed); then items go through in blocks of `BLOCK_ITEMS` (the engine packs a block's
+requests into a few forwards: one forward per item ran gemms of a few dozen rows, each streaming every weight from
+memory), and records are yielded as each block is scored; what is kept is one float per item per metric per model, which the summaries
 (`significance.summarize`) and the comparisons of every later model against the first
 (`significance.paired_bootstrap` on one shared set of resamples, and `significance.mcnemar` for accuracies) need.
 """
@@ -18,7 +19,7 @@ from nlpkit.errors import NlpkitError
 from nlpkit.evaluation.items import Item
 from nlpkit.evaluation.significance import (BOOTSTRAP_SAMPLES, SEED, mcnemar, paired_bootstrap, resample_indices,
                                             summarize)
-from nlpkit.evaluation.tasks import TaskOptions, is_accuracy, metric_names, score_item, score_items
+from nlpkit.evaluation.tasks import TaskOptions, check_item, is_accuracy, metric_names, score_items
 
 BLOCK_ITEMS = 64  # items scored together: ~3000 tokens of four-choice items, three packed forwards
 
@@ -33,11 +34,18 @@ class Evaluation:
     task: str | None = None
     values: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # model -> metric -> per item
 
+    def check(self, task: str, items: Iterable[Item]) -> None:
+        """Raise, naming the file and line, the first item some model (or the reference) could not score."""
+        self.options.validate()
+        for item in items:
+            for scorer in self.scorers.values():
+                check_item(scorer, task, item, self.options, self.reference)
+
     def run(self, items: Iterable[tuple[str, Item]], progress: Callable | None = None,
             map_items: Callable | None = None) -> Iterator[tuple[Item, str, dict]]:
-        """(item, model name, record) for every item and model, in input order. `map_items` scores the items
-        elsewhere (a Dask cluster): it takes the (task, item) pairs and yields ((task, item), per-model results)
-        in order, each result as `score_models` gives it."""
+        """(item, model name, record) for every item and model, in input order; the items `check`ed. `map_items`
+        scores the items elsewhere (a Dask cluster): it takes the (task, item) pairs and yields ((task, item),
+        per-model results) in order, each result as `score_block` gives it."""
         self.options.validate()
         if map_items is None:
             scored = (pair for block in blocks(items) for pair in
@@ -93,25 +101,10 @@ class Evaluation:
         return out
 
 
-def score_models(scorers: dict, task: str, item: Item, options: TaskOptions, reference=None) -> list[tuple]:
-    """(model name, record, metrics) of one item under each model, in model order."""
-    return [(name, *score_item(scorer, task, item, options, reference)) for name, scorer in scorers.items()]
-
-
 def blocks(items: Iterable[tuple[str, Item]], size: int = BLOCK_ITEMS) -> Iterator[list[tuple[str, Item]]]:
-    """Consecutive runs of `size` (task, item) pairs, the last one shorter. When reading an item fails (a bad line),
-    the items read before it still come first, as a block of their own."""
+    """Consecutive runs of `size` (task, item) pairs, the last one shorter."""
     block: list[tuple[str, Item]] = []
-    it = iter(items)
-    while True:
-        try:
-            pair = next(it)
-        except StopIteration:
-            break
-        except Exception:
-            if block:
-                yield block
-            raise
+    for pair in items:
         block.append(pair)
         if len(block) == size:
             yield block
@@ -122,24 +115,18 @@ def blocks(items: Iterable[tuple[str, Item]], size: int = BLOCK_ITEMS) -> Iterat
 
 def score_block(scorers: dict, block: list[tuple[str, Item]], options: TaskOptions,
                 reference=None) -> Iterator[tuple[tuple[str, Item], list[tuple]]]:
-    """((task, item), `score_models` of it) for each item of a block, each model scoring the whole block in one
-    batch (`tasks.score_items`). When an item is at fault, the items before it are yielded first and its error is
-    raised as `score_models` raises it."""
+    """((task, item), [(model name, record, metrics) per model]) for each item of a block of checked items, each
+    model scoring the whole block in one batch (`tasks.score_items`)."""
     task = block[0][0]
     items = [item for _, item in block]
-    try:
-        per_model = {name: score_items(scorer, task, items, options, reference) for name, scorer in scorers.items()}
-    except NlpkitError:
-        for pair in block:
-            yield pair, score_models(scorers, pair[0], pair[1], options, reference)
-        return
+    per_model = {name: score_items(scorer, task, items, options, reference) for name, scorer in scorers.items()}
     for n, pair in enumerate(block):
         yield pair, [(name, *per_model[name][n]) for name in scorers]
 
 
 def score_chunk(chunk: list[tuple[str, Item]], specs: dict, reference, options: TaskOptions,
                 blas_threads: int | None = None) -> list[list[tuple]]:
-    """A Dask task: `score_models` of each (task, item) of a chunk (in blocks as the local run scores them: chunks
+    """A Dask task: the per-model results of each (task, item) of a chunk (in blocks as the local run scores them: chunks
     hold whole blocks, `stages.chunk_items`), on this worker's cached models (`specs`: name ->
     `ModelSpec`; `reference`: a `ModelSpec` or None), with the driver's BLAS thread count so that the numbers are
     the driver's own."""

@@ -5,19 +5,21 @@ Three tasks (field names are roles; a file may call them anything, mapped with `
 - loglikelihood: `context`, `continuation`;
 - multiple-choice: `context`, `choices` (a non-empty list of strings), `gold` (an index, a choice string, or a list
   of indices: any of them is right);
-- preference: `prompt`, `chosen`, `rejected`.
+- preference: `prompt`, `chosen`, `rejected`;
+- any task: an optional `id` (a string or a number), the item's own name, carried into its records.
 
 Without an explicit task, the first record decides: `choices` -> multiple-choice, `chosen` and `rejected` ->
-preference, `continuation` -> loglikelihood. Every record is then checked for that task's fields, and every error
-names the file and line (`items.jsonl, line 7: no field 'gold' ...`). Blank lines are skipped (they keep their
-line numbers). Reading streams: one record at a time.
+preference, `continuation` -> loglikelihood; a later record whose fields call for another task is an error naming
+both lines (one task per run). Every record is then checked for that task's fields, and every error names the file
+and line (`items.jsonl, line 7: no field 'gold' ...`). Blank lines are skipped (they keep their line numbers).
+`iter_items` streams one record at a time; `read_items` reads and checks every file before anything is scored.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from nlpkit.errors import NlpkitError, UsageError
 
@@ -27,7 +29,7 @@ ROLES = {
     "multiple-choice": ("context", "choices", "gold"),
     "preference": ("prompt", "chosen", "rejected"),
 }
-ALL_ROLES = ("context", "continuation", "choices", "gold", "prompt", "chosen", "rejected")
+ALL_ROLES = ("context", "continuation", "choices", "gold", "prompt", "chosen", "rejected", "id")
 
 
 @dataclass
@@ -35,11 +37,17 @@ class Item:
     """One record: `continuations` are what gets scored after `context` (loglikelihood: the continuation;
     multiple-choice: the choices, without the delimiter; preference: chosen, then rejected)."""
 
-    index: int  # 0-based among the records
+    index: int  # 0-based among the records (of all files, in order)
     where: str  # "file, line N" for messages
     context: str
     continuations: list[str]
     gold: tuple[int, ...] = field(default_factory=tuple)  # multiple-choice: the right choices
+    file: str = ""  # the input file as messages name it (<stdin> for '-')
+    id: str | int | None = None  # the record's own `id` field, when it has one
+
+    def key(self) -> dict:
+        """What names the item in its records: `file`, `index`, and `id` when the item has one."""
+        return {"file": self.file, "index": self.index, **({"id": self.id} if self.id is not None else {})}
 
 
 def parse_fields(specs: list[str] | tuple[str, ...]) -> dict[str, str]:
@@ -58,8 +66,8 @@ def parse_fields(specs: list[str] | tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def detect_task(record: dict, fields: dict[str, str], where: str) -> str:
-    """The task a record's fields call for (see the module docstring)."""
+def task_of(record: dict, fields: dict[str, str]) -> str | None:
+    """The task a record's fields call for, or None when they call for none (see the module docstring)."""
     name = lambda role: fields.get(role, role)  # noqa: E731
     if name("choices") in record:
         return "multiple-choice"
@@ -67,6 +75,15 @@ def detect_task(record: dict, fields: dict[str, str], where: str) -> str:
         return "preference"
     if name("continuation") in record:
         return "loglikelihood"
+    return None
+
+
+def detect_task(record: dict, fields: dict[str, str], where: str) -> str:
+    """The task a record's fields call for (see the module docstring); an error listing them when none."""
+    task = task_of(record, fields)
+    if task is not None:
+        return task
+    name = lambda role: fields.get(role, role)  # noqa: E731
     have = ", ".join(map(str, record)) or "none"
     raise NlpkitError(f"{where}: cannot tell the task from the fields ({have}): expected "
                       f"{name('continuation')!r} (loglikelihood), {name('choices')!r} and {name('gold')!r} "
@@ -126,17 +143,32 @@ def parse_gold(value, choices: list[str], key: str, where: str) -> tuple[int, ..
     return (index(value),)
 
 
-def make_item(record, task: str, fields: dict[str, str], index: int, where: str) -> Item:
+def item_id(record: dict, fields: dict[str, str], where: str) -> str | int | None:
+    """The record's own `id` (a string or an integer), None when it has none; mapped with `field` id=NAME, a
+    record without that field is an error (a misspelt mapping would otherwise name no item)."""
+    key = fields.get("id", "id")
+    if key not in record:
+        if "id" in fields:
+            _get(record, "id", fields, where)  # the error naming the field
+        return None
+    value = record[key]
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise NlpkitError(f"{where}: field {key!r} is {_kind(value)}, expected a string or an integer (the item's id)")
+    return value
+
+
+def make_item(record, task: str, fields: dict[str, str], index: int, where: str, file: str = "") -> Item:
     """One checked `Item` from a parsed JSON value."""
     if not isinstance(record, dict):
         raise NlpkitError(f"{where}: expected a JSON object, got {_kind(record)}")
+    ident = item_id(record, fields, where)
     if task == "loglikelihood":
         return Item(index, where, _text(record, "context", fields, where),
-                    [_text(record, "continuation", fields, where, allow_empty=False)])
+                    [_text(record, "continuation", fields, where, allow_empty=False)], file=file, id=ident)
     if task == "preference":
         return Item(index, where, _text(record, "prompt", fields, where),
                     [_text(record, "chosen", fields, where, allow_empty=False),
-                     _text(record, "rejected", fields, where, allow_empty=False)])
+                     _text(record, "rejected", fields, where, allow_empty=False)], file=file, id=ident)
     context = _text(record, "context", fields, where)
     choices = _get(record, "choices", fields, where)
     key = fields.get("choices", "choices")
@@ -148,16 +180,26 @@ def make_item(record, task: str, fields: dict[str, str], index: int, where: str)
         if not isinstance(c, str):
             raise NlpkitError(f"{where}: choice {i} of {key!r} is {_kind(c)}, expected a string")
     gold = parse_gold(_get(record, "gold", fields, where), choices, fields.get("gold", "gold"), where)
-    return Item(index, where, context, list(choices), gold)
+    return Item(index, where, context, list(choices), gold, file=file, id=ident)
+
+
+def mixed_tasks(where: str, task: str, found: str, decided: str) -> NlpkitError:
+    """The error of an item whose fields call for another task than the run's (decided by the record at
+    `decided`)."""
+    return NlpkitError(f"{where}: a {task} item among {found} items (the task of {decided}): one task per run; "
+                       "split the file, or choose the `task`")
 
 
 def iter_items(lines: Iterator[str], name: str, task: str | None = None,
-               fields: dict[str, str] | None = None) -> Iterator[tuple[str, Item]]:
-    """(task, Item) for each non-blank line of a JSONL stream; `name` is the file as messages show it."""
+               fields: dict[str, str] | None = None, start: int = 0) -> Iterator[tuple[str, Item]]:
+    """(task, Item) for each non-blank line of a JSONL stream; `name` is the file as messages show it, `start` the
+    index of its first item. Without a `task`, the first record decides it and a record calling for another is an
+    error naming both lines."""
     fields = fields or {}
     if task is not None and task not in TASKS:
         raise UsageError(f"task must be one of {', '.join(TASKS)}, not {task!r}")
-    index = 0
+    detect, decided = task is None, ""
+    index = start
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -166,11 +208,34 @@ def iter_items(lines: Iterator[str], name: str, task: str | None = None,
             record = json.loads(line)
         except json.JSONDecodeError as e:
             raise NlpkitError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
-        if task is None:
+        if detect:
             if not isinstance(record, dict):
                 raise NlpkitError(f"{where}: expected a JSON object, got {_kind(record)}")
-            task = detect_task(record, fields, where)
-        yield task, make_item(record, task, fields, index, where)
+            if task is None:
+                task, decided = detect_task(record, fields, where), where
+            else:
+                own = task_of(record, fields)
+                if own is not None and own != task:
+                    raise mixed_tasks(where, own, task, decided)
+        yield task, make_item(record, task, fields, index, where, name)
         index += 1
-    if index == 0:
+    if index == start:
         raise NlpkitError(f"{name}: no items (expected one JSON object per line)")
+
+
+def read_items(paths: Sequence[str], task: str | None = None, fields: dict[str, str] | None = None,
+               errors: str = "strict") -> tuple[str, list[Item]]:
+    """(task, items) of every file in turn ('-': stdin), all read and checked before anything is scored: one task
+    for all (each file's first record decides its task; another file's is an error naming both lines), indices
+    counting on across files."""
+    from nlpkit.io import display_name, iter_lines
+
+    found, decided, items = task, "", []
+    for path in paths:
+        for t, item in iter_items(iter_lines(path, errors=errors), display_name(path), task, fields, len(items)):
+            if found is not None and t != found:
+                raise mixed_tasks(item.where, t, found, decided or "`task`")
+            if found is None or not decided:
+                found, decided = t, decided or item.where
+            items.append(item)
+    return found, items  # type: ignore[return-value]

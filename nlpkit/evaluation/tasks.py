@@ -24,6 +24,8 @@ from nlpkit.evaluation.items import Item
 from nlpkit.lm.continuations import score_requests
 
 MC_METRICS = ("acc", "acc_norm", "acc_bytes", "acc_tokens")
+DIFFERENT_TOKENIZER = ("the reference model tokenizes this item differently from the model: a reference must share "
+                       "the model's tokenizer")
 
 
 @dataclass(frozen=True)
@@ -66,37 +68,28 @@ def _argmax(values: np.ndarray) -> int:
         return int(np.argmax(values))
 
 
-def score_item(scorer, task: str, item: Item, options: TaskOptions, reference=None) -> tuple[dict, dict]:
-    """(record, metrics) of one item: the record as output (index first), the per-item metric values.
-    A model's error about the item (a continuation without tokens, ...) names the item's file and line."""
+def check_item(scorer, task: str, item: Item, options: TaskOptions, reference=None) -> None:
+    """Raise, naming the item's file and line, what scoring it would raise (a continuation without tokens, one
+    longer than the window, a reference model that tokenizes it differently, ...): an evaluation checks every item
+    with every model before it scores any, so scoring itself never fails on an item."""
     try:
-        return _score_items(scorer, task, [item], options, reference)[0]
+        pairs = [scorer.check(context, conts) for context, conts in requests(scorer, task, item, options)]
+        if reference is not None and task == "preference":
+            if reference.check(_context(reference, item.context), list(item.continuations)) != pairs[0]:
+                raise NlpkitError(DIFFERENT_TOKENIZER)
     except NlpkitError as e:
-        if str(e).startswith(item.where):
-            raise
         raise type(e)(f"{item.where}: {e}") from None
 
 
+def score_item(scorer, task: str, item: Item, options: TaskOptions, reference=None) -> tuple[dict, dict]:
+    """(record, metrics) of one item (`score_items` of it alone)."""
+    return score_items(scorer, task, [item], options, reference)[0]
+
+
 def score_items(scorer, task: str, items: list[Item], options: TaskOptions, reference=None) -> list[tuple[dict, dict]]:
-    """`score_item` of each item, all their requests scored in one batch (`score_requests`: the engine packs
-    them into few forwards). An error is raised as `score_item` raises it for the first item at fault."""
-    try:
-        return _score_items(scorer, task, items, options, reference)
-    except NlpkitError:
-        return [score_item(scorer, task, item, options, reference) for item in items]
-
-
-def requests(scorer, task: str, item: Item, options: TaskOptions) -> list[tuple[str, list[str]]]:
-    """The (context, continuations) requests an item needs scored: multiple-choice choices follow the delimiter
-    and, with `mutual_info`, are also scored after an empty context (lm-eval: ("", choice), never rendered)."""
-    context = _context(scorer, item.context)
-    if task != "multiple-choice":
-        return [(context, list(item.continuations))]
-    conts = [options.delimiter + c for c in item.continuations]
-    return [(context, conts)] + ([("", conts)] if options.mutual_info else [])
-
-
-def _score_items(scorer, task: str, items: list[Item], options: TaskOptions, reference=None) -> list[tuple[dict, dict]]:
+    """(record, metrics) of each item: the record as output (`file`, `index`, `id` first), the per-item metric
+    values; all the items' requests scored in one batch (`score_requests`: the engine packs them into few
+    forwards). The items are checked (`check_item`)."""
     reqs = [requests(scorer, task, item, options) for item in items]
     flat = [r for rs in reqs for r in rs]
     scores = score_requests(scorer, flat)
@@ -117,9 +110,19 @@ def _score_items(scorer, task: str, items: list[Item], options: TaskOptions, ref
     return out
 
 
+def requests(scorer, task: str, item: Item, options: TaskOptions) -> list[tuple[str, list[str]]]:
+    """The (context, continuations) requests an item needs scored: multiple-choice choices follow the delimiter
+    and, with `mutual_info`, are also scored after an empty context (lm-eval: ("", choice), never rendered)."""
+    context = _context(scorer, item.context)
+    if task != "multiple-choice":
+        return [(context, list(item.continuations))]
+    conts = [options.delimiter + c for c in item.continuations]
+    return [(context, conts)] + ([("", conts)] if options.mutual_info else [])
+
+
 def _loglikelihood(item: Item, s) -> tuple[dict, dict]:
     cont = item.continuations[0]
-    rec = {"index": item.index, "logprob": s.logprob, "tokens": s.tokens, "is_greedy": s.is_greedy,
+    rec = {**item.key(), "logprob": s.logprob, "tokens": s.tokens, "is_greedy": s.is_greedy,
            "chars": len(cont), "bytes": len(cont.encode("utf-8")), "truncated": s.truncated}
     return rec, {"logprob": s.logprob, "is_greedy": float(s.is_greedy)}
 
@@ -132,7 +135,7 @@ def _multiple_choice(item: Item, results: list[list]) -> tuple[dict, dict]:
     ntok = np.array([float(s.tokens) for s in scores])
     preds = {"acc": _argmax(lls), "acc_norm": _argmax(lls / chars), "acc_bytes": _argmax(lls / nbytes),
              "acc_tokens": _argmax(lls / ntok)}
-    rec = {"index": item.index, "logprobs": lls.tolist(), "tokens": [s.tokens for s in scores],
+    rec = {**item.key(), "logprobs": lls.tolist(), "tokens": [s.tokens for s in scores],
            "is_greedy": [s.is_greedy for s in scores], "gold": list(item.gold)}
     if len(results) > 1:  # mutual information: the choices after an empty context
         uncond = np.array([s.logprob for s in results[1]])
@@ -150,15 +153,14 @@ def _multiple_choice(item: Item, results: list[list]) -> tuple[dict, dict]:
 def _preference(item: Item, options: TaskOptions, scores: list, ref_scores: list | None) -> tuple[dict, dict]:
     chosen, rejected = scores
     margin = chosen.logprob - rejected.logprob
-    rec = {"index": item.index, "logprob_chosen": chosen.logprob, "logprob_rejected": rejected.logprob,
+    rec = {**item.key(), "logprob_chosen": chosen.logprob, "logprob_rejected": rejected.logprob,
            "margin": margin, "tokens_chosen": chosen.tokens, "tokens_rejected": rejected.tokens}
     metrics = {"margin": margin, "accuracy": float(margin > 0)}
     if ref_scores is not None:
         ref_c, ref_r = ref_scores
         for mine, ref in ((chosen, ref_c), (rejected, ref_r)):
             if mine.ids != ref.ids or mine.context_ids != ref.context_ids:
-                raise NlpkitError(f"{item.where}: the reference model tokenizes this item differently from the "
-                                  "model: a reference must share the model's tokenizer")
+                raise NlpkitError(f"{item.where}: {DIFFERENT_TOKENIZER}")
         r_c = options.beta * (chosen.logprob - ref_c.logprob)
         r_r = options.beta * (rejected.logprob - ref_r.logprob)
         rec.update({"ref_logprob_chosen": ref_c.logprob, "ref_logprob_rejected": ref_r.logprob,

@@ -8,9 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from nlpkit.distributed.shards import (SHARD_BYTES, auto_shard_bytes, group_shards, parse_size, plan_shards,
-                                       shard_size)
-from nlpkit.stats import pmi
+from nlpkit.shards import SHARD_BYTES, auto_shard_bytes, group_shards, parse_size, plan_shards, shard_size
+from nlpkit.stats import pmi, pmi_shards
 from nlpkit.text import WordTokenizer
 
 
@@ -64,10 +63,10 @@ def test_grouped_shard_counts_equal_one_pass(files, opts):
     want = pmi.count_cooccurrences(files, tok, **opts)
     for size, target in [(300, 1000), (300, 300), (200, 5000)]:
         groups = group_shards(plan_shards(files, size), target)
-        settings = pmi.CountSettings(tok, opts.get("window", 2), opts.get("ngram", 2),
-                                     opts.get("cross_lines", False), opts.get("cross_sentences", False))
-        parts = [pmi.count_shard(g, settings) for g in groups]
-        got = pmi.add_boundaries(pmi.merge_cooccurrences(parts))
+        settings = pmi_shards.CountSettings(tok, opts.get("window", 2), opts.get("ngram", 2),
+                                            opts.get("cross_lines", False), opts.get("cross_sentences", False))
+        parts = [pmi_shards.count_shard(g, settings) for g in groups]
+        got = pmi_shards.add_boundaries(pmi_shards.merge_cooccurrences(parts))
         assert got.n_tokens == want.n_tokens
         lut = np.array([got.words.index(w) for w in want.words])
         assert np.array_equal(got.unigram[lut], want.unigram)
@@ -79,24 +78,24 @@ def test_grouped_shard_counts_equal_one_pass(files, opts):
 def test_bm25_part_merge_is_independent_of_the_chunk(files, tmp_path):
     """`merge_parts` by small term ranges gives the arrays of one range (the --dask index test
     covers one range against the local index)."""
-    from nlpkit.retrieval import bm25
+    from nlpkit.retrieval import bm25, bm25_shards
     from nlpkit.retrieval.search import make_tokenizer, tokenizer_settings
 
     tok = make_tokenizer(tokenizer_settings())
     shards = plan_shards([files[0]], 700)
-    parts = [bm25.count_shard([s], bm25.CountSettings("lines", tok)) for s in shards]
-    vocab, df, n_docs, total, max_tf = bm25.merge_summaries([bm25.shard_summary(p) for p in parts])
+    parts = [bm25_shards.count_shard([s], bm25_shards.CountSettings("lines", tok)) for s in shards]
+    vocab, df, n_docs, total, max_tf = bm25_shards.merge_summaries([bm25_shards.shard_summary(p) for p in parts])
     term_id = {t: i for i, t in enumerate(vocab)}
     idf = bm25.idf("lucene", np.maximum(df, 1), n_docs)
     first = np.cumsum([0] + [p.n_docs for p in parts])
     for k, p in enumerate(parts):
-        bm25.write_part((p, int(first[k]), k), str(tmp_path), term_id, idf, None, total / n_docs,
-                        "lucene", 1.5, 0.75, 0.5, 12)
+        bm25_shards.write_part((p, int(first[k]), k), str(tmp_path), term_id, idf, None, total / n_docs,
+                               "lucene", 1.5, 0.75, 0.5, 12)
     indptr = np.concatenate(([0], np.cumsum(df)))
     results = []
     for chunk in (1 << 23, 5, 1):
         out = {"postings": np.zeros(indptr[-1], np.uint32), "scores": np.zeros(indptr[-1], np.float32)}
-        bm25.merge_parts(str(tmp_path), len(parts), indptr, out, chunk=chunk)
+        bm25_shards.merge_parts(str(tmp_path), len(parts), indptr, out, chunk=chunk)
         results.append(out)
     assert len(parts) > 3 and (results[0]["postings"] > 0).all()
     for r in results[1:]:

@@ -309,7 +309,7 @@ def test_band_kernel_is_exact_up_to_band_and_never_below_it():
     P, lp = bd.encode([p[0] for p in pairs], bd.PAD_A)
     T, lt = bd.encode([p[1] for p in pairs], bd.PAD_B)
     width = int(bp.width_class(lp.max(keepdims=True))[0])
-    P = bd._widen(P, width, bd.PAD_A)[:, :width]
+    P = bd.widen(P, width, bd.PAD_A)[:, :width]
     for ref, osa in ((Levenshtein, False), (OSA, True)):
         got = bp.band_levenshtein(*bp.match_table(P, T, width), lp, lt, transpositions=osa)
         true = np.array([ref.distance(x, y) for x, y in pairs])

@@ -223,19 +223,3 @@ def test_an_empty_continuation_is_an_error(cli):
 def test_a_malformed_field_mapping_is_a_usage_error(cli):
     r = cli("score", "-m", GPT2, "--field", "answer", input=b'{"context": "a", "continuation": "b"}\n')
     assert r.returncode == 2 and "ROLE=NAME" in r.stderr.decode()
-
-
-def test_items_before_a_bad_one_are_printed_before_the_error(cli, tmp_path):
-    """Items are scored in blocks, but as they stream: the records of the items before a bad line, or before an item
-    the model cannot score, come out before the error that names its line."""
-    good = '{"context": "a", "continuation": " b"}\n'
-    path = tmp_path / "items.jsonl"
-    path.write_text(good * 2 + "{not json\n", encoding="utf-8")
-    r = cli("score", "-m", GPT2, str(path), "--format", "jsonl")
-    assert r.returncode == 1 and f"{path}, line 3: not valid JSON" in r.stderr.decode()
-    assert [rec["index"] for rec in records(r.stdout.decode(), "item")] == [0, 1]
-    path.write_text(good * 2 + '{"context": "a", "continuation": " b c d e f"}\n' + good, encoding="utf-8")
-    r = cli("score", "-m", GPT2, str(path), "--format", "jsonl", "--context", "2")
-    assert r.returncode == 1 and f"{path}, line 3: the continuation is" in r.stderr.decode()
-    assert "longer than the window of 2 tokens" in r.stderr.decode()
-    assert [rec["index"] for rec in records(r.stdout.decode(), "item")] == [0, 1]

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nlpkit.lm.ngram.ngram_counts import count_ngrams, merge_counts, sorted_unique
+from nlpkit.lm.ngram.ngram_count_shards import merge_counts
+from nlpkit.lm.ngram.ngram_counts import count_ngrams, sorted_unique
 from nlpkit.lm.ngram.train import train_ngram
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ngram"

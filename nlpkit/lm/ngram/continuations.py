@@ -44,6 +44,17 @@ class NgramContinuationScorer:
         conts = [self.model.lookup(words_of(c, self.transform))[0].tolist() for c in continuations]
         return score_grouped(self, [(ctx, c) for c in conts])
 
+    def check(self, context: str, continuations: Sequence[str]) -> list[tuple[list[int], list[int]]]:
+        """The (context ids, continuation ids) this request is scored on (`<s>` first), or the NlpkitError scoring
+        it would raise (a continuation without words), without scoring it: an evaluation checks every item before
+        it scores any."""
+        ctx_ids, _ = self.model.lookup(words_of(context, self.transform))
+        ctx = [self.model.bos_id] + ctx_ids.tolist()
+        pairs = [(ctx, self.model.lookup(words_of(c, self.transform))[0].tolist()) for c in continuations]
+        if any(not cont for _, cont in pairs):
+            raise NlpkitError("the continuation has no words: nothing to score")
+        return pairs
+
     def score_ids(self, ctx: list[int], conts: list[list[int]]) -> list[ContinuationScore]:
         """Each continuation's log-likelihood after the context (see the module docstring)."""
         out = []

@@ -186,6 +186,24 @@ class ContinuationScorer:
         """Each request's (context, continuations) scores, all requests packed into as few forwards as fit."""
         return self.score_pairs([[encode_pair(self.model, context, c) for c in conts] for context, conts in requests])
 
+    def check(self, context: str, continuations: Sequence[str]) -> list[tuple[list[int], list[int]]]:
+        """The (context ids, continuation ids) this request is scored on, or the NlpkitError scoring it would raise
+        (a context or continuation without tokens, a continuation longer than the window, no token to condition
+        an empty context on), without scoring it: an evaluation checks every item before it scores any."""
+        pairs = [encode_pair(self.model, context, c) for c in continuations]
+        for context_ids, cont in pairs:
+            self._check_pair(context_ids, cont)
+        return pairs
+
+    def _check_pair(self, ctx: list[int], cont: list[int]) -> None:
+        if not cont:
+            raise NlpkitError("the continuation has no tokens: nothing to score")
+        if not ctx:
+            raise NlpkitError("the context encodes to no tokens: there is nothing to condition on")
+        if len(cont) > self.window:
+            raise NlpkitError(f"the continuation is {len(cont)} tokens, longer than the window of "
+                              f"{self.window} tokens")
+
     def score_ids(self, ctx: list[int], conts: list[list[int]]) -> list[ContinuationScore]:
         """Score token-id continuations of one context."""
         return self.score_pairs([[(ctx, c) for c in conts]])[0]
@@ -200,13 +218,7 @@ class ContinuationScorer:
         copies: list[tuple[tuple[int, int], tuple[int, int]]] = []
         for r, pairs in enumerate(requests):
             for j, (ctx, cont) in enumerate(pairs):
-                if not cont:
-                    raise NlpkitError("the continuation has no tokens: nothing to score")
-                if not ctx:
-                    raise NlpkitError("the context encodes to no tokens: there is nothing to condition on")
-                if len(cont) > self.window:
-                    raise NlpkitError(f"the continuation is {len(cont)} tokens, longer than the window of "
-                                      f"{self.window} tokens")
+                self._check_pair(ctx, cont)
                 key = (tuple(ctx), tuple(cont))
                 if key in first:  # the same pair again (a choice after an empty context, twice): the same numbers
                     copies.append(((r, j), first[key]))

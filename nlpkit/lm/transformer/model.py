@@ -471,31 +471,87 @@ class Model:
         """Logits for every position from `logits_from` on (or the last only, or the positions `rows` only:
         [b, len(rows), V]). With a cache, positions continue at cache.position. With a `packing` (batch 1, no
         cache), the tokens are independent segments, each with its own positions and mask (`packing.py`).
-        Skipping rows nobody reads saves their share of the output projection."""
+        Skipping rows nobody reads saves their share of the output projection.
+
+        The steps: check the inputs, restart a longrope sequence, embed, plan each layer's attention (mask,
+        RoPE tables), choose the threads, run the blocks, keep the rows read, project to logits."""
+        tokens = self._checked_tokens(tokens, cache, packing)  # [b, t]
+        tokens, logits_from = self._longrope_restart(tokens, cache, logits_from)
+        b, t = tokens.shape
+        past, start = (cache.length, cache.position) if cache is not None else (0, 0)
+        x = self._embed(tokens, start, packing)  # [b, t, d]
+        with np.errstate(over="ignore"):
+            plans = self._attention_plans(t, past, start, packing)  # per layer (mask, softcap, cos/sin)
+            keep = self._last_layer_keep(t, last_only, logits_from, packing, rows)
+            pool, blas, n = self._thread_policy(b, t)
+            layers = self.layer_rows()
+            expander = self.expander  # native weights: one float32 scratch, so one forward at a time
+            with held_blas_threads(blas), expander.lock if expander is not None else nullcontext():
+                for li, rows_fns in enumerate(layers):
+                    if expander is not None:
+                        expander.expand(li)  # layer li's stored matrices into the scratch its closures read
+                    x = self._block(li, x, rows_fns, plans[li], cache, pool, keep if li == len(layers) - 1 else 0)
+        if cache is not None:
+            cache.tokens[:, past:past + t] = tokens
+            cache.advance(t)
+        x = self._read_rows(x, last_only, rows, logits_from, keep)  # [b, r, d]
+        return self._logits(x, n)  # [b, r, V]
+
+    # ---- the steps of forward
+
+    def _checked_tokens(self, tokens, cache: KVCache | None, packing: Packing | None) -> np.ndarray:  # -> [b, t]
+        """The token ids as a [batch, time] array, refused when out of range or not matching the cache/packing."""
         tokens = np.asarray(tokens)
         if tokens.ndim == 1:
             tokens = tokens[None, :]
         if tokens.ndim != 2 or tokens.shape[1] == 0:
             raise NlpkitError(f"forward needs a [batch, time] array of token ids with time >= 1, got {tokens.shape}")
-        c, w = self.config, self.weights
         b, t = tokens.shape
-        if tokens.size and (tokens.min() < 0 or tokens.max() >= c.vocab_size):
-            raise NlpkitError(f"token id out of range 0..{c.vocab_size - 1}: {int(tokens.min())}..{int(tokens.max())}")
+        vocab = self.config.vocab_size
+        if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
+            raise NlpkitError(f"token id out of range 0..{vocab - 1}: {int(tokens.min())}..{int(tokens.max())}")
         if packing is not None and (cache is not None or b != 1 or packing.length != t):
             raise NlpkitError(f"a packed forward takes one row of {packing.length} tokens and no KV cache, "
                               f"got {tokens.shape}")
         if cache is not None and cache.batch != b:
             raise NlpkitError(f"tokens have batch {b} but the KV cache has batch {cache.batch}")
-        if cache is not None and cache.length and self.rope is not None and self.rope.long is not None \
-                and cache.position <= self.rope.long_after < cache.position + t:
-            # longrope, like transformers' Phi-3 generate: when the sequence first passes the original context,
-            # the cached short-factor keys are dropped and everything is recomputed with the long factors
-            kept = cache.length
-            tokens = np.concatenate([cache.tokens[:, :kept], tokens], axis=1)
-            cache.length = 0
-            logits_from += kept
-            t = tokens.shape[1]
-        past, start = (cache.length, cache.position) if cache is not None else (0, 0)
+        return tokens
+
+    def _longrope_restart(self, tokens: np.ndarray, cache: KVCache | None,
+                          logits_from: int) -> tuple[np.ndarray, int]:  # [b, t] -> [b, kept + t]
+        """longrope, like transformers' Phi-3 generate: when the sequence first passes the original context, the
+        cached short-factor keys are dropped and everything is recomputed with the long factors (the cached
+        tokens go first; their logits are not returned)."""
+        t = tokens.shape[1]
+        if cache is None or not cache.length or self.rope is None or self.rope.long is None \
+                or not cache.position <= self.rope.long_after < cache.position + t:
+            return tokens, logits_from
+        kept = cache.length
+        tokens = np.concatenate([cache.tokens[:, :kept], tokens], axis=1)
+        cache.length = 0
+        return tokens, logits_from + kept
+
+    def _embed(self, tokens: np.ndarray, start: int, packing: Packing | None) -> np.ndarray:  # [b, t] -> [b, t, d]
+        """Token embeddings (scaled where the family scales them), plus GPT-2's learned positions."""
+        c, w = self.config, self.weights
+        x = w.embed_tokens(tokens)
+        if c.embed_scale is not None:
+            x = x * np.float32(c.embed_scale)
+        if c.uses_rope:
+            return x
+        t = tokens.shape[1]
+        end = start + t if packing is None else int(packing.positions.max()) + 1
+        if end > c.max_seq_len:
+            raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions; {end} tokens do not fit "
+                              f"(use a sliding window: perplexity `context`)")
+        with np.errstate(over="ignore"):
+            return x + (w.pos_embed[start:start + t] if packing is None else w.pos_embed[packing.positions])
+
+    def _attention_plans(self, t: int, past: int, start: int, packing: Packing | None) -> list[tuple]:
+        """Per layer, what its attention needs: (mask, softcap, (cos, sin)): the causal mask (or the packing),
+        windowed for sliding layers; the RoPE tables of the layer's kind (None for GPT-2).
+        # masks [t, past + t] | Packing | None; cos, sin [t, rot/2]"""
+        c = self.config
         window = c.sliding_window
         if packing is not None:
             mask = packing
@@ -503,62 +559,61 @@ class Model:
         else:
             mask = causal_mask(t, past) if t > 1 else None
             local_mask = causal_mask(t, past, window) if window and past + t > window else mask
-        x = w.embed_tokens(tokens)  # [b, t, d]
-        if c.embed_scale is not None:
-            x = x * np.float32(c.embed_scale)
+        if not c.uses_rope:
+            return [(mask, None, None)] * len(self.weights.layers)
+        cs = self._cos_sin(self.rope, start, t, packing)
+        local_cs = self._cos_sin(self.local_rope, start, t, packing) if self.local_rope is not self.rope else cs
+        full, sliding = (mask, c.attn_softcap, cs), (local_mask, c.attn_softcap, local_cs)
+        return [sliding if kind == "sliding" else full for kind in self.layer_kinds()]
+
+    @staticmethod
+    def _last_layer_keep(t: int, last_only: bool, logits_from: int, packing: Packing | None,
+                         rows: np.ndarray | None) -> int:
+        """The rows the last layer skips (`block`'s `keep`): it finishes only the rows read after it, from a whole
+        attention block on and at least a block's rows, so its matrix products keep the shapes (and OpenBLAS
+        kernels, bits) of the full pass. A packed forward's rows, or chosen `rows`, are anywhere: none skipped."""
+        if packing is not None or rows is not None:
+            return 0
+        keep = t - 1 if last_only else min(logits_from, t - 1)
+        return min(keep - keep % ATTN_BLOCK, max(t - ATTN_BLOCK, 0))
+
+    @staticmethod
+    def _thread_policy(b: int, t: int) -> tuple[RowPool, int, int]:
+        """(row pool, BLAS threads inside the blocks, BLAS threads for the output projection). Long inputs split
+        their rows over the free CPUs (`threads.engine_threads`), each row on one BLAS thread. A small batch
+        (sampling -n N decode steps) runs gemms of a few rows, where BLAS threads cost more in synchronisation than
+        they give (measured: sample -n 8 15x slower with 2 BLAS threads on a busy machine): one BLAS thread.
+        Batch-1 steps run BLAS on the free CPUs."""
         n = engine_threads()  # the CPUs free for us now, at most BLAS's own count (threads.CpuShare)
-        n_threads = n if t >= PARALLEL_MIN_TOKENS else 1
-        rope_block = c.uses_rope
-        with np.errstate(over="ignore"):
-            if rope_block:
-                cos, sin = self._cos_sin(self.rope, start, t, packing)  # [t, hd/2]
-                local_cs = self._cos_sin(self.local_rope, start, t, packing) if self.local_rope is not self.rope \
-                    else (cos, sin)
-                kinds = self.layer_kinds()
-            else:
-                end = start + t if packing is None else int(packing.positions.max()) + 1
-                if end > c.max_seq_len:
-                    raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions; {end} tokens do not fit "
-                                      f"(use a sliding window: perplexity `context`)")
-                x = x + (w.pos_embed[start:start + t] if packing is None else w.pos_embed[packing.positions])
-            pool = RowPool(n_threads) if n_threads > 1 else SERIAL
-            # a small batch (sampling -n N decode steps): gemms of a few rows, where BLAS threads cost more in
-            # synchronisation than they give (measured: sample -n 8 15x slower with 2 BLAS threads on a busy
-            # machine); one BLAS thread. Batch-1 steps run BLAS on the n free CPUs.
-            small_batch = b > 1 and b * t < PARALLEL_MIN_TOKENS
-            # the last layer finishes only the rows read after it, from a whole attention block on and at least
-            # a block's rows, so its matrix products keep the shapes (and OpenBLAS kernels, bits) of the full pass
-            # (a packed forward's rows are anywhere: all finished)
-            keep = t - 1 if last_only else min(logits_from, t - 1)
-            keep = 0 if packing is not None or rows is not None else min(keep - keep % ATTN_BLOCK,
-                                                                          max(t - ATTN_BLOCK, 0))
-            last = len(self.layer_rows()) - 1
-            expander = self.expander
-            with held_blas_threads(1 if n_threads > 1 or small_batch else n), \
-                    expander.lock if expander is not None else nullcontext():
-                for li, (project, finish) in enumerate(self.layer_rows()):
-                    if expander is not None:
-                        expander.expand(li)
-                    kl = keep if li == last else 0
-                    if not rope_block:
-                        x = block(x, c, project, finish, cache, li, mask, pool, keep=kl)
-                    elif kinds[li] == "sliding":
-                        x = block(x, c, project, finish, cache, li, local_mask, pool, c.attn_softcap, local_cs, kl)
-                    else:
-                        x = block(x, c, project, finish, cache, li, mask, pool, c.attn_softcap, (cos, sin), kl)
-        if cache is not None:
-            cache.tokens[:, past:past + t] = tokens
-            cache.advance(t)
+        n_rows = n if t >= PARALLEL_MIN_TOKENS else 1
+        small_batch = b > 1 and b * t < PARALLEL_MIN_TOKENS
+        pool = RowPool(n_rows) if n_rows > 1 else SERIAL
+        return pool, 1 if n_rows > 1 or small_batch else n, n
+
+    def _block(self, li: int, x: np.ndarray, rows_fns: tuple, plan: tuple, cache: KVCache | None, pool: RowPool,
+               keep: int) -> np.ndarray:  # [b, t, d] -> [b, t - keep, d]
+        """Layer `li` on x: its (project, finish) closures under its attention plan (mask, softcap, cos/sin)."""
+        project, finish = rows_fns
+        mask, softcap, cs = plan
+        return block(x, self.config, project, finish, cache, li, mask, pool, softcap, cs, keep)
+
+    @staticmethod
+    def _read_rows(x: np.ndarray, last_only: bool, rows: np.ndarray | None, logits_from: int,
+                   keep: int) -> np.ndarray:  # [b, t - keep, d] -> [b, r, d]
+        """The rows whose logits are asked for (x starts at row `keep` of the input)."""
         if last_only:
-            x = x[:, -1:]
-        elif rows is not None:
-            x = x[:, rows]
-        else:
-            x = x[:, max(logits_from - keep, 0):]  # [b, t - logits_from, d]
-        x = rms_norm(x, w.norm_g, c.norm_eps) if rope_block and c.norm == "rms" \
+            return x[:, -1:]
+        if rows is not None:
+            return x[:, rows]
+        return x[:, max(logits_from - keep, 0):]  # [b, t - logits_from, d]
+
+    def _logits(self, x: np.ndarray, blas_threads: int) -> np.ndarray:  # [b, r, d] -> [b, r, V]
+        """The final norm and the output projection (soft-capped where the family caps it)."""
+        c, w = self.config, self.weights
+        x = rms_norm(x, w.norm_g, c.norm_eps) if c.uses_rope and c.norm == "rms" \
             else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
-        with held_blas_threads(n):
-            logits = linear(x, w.lm_head)  # [b, t, V]
+        with held_blas_threads(blas_threads):
+            logits = linear(x, w.lm_head)  # [b, r, V]
         if c.final_softcap is not None:
             softcap_(logits, c.final_softcap)
         return logits

@@ -1,4 +1,5 @@
-"""Cutting inputs into shards: byte ranges of files that start and end at record boundaries.
+"""The shard protocol: byte ranges of files that start and end at record boundaries, and the
+signature of a counting stage's map function.
 
 A plain file is cut every `shard_bytes` (default 64 MB) at the next line end (or, for
 paragraph corpora, the next blank line; for SMART files the next ``.I`` line), so every
@@ -8,7 +9,10 @@ opens (``s3://``, ``gs://``, ``hdfs://``, ``memory://``): a worker opens its sha
 itself, so only the shard description (path, start, end) crosses the network.
 
 Planning reads a few bytes around each cut point (a seek and a short read per shard), not
-the file. Nothing here imports dask: the same shards are read by the local path in tests.
+the file. Nothing here imports dask: this is the ground floor the wings' shard modules
+(``stats/pmi_shards.py``, ``retrieval/bm25_shards.py``, ...) build on, and the same shards are
+read by the local path in tests; `nlpkit.distributed` (the one module that knows Dask) plans
+and submits them.
 
 >>> s = Shard("corpus.txt", 0, 0, 100)
 >>> str(s)
@@ -225,7 +229,7 @@ def plan_shards(paths: list[str], shard_bytes: int = SHARD_BYTES, split: str = "
 
 
 __all__ = ["SHARD_BYTES", "Shard", "plan_shards", "group_shards", "auto_shard_bytes", "parse_size", "file_size",
-           "decompress"]
+           "decompress", "CountShards", "CountingStage", "moved_names"]
 
 
 # ------------------------------------------------------------------ a counting stage's map function
@@ -248,8 +252,28 @@ class CountShards(Protocol[SettingsT, PartT]):
 
 @dataclass(frozen=True)
 class CountingStage(Generic[SettingsT, PartT]):
-    """A wing's counting stage as `nlpkit.distributed.stages` runs it: its map function and the merge
-    of partial results in input order (None: the parts stay on the workers)."""
+    """A wing's counting stage (declared in its ``*_shards`` module) as `nlpkit.distributed.stages` runs
+    it: its map function and the merge of partial results in input order (None: the parts stay on the
+    workers)."""
 
     count: CountShards[SettingsT, PartT]
     merge: Callable[[list[PartT]], PartT] | None = None
+
+
+def moved_names(module: str, new: str, names: Sequence[str]) -> Callable[[str], object]:
+    """A module-level ``__getattr__`` for `module` whose `names` moved to module `new`: each stays
+    importable from the old place, with a DeprecationWarning, for one release (0.4, issue 34: each
+    wing's shard code left its algorithm module for a ``*_shards`` module of its own)."""
+    moved = frozenset(names)
+
+    def __getattr__(name: str) -> object:
+        if name not in moved:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        import importlib
+        import warnings
+
+        warnings.warn(f"{module}.{name} moved to {new}.{name}; import it from there (the old path goes in the "
+                      "next release)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(new), name)
+
+    return __getattr__
