@@ -155,10 +155,11 @@ def write_bf16_dir(directory: Path, layers: int) -> None:
             f.write(quantize(w, GGMLQuantizationType.BF16).tobytes())
 
 
-def build(out: Path, layers: int) -> dict[str, Path]:
+def build(out: Path, layers: int, which: list[str]) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     files = {"Q8_0 GGUF": out / f"big-{layers}l.Q8_0.gguf", "F16 GGUF": out / f"big-{layers}l.F16.gguf",
              "BF16 safetensors dir": out / f"big-{layers}l-bf16"}
+    files = {k: v for k, v in files.items() if k.split()[0] in which}
     for label, p in files.items():
         if p.exists():
             continue
@@ -227,6 +228,7 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=256)
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--skip-float32", action="store_true", help="native rows only (no 4-bytes-a-weight cache)")
+    ap.add_argument("--files", default="Q8_0,F16,BF16", help="which files to build and measure [all three]")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -236,7 +238,7 @@ def main() -> None:
         print(json.dumps(result), file=sys.stderr)
         return
     sys.path.insert(0, str(REPO))
-    files = build(a.out, a.layers)
+    files = {k: v for k, v in build(a.out, a.layers, a.files.split(",")).items()}
     text = a.out / "text.txt"
     text.write_text((REPO / "tests" / "fixtures" / "text" / "held_out_sample.txt").read_text() * 2)
     cache = a.out / "cache"

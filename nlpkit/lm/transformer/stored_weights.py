@@ -33,7 +33,7 @@ from nlpkit.lm.transformer.quant_blocks import DECODERS, check_type, expand_rows
 from nlpkit.lm.transformer.threads import SERIAL, RowPool, engine_threads
 
 TILE_WEIGHTS = 1 << 17  # weights per expansion chunk: its code temporaries stay in the CPU's cache
-HEAD_TILE_ROWS = 4096  # vocabulary rows of the output projection expanded at a time
+HEAD_TILE_ROWS = 2048  # vocabulary rows of the output projection expanded at a time
 SMALL_MATRIX = 1 << 20  # weights: at most this, a matrix is expanded [in, out] in C order (see LayerExpander)
 
 
