@@ -229,6 +229,7 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--skip-float32", action="store_true", help="native rows only (no 4-bytes-a-weight cache)")
     ap.add_argument("--files", default="Q8_0,F16,BF16", help="which files to build and measure [all three]")
+    ap.add_argument("--build-only", action="store_true", help="build the files, measure nothing")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -238,7 +239,9 @@ def main() -> None:
         print(json.dumps(result), file=sys.stderr)
         return
     sys.path.insert(0, str(REPO))
-    files = {k: v for k, v in build(a.out, a.layers, a.files.split(",")).items()}
+    files = build(a.out, a.layers, a.files.split(","))
+    if a.build_only:
+        return
     text = a.out / "text.txt"
     text.write_text((REPO / "tests" / "fixtures" / "text" / "held_out_sample.txt").read_text() * 2)
     cache = a.out / "cache"

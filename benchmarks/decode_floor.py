@@ -65,7 +65,7 @@ def main() -> None:
     import os
 
     from nlpkit.lm.transformer.loaders import load_model
-    from nlpkit.lm.transformer.threads import held_blas_threads
+    from nlpkit.lm.threads import held_blas_threads
 
     model = load_model(bench_lm.HF_DIR)
     mats = step_matmuls(model.weights)

@@ -101,17 +101,17 @@ def _cache_saving(items_path: str) -> dict:
     against each choice from scratch (its context run again, as lm-evaluation-harness does), both in nlpkit's
     packed blocks."""
     from nlpkit.evaluation.evaluate import BLOCK_ITEMS
-    from nlpkit.lm.transformer.continuations import ContinuationScorer
+    from nlpkit.lm.transformer.packed_scoring import PackedScorer
     from nlpkit.lm.transformer.loaders import load_model
     model = load_model(bench_lm.HF_DIR)
     items = [json.loads(line) for line in Path(items_path).read_text(encoding="utf-8").splitlines()]
     requests = [(it["context"], [" " + c for c in it["choices"]]) for it in items]
     out = {}
     for name, share in (("shared", True), ("alone", False)):
-        scorer = ContinuationScorer(model, share=share)
+        scorer = PackedScorer(model, share=share)
         t = time.perf_counter()
         for i in range(0, len(requests), BLOCK_ITEMS):
-            scorer.score_batch(requests[i:i + BLOCK_ITEMS])
+            scorer.score_requests(requests[i:i + BLOCK_ITEMS])
         out[f"{name}_s"], out[f"{name}_tokens"] = time.perf_counter() - t, scorer.tokens
     return out
 

@@ -28,7 +28,6 @@ _MOVED = {
     "nlpkit.lm.config": "nlpkit.lm.transformer.config",
     "nlpkit.lm.cache": "nlpkit.lm.transformer.cache",
     "nlpkit.lm.rope": "nlpkit.lm.transformer.rope",
-    "nlpkit.lm.threads": "nlpkit.lm.transformer.threads",
     "nlpkit.lm.loaders": "nlpkit.lm.transformer.loaders",
     "nlpkit.lm.loaders.hf": "nlpkit.lm.transformer.loaders.hf",
     "nlpkit.lm.loaders.gguf": "nlpkit.lm.transformer.loaders.gguf",
@@ -41,6 +40,14 @@ _MOVED = {
     "nlpkit.bleu": "nlpkit.mt.bleu",              # issue 24: a wing like the others, no top-level exemption
     # 0.4 (issue 34): the shard protocol on the ground floor, so that no wing imports `nlpkit.distributed`.
     "nlpkit.distributed.shards": "nlpkit.shards",
+    # issue 34: names that say where they are (no two modules under nlpkit/lm/ share a basename);
+    # threads serve perplexity, divergence and the Dask stages, not only the engine.
+    "nlpkit.lm.transformer.threads": "nlpkit.lm.threads",
+    "nlpkit.lm.transformer.backend": "nlpkit.lm.transformer.transformer_lm",
+    "nlpkit.lm.transformer.continuations": "nlpkit.lm.transformer.packed_scoring",
+    "nlpkit.lm.ngram.backend": "nlpkit.lm.ngram.ngram_lm",
+    "nlpkit.lm.ngram.continuations": "nlpkit.lm.ngram.ngram_continuations",
+    "nlpkit.lm.ngram.sampling": "nlpkit.lm.ngram.ngram_sampling",
 }
 
 

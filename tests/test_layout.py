@@ -113,7 +113,6 @@ def test_no_command_module_imports_another_command_module():
     ("nlpkit.lm.config", "nlpkit.lm.transformer.config"),
     ("nlpkit.lm.cache", "nlpkit.lm.transformer.cache"),
     ("nlpkit.lm.rope", "nlpkit.lm.transformer.rope"),
-    ("nlpkit.lm.threads", "nlpkit.lm.transformer.threads"),
     ("nlpkit.lm.loaders", "nlpkit.lm.transformer.loaders"),
     ("nlpkit.lm.loaders.hf", "nlpkit.lm.transformer.loaders.hf"),
     ("nlpkit.lm.loaders.gguf", "nlpkit.lm.transformer.loaders.gguf"),
@@ -124,6 +123,12 @@ def test_no_command_module_imports_another_command_module():
     ("nlpkit.lm.ngram.counting", "nlpkit.lm.ngram.ngram_counts"),
     ("nlpkit.bpe.batch", "nlpkit.bpe.parallel_encoding"),
     ("nlpkit.distributed.shards", "nlpkit.shards"),
+    ("nlpkit.lm.transformer.threads", "nlpkit.lm.threads"),
+    ("nlpkit.lm.transformer.backend", "nlpkit.lm.transformer.transformer_lm"),
+    ("nlpkit.lm.transformer.continuations", "nlpkit.lm.transformer.packed_scoring"),
+    ("nlpkit.lm.ngram.backend", "nlpkit.lm.ngram.ngram_lm"),
+    ("nlpkit.lm.ngram.continuations", "nlpkit.lm.ngram.ngram_continuations"),
+    ("nlpkit.lm.ngram.sampling", "nlpkit.lm.ngram.ngram_sampling"),
 ])
 def test_old_module_paths_import_the_new_module_with_a_deprecation_warning(old, new):
     import sys
@@ -204,7 +209,6 @@ def test_an_unknown_name_of_a_module_with_moved_names_is_still_an_attribute_erro
 
 # Modules of the lm wing that still reach `nlpkit.distributed` for the perplexity path (being moved out:
 # the CLI is to build the window and line mappers and pass them down, as `score` does).
-LM_PERPLEXITY_DASK = {"nlpkit.lm.transformer.backend", "nlpkit.lm.ngram.backend", "nlpkit.lm.comparison"}
 
 
 def _wing_imports_of_distributed(wing: str) -> dict[str, list[str]]:
@@ -223,9 +227,7 @@ def _wing_imports_of_distributed(wing: str) -> dict[str, list[str]]:
 @pytest.mark.parametrize("wing", [
     "nlpkit.edit", "nlpkit.stats", "nlpkit.retrieval", "nlpkit.bpe", "nlpkit.mt", "nlpkit.evaluation",
     "nlpkit.io", "nlpkit.shards", "nlpkit.text", "nlpkit.errors", "nlpkit.signature", "nlpkit.workers",
-    pytest.param("nlpkit.lm", marks=pytest.mark.xfail(
-        strict=False, reason="the perplexity path of lm/ (LM_PERPLEXITY_DASK) still imports nlpkit.distributed.stages "
-                             "inside functions; a separate change moves it out")),
+    "nlpkit.lm",
 ])
 def test_no_wing_imports_the_dask_adapter(wing):
     """`nlpkit.distributed` is the one module that knows Dask: it imports the wings (their ``*_shards`` modules),
@@ -233,11 +235,6 @@ def test_no_wing_imports_the_dask_adapter(wing):
     found = _wing_imports_of_distributed(wing)
     assert not found, "a wing imports nlpkit.distributed: " + "; ".join(f"{m} -> {', '.join(t)}"
                                                                           for m, t in found.items())
-
-
-def test_lm_imports_the_dask_adapter_only_on_the_perplexity_path():
-    """Until the perplexity path moves out, no other lm module takes up an import of `nlpkit.distributed`."""
-    assert set(_wing_imports_of_distributed("nlpkit.lm")) <= LM_PERPLEXITY_DASK
 
 
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
@@ -271,10 +268,6 @@ def test_no_message_outside_the_cli_spells_a_flag(wing):
     hits = _strings_spelling_flags(PKG)
     hits = [h for h in hits if h.startswith("nlpkit/lm/") == (wing == "lm")]
     assert not hits, "name the parameter in backticks instead:\n" + "\n".join(hits)
-
-
-# h-lm moves lm/transformer/threads.py to lm/threads.py and makes `match_blas_threads` public
-THREAD_NAMES = {"_match_blas_threads", "_openblas"}
 
 
 def _private_imports() -> list[tuple[str, str]]:
@@ -313,14 +306,77 @@ def _private_imports() -> list[tuple[str, str]]:
     return found
 
 
-@pytest.mark.parametrize("names", [
-    "all but the thread helpers",
-    pytest.param("the thread helpers", marks=pytest.mark.xfail(
-        reason="h-lm's branch moves threads.py to nlpkit/lm/threads.py and makes match_blas_threads public",
-        strict=False)),
-])
-def test_no_private_name_is_imported_from_another_module(names):
+def test_no_private_name_is_imported_from_another_module():
     """A name starting with `_` is its module's own: one shared with another module is public (or moves there)."""
-    hits = [f"{where}: {name}" for where, name in _private_imports()
-            if (name in THREAD_NAMES) == (names == "the thread helpers")]
+    hits = [f"{where}: {name}" for where, name in _private_imports()]
     assert not hits, "make these public or move them:\n" + "\n".join(hits)
+
+
+# ----------------------------------------------------------------- the language-model layer (issue 34)
+
+def test_no_two_modules_under_lm_share_a_basename():
+    """A module's name says where it is: `transformer_lm.py`, `ngram_lm.py`, never two `backend.py`."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((PKG / "lm").rglob("*.py")):
+        if path.name != "__init__.py":
+            seen.setdefault(path.stem, []).append(path.relative_to(PKG.parent).as_posix())
+    assert {stem: paths for stem, paths in seen.items() if len(paths) > 1} == {}
+
+
+def _getattr_on_scorers(root: Path) -> list[str]:
+    """`getattr(x, ...)` / `hasattr(x, ...)` where x is named like a continuation scorer (`scorer`, `sc`,
+    `reference`, `*_scorer`), as ``path:line``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr") and node.args
+                    and isinstance(node.args[0], ast.Name)
+                    and re.fullmatch(r"(\w+_)?scorers?|sc|reference", node.args[0].id)):
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}")
+    return found
+
+
+def test_no_optional_scorer_method_is_probed_with_getattr():
+    """A `ContinuationScorer` declares what it does (`batched`, `render`, `score_requests`): callers read the
+    protocol, never probe a scorer for a method it might have."""
+    assert _getattr_on_scorers(PKG) == []
+
+
+def test_the_probe_finder_finds_a_probe(tmp_path):
+    (tmp_path / "m.py").write_text("def f(scorer):\n    return getattr(scorer, 'score_batch', None)\n")
+    assert len(_getattr_on_scorers(tmp_path)) == 1
+
+
+def test_no_command_asks_which_kind_of_model_it_holds():
+    """Commands (nlpkit/cli/) and the evaluation wing are written against `LanguageModel`: no `lm.kind == ...`,
+    no isinstance of a backend class, no import of a backend module (they go through `nlpkit.lm.load`)."""
+    backends = {"nlpkit.lm.transformer.transformer_lm", "nlpkit.lm.ngram.ngram_lm"}
+    mods = _modules()
+    found = []
+    for name, path in sorted(mods.items()):
+        if not name.startswith(("nlpkit.cli", "nlpkit.evaluation")):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(isinstance(x, ast.Attribute) and x.attr == "kind"
+                                                    for x in [node.left, *node.comparators]):
+                found.append(f"{name}:{node.lineno}: compares .kind")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+                    and "LM" in ast.unparse(node.args[1])):
+                found.append(f"{name}:{node.lineno}: isinstance of a backend")
+        found += [f"{name}: imports {m}" for m in _imports(path, name, set(mods)) & backends]
+    assert found == []
+
+
+def test_the_shared_lm_layer_needs_no_backend_at_import():
+    """`lm/generation.py` needs only the interface; `lm/perplexity.py` imports nothing under `lm/transformer/` (which
+    imports perplexity), at any depth."""
+    mods = _modules()
+    known = set(mods)
+    gen = ast.parse(mods["nlpkit.lm.generation"].read_text(encoding="utf-8"))
+    top = {n.module for n in gen.body if isinstance(n, ast.ImportFrom)} | \
+          {a.name for n in gen.body if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in top if m and m.startswith(("nlpkit.lm.transformer", "nlpkit.lm.ngram"))}
+    assert not {m for m in _imports(mods["nlpkit.lm.perplexity"], "nlpkit.lm.perplexity", known)
+                if m.startswith("nlpkit.lm.transformer")}

@@ -1,5 +1,5 @@
-"""`nlpkit perplexity`: how well a language model predicts a text (core: nlpkit/lm/perplexity.py through
-the model's `perplexity_run`; a transformer scores windows, an n-gram model each line as KenLM's query)."""
+"""`nlpkit perplexity`: how well a language model predicts a text (core: `nlpkit.lm.perplexity.perplexity_run`;
+a transformer scores windows, an n-gram model each line as KenLM's query; on Dask, the mappers built here)."""
 
 from __future__ import annotations
 
@@ -101,8 +101,10 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
                           per_token=per_token, errors=encoding_errors)
     else:
-        run = lm.perplexity_run(paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos, per_line=per_line,
-                                per_token=per_token, errors=encoding_errors)
+        from nlpkit.lm.perplexity import perplexity_run
+
+        run = perplexity_run(lm, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos, per_line=per_line,
+                             per_token=per_token, errors=encoding_errors)
     if run.stride is not None and run.stride >= run.context:
         warn(f"--stride {run.stride} equal to the context {run.context}: as in the transformers guide, the first "
              "token of each window after the first is not scored (a smaller --stride, or --mode disjoint, scores "
@@ -117,7 +119,12 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
             client = stack.enter_context(connect(dask, quiet))
         out = stack.enter_context(open_writer(run.columns, fmt, run.signature, no_signature, digits=run.digits))
         tick = stack.enter_context(progress("tasks" if dask else "scoring", quiet=quiet))
-        records = run.records(tick, client, size)
+        map_windows = map_lines = None
+        if client is not None:  # the core is handed mappers, as `score` hands `Evaluation.run` one
+            from nlpkit.distributed.stages import perplexity_lines, perplexity_windows
+
+            map_windows, map_lines = perplexity_windows(client, size, tick), perplexity_lines(client, size, tick)
+        records = run.records(tick, map_windows, map_lines)
         from nlpkit.cli.perplexity_table import compare_table, merged_columns, merged_record
 
         if out.fmt != "table" or per_token:

@@ -1,6 +1,6 @@
 """`nlpkit score`: log-likelihoods, multiple-choice accuracy and preference pairs of JSONL items, as
 lm-evaluation-harness computes them, with standard errors and paired comparisons of several models
-(core: nlpkit/evaluation/, nlpkit/lm/transformer/continuations.py, nlpkit/lm/ngram/continuations.py)."""
+(core: nlpkit/evaluation/, nlpkit/lm/transformer/packed_scoring.py, nlpkit/lm/ngram/ngram_continuations.py)."""
 
 from __future__ import annotations
 

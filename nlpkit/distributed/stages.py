@@ -337,28 +337,19 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
             "avgdl": total_len / n_docs, "bytes": store.index_size(out_dir)}
 
 
-def perplexity_lines(client, paths: list[str], model_key: tuple, mode: str, context: int,
-                     stride: int | None, add_bos: bool, errors: str = "strict",
-                     shard_bytes: int | None = None, progress: Callable[..., None] | None = None,
-                     per_token: bool = False):
-    """``perplexity --per-line`` over a cluster: yields (file, line number, Perplexity or None)
-    in input order — (Perplexity, Scored) pairs with `per_token`. Each worker loads the model once (`perplexity.cached_model`); the driver holds
-    only the shards finished ahead of the one it is writing."""
+def perplexity_lines(client, shard_bytes: int | None = None, progress: Callable[..., None] | None = None) -> Callable:
+    """A `map_lines` for `nlpkit.lm.perplexity.perplexity_run` (``perplexity --per-line``, and an n-gram model's
+    sentences): `map_lines(paths, task, args)` splits the files into line shards, runs `task(shard, *args)` on the
+    workers (a model loaded once per worker: the task's own cache) and yields (file index, path, result) per shard
+    in input order; the driver holds only the shards finished ahead of the one it is writing."""
     from nlpkit.distributed.cluster import map_ordered
-    from nlpkit.lm import perplexity
-    from nlpkit.lm.transformer import threads
 
-    shards, _ = plan(client, paths, shard_bytes)
-    line, current = 0, None
-    results = map_ordered(client, perplexity.score_lines_shard, shards, progress,
-                          args=(model_key, mode, context, stride, add_bos, errors, threads.blas_threads(),
-                                per_token))
-    for shard, (_, scored) in zip(shards, results):
-        if shard.file_index != current:
-            current, line = shard.file_index, 0
-        for p in scored:
-            line += 1
-            yield shard.path, line, p
+    def run(paths: list[str], task: Callable, args: tuple) -> Iterator[tuple[int, str, object]]:
+        shards, _ = plan(client, paths, shard_bytes)
+        for shard, result in zip(shards, map_ordered(client, task, shards, progress, args=args)):
+            yield shard.file_index, shard.path, result
+
+    return run
 
 
 def ngram_counts(client, paths: list[str], order: int, lowercase: bool = False, transform=None,
@@ -372,23 +363,6 @@ def ngram_counts(client, paths: list[str], order: int, lowercase: bool = False, 
                     ngram_count_shards.CountSettings(order, lowercase, transform, errors), progress)
 
 
-def ngram_perplexity_shards(client, paths: list[str], model_path: str, errors: str = "strict",
-                            per_token: bool = False, per_line: bool = False, shard_bytes: int | None = None,
-                            progress: Callable[..., None] | None = None) -> Iterator[tuple[int, object]]:
-    """``perplexity --model lm.arpa`` over a cluster: (file index, `LineSums` or, with `per_token`, a
-    `ScoredBatch`) in input order, from `nlpkit.lm.ngram.line_scoring.score_shard` on line shards (lines
-    are sentences: shards are independent). Each worker loads the model once; the path must be
-    readable on the workers."""
-    from nlpkit.distributed.cluster import map_ordered
-    from nlpkit.lm.ngram import line_scoring
-
-    shards, _ = plan(client, paths, shard_bytes)
-    for shard, parts in zip(shards, map_ordered(client, line_scoring.score_shard, shards, progress,
-                                                args=(model_path, errors, per_token, per_line))):
-        for part in parts:
-            yield shard.file_index, part
-
-
 def score_items(client, score_chunk: Callable, args: tuple, shard_bytes: int | None = None,
                 progress: Callable[..., None] | None = None, block: int = 1) -> Callable:
     """A `map_items` for `nlpkit.evaluation.evaluate.Evaluation.run` (``score --dask``): the driver reads and checks
@@ -398,7 +372,7 @@ def score_items(client, score_chunk: Callable, args: tuple, shard_bytes: int | N
     `TASKS_PER_WORKER` tasks per worker; in whole blocks of `block` items, the runs the local scorer batches, so
     that a worker computes each item exactly as the local run does."""
     from nlpkit.distributed.cluster import map_ordered
-    from nlpkit.lm.transformer import threads
+    from nlpkit.lm import threads
 
     def run(items):
         items = list(items)
@@ -433,34 +407,28 @@ def chunk_items(items: list, shard_bytes: int | None, workers: int, block: int =
 WINDOW_TASK_TOKENS = 65536   # at most this many input tokens of windows per task (whole-text perplexity)
 
 
-def perplexity_windows(client, model_key: tuple, shard_bytes: int | None = None,
-                       progress: Callable[..., None] | None = None, *, task: Callable | None = None,
-                       more_keys: tuple = ()) -> Callable:
-    """A `map_windows` for `nlpkit.lm.perplexity.score_ids`: the windows of a whole text, scored on
-    the workers (each loads the model once) in tasks of consecutive windows holding about
-    `shard_bytes / 4` input tokens (at most `WINDOW_TASK_TOKENS`, at least one window), yielded
-    in order. Only the windows' token ids travel; each comes back as its log-probabilities.
-    `task(chunks, model_key, *more_keys, blas_threads)` replaces `score_windows_task` (e.g.
-    `nlpkit.lm.comparison.compare_windows_task`, with the base's key: each window comes back compared)."""
+def perplexity_windows(client, shard_bytes: int | None = None, progress: Callable[..., None] | None = None) -> Callable:
+    """A `map_windows` for `nlpkit.lm.perplexity.perplexity_run` and `nlpkit.lm.comparison.compare_run`: the windows
+    of a whole text, `map_windows(task, windows, args)` with `windows` a list of (window tokens, first scored),
+    scored on the workers as `task(chunk, *args)` (each loads the model once) in tasks of consecutive windows
+    holding about `shard_bytes / 4` input tokens (at most `WINDOW_TASK_TOKENS`, at least one window), each
+    window's result yielded in order. Only the windows' token ids travel."""
     from nlpkit.distributed.cluster import Ticker, map_ordered
-    from nlpkit.lm import perplexity
-    from nlpkit.lm.transformer import threads
 
-    task = task or perplexity.score_windows_task
     tick = Ticker(progress, 0)
 
-    def run(seq: list[int], windows: list) -> Iterator:
+    def run(task: Callable, windows: list[tuple[list[int], int]], args: tuple) -> Iterator:
         budget = max(1, min((shard_bytes or SHARD_BYTES) // 4, WINDOW_TASK_TOKENS))
         tasks, group, size = [], [], 0
-        for w in windows:
-            if group and size + (w.end - w.start) > budget:
+        for ids, first in windows:
+            if group and size + len(ids) > budget:
                 tasks.append(group)
                 group, size = [], 0
-            group.append((w.tokens(seq), w.first))
-            size += w.end - w.start
+            group.append((ids, first))
+            size += len(ids)
         if group:
             tasks.append(group)
-        for part in map_ordered(client, task, tasks, ticker=tick, args=(model_key, *more_keys, threads.blas_threads())):
+        for part in map_ordered(client, task, tasks, ticker=tick, args=args):
             yield from part
 
     return run

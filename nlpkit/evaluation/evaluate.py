@@ -131,9 +131,9 @@ def score_chunk(chunk: list[tuple[str, Item]], specs: dict, reference, options: 
     `ModelSpec`; `reference`: a `ModelSpec` or None), with the driver's BLAS thread count so that the numbers are
     the driver's own."""
     from nlpkit.evaluation.models import cached_scorer
-    from nlpkit.lm.perplexity import _match_blas_threads
+    from nlpkit.lm.threads import match_blas_threads
 
-    _match_blas_threads(blas_threads)
+    match_blas_threads(blas_threads)
     scorers = {name: cached_scorer(spec) for name, spec in specs.items()}
     ref = cached_scorer(reference) if reference is not None else None
     return [result for block in blocks(chunk) for _, result in score_block(scorers, block, options, ref)]

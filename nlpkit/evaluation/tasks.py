@@ -1,5 +1,5 @@
-"""Per-item records and metrics of the three tasks, from continuation scores (any model: `scorer.score(context,
-continuations)` -> `ContinuationScore`s; the transformer engine and n-gram models both provide it).
+"""Per-item records and metrics of the three tasks, from continuation scores (any model: `scorer.score_requests(
+[(context, continuations)])` -> `ContinuationScore`s; the transformer engine and n-gram models both provide it).
 
 - loglikelihood: the continuation's log-probability (nats), tokens, `is_greedy`, characters and UTF-8 bytes; metrics
   `logprob` (mean per item) and `is_greedy` (lm-evaluation-harness's `acc` of a loglikelihood task).
@@ -59,8 +59,7 @@ def is_accuracy(metric: str) -> bool:
 def _context(scorer, text: str) -> str:
     """The context as the model sees it: rendered as a user turn by the model's chat template when the scorer has
     one (`--chat`; lm-evaluation-harness's apply_chat_template), else as given."""
-    render = getattr(scorer, "render", None)
-    return render(text) if render is not None else text
+    return scorer.render(text)
 
 
 def _argmax(values: np.ndarray) -> int:

@@ -22,8 +22,8 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.divergence import DP_PERCENTILES, KLD_PERCENTILES, TokenComparison, compare_logits, summarize
 from nlpkit.lm.interface import PerplexityRun
-from nlpkit.lm.perplexity import (TooShort, _match_blas_threads, cached_model, check_window, default_stride,
-                                  logits_primitive, window_plan)
+from nlpkit.lm.perplexity import TooShort, cached_model, check_window, default_stride, logits_primitive, window_plan
+from nlpkit.lm.threads import blas_threads, match_blas_threads
 
 TOTAL = "(total)"  # the file cell of the corpus total row, as perplexity's
 
@@ -86,7 +86,7 @@ def compare_windows_task(chunks: list[tuple[list[int], int]], model_key: tuple, 
                          blas_threads: int | None = None) -> list[TokenComparison]:
     """A Dask task: `compare_window` of each (window tokens, first scored) on this worker's cached model
     and base (`nlpkit.lm.perplexity.cached_model` keeps both), with the driver's BLAS thread count."""
-    _match_blas_threads(blas_threads)
+    match_blas_threads(blas_threads)
     model, base = cached_model(*model_key), cached_model(*base_key)
     return [compare_window(model, base, ids, first) for ids, first in chunks]
 
@@ -162,23 +162,26 @@ def compare_run(model, base, paths: Sequence[str], *, mode: str = "sliding", con
                 stride: int | None = None, add_bos: bool | None = None, per_token: bool = False,
                 errors: str = "strict") -> PerplexityRun:
     """What `perplexity --compare` prints: a record per file (then the corpus total, over every file's tokens),
-    or per scored token. `records(progress, client, shard_size)` runs locally or on a Dask `client` (each
-    worker loads both models once)."""
+    or per scored token. `records(progress, map_windows, map_lines)` runs locally or with the window mapper the
+    caller built (`nlpkit.distributed.stages.perplexity_windows`: on a Dask cluster, each worker loading both
+    models once)."""
     ctx = model.window_context(context)
     base.window_context(ctx)
     strd = (stride or default_stride(ctx)) if mode == "sliding" else None
     bos = model.prefix_id is not None if add_bos is None else add_bos
     sig = model.signature("perplexity", {"base": base.name, "mode": mode, "ctx": ctx, "stride": strd, "bos": bos})
 
-    def records(progress=None, client=None, shard_size: int | None = None) -> Iterator[dict]:
+    def records(progress=None, map_windows: Callable | None = None,
+                map_lines: Callable | None = None) -> Iterator[dict]:
         from nlpkit.io import display_name, read_text
 
-        map_windows = None
-        if client is not None:
-            from nlpkit.distributed.stages import perplexity_windows
+        compared_elsewhere = None
+        if map_windows is not None:
+            keys = (model.worker_key, base.worker_key)
 
-            map_windows = perplexity_windows(client, model.worker_key, shard_size, progress, task=compare_windows_task,
-                                             more_keys=(base.worker_key,))
+            def compared_elsewhere(seq: list[int], windows: list) -> Iterator[TokenComparison]:
+                return map_windows(compare_windows_task, [(w.tokens(seq), w.first) for w in windows],
+                                   (*keys, blas_threads()))
         several = len(paths) > 1 and not per_token
         parts = []
         for path in paths:
@@ -188,7 +191,8 @@ def compare_run(model, base, paths: Sequence[str], *, mode: str = "sliding", con
                 raise NlpkitError(f"{name}: {'empty text' if not text else 'only whitespace (no text)'}, "
                                   "nothing to score")
             compared = compare_text(model, base, text, mode=mode, context=ctx, stride=strd, add_bos=bos,
-                                    progress=None if client is not None else progress, map_windows=map_windows)
+                                    progress=None if map_windows is not None else progress,
+                                    map_windows=compared_elsewhere)
             if per_token:
                 yield from token_records(name, compared, model, base)
             else:

@@ -1,13 +1,12 @@
-"""What scoring a continuation gives, whatever the model: `ContinuationScore`, `score_grouped`, which scores
-(context ids, continuation ids) pairs the continuations of one context together, and `score_requests`, many
-(context, continuations) requests at once. The backends' scorers (`nlpkit.lm.transformer.continuations`,
-`nlpkit.lm.ngram.continuations`) return these; `nlpkit score` reads them.
+"""What scoring a continuation gives, whatever the model: `ContinuationScore`, and the `ContinuationScorer` protocol
+that `LanguageModel.continuation_scorer` returns. The backends' scorers (`nlpkit.lm.transformer.packed_scoring`,
+`nlpkit.lm.ngram.ngram_continuations`) implement it; `nlpkit score` (`nlpkit.evaluation`) is written on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence, runtime_checkable
 
 
 @dataclass
@@ -26,24 +25,35 @@ class ContinuationScore:
         return len(self.ids)
 
 
-def score_grouped(scorer, pairs: list[tuple[list[int], list[int]]]) -> list[ContinuationScore]:
-    """Score (context ids, continuation ids) pairs, the continuations of one context together (an empty
-    context's encoding can differ between continuations: see `encode_pair`)."""
-    groups: dict[tuple[int, ...], list[int]] = {}
-    for j, (ctx, _) in enumerate(pairs):
-        groups.setdefault(tuple(ctx), []).append(j)
-    out: list[ContinuationScore | None] = [None] * len(pairs)
-    for ctx, js in groups.items():
-        for j, s in zip(js, scorer.score_ids(list(ctx), [pairs[j][1] for j in js])):
-            s.context_ids = ctx
-            out[j] = s
-    return out  # type: ignore[return-value]
+Request = tuple[str, Sequence[str]]   # (context, its continuations)
 
 
-def score_requests(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[list[ContinuationScore]]:
-    """Each (context, continuations) request's scores: in one batch when the scorer packs many requests into a
-    forward (`score_batch`: the transformer engine), else one request at a time (`score`)."""
-    batch = getattr(scorer, "score_batch", None)
-    if batch is not None:
-        return batch(requests)
-    return [scorer.score(context, conts) for context, conts in requests]
+@runtime_checkable
+class ContinuationScorer(Protocol):
+    """Scores continuations of contexts on one model: one scoring method, `score_requests`.
+
+    - `score_requests(requests)`: for each (context, continuations) request, one `ContinuationScore` per
+      continuation, in order (lm-evaluation-harness's encoding and left truncation for a transformer; words after
+      `<s>`, as KenLM's full_scores, for an n-gram model).
+    - `batched` (declared by the scorer, never probed): True when one call packs many requests into few forwards
+      (the transformer engine), so callers gain by handing whole blocks of requests; False when requests are
+      scored one by one (blocks then only bound memory). Either way the numbers do not depend on the grouping.
+    - `render(context)`: the context as the model sees it (a chat template's user turn with ``--chat``; the
+      context itself otherwise), as records that show the model's input print it.
+    - `check(context, continuations)`: the (context ids, continuation ids) pairs a request is scored on, or the
+      `NlpkitError` scoring it would raise, without scoring: an evaluation checks every item before it scores any.
+    """
+
+    batched: bool
+
+    def render(self, context: str) -> str: ...
+
+    def score_requests(self, requests: Sequence[Request]) -> list[list[ContinuationScore]]: ...
+
+    def check(self, context: str, continuations: Sequence[str]) -> list[tuple[list[int], list[int]]]: ...
+
+
+def score_requests(scorer: ContinuationScorer, requests: Sequence[Request]) -> list[list[ContinuationScore]]:
+    """Each (context, continuations) request's scores (`scorer.score_requests`; a whole block at once whatever the
+    scorer: a `batched` one packs it, another scores it request by request)."""
+    return scorer.score_requests(list(requests))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nlpkit.lm.transformer.threads import RowPool, engine_threads
+from nlpkit.lm.threads import RowPool, engine_threads
 from nlpkit.lm.uncertainty import covariance, mean_and_uncertainty, percentile
 
 KLD_PERCENTILES = (99.9, 99.0, 95.0, 90.0, 50.0, 10.0, 5.0, 1.0, 0.1)  # llama.cpp's list, in its order

@@ -2,57 +2,49 @@
 
 As lm-evaluation-harness's ``LM`` defines a model by a few methods that every task is written
 against, nlpkit's commands are written once against `LanguageModel`; `load_language_model(path)`
-sniffs the path and returns a backend (`nlpkit.lm.transformer.backend.TransformerLM` for a Hugging
-Face directory or a GGUF file, `nlpkit.lm.ngram.backend.NgramLM` for an ARPA or nlpkit counts file).
-Nothing above this module asks which kind of model it holds.
+sniffs the path and returns a backend (`nlpkit.lm.transformer.transformer_lm.TransformerLM` for a
+Hugging Face directory or a GGUF file, `nlpkit.lm.ngram.ngram_lm.NgramLM` for an ARPA or nlpkit
+counts file). Nothing above this module asks which kind of model it holds.
 
     >>> lm = load_language_model("lm.arpa")                 # nlpkit.lm.load; a model directory/GGUF too
     >>> state = lm.start(lm.prompt("It is a truth").ids, 1)
     >>> state.logits().shape                               # [rows, V] next-token logits
     (1, 5000)
 
-What a model offers:
+What a model is (the members below); what is built on it lives beside it, as functions over these:
+perplexity and its records (`nlpkit.lm.perplexity.perplexity_run`), the model comparison
+(`nlpkit.lm.comparison`), sampling and generation (`nlpkit.lm.generation`), continuation scoring for
+`nlpkit score` (a `nlpkit.lm.continuations.ContinuationScorer`).
 
-- **identity** - `kind` ("transformer" or "ngram"), `name` (as signatures name it), `signature(...)`
-  (the settings line of a result, with the fields this kind records), `inapplicable` (parameters that
-  mean nothing for this kind, with the reason: the CLI refuses them when given).
-- **tokens** - `encode(text)` (as perplexity tokenizes), `token_text(id)`, `prefix_id` (the token the
-  first token of a text is predicted from: BOS, else EOS; ``<s>`` for an n-gram model), `vocab_size`.
-- **scoring** - `logprobs(ids, first)`: log p(ids[j] | ids[:j]) for j >= first, natural log, one
-  window: the primitive every window-based evaluation is built on (`nlpkit.lm.perplexity`'s windows
-  call it); `window_logits(ids, first)`: the same positions' logits rows, a chunk at a time (what
-  `perplexity --compare` compares; the transformer only); `next_logits(ids)`: the next token's logits
-  after a prompt (`sample --dist`);
-  `perplexity_run(paths, ...)`: what `nlpkit perplexity` prints (each kind keeps the columns it has
-  always printed: the transformer scores windows of a text, the n-gram model each line as a sentence,
-  as KenLM's query), `window_context(context)` the window length it uses.
-- **continuations** - `continuation_scorer(window, chat, system)` -> a scorer whose `score(context, continuations)`
-  gives one `nlpkit.lm.continuations.ContinuationScore` per continuation (its summed log-probability after the
-  context, its tokens, `is_greedy`): lm-evaluation-harness's encoding and left truncation, the context run
-  once for all its continuations, and many items' requests packed into one forward (transformer: `score_batch`,
-  which `nlpkit.lm.continuations.score_requests` uses when a scorer has it); each continuation's words after
-  `<s>` and the context's, as KenLM's full_scores (n-gram). `nlpkit score` is written on it.
-- **decoding** - `prompt(text, ...)` -> `Prompt` (ids and what goes between the prompt and the first
-  new text), `start(prompt_ids, rows, ...)` -> a `DecodingState` (the next-token logits of every row,
-  advanced one token per row at a time), `text_stream(prompt, stop)` -> a `TextStream` (token ids to
-  text pieces), `end_ids(ignore_eos)`, `sampling_defaults()`, `warm_up()`. Sampling, `generate`, `sample` and `sample --dist` are written
-  once over these (`nlpkit.lm.generation`).
+- **identity** (`ModelIdentity`) - `kind` ("transformer" or "ngram", for messages and signatures only),
+  `described`, `name` (as signatures name it), `signature(...)` (the settings line of a result, with the fields this kind
+  records), `inapplicable` (parameters that mean nothing for this kind, with the reason: the CLI refuses
+  them when given), `worker_key` (a (loader, arguments) tuple a Dask worker loads the same model with:
+  `nlpkit.lm.perplexity.cached_model(*worker_key)`).
+- **tokens** (`ModelTokens`) - `encode(text)` (as perplexity tokenizes), `token_text(id)` (how a token reads),
+  `token_bytes(id)` (its bytes, which perplexity's byte counts use), `prefix_id` (the token the first
+  token of a text is predicted from: BOS, else EOS; ``<s>`` for an n-gram model), `vocab_size`,
+  `token_unit` ("tokens" or "words"), `require_tokenizer()`.
+- **scoring** (`ModelScoring`) - `logprobs(ids, first)`: log p(ids[j] | ids[:j]) for j >= first, natural log, one
+  window: the primitive every window-based evaluation is built on (`parallel_windows`: whether windows
+  may run on threads); `window_logits(ids, first)`: the same positions' logits rows, a chunk at a time
+  (what `perplexity --compare` compares; the transformer only); `next_logits(ids)`: the next token's
+  logits after a prompt (`sample --dist`); `window_context(context)`: the window length perplexity uses,
+  None when the model has no windows and scores each line as one sentence its own way
+  (`sentence_perplexity(paths, ...)`, KenLM query's figures: the n-gram model only).
+- **continuations** (`ModelScoring`) - `continuation_scorer(window, chat, system)` -> a
+  `nlpkit.lm.continuations.ContinuationScorer` (one scoring method, `score_requests`; batching declared by
+  its `batched`; `render(context)`).
+- **decoding state** (`ModelDecoding`) - `prompt(text, ...)` -> `Prompt` (ids and what goes between the
+  prompt and the first new text), `context_length`, `start(prompt_ids, rows, ...)` -> a `DecodingState` (the next-token logits of
+  every row, advanced one token per row at a time), `text_stream(prompt, stop)` -> a `TextStream` (token ids
+  to text pieces), `end_ids(ignore_eos)`, `sampling_defaults()`, `warm_up()`.
 
-A new evaluation feature is written once in `nlpkit/lm/` against these methods; what it needs from a
-model that no method gives yet becomes one method here and one in each backend
-(`nlpkit/lm/transformer/backend.py`, `nlpkit/lm/ngram/backend.py`), never an ``if lm.kind == ...``
-in a command. Two are added this way:
-
-- continuation scoring (``nlpkit score``): `continuation_scorer(window, chat, system)` -> a scorer whose
-  `score_ids(context_ids, continuations)` gives one `nlpkit.lm.continuations.ContinuationScore` per
-  continuation (its summed log-probability after the context, and `is_greedy`: every token the
-  argmax). The transformer runs the shared context once, each choice as a branch after it, many items
-  packed into one forward (`nlpkit/lm/transformer/continuations.py`); the n-gram backend scores each choice's
-  words after the context's last n-1 (`nlpkit/lm/ngram/continuations.py`).
-- full-vocabulary log-probabilities (``perplexity --compare``, `nlpkit.lm.comparison`): `window_logits(ids,
-  first)` -> chunks of [n, V] logits rows for the positions `logprobs(ids, first)` scores (same windows,
-  same convention), from which KL divergence and top-token agreement are computed. The transformer has it;
-  an n-gram model does not (`inapplicable` says why).
+The rule for the next feature: write it first as a function over these members, in its own module under
+`nlpkit/lm/` (as perplexity, the comparison and generation are). Add a member here (and one in each backend:
+`nlpkit/lm/transformer/transformer_lm.py`, `nlpkit/lm/ngram/ngram_lm.py`) only when a backend must do it its
+own way (as `sentence_perplexity`: an n-gram model's KenLM figures; `continuation_scorer`: the engine packs
+many requests into one forward) or needs what no member gives. Never an ``if lm.kind == ...`` in a command.
 
 Conventions every scoring method keeps: ids include the prefix token (`prefix_id`) when the first
 text token is to be scored; `first` is the first position whose prediction is returned; natural logs.
@@ -64,6 +56,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+
+from nlpkit.lm.continuations import ContinuationScorer
 
 KINDS = ("transformer", "ngram")
 
@@ -82,8 +76,8 @@ class Prompt:
 
 @dataclass
 class PerplexityRun:
-    """What `perplexity` prints for a kind of model: its columns, its signature, and the records
-    (`records(progress, client, shard_size)`: local, or on a Dask `client`)."""
+    """What `perplexity` prints: its columns, its signature, and the records (`records(progress, map_windows,
+    map_lines)`: local, or with the mappers the caller built, e.g. `nlpkit.distributed.stages`' on a cluster)."""
 
     columns: list[str]
     signature: str
@@ -121,38 +115,59 @@ class TextStream(Protocol):
     def text(self) -> str: ...
 
 
-@runtime_checkable
-class LanguageModel(Protocol):
-    """A language model of either kind (see the module docstring for what each member is for)."""
+class ModelIdentity(Protocol):
+    """How results and messages name a model, and what does not apply to its kind."""
 
-    kind: str                             # "transformer" or "ngram"
+    kind: str                             # "transformer" or "ngram": for messages and signatures only
     described: str                        # "an n-gram model": how messages name this kind
     name: str                             # as signatures name the model
-    vocab_size: int
-    prefix_id: int | None
-    context_length: int | None            # positions a prompt and its continuation may fill (None: no limit)
     inapplicable: Mapping[str, str]       # parameter -> why it means nothing for this kind
+    worker_key: tuple                     # (loader, *arguments): the same model in a Dask worker
+
+    def signature(self, command: str, settings: Mapping[str, Any], extra: Mapping[str, Any] = ...) -> str: ...
+
+
+class ModelTokens(Protocol):
+    """Text to token ids and back."""
+
+    vocab_size: int
+    prefix_id: int | None                 # the token a text's first token is predicted from
     token_unit: str                       # "tokens" or "words", as --stats counts them
 
     def require_tokenizer(self) -> Any: ...
-
-    def signature(self, command: str, settings: Mapping[str, Any], extra: Mapping[str, Any] = ...) -> str: ...
 
     def encode(self, text: str) -> list[int]: ...
 
     def token_text(self, token_id: int) -> str: ...
 
-    def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray: ...
+    def token_bytes(self, token_id: int) -> bytes: ...
 
-    def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray: ...
+
+class ModelScoring(Protocol):
+    """Log-probabilities and logits of given tokens: what perplexity, the comparison and `score` are built on."""
+
+    parallel_windows: bool                # True: `logprobs` releases the GIL, windows may run on threads
+
+    def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray: ...
 
     def window_logits(self, ids: Sequence[int], first: int) -> Iterator[np.ndarray]: ...
 
+    def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray: ...
+
     def window_context(self, context: int | None) -> int | None: ...
 
-    def perplexity_run(self, paths: Sequence[str], *, mode: str = "sliding", context: int | None = None,
-                       stride: int | None = None, add_bos: bool | None = None, per_line: bool = False,
-                       per_token: bool = False, errors: str = "strict") -> PerplexityRun: ...
+    def sentence_perplexity(self, paths: Sequence[str], *, per_line: bool = False, per_token: bool = False,
+                            errors: str = "strict") -> PerplexityRun: ...
+
+    def continuation_scorer(self, window: int | None = None, chat: bool = False,
+                            system: str | None = None) -> ContinuationScorer: ...
+
+
+class ModelDecoding(Protocol):
+    """A prompt, then the next-token logits of every row, one token per row at a time: what sampling and
+    generation are built on."""
+
+    context_length: int | None            # positions a prompt and its continuation may fill (None: no limit)
 
     def prompt(self, text: str, *, max_new_tokens: int = 0, truncate: bool = False, chat: Any = None) -> Prompt: ...
 
@@ -165,8 +180,10 @@ class LanguageModel(Protocol):
 
     def sampling_defaults(self) -> tuple[dict, str | None]: ...
 
-    def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None) -> Any: ...
-
     def warm_up(self) -> float | None: ...
 
-    def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None) -> Any: ...
+
+@runtime_checkable
+class LanguageModel(ModelIdentity, ModelTokens, ModelScoring, ModelDecoding, Protocol):
+    """A language model of either kind: its identity, tokens, scoring and decoding (see the module docstring for
+    what each member is for; a function needing only a part can ask for that part's protocol)."""

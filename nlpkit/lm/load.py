@@ -27,10 +27,10 @@ def backend_class(path: str | os.PathLike | None) -> type:
 
     p = resolve_path(path)
     if p and is_ngram_model(p):
-        from nlpkit.lm.ngram.backend import NgramLM
+        from nlpkit.lm.ngram.ngram_lm import NgramLM
 
         return NgramLM
-    from nlpkit.lm.transformer.backend import TransformerLM
+    from nlpkit.lm.transformer.transformer_lm import TransformerLM
 
     return TransformerLM
 

@@ -30,12 +30,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.lm.transformer.threads import RowPool, engine_threads, held_blas_threads, serial_here
+from nlpkit.lm.interface import PerplexityRun
+from nlpkit.lm.threads import (RowPool, blas_threads, engine_threads, held_blas_threads, match_blas_threads,
+                               serial_here)
 from nlpkit.lm.uncertainty import standard_error
 
 MODES = ("sliding", "disjoint", "second-half")
@@ -249,7 +251,9 @@ def local_windows(model, seq: list[int], windows: list[Window]) -> Iterator[np.n
     last round of fewer windows than threads runs them one after another, row-parallel. Same bits either way:
     the row-parallel forward equals the serial one (tests/lm/test_lm_model.py)."""
     logprobs = window_primitive(model)
-    parallel = hasattr(model, "forward")  # other models' scoring is Python loops: threads would only queue
+    # A LanguageModel declares it (`parallel_windows`); a bare engine `Model` always can. Other models' scoring
+    # is Python loops: threads would only queue.
+    parallel = model.parallel_windows if hasattr(model, "parallel_windows") else hasattr(model, "forward")
     r = 0
     while r < len(windows):
         n = engine_threads() if parallel else 1
@@ -296,7 +300,7 @@ def score_windows_task(chunks: list[tuple[list[int], int]], model_key: tuple,
                        blas_threads: int | None = None) -> list[np.ndarray]:
     """A Dask task: `window_logprobs` of each (window tokens, first scored) on this worker's cached
     model, with the driver's BLAS thread count (see `score_lines_shard`)."""
-    _match_blas_threads(blas_threads)
+    match_blas_threads(blas_threads)
     model = cached_model(*model_key)
     return [window_logprobs(model, ids, first) for ids, first in chunks]
 
@@ -421,11 +425,35 @@ def perplexity(model, text: str, *, mode: str = "sliding", context: int | None =
     ids = tok.encode(text)
     res = score_ids(model, ids, mode=mode, context=context, stride=stride, add_bos=add_bos, progress=progress,
                     map_windows=map_windows)
-    nbytes, words = covered(text, [len(tok.decode_bytes([i])) for i in ids], res.positions)
+    return summarize_scored(text, [len(tok.decode_bytes([i])) for i in ids], res), res
+
+
+def summarize_scored(text: str, token_bytes: list[int], res: Scored) -> Perplexity:
+    """The `Perplexity` of a scored text: its scored tokens' NLL, and the bytes and words they cover (`covered`;
+    `token_bytes[i]` is token i's UTF-8 length)."""
+    nbytes, words = covered(text, token_bytes, res.positions)
     lp = np.asarray(res.logprobs, dtype=np.float64)
     nll = -float(np.sum(lp))
     return Perplexity(tokens=len(lp), nll=nll, mean_nll=res.mean_nll, words=words, bytes=nbytes,
-                      nll_sq=float(np.sum(lp * lp))), res
+                      nll_sq=float(np.sum(lp * lp)))
+
+
+def text_perplexity(lm, text: str, *, mode: str, context: int, stride: int | None, add_bos: bool,
+                    progress: Callable | None = None, map_windows: Callable | None = None) -> tuple[Perplexity, Scored]:
+    """`perplexity` written over a `LanguageModel` (its `encode`, `prefix_id`, `logprobs` and `token_bytes`), the
+    window settings already resolved (`perplexity_run`): the same windows, the same numbers."""
+    if not text:
+        raise TooShort("empty text: nothing to score")
+    check_window(mode, context, stride)
+    ids = lm.encode(text)
+    prefix = lm.prefix_id if add_bos else None
+    if add_bos and prefix is None:
+        raise NlpkitError("`add_bos`: this model defines no BOS or EOS token to predict the first token from")
+    seq, windows = window_plan(ids, prefix, mode=mode, context=context, stride=stride)
+    res = score_windows(lm, seq, windows, progress, map_windows)
+    if prefix is not None:
+        res.positions = [p - 1 for p in res.positions]
+    return summarize_scored(text, [len(lm.token_bytes(i)) for i in ids], res), res
 
 
 def default_context(model) -> int:
@@ -438,34 +466,22 @@ def default_stride(context: int) -> int:
     return max(context // 2, 1)
 
 
-# ------------------------------------------------------------------- shards (nlpkit.distributed)
+# ------------------------------------------------------------------- worker tasks (run by the mappers the CLI builds)
 
 _MODEL_CACHE: dict[tuple, object] = {}
 
 
-def cached_model(path: str, rope_scaling: str | None = None, rope_factor: float | None = None):
-    """The model at `path`, loaded once per process (a Dask worker scores many shards); the last two
-    stay loaded (perplexity --compare runs a model and its base in every task)."""
-    key = (str(path), rope_scaling, rope_factor)
+def cached_model(load: Callable, *args):
+    """`load(*args)`, once per process (a Dask worker scores many shards): a `LanguageModel.worker_key` is such a
+    (loader, arguments) tuple, the loader a module-level function (it travels by name). The last two stay
+    loaded (perplexity --compare runs a model and its base in every task)."""
+    key = (load, *args)
     model = _MODEL_CACHE.get(key)
     if model is None:
-        from nlpkit.lm.transformer.loaders import load_model
-
         while len(_MODEL_CACHE) >= 2:  # a model and its base (perplexity --compare) stay loaded
             _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
-        model = _MODEL_CACHE[key] = load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                                               purpose="score")  # `weights` auto: native, as the driver's
+        model = _MODEL_CACHE[key] = load(*args)
     return model
-
-
-def _match_blas_threads(blas_threads: int | None) -> None:
-    """OpenBLAS's float32 sums depend on its thread count: a Dask worker (which Dask starts with
-    one BLAS thread) uses the driver's count, so its numbers equal the driver's own."""
-    from nlpkit.lm.transformer import threads
-
-    handle = threads._openblas()
-    if blas_threads and handle is not None and int(handle[0]()) != blas_threads:
-        handle[1](blas_threads)
 
 
 def score_lines_shard(shard, model_key: tuple, mode: str, context: int, stride: int | None,
@@ -473,11 +489,11 @@ def score_lines_shard(shard, model_key: tuple, mode: str, context: int, stride: 
                       per_token: bool = False) -> tuple[int, list]:
     """Score each line of a shard on its own, as ``perplexity --per-line`` does: (lines, one
     `Perplexity` per line — a (`Perplexity`, `Scored`) pair with `per_token` — None where the
-    line is too short to score). `blas_threads`: see `_match_blas_threads`.
+    line is too short to score). `blas_threads`: see `nlpkit.lm.threads.match_blas_threads`.
     """
     from nlpkit.io import iter_lines
 
-    _match_blas_threads(blas_threads)
+    match_blas_threads(blas_threads)
     model = cached_model(*model_key)
     out: list = []
     for line in iter_lines(shard, errors=errors, strip_bom=getattr(shard, "first", True)):
@@ -487,3 +503,150 @@ def score_lines_shard(shard, model_key: tuple, mode: str, context: int, stride: 
             p = scored = None
         out.append((p, scored) if per_token and p is not None else p)
     return len(out), out
+
+
+# ------------------------------------------------------------------- what `nlpkit perplexity` prints
+
+PERPLEXITY_SUMMARY = ["file", "tokens", "mean_nll", "mean_nll_se", "token_ppl", "token_ppl_unc", "word_ppl",
+                      "byte_ppl", "bits_per_byte", "words", "bytes"]
+PERPLEXITY_PER_LINE = ["file", "line", *PERPLEXITY_SUMMARY[1:]]
+PERPLEXITY_PER_TOKEN = ["file", "line", "position", "id", "token", "logprob"]
+TOTAL = "(total)"  # the file cell of the corpus total row (JSON records also carry "total": true)
+
+
+def perplexity_run(lm, paths: Sequence[str], *, mode: str = "sliding", context: int | None = None,
+                   stride: int | None = None, add_bos: bool | None = None, per_line: bool = False,
+                   per_token: bool = False, errors: str = "strict") -> PerplexityRun:
+    """What `nlpkit perplexity` prints for a `LanguageModel`: each text scored in windows (`mode`), a record per
+    file (then a corpus total), per line (`per_line`) or per scored token (`per_token`). A model without windows
+    (`window_context` None: an n-gram model) scores each line as one sentence, its own way
+    (`lm.sentence_perplexity`: KenLM query's figures, the columns it has always printed).
+
+    `records(progress, map_windows, map_lines)` runs locally, or with the mappers the caller built
+    (`nlpkit.distributed.stages.perplexity_windows` / `perplexity_lines`: on a Dask cluster, each worker loading
+    the model once from `lm.worker_key`)."""
+    ctx = lm.window_context(context)
+    if ctx is None:
+        return lm.sentence_perplexity(paths, per_line=per_line, per_token=per_token, errors=errors)
+    strd = (stride or default_stride(ctx)) if mode == "sliding" else None
+    bos = lm.prefix_id is not None if add_bos is None else add_bos
+    columns = PERPLEXITY_PER_LINE if per_line else PERPLEXITY_SUMMARY
+    if per_token:
+        columns = PERPLEXITY_PER_TOKEN if per_line else [c for c in PERPLEXITY_PER_TOKEN if c != "line"]
+    sig = lm.signature("perplexity", {"mode": mode, "ctx": ctx, "stride": strd, "bos": bos})
+    settings = _Settings(mode, ctx, strd, bos, errors, per_token)
+
+    def records(progress=None, map_windows: Callable | None = None,
+                map_lines: Callable | None = None) -> Iterator[dict]:
+        if per_line:
+            return _line_records(lm, paths, settings, progress, map_lines)
+        return _text_records(lm, paths, settings, progress, map_windows)
+
+    return PerplexityRun(columns, sig, records, context=ctx, stride=strd)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    mode: str
+    context: int
+    stride: int | None
+    add_bos: bool
+    errors: str
+    per_token: bool
+
+
+def _stats(p: Perplexity) -> dict:
+    return {"tokens": p.tokens, "mean_nll": p.mean_nll, "mean_nll_se": p.mean_nll_se,
+            "token_ppl": p.token_perplexity, "token_ppl_unc": p.token_perplexity_unc,
+            "word_ppl": p.word_perplexity, "byte_ppl": p.byte_perplexity, "bits_per_byte": p.bits_per_byte,
+            "words": p.words, "bytes": p.bytes}
+
+
+def _token_rows(lm, name: str, line: int | None, scored: Scored) -> list[dict]:
+    where = {"file": name} if line is None else {"file": name, "line": line}
+    return [{**where, "position": pos, "id": i, "token": lm.token_bytes(i).decode("utf-8", errors="replace"),
+             "logprob": lp}
+            for pos, i, lp in zip(scored.positions, scored.ids, scored.logprobs)]
+
+
+def _line_records(lm, paths, s: _Settings, progress, map_lines) -> Iterator[dict]:
+    """``--per-line``: each line scored on its own, here or on the workers (`score_lines_shard`)."""
+    if map_lines is not None:
+        results = map_lines(list(paths), score_lines_shard,
+                            (lm.worker_key, s.mode, s.context, s.stride, s.add_bos, s.errors, blas_threads(),
+                             s.per_token))
+        lines = _numbered(results)
+    else:
+        lines = _local_lines(lm, paths, s)
+    for name, lineno, p in lines:
+        if p is None:
+            if not s.per_token:
+                yield {"file": name, "line": lineno, "tokens": 0, "words": 0, "bytes": 0}
+        elif s.per_token:
+            yield from _token_rows(lm, name, lineno, p[1])
+        else:
+            yield {"file": name, "line": lineno, **_stats(p)}
+
+
+def _numbered(results) -> Iterator[tuple[str, int, object]]:
+    """(file, line number, result) from `map_lines`' (file index, path, (lines, results)) per shard."""
+    line, current = 0, None
+    for index, path, (_, scored) in results:
+        if index != current:
+            current, line = index, 0
+        for p in scored:
+            line += 1
+            yield path, line, p
+
+
+def _local_lines(lm, paths, s: _Settings) -> Iterator[tuple[str, int, object]]:
+    """(file, line number, Perplexity — with `per_token` a (Perplexity, Scored) pair — or None when the line is
+    too short), as `_numbered` yields them from the workers."""
+    from nlpkit.io import display_name, iter_lines
+
+    for path in paths:
+        name = display_name(path)
+        for lineno, line in enumerate(iter_lines(path, errors=s.errors), 1):
+            try:
+                p, scored = text_perplexity(lm, line, mode=s.mode, context=s.context, stride=s.stride,
+                                            add_bos=s.add_bos)
+            except TooShort:
+                yield name, lineno, None
+                continue
+            yield name, lineno, ((p, scored) if s.per_token else p)
+
+
+def _text_records(lm, paths, s: _Settings, progress, map_windows) -> Iterator[dict]:
+    """Each file scored whole in windows, here or on the workers (`score_windows_task`)."""
+    from nlpkit.io import display_name, read_text
+
+    windows_elsewhere = None
+    if map_windows is not None:
+        key = lm.worker_key
+
+        def windows_elsewhere(seq: list[int], windows: list[Window]) -> Iterator[np.ndarray]:
+            return map_windows(score_windows_task, [(w.tokens(seq), w.first) for w in windows],
+                               (key, blas_threads()))
+
+    several = len(paths) > 1 and not s.per_token
+    totals: list = []
+    for path in paths:
+        name = display_name(path)
+        text = read_text(path, errors=s.errors)
+        if not text.strip():
+            what = "empty text" if not text else "only whitespace (no text)"
+            raise NlpkitError(f"{name}: {what}, nothing to score")
+        p, scored = text_perplexity(lm, text, mode=s.mode, context=s.context, stride=s.stride, add_bos=s.add_bos,
+                                    progress=None if map_windows is not None else progress,
+                                    map_windows=windows_elsewhere)
+        if s.per_token:
+            yield from _token_rows(lm, name, None, scored)
+        else:
+            yield {"file": name, **_stats(p), **({"total": False} if several else {})}
+            totals.append(p)
+    if several and totals:
+        nll = sum(p.nll for p in totals)
+        n = sum(p.tokens for p in totals)
+        p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
+                       bytes=sum(p.bytes for p in totals), nll_sq=sum(p.nll_sq for p in totals))
+        yield {"file": TOTAL, **_stats(p), "total": True}

@@ -38,11 +38,11 @@ def reference(name: str) -> dict:
 
 
 def scorer(name: str):
-    from nlpkit.lm.transformer.continuations import ContinuationScorer
+    from nlpkit.lm.transformer.packed_scoring import PackedScorer
     from nlpkit.lm.transformer.loaders import load_model
 
     path = smollm2_gguf() if name == "smollm2" else FIX / "models" / name
-    return ContinuationScorer(load_model(path), reference(name)["max_length"])
+    return PackedScorer(load_model(path), reference(name)["max_length"])
 
 
 def run_json(cli, name: str, *args: str) -> dict:
@@ -53,7 +53,7 @@ def run_json(cli, name: str, *args: str) -> dict:
 
 @pytest.mark.parametrize("name", MODELS)
 def test_every_request_tokenizes_as_lm_eval_encode_pair(name):
-    from nlpkit.lm.transformer.continuations import encode_pair
+    from nlpkit.lm.transformer.packed_scoring import encode_pair
 
     model = scorer(name).model
     for task in ("score_mc", "score_ll"):
@@ -74,7 +74,7 @@ def test_every_loglikelihood_and_is_greedy_equal_lm_eval(name):
             for (context, continuation), (ll, greedy) in zip(s["arguments"], s["resps"]):
                 by_context.setdefault(context, []).append((continuation, ll, greedy))
             for context, reqs in by_context.items():
-                got = sc.score(context, [c for c, _, _ in reqs])
+                got = sc.score_requests([(context, [c for c, _, _ in reqs])])[0]
                 for (continuation, ll, greedy), g in zip(reqs, got):
                     assert abs(g.logprob - ll) <= TOL * g.tokens, (task, s["doc_id"], continuation, g.logprob, ll)
                     assert g.is_greedy == greedy, (task, s["doc_id"], continuation)
@@ -132,9 +132,9 @@ def test_context_longer_than_the_window_is_cut_from_the_left_with_a_warning_nami
 
 def test_items_with_the_same_context_in_one_batch_share_its_tokens():
     sc = scorer("gpt2-bpe")
-    sc.score("The capital of France is", [" Paris", " London"])
+    sc.score_requests([("The capital of France is", [" Paris", " London"])])[0]
     together = sc.tokens
-    apart = sc.score_batch([("The capital of France is", [" Paris"]), ("The capital of France is", [" London"])])
+    apart = sc.score_requests([("The capital of France is", [" Paris"]), ("The capital of France is", [" London"])])
     assert sc.tokens == 2 * together
     ref = reference("gpt2-bpe")["score_mc"]["samples"][0]["resps"]
     assert abs(apart[1][0].logprob - ref[1][0]) <= TOL * apart[1][0].tokens
@@ -145,7 +145,7 @@ def test_the_same_request_twice_in_a_batch_gives_the_same_numbers():
     acc_mutual_info): lm-eval's two log-likelihoods are equal, so must ours be, bit for bit."""
     sc = scorer("gpt2-bpe")
     conts = [" The sun rises in the east.", " The sun rises in the west."]
-    got = sc.score_batch([("", conts), ("A", [" b"]), ("", conts[::-1])])
+    got = sc.score_requests([("", conts), ("A", [" b"]), ("", conts[::-1])])
     assert [s.logprob for s in got[0]] == [s.logprob for s in got[2][::-1]]
 
 
@@ -182,9 +182,9 @@ def test_choices_sharing_a_prefix_score_as_each_alone():
     alone (lm-eval's way: context + choice in one pass)."""
     sc = scorer("llama-spm")
     choices = [" the cat sat", " the cat ran away", " the dog"]
-    together = sc.score("It is a truth that", choices)
+    together = sc.score_requests([("It is a truth that", choices)])[0]
     for c, t in zip(choices, together):
-        alone = scorer("llama-spm").score("It is a truth that", [c])[0]
+        alone = scorer("llama-spm").score_requests([("It is a truth that", [c])])[0][0]
         assert alone.ids == t.ids
         assert abs(alone.logprob - t.logprob) <= TOL * t.tokens
         assert alone.is_greedy == t.is_greedy
@@ -193,11 +193,12 @@ def test_choices_sharing_a_prefix_score_as_each_alone():
 def test_each_choice_from_scratch_scores_as_the_shared_context():
     """`share=False` (what benchmarks/score.py compares the shared context with: every choice runs its context again,
     as lm-eval does) gives the same scores within the tolerance, and runs more tokens."""
-    from nlpkit.lm.transformer.continuations import ContinuationScorer
+    from nlpkit.lm.transformer.packed_scoring import PackedScorer
 
-    shared, alone = scorer("llama-spm"), ContinuationScorer(scorer("llama-spm").model, share=False)
+    shared, alone = scorer("llama-spm"), PackedScorer(scorer("llama-spm").model, share=False)
     choices = [" the cat sat", " the cat ran away", " the dog"]
-    for a, b in zip(shared.score("It is a truth that", choices), alone.score("It is a truth that", choices)):
+    request = [("It is a truth that", choices)]
+    for a, b in zip(shared.score_requests(request)[0], alone.score_requests(request)[0]):
         assert a.ids == b.ids and a.is_greedy == b.is_greedy
         assert abs(a.logprob - b.logprob) <= TOL * a.tokens
     assert alone.tokens > shared.tokens

@@ -21,7 +21,8 @@ def out(r) -> str:
 
 
 def api_greedy_text(prompt: str, n: int, **kw) -> str:
-    from nlpkit.lm.generation import encode_prompt, generate
+    from nlpkit.lm.generation import generate
+    from nlpkit.lm.transformer.transformer_lm import encode_prompt
     from nlpkit.lm.transformer.loaders import load_model
     from nlpkit.lm.sampling import SamplingConfig
 
@@ -137,7 +138,7 @@ def test_sample_n8_reproducible_distinct_with_records_and_signature(cli):
     # each logprob is the sum of the per-token log-probabilities of a forward pass over prompt + sample
     import numpy as np
 
-    from nlpkit.lm.generation import encode_prompt
+    from nlpkit.lm.transformer.transformer_lm import encode_prompt
     from nlpkit.lm.transformer.loaders import load_model
     from nlpkit.lm.sampling import log_softmax
 

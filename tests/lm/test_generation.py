@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.generation import (GenerationStats, TextStream, decode_steps, generate, generate_ids,
-                                  next_token_distribution, prepare_prompt, sample_batch)
+from nlpkit.lm.generation import (GenerationStats, decode_steps, generate, generate_ids, next_token_distribution,
+                                  sample_batch)
+from nlpkit.lm.transformer.text_stream import TextStream
+from nlpkit.lm.transformer.transformer_lm import prepare_prompt
 from nlpkit.lm.transformer.loaders import load_model
 from nlpkit.lm.sampling import SamplingConfig, log_softmax
 

@@ -78,7 +78,7 @@ def test_row_parallel_prefill_matches_transformers(monkeypatch, name):
 
 
 def test_row_parallel_prefill_restores_blas_threads(monkeypatch):
-    from nlpkit.lm.transformer import threads
+    from nlpkit.lm import threads
     import nlpkit.lm.transformer.model as model_mod
     before = threads.blas_threads()
     monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
@@ -90,7 +90,7 @@ def test_row_parallel_prefill_restores_blas_threads(monkeypatch):
 def test_threads_follow_the_cpus_other_processes_leave_free(monkeypatch):
     """CpuShare: of 2 CPUs, another process busy on one -> 1 thread; the CPUs free -> 2 (samples are
     (monotonic s, busy CPU-s of the machine, this process's CPU-s, runnable tasks))."""
-    from nlpkit.lm.transformer.threads import CpuShare
+    from nlpkit.lm.threads import CpuShare
     share = CpuShare()
     share.cpus = {0, 1}
     samples = iter([(10.0, 0.0, 0.0, 3),     # 0 s after the mark, nothing measured: 3 runnable = us + 2 others
@@ -109,14 +109,14 @@ def test_threads_follow_the_cpus_other_processes_leave_free(monkeypatch):
 
 
 def test_an_explicit_thread_count_is_kept(monkeypatch):
-    from nlpkit.lm.transformer import threads
+    from nlpkit.lm import threads
     monkeypatch.setattr(threads._share, "threads", lambda want: 1)  # a busy machine
     monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
     assert threads.engine_threads() == 2
 
 
 def test_serial_here_runs_this_threads_forwards_on_it_alone(monkeypatch):
-    from nlpkit.lm.transformer import threads
+    from nlpkit.lm import threads
     monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
     with threads.serial_here():
         assert threads.engine_threads() == 1
@@ -127,7 +127,7 @@ def test_serial_here_runs_this_threads_forwards_on_it_alone(monkeypatch):
 
 
 def test_row_split_covers_every_row_once():
-    from nlpkit.lm.transformer.threads import RowPool
+    from nlpkit.lm.threads import RowPool
     assert RowPool(2).split(7) == [(0, 3), (3, 7)]
     assert RowPool(3).split(2) == [(0, 1), (1, 2)]
 
@@ -317,7 +317,7 @@ def test_threaded_log_softmax_equals_one_thread(monkeypatch):
 
 def test_bad_nlpkit_lm_threads_is_a_clear_error(monkeypatch):
     from nlpkit.errors import NlpkitError
-    from nlpkit.lm.transformer.threads import workers
+    from nlpkit.lm.threads import workers
     monkeypatch.setenv("NLPKIT_LM_THREADS", "two")
     with pytest.raises(NlpkitError, match="NLPKIT_LM_THREADS must be a whole number of threads, got 'two'"):
         workers()

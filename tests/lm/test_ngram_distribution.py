@@ -19,8 +19,8 @@ import pytest
 
 from nlpkit.lm.ngram.ngram_model import load_ngram_model
 from nlpkit.lm.generation import next_token_distribution
-from nlpkit.lm.ngram.backend import NgramLM
-from nlpkit.lm.ngram.sampling import prompt_history
+from nlpkit.lm.ngram.ngram_lm import NgramLM
+from nlpkit.lm.ngram.ngram_sampling import prompt_history
 from nlpkit.lm.ngram.line_scoring import score_lines
 from nlpkit.lm.sampling import SamplingConfig
 

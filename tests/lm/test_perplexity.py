@@ -80,7 +80,7 @@ def test_windows_scored_on_several_threads_at_once_give_the_same_bits(monkeypatc
     """Windows run two at a time, each forward serial on its thread (and a last odd window row-parallel),
     give exactly the log-probabilities of one window at a time on one thread; BLAS's count comes back."""
     import nlpkit.lm.transformer.model as model_mod
-    from nlpkit.lm.transformer import threads
+    from nlpkit.lm import threads
     model, ref = fixture(name)
     monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
     monkeypatch.setenv("NLPKIT_LM_THREADS", "1")

@@ -6,7 +6,10 @@
     ngram_model.py   the loaded model: sorted n-gram keys, vectorized scoring, next-word distributions
     line_scoring.py  perplexity of lines as KenLM's query reports it, plus NLL and bits per byte
     train.py         train_ngram: count and write a model file (nlpkit ngram-train)
-    sampling.py      sample and generate from an n-gram model
+    ngram_lm.py      `NgramLM`: the model as a `LanguageModel`
+    ngram_perplexity.py    what `perplexity` prints for an n-gram model (KenLM query's records)
+    ngram_continuations.py continuation scoring (`nlpkit score`), as KenLM's full_scores
+    ngram_sampling.py      sample and generate from an n-gram model
 """
 
 from nlpkit.lm.ngram.arpa import sniff

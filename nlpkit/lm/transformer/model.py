@@ -25,8 +25,8 @@ from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.config import ModelConfig
 from nlpkit.lm.transformer.packing import Packing
 from nlpkit.lm.transformer.rope import RoPE, apply_rope, apply_rope_partial
+from nlpkit.lm.threads import SERIAL, RowPool, engine_threads, held_blas_threads
 from nlpkit.lm.transformer.stored_weights import LayerExpander, has_stored, is_stored
-from nlpkit.lm.transformer.threads import SERIAL, RowPool, engine_threads, held_blas_threads
 
 
 @dataclass

@@ -30,7 +30,7 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.quant_blocks import DECODERS, check_type, expand_rows
-from nlpkit.lm.transformer.threads import SERIAL, RowPool, engine_threads
+from nlpkit.lm.threads import SERIAL, RowPool, engine_threads
 
 TILE_WEIGHTS = 1 << 17  # weights per expansion chunk: its code temporaries stay in the CPU's cache
 HEAD_TILE_ROWS = 2048  # vocabulary rows of the output projection expanded at a time

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.continuations import ContinuationScore, score_grouped
+from nlpkit.lm.continuations import ContinuationScore
 from nlpkit.lm.ngram.ngram_model import NgramModel, log10_to_nats
 from nlpkit.lm.ngram.line_scoring import query_words
 
@@ -30,19 +30,14 @@ def words_of(text: str, transform: Callable[[str], str] | None) -> list[str]:
 
 
 class NgramContinuationScorer:
-    """Scores continuations of contexts on one n-gram model (words, `<s>` first)."""
+    """Scores continuations of contexts on one n-gram model (words, `<s>` first): a
+    `nlpkit.lm.continuations.ContinuationScorer`."""
 
     def __init__(self, model: NgramModel, transform: Callable[[str], str] | None = None):
         self.model = model
         self.transform = transform
 
-    def score(self, context: str, continuations: Sequence[str]) -> list[ContinuationScore]:
-        """Each continuation's score after `context`: word ids (OOV -> <unk>) of `<s>` + the context's words,
-        and of each continuation's words."""
-        ctx_ids, _ = self.model.lookup(words_of(context, self.transform))
-        ctx = [self.model.bos_id] + ctx_ids.tolist()
-        conts = [self.model.lookup(words_of(c, self.transform))[0].tolist() for c in continuations]
-        return score_grouped(self, [(ctx, c) for c in conts])
+    batched = False   # requests are scored one by one: nothing to pack
 
     def check(self, context: str, continuations: Sequence[str]) -> list[tuple[list[int], list[int]]]:
         """The (context ids, continuation ids) this request is scored on (`<s>` first), or the NlpkitError scoring
@@ -55,7 +50,25 @@ class NgramContinuationScorer:
             raise NlpkitError("the continuation has no words: nothing to score")
         return pairs
 
-    def score_ids(self, ctx: list[int], conts: list[list[int]]) -> list[ContinuationScore]:
+    def render(self, context: str) -> str:
+        """The context as given (an n-gram model has no chat template)."""
+        return context
+
+    def score_requests(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[list[ContinuationScore]]:
+        """Each (context, continuations) request's scores: word ids (OOV -> <unk>) of `<s>` + the context's words,
+        and of each continuation's words."""
+        out = []
+        for context, continuations in requests:
+            ctx_ids, _ = self.model.lookup(words_of(context, self.transform))
+            ctx = [self.model.bos_id] + ctx_ids.tolist()
+            scores = self._score_ids(ctx, [self.model.lookup(words_of(c, self.transform))[0].tolist()
+                                           for c in continuations])
+            for s in scores:
+                s.context_ids = tuple(ctx)
+            out.append(scores)
+        return out
+
+    def _score_ids(self, ctx: list[int], conts: list[list[int]]) -> list[ContinuationScore]:
         """Each continuation's log-likelihood after the context (see the module docstring)."""
         out = []
         for cont in conts:

@@ -1,5 +1,8 @@
 """Row-parallel numpy for long forward passes: our own worker threads, with BLAS held to one thread.
 
+Shared by the engine (`nlpkit.lm.transformer.model`), perplexity's windows, the model comparison and the
+Dask stages (`match_blas_threads`: a worker's BLAS thread count equal to the driver's, so the numbers are).
+
 Why: a 512-token prefill is a few large matmuls per layer and many element-wise passes (norms, RoPE,
 SiLU, softmax) and small attention matmuls. OpenBLAS threads only the matmuls, and its threads sync
 on every small one, so two BLAS threads gave 1.4x one thread. Splitting the rows (and the attention
@@ -52,6 +55,14 @@ def blas_threads() -> int | None:
     """How many threads numpy's OpenBLAS uses (it honours OPENBLAS_NUM_THREADS / OMP_NUM_THREADS)."""
     handle = _openblas()
     return int(handle[0]()) if handle else None
+
+
+def match_blas_threads(blas_threads: int | None) -> None:
+    """OpenBLAS's float32 sums depend on its thread count: a Dask worker (which Dask starts with
+    one BLAS thread) uses the driver's count, so its numbers equal the driver's own."""
+    handle = _openblas()
+    if blas_threads and handle is not None and int(handle[0]()) != blas_threads:
+        handle[1](blas_threads)
 
 
 def workers() -> int:

@@ -6,7 +6,7 @@ separately with the model's own tokenizer (BOS first when it adds one) and the c
 the whole encoding after the context's tokens. An empty context is the model's prefix token (BOS, else EOS) --
 unless the continuation itself starts with that token, which then becomes the context.
 
-Scoring (`ContinuationScorer.score_batch`): many requests at once. The continuations of one context (in one request
+Scoring (`PackedScorer.score_requests`): many requests at once. The continuations of one context (in one request
 or several) form a segment (in runs of `BRANCH_TOKENS` continuation tokens, or the context's length, when there are
 more): the context with the tokens every continuation shares (their longest common prefix, leaving each at least one
 token of its own), then each continuation's own tokens but its last as a branch that sees the prefix and itself only
@@ -166,24 +166,28 @@ def _forward_groups(sizes: list[int], budget: int) -> list[list[int]]:
     return [g for g in groups if g]
 
 
-class ContinuationScorer:
-    """Scores continuations of contexts on one model, many requests per packed forward (see the module docstring)."""
+class PackedScorer:
+    """Scores continuations of contexts on one model, many requests per packed forward (see the module docstring):
+    a `nlpkit.lm.continuations.ContinuationScorer`."""
+
+    batched = True   # one call packs all its requests into as few forwards as fit
 
     def __init__(self, model, window: int | None = None, render: Callable[[str], str] | None = None,
                  pack_tokens: int = PACK_TOKENS, share: bool = True):
         self.model = model
-        self.render = render  # a context -> the text the model sees (a chat template's user turn), or None
+        self.template = render  # a context -> the text the model sees (a chat template's user turn), or None
         self.window = int(window or model.config.max_seq_len)
         self.pack_tokens = pack_tokens
         self.share = share  # False: every continuation runs its context again (lm-eval's way; the savings report)
         self.tokens = 0  # tokens run through the model, for the savings report
 
-    def score(self, context: str, continuations: Sequence[str]) -> list[ContinuationScore]:
-        """Each continuation's score after `context` (text in, lm-evaluation-harness's encoding)."""
-        return self.score_batch([(context, continuations)])[0]
+    def render(self, context: str) -> str:
+        """The context as the model sees it: the chat template's user turn (``--chat``), else itself."""
+        return self.template(context) if self.template is not None else context
 
-    def score_batch(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[list[ContinuationScore]]:
-        """Each request's (context, continuations) scores, all requests packed into as few forwards as fit."""
+    def score_requests(self, requests: Sequence[tuple[str, Sequence[str]]]) -> list[list[ContinuationScore]]:
+        """Each request's (context, continuations) scores, all requests packed into as few forwards as fit (text
+        in, lm-evaluation-harness's encoding: `encode_pair`)."""
         return self.score_pairs([[encode_pair(self.model, context, c) for c in conts] for context, conts in requests])
 
     def check(self, context: str, continuations: Sequence[str]) -> list[tuple[list[int], list[int]]]:
@@ -203,10 +207,6 @@ class ContinuationScorer:
         if len(cont) > self.window:
             raise NlpkitError(f"the continuation is {len(cont)} tokens, longer than the window of "
                               f"{self.window} tokens")
-
-    def score_ids(self, ctx: list[int], conts: list[list[int]]) -> list[ContinuationScore]:
-        """Score token-id continuations of one context."""
-        return self.score_pairs([[(ctx, c) for c in conts]])[0]
 
     def score_pairs(self, requests: list[list[tuple[list[int], list[int]]]]) -> list[list[ContinuationScore]]:
         """Each request's (context ids, continuation ids) pairs scored: continuations of one context (within and
@@ -273,3 +273,14 @@ class ContinuationScorer:
             lp = (x.astype(np.float64) - m[i]) - logsum[i]
             greedy = bool(np.all(x == m[i])) and all(int(np.argmax(logits[k])) == t for k, t in zip(i, target))
             out[where[0]][where[1]] = ContinuationScore(float(lp.sum()), list(cont), greedy, truncated, ctx)
+
+
+def __getattr__(name: str):
+    """`ContinuationScorer`, this class's old name (the protocol of that name is `nlpkit.lm.continuations`')."""
+    if name == "ContinuationScorer":
+        import warnings
+
+        warnings.warn("nlpkit.lm.transformer.packed_scoring.ContinuationScorer is now PackedScorer (the old name "
+                      "goes in the next release)", DeprecationWarning, stacklevel=2)
+        return PackedScorer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,18 +11,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.interface import PerplexityRun, Prompt
+from nlpkit.lm.interface import Prompt
 
-PERPLEXITY_SUMMARY = ["file", "tokens", "mean_nll", "mean_nll_se", "token_ppl", "token_ppl_unc", "word_ppl",
-                      "byte_ppl", "bits_per_byte", "words", "bytes"]
-PERPLEXITY_PER_LINE = ["file", "line", *PERPLEXITY_SUMMARY[1:]]
-PERPLEXITY_PER_TOKEN = ["file", "line", "position", "id", "token", "logprob"]
-TOTAL = "(total)"  # the file cell of the corpus total row (JSON records also carry "total": true)
 
 
 def last_logits(model, tokens: np.ndarray, cache) -> np.ndarray:  # [b, t] -> [b, V]
@@ -89,6 +84,15 @@ def generation_config(model) -> dict:
     except (OSError, ValueError) as e:
         raise NlpkitError(f"{path}: not readable JSON ({e})") from None
     return data if isinstance(data, dict) else {}
+
+
+def load_engine(path: str, rope_scaling: str | None = None, rope_factor: float | None = None):
+    """The engine `Model` at `path` with these RoPE options: the loader of `TransformerLM.worker_key` (positional
+    arguments, so that a Dask task can hand them on)."""
+    from nlpkit.lm.transformer.loaders import load_model
+
+    # a worker scores (perplexity windows and lines, score's items): `weights` auto is native, as the driver's
+    return load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor, purpose="score")
 
 
 class TransformerState:
@@ -173,17 +177,17 @@ class TransformerLM:
         return self.model.require_tokenizer()
 
     def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None):
-        """Continuation scoring (`nlpkit score`): a `continuations.ContinuationScorer` on this model, lm-evaluation-
+        """Continuation scoring (`nlpkit score`): a `packed_scoring.PackedScorer` on this model, lm-evaluation-
         harness's encoding and truncation at `window` tokens [the trained positions]; with `chat`, contexts
         rendered as a user turn by the model's chat template (`system` first)."""
         from nlpkit.errors import UsageError
-        from nlpkit.lm.transformer.continuations import ContinuationScorer, chat_renderer
+        from nlpkit.lm.transformer.packed_scoring import PackedScorer, chat_renderer
 
         self.model.require_tokenizer()
         if window is not None and window > self.model.config.positions:
             raise UsageError(f"`window` {window} exceeds the {self.model.config.positions} positions of "
                              f"{self.model.source or 'the model'}")
-        return ContinuationScorer(self.model, window, chat_renderer(self.model, system) if chat else None)
+        return PackedScorer(self.model, window, chat_renderer(self.model, system) if chat else None)
 
     @property
     def context_length(self) -> int:
@@ -233,7 +237,11 @@ class TransformerLM:
 
     def token_text(self, token_id: int) -> str:
         """How one token reads: its bytes as UTF-8, a partial character shown as \\xNN escapes."""
-        return self.model.tokenizer.decode_bytes([token_id]).decode("utf-8", errors="backslashreplace")
+        return self.token_bytes(token_id).decode("utf-8", errors="backslashreplace")
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """One token's bytes (a piece of a UTF-8 character, for a byte-level tokenizer)."""
+        return self.model.tokenizer.decode_bytes([token_id])
 
     # ------------------------------------------------------------------ scoring
     def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray:  # [t] -> [t - first]
@@ -247,11 +255,13 @@ class TransformerLM:
 
         return window_logits(self.model, list(ids), first)
 
+    parallel_windows = True   # a window's forward releases the GIL: perplexity runs windows on threads
+
     @property
     def worker_key(self) -> tuple:
-        """How a Dask worker loads the same model (`nlpkit.lm.perplexity.cached_model`): the absolute path
-        (workers have their own cwd) and the RoPE options."""
-        return (os.path.abspath(str(self.model.source)), *self.load_options)
+        """How a Dask worker loads the same engine `Model` (`nlpkit.lm.perplexity.cached_model(*worker_key)`): the
+        loader, the absolute path (workers have their own cwd) and the RoPE options."""
+        return (load_engine, os.path.abspath(str(self.model.source)), *self.load_options)
 
     def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray:  # [P] -> [V]
         ctx = context or self.model.config.positions
@@ -325,104 +335,7 @@ class TransformerLM:
         check_context(self.model, ctx)
         return ctx
 
-    def perplexity_run(self, paths: Sequence[str], *, mode: str = "sliding", context: int | None = None,
-                       stride: int | None = None, add_bos: bool | None = None, per_line: bool = False,
-                       per_token: bool = False, errors: str = "strict") -> PerplexityRun:
-        """Each text scored in windows (`mode`): a record per file (then a corpus total), per line
-        (`per_line`) or per scored token (`per_token`)."""
-        from nlpkit.lm.perplexity import default_stride, prefix_token
-
-        ctx = self.window_context(context)
-        strd = (stride or default_stride(ctx)) if mode == "sliding" else None
-        bos = prefix_token(self.model.config) is not None if add_bos is None else add_bos
-        columns = PERPLEXITY_PER_LINE if per_line else PERPLEXITY_SUMMARY
-        if per_token:
-            columns = PERPLEXITY_PER_TOKEN if per_line else [c for c in PERPLEXITY_PER_TOKEN if c != "line"]
-        sig = self.signature("perplexity", {"mode": mode, "ctx": ctx, "stride": strd, "bos": bos})
-
-        def records(progress=None, client=None, shard_size: int | None = None) -> Iterator[dict]:
-            return self._perplexity_records(paths, mode, ctx, strd, bos, per_line, per_token, errors, progress,
-                                            client, shard_size)
-
-        return PerplexityRun(columns, sig, records, context=ctx, stride=strd)
-
-    def _perplexity_records(self, paths, mode, ctx, strd, bos, per_line, per_token, errors, progress, client,
-                            shard_size) -> Iterator[dict]:
-        from nlpkit.io import display_name, read_text
-        from nlpkit.lm.perplexity import Perplexity, perplexity
-
-        model, tok = self.model, self.model.tokenizer
-        key = self.worker_key
-
-        def stats(p) -> dict:
-            return {"tokens": p.tokens, "mean_nll": p.mean_nll, "mean_nll_se": p.mean_nll_se,
-                    "token_ppl": p.token_perplexity, "token_ppl_unc": p.token_perplexity_unc,
-                    "word_ppl": p.word_perplexity, "byte_ppl": p.byte_perplexity, "bits_per_byte": p.bits_per_byte,
-                    "words": p.words, "bytes": p.bytes}
-
-        def token_rows(name: str, line: int | None, scored) -> list[dict]:
-            where = {"file": name} if line is None else {"file": name, "line": line}
-            return [{**where, "position": pos, "id": i,
-                     "token": tok.decode_bytes([i]).decode("utf-8", errors="replace"), "logprob": lp}
-                    for pos, i, lp in zip(scored.positions, scored.ids, scored.logprobs)]
-
-        if per_line:
-            if client is not None:
-                from nlpkit.distributed.stages import perplexity_lines
-
-                lines = perplexity_lines(client, paths, key, mode, ctx, strd, bos, errors, shard_size, progress,
-                                         per_token)
-            else:
-                lines = _local_lines(model, paths, mode, ctx, strd, bos, errors, per_token)
-            for name, lineno, p in lines:
-                if p is None:
-                    if not per_token:
-                        yield {"file": name, "line": lineno, "tokens": 0, "words": 0, "bytes": 0}
-                elif per_token:
-                    yield from token_rows(name, lineno, p[1])
-                else:
-                    yield {"file": name, "line": lineno, **stats(p)}
-            return
-        map_windows = None
-        if client is not None:
-            from nlpkit.distributed.stages import perplexity_windows
-
-            map_windows = perplexity_windows(client, key, shard_size, progress)
-        several = len(paths) > 1 and not per_token
-        totals: list = []
-        for path in paths:
-            name = display_name(path)
-            text = read_text(path, errors=errors)
-            if not text.strip():
-                what = "empty text" if not text else "only whitespace (no text)"
-                raise NlpkitError(f"{name}: {what}, nothing to score")
-            p, scored = perplexity(model, text, mode=mode, context=ctx, stride=strd, add_bos=bos,
-                                   progress=None if client is not None else progress, map_windows=map_windows)
-            if per_token:
-                yield from token_rows(name, None, scored)
-            else:
-                yield {"file": name, **stats(p), **({"total": False} if several else {})}
-                totals.append(p)
-        if several and totals:
-            nll = sum(p.nll for p in totals)
-            n = sum(p.tokens for p in totals)
-            p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
-                           bytes=sum(p.bytes for p in totals), nll_sq=sum(p.nll_sq for p in totals))
-            yield {"file": TOTAL, **stats(p), "total": True}
-
-
-def _local_lines(model, paths, mode, ctx, strd, bos, errors, per_token):
-    """(file, line number, Perplexity — with `per_token` a (Perplexity, Scored) pair — or None when
-    the line is too short), as `nlpkit.distributed.stages.perplexity_lines` yields them."""
-    from nlpkit.io import display_name, iter_lines
-    from nlpkit.lm.perplexity import TooShort, perplexity
-
-    for path in paths:
-        name = display_name(path)
-        for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
-            try:
-                p, scored = perplexity(model, line, mode=mode, context=ctx, stride=strd, add_bos=bos)
-            except TooShort:
-                yield name, lineno, None
-                continue
-            yield name, lineno, ((p, scored) if per_token else p)
+    def sentence_perplexity(self, paths: Sequence[str], **_options):
+        """Not offered: a transformer scores windows (`nlpkit.lm.perplexity.perplexity_run`), never a line as a
+        sentence (`window_context` is never None)."""
+        raise NlpkitError(f"{self.described} scores windows, not sentences")

@@ -10,7 +10,6 @@ KenLM query's figures (the columns `nlpkit perplexity --model lm.arpa` has alway
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -18,12 +17,6 @@ import numpy as np
 from nlpkit.lm.interface import PerplexityRun, Prompt
 from nlpkit.lm.ngram.ngram_model import NgramModel, log10_to_nats
 
-PERPLEXITY_SUMMARY = ["file", "sentences", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_unc",
-                      "ppl_no_oov", "mean_nll", "mean_nll_se", "bits_per_byte", "bytes"]
-PERPLEXITY_PER_LINE = ["file", "line", "tokens", "oov", "zero_prob", "log10_prob", "ppl", "ppl_unc", "ppl_no_oov",
-                       "mean_nll", "mean_nll_se", "bits_per_byte"]
-PERPLEXITY_PER_TOKEN = ["file", "line", "position", "token", "id", "ngram", "log10_prob", "logprob", "oov"]
-TOTAL = "(total)"  # the file cell of the corpus total row, as for a transformer
 
 _SENTENCE = "each line is scored whole, as one sentence <s> ... </s>, as KenLM's query scores it"
 _NO_POSITIONS = "it has no positions to scale"
@@ -46,7 +39,7 @@ class NgramState:
             stats.prompt_tokens, stats.batch = len(prompt_ids), rows
 
     def logits(self) -> np.ndarray:  # -> [rows, V] float32
-        from nlpkit.lm.ngram.sampling import next_logits
+        from nlpkit.lm.ngram.ngram_sampling import next_logits
 
         return np.stack([next_logits(self.model, h) for h in self.hists])
 
@@ -75,7 +68,7 @@ class WordStream:
         self._final: str | None = None
 
     def _text(self) -> str:
-        from nlpkit.lm.ngram.sampling import join_words
+        from nlpkit.lm.ngram.ngram_sampling import join_words
 
         return join_words(self.words, self.lead, self.detok)
 
@@ -138,7 +131,7 @@ class NgramLM:
     def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None):
         """Continuation scoring (`nlpkit score`): words after `<s>` as KenLM's full_scores scores them
         (`continuations.NgramContinuationScorer`). `window` and `chat` do not apply (see `inapplicable`)."""
-        from nlpkit.lm.ngram.continuations import NgramContinuationScorer
+        from nlpkit.lm.ngram.ngram_continuations import NgramContinuationScorer
 
         return NgramContinuationScorer(self.model, self.transform)
 
@@ -183,6 +176,20 @@ class NgramLM:
     def token_text(self, token_id: int) -> str:
         return self.model.vocab[token_id]
 
+    def token_bytes(self, token_id: int) -> bytes:
+        return self.model.vocab[token_id].encode("utf-8")
+
+    parallel_windows = False   # scoring is Python loops: threads would only queue
+
+    @property
+    def worker_key(self) -> tuple:
+        """How a Dask worker loads the same model (`nlpkit.lm.perplexity.cached_model(*worker_key)`)."""
+        import os
+
+        from nlpkit.lm.ngram.ngram_model import load_ngram_model
+
+        return (load_ngram_model, os.path.abspath(self.model.source))
+
     # ------------------------------------------------------------------ scoring
     def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray:  # [t] -> [t - first]
         """log p(ids[j] | ids[j-n+1:j]) in nats for j = first..len-1 (ids[0] is context only)."""
@@ -197,7 +204,7 @@ class NgramLM:
         raise NlpkitError(f"{self.described} has no token distributions to compare ({self.inapplicable['compare']})")
 
     def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray:  # [P] -> [V]
-        from nlpkit.lm.ngram.sampling import next_logits
+        from nlpkit.lm.ngram.ngram_sampling import next_logits
 
         return next_logits(self.model, list(prompt_ids))
 
@@ -215,7 +222,7 @@ class NgramLM:
     def prompt(self, text: str, **_ignored) -> Prompt:
         """``<s>`` and the ids of the prompt's words; a space before the first word drawn unless the
         prompt ends in one (or BPE pieces are joined by their own tokenizer)."""
-        from nlpkit.lm.ngram.sampling import prompt_history, prompt_lead
+        from nlpkit.lm.ngram.ngram_sampling import prompt_history, prompt_lead
 
         return Prompt(prompt_history(self.model, text, self.transform), lead=prompt_lead(text, self.detok),
                       echo=text)
@@ -234,72 +241,11 @@ class NgramLM:
         """None: an n-gram model scores each line whole, with no window."""
         return None
 
-    def perplexity_run(self, paths: Sequence[str], *, per_line: bool = False, per_token: bool = False,
-                       errors: str = "strict", **_windows) -> PerplexityRun:
-        """KenLM query's figures plus NLL and bits per byte, per file (then a corpus total), per line or
-        per token. Per-token records always name their line (each line is a sentence, positions count
-        from its first word). On a cluster the workers score line shards (`line_scoring.score_shard`):
-        the same records, digit for digit."""
-        columns = PERPLEXITY_PER_TOKEN if per_token else PERPLEXITY_PER_LINE if per_line else PERPLEXITY_SUMMARY
+    def sentence_perplexity(self, paths: Sequence[str], *, per_line: bool = False, per_token: bool = False,
+                            errors: str = "strict", **_windows) -> PerplexityRun:
+        """KenLM query's figures plus NLL and bits per byte, per file (then a corpus total), per line or per token
+        (`nlpkit.lm.ngram.ngram_perplexity`: the n-gram model's own way, each line one sentence)."""
+        from nlpkit.lm.ngram.ngram_perplexity import sentence_perplexity_run
 
-        def records(progress=None, client=None, shard_size: int | None = None):
-            return self._perplexity_records(paths, per_line, per_token, errors, progress, client, shard_size)
-
-        return PerplexityRun(columns, self.signature("perplexity", {}), records, digits=6)
-
-    def _perplexity_records(self, paths, per_line, per_token, errors, progress, client, shard_size):
-        import os
-
-        from nlpkit.errors import NlpkitError
-        from nlpkit.io import display_name
-        from nlpkit.lm.ngram.line_scoring import NgramPerplexity, score_source
-
-        model = self.model
-        several = len(paths) > 1 and not per_line and not per_token
-        corpus = NgramPerplexity()
-        if client is not None:
-            from nlpkit.distributed.stages import ngram_perplexity_shards
-
-            results = ngram_perplexity_shards(client, paths, os.path.abspath(model.source), errors, per_token,
-                                              per_line, shard_size, progress)
-        else:
-            results = ((k, b if per_token else b.line_sums(per_line)) for k, path in enumerate(paths)
-                       for b in score_source(model, path, errors, self.transform))
-        pending = next(results, None)
-        for k, path in enumerate(paths):
-            name = display_name(path)
-            total = NgramPerplexity()
-            lineno = 0
-            while pending is not None and pending[0] == k:
-                item = pending[1]
-                if per_token:
-                    total.add_batch(item)
-                    for lineno, s in enumerate(item.lines(), lineno + 1):
-                        yield from ({"file": name, "line": lineno, "position": i, "token": w, "id": int(t),
-                                     "ngram": int(n), "log10_prob": float(lp), "logprob": float(log10_to_nats(lp)),
-                                     "oov": bool(o)}
-                                    for i, (w, t, n, lp, o)
-                                    in enumerate(zip(s.words, s.ids.tolist(), s.ngram.tolist(), s.log10.tolist(),
-                                                     s.oov.tolist())))
-                else:
-                    total.add_sums(item)
-                    if per_line:
-                        for lineno, one in enumerate(item.lines(), lineno + 1):
-                            rec = _record(one)
-                            rec.pop("sentences"), rec.pop("bytes")
-                            yield {"file": name, "line": lineno, **rec}
-                pending = next(results, None)
-            if total.sentences == 0 and not per_line:
-                raise NlpkitError(f"{name}: empty text, nothing to score")
-            if not per_line and not per_token:
-                yield {"file": name, **_record(total), **({"total": False} if several else {})}
-                corpus.merge(total)
-        if several:
-            yield {"file": TOTAL, **_record(corpus), "total": True}
-
-
-def _record(p) -> dict:
-    return {"sentences": p.sentences, "tokens": p.tokens, "oov": p.oov, "zero_prob": p.zero_prob,
-            "log10_prob": p.log10_total, "ppl": p.perplexity, "ppl_unc": p.perplexity_unc,
-            "ppl_no_oov": p.perplexity_no_oov, "mean_nll": p.mean_nll, "mean_nll_se": p.mean_nll_se,
-            "bits_per_byte": p.bits_per_byte, "bytes": p.bytes}
+        return sentence_perplexity_run(self.model, self.transform, self.signature("perplexity", {}), paths,
+                                       per_line=per_line, per_token=per_token, errors=errors)

@@ -3,7 +3,7 @@
 The prompt is the start of a sentence: ``<s>`` then its words (after the model's lowercasing /
 tokenizer). Each step turns log10 p(w | history) over the vocabulary into logits (natural log);
 the filters (repetition penalty -> temperature -> top-k -> top-p -> min-p) and the draw are the
-neural models' own (`nlpkit.lm.generation`, through `nlpkit.lm.ngram.backend.NgramLM`). ``<s>`` and
+neural models' own (`nlpkit.lm.generation`, through `nlpkit.lm.ngram.ngram_lm.NgramLM`). ``<s>`` and
 ``<unk>`` are never drawn; ``</s>`` ends the text (finish "eos"), or with `ignore_eos` ends the line
 and starts a new sentence. Words are joined by single spaces. Where an MLE model never saw the
 history (every word has probability 0), the history is shortened from the left until it was seen,
