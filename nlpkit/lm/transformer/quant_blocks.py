@@ -149,8 +149,9 @@ DECODERS: dict[str, tuple[Callable[[np.ndarray, np.ndarray], None], int, int]] =
 def check_type(type_name: str, tensor: str, where: str = "model weights") -> None:
     """An NlpkitError naming the tensor and its type when nlpkit cannot expand it."""
     if type_name not in DECODERS:
-        raise NlpkitError(f"{where}: tensor {tensor} is stored as {type_name}, which nlpkit cannot expand (it "
-                          f"reads {', '.join(DECODERS)}); use a file quantized to one of those")
+        raise NlpkitError(f"{where}: tensor {tensor} is stored as {type_name}, which nlpkit cannot keep as stored "
+                          f"(it expands {', '.join(DECODERS)}); load it with `weights` float32 (dequantized once, "
+                          "where gguf can) or use a file quantized to one of those")
 
 
 def expand_rows(type_name: str, raw: np.ndarray, out: np.ndarray) -> np.ndarray:
