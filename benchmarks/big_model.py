@@ -230,6 +230,8 @@ def main() -> None:
     ap.add_argument("--skip-float32", action="store_true", help="native rows only (no 4-bytes-a-weight cache)")
     ap.add_argument("--files", default="Q8_0,F16,BF16", help="which files to build and measure [all three]")
     ap.add_argument("--build-only", action="store_true", help="build the files, measure nothing")
+    ap.add_argument("--text-repeat", type=int, default=2, help="the text: tests' held-out sample this many times "
+                                                               "[2: about 1,400 tokens]")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -243,7 +245,7 @@ def main() -> None:
     if a.build_only:
         return
     text = a.out / "text.txt"
-    text.write_text((REPO / "tests" / "fixtures" / "text" / "held_out_sample.txt").read_text() * 2)
+    text.write_text((REPO / "tests" / "fixtures" / "text" / "held_out_sample.txt").read_text() * a.text_repeat)
     cache = a.out / "cache"
     env = dict(os.environ, PYTHONPATH=str(REPO), NLPKIT_CACHE_DIR=str(cache))
     env.pop("NLPKIT_NO_CACHE", None)
