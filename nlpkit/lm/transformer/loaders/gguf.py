@@ -29,7 +29,7 @@ from nlpkit.lm.transformer.loaders.native import NativeSource, choose
 from nlpkit.lm.transformer.loaders.prepared_weights import load_weights
 from nlpkit.lm.transformer.loaders.weights import read_block_weights
 from nlpkit.lm.transformer.model import Model
-from nlpkit.lm.transformer.quant_blocks import check_type
+from nlpkit.lm.transformer.quant_blocks import DECODERS, check_type
 
 _MAX_COUNT = 1 << 20  # tensors or metadata keys beyond real files' sizes: a corrupt header
 _U64 = struct.Struct("<Q")
@@ -315,7 +315,9 @@ def load_gguf(path: str | Path, use_cache: bool | None = None, weights: str | No
     $NLPKIT_NO_CACHE; False: neither read nor write)."""
     path = Path(path)
     meta, tensors = read_gguf_header(path)
-    layout, why = choose(weights, sum(int(np.prod(t[1], dtype=np.int64)) for t in tensors), purpose)
+    from gguf.constants import GGMLQuantizationType
+    odd = {GGMLQuantizationType(t[2]).name for t in tensors} - set(DECODERS)
+    layout, why = choose(weights, sum(int(np.prod(t[1], dtype=np.int64)) for t in tensors), purpose, unsupported=odd)
     tokens = meta.get("tokenizer.ggml.tokens")
     ts = _Tensors(tensors, path)
     c = config_from_gguf(meta, len(tokens) if isinstance(tokens, list) else None, set(ts.by_name))

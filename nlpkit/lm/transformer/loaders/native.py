@@ -60,12 +60,15 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
-def choose(weights: str | None, n_weights: int, purpose: str | None = None,
-           memory: int | None = None) -> tuple[str, str]:
-    """(layout, why) for a model of `n_weights` parameters: the request, or auto's choice."""
+def choose(weights: str | None, n_weights: int, purpose: str | None = None, memory: int | None = None,
+           unsupported: set[str] | frozenset = frozenset()) -> tuple[str, str]:
+    """(layout, why) for a model of `n_weights` parameters: the request, or auto's choice. `unsupported`: the
+    stored types of the model's tensors that cannot be kept as stored (auto then loads float32)."""
     asked = requested(weights)
     if asked != "auto":
         return asked, "asked for"
+    if unsupported:
+        return "float32", f"auto: its {', '.join(sorted(unsupported))} tensors cannot be kept as stored"
     purpose = purpose or _purpose
     float32 = 4 * n_weights
     if purpose == "score":
