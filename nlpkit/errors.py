@@ -16,3 +16,13 @@ class NlpkitError(Exception):
 
 class UsageError(NlpkitError):
     """A bad option value detected by the core (the CLI maps it to exit status 2)."""
+
+
+GATE_FAILED = 3  # the exit status of a failed gate: not 0 (pass), 1 (crash or bad data), 2 (usage), 130 (Ctrl-C)
+
+
+class GateFailed(NlpkitError):
+    """A gate's verdict was fail (`score --fail-if-worse`, `perplexity --fail-if-*`): the results and verdict records
+    are written; the CLI prints ``nlpkit: gate failed: <reason>`` and exits `GATE_FAILED`."""
+
+    exit_status = GATE_FAILED

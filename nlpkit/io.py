@@ -265,8 +265,12 @@ def jsonable(value: Any) -> Any:
 
 
 def _table_cell(value: Any, digits: int) -> str:
+    """A table cell: numbers at `digits` decimals (machine formats keep full precision); a list's items each so,
+    separated by ", " so that a folding column breaks between numbers, never inside one."""
     if hasattr(value, "item") and not isinstance(value, str):
         value = value.item()
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_table_cell(v, digits) for v in value)
     if isinstance(value, float):
         if value != 0 and (abs(value) >= 1e6 or abs(value) < 10 ** -digits):
             return f"{value:.{digits}g}"
@@ -299,6 +303,7 @@ class RecordWriter:
         self.header = header
         self.path_columns = tuple(path_columns)    # more columns of paths, shown by basename in a table
         self.rows: list[dict] = []
+        self.extra: dict[str, Any] = {}   # json: more keys of the one document after `results` (e.g. `verdicts`)
         self._started = False
         self.count = 0
 
@@ -335,7 +340,7 @@ class RecordWriter:
         """Finish the output: render the table / json document; flush."""
         self._start()
         if self.fmt == "json":
-            doc: dict[str, Any] = {"results": jsonable(self.rows)}
+            doc: dict[str, Any] = {"results": jsonable(self.rows), **jsonable(self.extra)}
             if self.signature:
                 doc = {"signature": self.signature, **doc}
             self.stream.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")

@@ -27,6 +27,7 @@ TEXT_PARAMS = {
     ("bm25 search", "field"), ("bm25 search", "token_pattern"), ("bm25 search", "metrics"), ("bm25 search", "tag"),
     ("bpe-train", "special_tokens"), ("bpe-train", "pattern"), ("bpe-train", "dask"),
     ("edit-distance", "args"),
+    ("score", "gate_metric"),
     ("generate", "prompt"), ("generate", "stops"), ("generate", "system"),
     ("ngram-train", "dask"),
     ("perplexity", "dask"),
@@ -129,3 +130,43 @@ def test_completion_protocol_end_to_end(tmp_path):
     env["COMP_WORDS"], env["COMP_CWORD"] = "nlpkit perplexity ", "2"
     r = subprocess.run([sys.executable, "-m", "nlpkit"], capture_output=True, env=env, cwd=str(REPO))
     assert r.stdout.decode().splitlines() == ["file,"]
+
+
+def test_score_field_completes_the_roles():
+    from nlpkit.evaluation.items import ALL_ROLES
+
+    assert completions(["score", "--field"]) == [f"plain,{r}=" for r in ALL_ROLES]
+    assert completions(["score", "--field"], "ch") == ["plain,choices=", "plain,chosen="]
+
+
+@pytest.mark.parametrize("path", [p for p, cmd in command_tree() if any("--dask" in q.opts for q in cmd.params)])
+def test_dask_completes_local_and_local_n_else_a_scheduler_file(path):
+    from nlpkit.workers import available_cpus
+
+    lines = completions(path.split() + ["--dask"])
+    assert lines[:2] == ["plain,local", "plain,local:1"] and f"plain,local:{available_cpus()}" in lines
+    assert completions(path.split() + ["--dask"], "sched") == ["file,sched"]
+
+
+def test_shard_size_help_says_what_a_task_holds():
+    """score and perplexity said "one counting task": their tasks hold items and windows."""
+    from nlpkit.cli.main import cli
+
+    ctx = click.Context(cli)
+    for name, what in (("score", "item text per task"), ("perplexity", "tokens of windows per task")):
+        opt = next(p for p in cli.get_command(ctx, name).params if p.name == "shard_size")
+        assert what in opt.help and "counting" not in opt.help
+
+
+def test_every_help_example_fits_80_columns():
+    """One help example was 88 columns wide: at COLUMNS=80 no line of any command's --help is wider than 80."""
+    from click.testing import CliRunner
+
+    from nlpkit.cli.main import cli
+
+    wide = []
+    for path, cmd in command_tree():
+        r = CliRunner().invoke(cli, path.split() + ["--help"], terminal_width=80, env={"COLUMNS": "80"})
+        assert r.exit_code == 0, r.output
+        wide += [f"{path}: {line}" for line in r.output.splitlines() if len(line) > 80]
+    assert not wide, "\n".join(wide)

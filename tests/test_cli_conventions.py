@@ -208,7 +208,7 @@ CORE_MESSAGES += [  # the language models' messages (nlpkit/lm/ names its parame
      "RoPE scaling (--rope-scaling, --rope-factor)"),
     ({}, ["generate", "hi", "--model", _LM, "--rope-scaling", "yarn", "--rope-factor", "2"], 2,
      "--rope-scaling applies to RoPE models (llama); this model uses learned positions"),
-    ({}, ["generate", "hi", "--model", _LM, "--chat"], 1,
+    ({}, ["generate", "hi", "--model", _LM, "--chat"], 2,   # as with an n-gram model: an option the model lacks
      f"{_LM}: the model has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json, "
      "no tokenizer.chat_template in the GGUF); give a plain prompt without --chat"),
     ({"s.txt": "hi there\n"}, ["perplexity", "s.txt", "--model", _LM, "--context", "2000"], 2,

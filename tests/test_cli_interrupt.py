@@ -139,3 +139,28 @@ def test_ctrl_c_stops_a_local_dask_cluster_quietly(big, tmp_path):
     assert code == 130, err[-2000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-2000:]
     assert left == []
+
+
+def test_ctrl_c_while_the_matrix_is_written_removes_the_vocab_out_file(tmp_path):
+    """tfidf --matrix --vocab-out FILE wrote FILE whole, then the matrix: Ctrl-C during the matrix left FILE (450 KB).
+    stdout is a pipe nobody reads, so the command blocks in the matrix with FILE written: SIGINT then removes it."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("".join(f"w{i} w{i + 1} x{i % 97} y{i % 13} common\n" for i in range(20_000)))
+    vocab = tmp_path / "vocab.txt"
+    env = {k: v for k, v in os.environ.items() if k not in ("NLPKIT_DEBUG", "NLPKIT_DASK")}
+    p = subprocess.Popen([sys.executable, "-m", "nlpkit", "tfidf", str(corpus), "--docs", "lines", "--matrix",
+                          "--vocab-out", str(vocab)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, cwd=str(REPO), env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and p.poll() is None and not (vocab.exists() and vocab.stat().st_size):
+            time.sleep(0.05)
+        time.sleep(0.5)   # the vocabulary is written in one call; the matrix now fills the pipe
+        assert p.poll() is None and vocab.exists(), "the command should be blocked writing the matrix"
+        os.killpg(p.pid, signal.SIGINT)
+        assert p.wait(timeout=30) == 130
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.stdout.close()
+    assert not vocab.exists()

@@ -127,3 +127,50 @@ def test_bleu_orders_and_resamples_have_a_ceiling(cli, tmp_path, option, value):
     hyp.write_text("the cat sat\n")
     ref.write_text("the cat sat\n")
     usage_error(cli("bleu", str(hyp), "-r", str(ref), "-m", "bleu,chrf", option, value), option)
+
+
+@pytest.mark.parametrize("command,args", [
+    ("pmi", []), ("tfidf", ["--docs", "lines"]), ("tokenize", ["-t", str(FIXTURES / "tokenizers" / "bl-llama3")]),
+    ("ngram-train", ["-o", "{out}"]), ("bpe-train", ["-o", "{out}", "--vocab-size", "300"]),
+])
+def test_jobs_0_means_all_the_cpus_everywhere(cli, text, tmp_path, command, args):
+    """`-j 0` was "auto" in pmi/tfidf and refused by tokenize, ngram-train, bpe-train and bleu: one meaning now."""
+    args = [a.replace("{out}", str(tmp_path / "out")) for a in args]
+    r = cli(command, text, *args, "-j", "0", "--no-signature")
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"--jobs" not in r.stderr
+    assert "0 = all the CPUs available" in cli(command, "--help").stdout.decode().replace("\n", " ").replace("  ", "")
+
+
+def test_bleu_jobs_0_scores_as_one_job(cli, tmp_path):
+    hyp, ref = tmp_path / "h", tmp_path / "r"
+    hyp.write_text("the cat sat on the mat\n")
+    ref.write_text("the cat sat on a mat\n")
+    one = cli("bleu", str(hyp), "-r", str(ref), "-j", "1", "--format", "jsonl", "--no-signature")
+    zero = cli("bleu", str(hyp), "-r", str(ref), "-j", "0", "--format", "jsonl", "--no-signature")
+    assert zero.returncode == 0 and zero.stdout == one.stdout, zero.stderr.decode()
+
+
+@pytest.mark.parametrize("args, option", [
+    (["edit-distance", "--dict", "{dict}", "--max-distance", "2147483648", "speling"], "--max-distance"),
+    (["edit-distance", "--dict", "{dict}", "--top", "9223372036854775808", "speling"], "--top"),
+    (["bpe-train", "{text}", "-o", "{out}", "--vocab-size", "9223372036854775808"], "--vocab-size"),
+    (["generate", "x", "--max-new-tokens", "2147483648"], "--max-new-tokens"),
+    (["generate", "x", "--top-k", "2147483648"], "--top-k"),
+    (["generate", "x", "--top-k", "-1"], "--top-k"),
+    (["generate", "x", "--seed", "2147483648"], "--seed"),
+    (["bleu", "{text}", "-r", "{text}", "--seed", "9223372036854775808"], "--seed"),
+    (["score", "{text}", "--seed", "2147483648"], "--seed"),
+    (["rrf", "{text}", "--rrf-k", "1e300"], "--rrf-k"),
+])
+def test_counts_seeds_and_constants_past_their_ceiling_are_usage_errors(cli, text, tmp_path, args, option):
+    """The README: counts are refused past 2147483647; the reported options accepted 2**31 and 2**63."""
+    d = tmp_path / "dict.txt"
+    d.write_text("spelling\t10\n")
+    args = [a.format(dict=d, text=text, out=tmp_path / "tok") for a in args]
+    usage_error(cli(*args), option)
+
+
+@pytest.mark.parametrize("command", ["score", "pmi", "perplexity"])
+def test_shard_size_past_1024g_is_a_usage_error(cli, text, command):
+    usage_error(cli(command, text, "--shard-size", str(2 ** 63)), "--shard-size", "1024G")

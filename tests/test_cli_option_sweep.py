@@ -2,9 +2,12 @@
 
 The cases are generated from the click command tree: each option whose type is numeric (click's
 int/float types and ranges, nlpkit's number lists and byte sizes) is given ``nan``, ``inf``,
-``-inf``, ``-1``, ``0``, ``1e300`` and ``2**63`` on a small valid input. Each run must end within
-the timeout with exit 0 (then with no NaN or infinity in the output), 1 or 2, with no traceback, no
-"unexpected" error and no process left behind. A new subcommand or numeric option without a base
+``-inf``, ``-1``, ``0``, ``1e300``, ``2**31`` and ``2**63`` on a small valid input. Each run must end within
+the timeout with exit 0 (then with no NaN or infinity in the output), 1, 2 or 3 (a failed gate), with no traceback, no
+"unexpected" error, no Python warning on stderr and no process left behind; a value outside the option's
+declared range is a usage error naming the option. Every integer option has a ceiling of at most 2147483647 (the
+README's "counts up to 2147483647"; worker counts are capped at the CPUs instead) and every real one refuses
+``nan`` and ``inf`` (`test_every_numeric_option_is_bounded`). A new subcommand or numeric option without a base
 invocation below fails `test_every_numeric_option_is_swept`.
 """
 
@@ -22,12 +25,14 @@ import click
 import pytest
 
 from conftest import FIXTURES, REPO
+from nlpkit.errors import GATE_FAILED
 
-VALUES = ("nan", "inf", "-inf", "-1", "0", "1e300", str(2 ** 63))
+VALUES = ("nan", "inf", "-inf", "-1", "0", "1e300", str(2 ** 31), str(2 ** 63))
 MODEL = str(FIXTURES / "lm" / "llama-gqa")
 ARPA = str(FIXTURES / "ngram" / "tiny-3.arpa")
 TOKENIZER = str(FIXTURES / "tokenizers" / "bl-llama3")
 SCORE_MODEL = str(FIXTURES / "score" / "models" / "gpt2-bpe")
+COMPARE = FIXTURES / "lm" / "compare" / "tiny"   # a model and its base with one tokenizer (perplexity's gates)
 TIMEOUT = 60  # seconds: generous for a loaded machine; a healthy run takes about one
 
 TEXT = ("The cat sat on the mat. The dog sat on the log.\n"
@@ -90,6 +95,8 @@ CONTEXT: dict[tuple[str, str], list[str]] = {
 BASE_FOR: dict[tuple[str, str], list[str]] = {
     ("score", "--beta"): ["-m", SCORE_MODEL, "--reference", SCORE_MODEL, str(FIXTURES / "score" / "preference.jsonl"),
                           "--summary-only"],
+    **{("perplexity", gate): ["{text}", "-m", str(COMPARE / "model"), "--compare", str(COMPARE / "base")]
+       for gate in ("--fail-if-kld-above", "--fail-if-ppl-ratio-above", "--fail-if-same-top-below")},
 }
 
 # For list options: where the swept value goes.
@@ -139,6 +146,51 @@ def test_every_numeric_option_is_swept():
     numeric = {path for path, _ in numeric_options()}
     assert numeric - set(BASE) == set(), "give these commands a base invocation in BASE"
     assert commands - {"completion"} <= set(BASE) | (commands - numeric)
+
+
+def option_param(path: str, option: str) -> click.Parameter:
+    cmd = dict(command_tree())[path]
+    return next(p for p in cmd.params if option in p.opts)
+
+
+def test_every_numeric_option_is_bounded():
+    """Integers: a range whose ceiling is at most INT_MAX (a count past it, or a seed of 2**63, is a usage error,
+    not an overflow deep inside numpy); worker counts (`Jobs`) instead cap at the CPUs. Reals: nan and inf refused
+    (`FiniteFloat`)."""
+    from nlpkit.cli.options import INT_MAX, Jobs, FiniteFloat
+
+    unbounded = []
+    for path, option in numeric_options():
+        t = option_param(path, option).type
+        if isinstance(t, Jobs):
+            continue
+        if isinstance(t, click.types.IntParamType):
+            if not isinstance(t, click.IntRange) or t.max is None or t.max > INT_MAX:
+                unbounded.append(f"{path} {option}: {t!r}")
+        elif isinstance(t, click.types.FloatParamType) and not isinstance(t, FiniteFloat):
+            unbounded.append(f"{path} {option}: {t!r} takes nan/inf")
+    assert not unbounded, "\n".join(unbounded)
+
+
+def out_of_range(param: click.Parameter, value: str) -> bool:
+    """Whether `value` is a number outside the option's declared range (then it must be a usage error; a worker
+    count past the CPUs is capped instead)."""
+    from nlpkit.cli.options import ByteSize, Jobs
+
+    t = param.type
+    if isinstance(t, ByteSize):
+        return value.isdigit() and int(value) > ByteSize.MAX_BYTES
+    if not isinstance(t, click.types._NumberRangeBase):
+        return False
+    try:
+        x = int(value) if isinstance(t, click.types.IntParamType) else float(value)
+    except ValueError:
+        return False
+    if x != x:
+        return False
+    lo_bad = t.min is not None and (x < t.min or (t.min_open and x == t.min))
+    hi_bad = t.max is not None and (x > t.max or (t.max_open and x == t.max))
+    return lo_bad or (hi_bad and not isinstance(t, Jobs))
 
 
 @pytest.fixture(scope="module")
@@ -209,12 +261,16 @@ def problems(code, out: str, err: str, left: list[str]) -> list[str]:
     found = []
     if code is None:
         found.append(f"no exit within {TIMEOUT} s")
-    elif code not in (0, 1, 2):
+    elif code not in (0, 1, 2, GATE_FAILED):
         found.append(f"exit {code}")
     if "Traceback" in err or "unexpected" in err:
         found.append("traceback/unexpected: " + err.strip().splitlines()[-1][:300])
+    if re.search(r"\w+Warning\b", err):
+        found.append("a Python/numpy warning on stderr: " + re.search(r".*\w+Warning\b.*", err).group(0)[:200])
     if code == 0 and NONFINITE.search(out):
         found.append("non-finite number in the output: " + NONFINITE.search(out).group(0))
+    if code == GATE_FAILED and not err.startswith(("nlpkit: gate failed:", "nlpkit: warning:")):
+        found.append("gate failure not in nlpkit's style: " + err.strip()[:200])
     if code in (1, 2) and not err.startswith(("nlpkit: error:", "nlpkit: warning:")):
         found.append("error not in nlpkit's style: " + err.strip()[:200])
     if left:
@@ -240,6 +296,7 @@ def test_numeric_option_survives_hostile_values(path, option, case_files, index_
     base = BASE_FOR.get((path, option), BASE[path])
     context = CONTEXT.get((path, option), [])
     templates = TEMPLATES.get((path, option), ["{v}"])
+    param = option_param(path, option)
     failures = []
     for value in VALUES:
         for template in templates:
@@ -253,7 +310,10 @@ def test_numeric_option_survives_hostile_values(path, option, case_files, index_
             words = path.split() + _fill(base + context, case_files, str(case_dir), index)
             args = words + [option, template.replace("{v}", value)]
             code, out, err, left = run_case(args, str(case_dir))
-            for problem in problems(code, out, err, left):
+            found = problems(code, out, err, left)
+            if out_of_range(param, template.replace("{v}", value)) and "{v}" == template and code != 2:
+                found.append(f"outside the option's range {param.type._describe_range()} but exit {code}")
+            for problem in found:
                 failures.append(f"nlpkit {' '.join(args[:len(path.split())])} ... {option} "
                                 f"{template.replace('{v}', value)}: {problem}")
     assert not failures, "\n".join(failures)

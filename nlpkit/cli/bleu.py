@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from nlpkit.cli.options import Count, complete_choices, file_type, jobs_option
+from nlpkit.cli.options import Count, Seed, complete_choices, file_type, jobs_option
 from nlpkit.cli.common import (FiniteFloat, common_options, input_paths, named_flags, open_writer, progress,
                                resolve_format, warn)
 
@@ -97,7 +97,7 @@ def _install_warning_handler(quiet: bool) -> None:
 @click.option("--paired-ar", is_flag=True, help="Paired approximate-randomization test against the first.")
 @click.option("--paired-n", type=Count(1, MAX_RESAMPLES), default=None,
               help="Resamples (bs, default 1000) or trials (ar, default 10000).")
-@click.option("--seed", type=click.IntRange(min=1), default=12345, show_default=True,
+@click.option("--seed", type=Seed(min=1), default=12345, show_default=True,
               help="Seed of the bootstrap / randomization (sacrebleu's SACREBLEU_SEED; "
                    "0 is refused: sacrebleu's paired tests treat it as unseeded).")
 @jobs_option("Score systems in N worker processes (same numbers; helps with TER; at most the CPUs "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import ChoiceOrFile, STOPWORD_LISTS, file_type, given
+from nlpkit.cli.options import ChoiceOrFile, Count, STOPWORD_LISTS, file_type, given
 from nlpkit.cli.common import (FiniteFloat, dask_for, dask_options, encoding_option, flag, format_option,
                                input_paths, named_flags, open_writer, progress, quiet_option, signature_option,
                                warn)
@@ -224,7 +224,7 @@ def add_cmd(index_path, corpus, corpus_format, id_field, field, dask, shard_size
               help="Build an in-memory index from this corpus instead of loading INDEX.")
 @corpus_options
 @model_options
-@click.option("-k", "--top", type=click.IntRange(min=0), default=None, metavar="N",
+@click.option("-k", "--top", type=Count(0), default=None, metavar="N",
               help="Results per query, 0 = all [default: 10; 1000 with --qrels].")
 @qrels_options
 @run_format_option

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import file_type, jobs_option
+from nlpkit.cli.options import Count, file_type, jobs_option
 from nlpkit.cli.common import (cli_message, common_options, dask_for, dask_options, input_paths, open_writer,
                                progress, warn)
 
@@ -42,9 +42,9 @@ def _check_output_dir(output, force: bool) -> None:
 @click.argument("files", nargs=-1, type=file_type())
 @click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False),
               help="Directory for tokenizer.json, vocab.json and merges.txt (created if needed).")
-@click.option("--vocab-size", type=click.IntRange(min=1), required=True,
+@click.option("--vocab-size", type=Count(1), required=True,
               help="Target vocabulary size, special tokens and the 256 byte symbols included.")
-@click.option("--min-frequency", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--min-frequency", type=Count(0), default=0, show_default=True,
               help="Stop when the best pair occurs fewer times (training may stop short of --vocab-size).")
 @click.option("--special-tokens", "special_tokens", multiple=True, metavar="TOK[,TOK...]",
               help="Special tokens (ids 0, 1, ...), comma-separated or repeated.")
@@ -52,10 +52,10 @@ def _check_output_dir(output, force: bool) -> None:
               help="Pre-tokenizer: GPT-2 regex, GPT-4 cl100k regex, no split, or a custom regex.")
 @click.option("--add-prefix-space", is_flag=True,
               help="Prepend a space to each line (each piece for gpt4/REGEX), as HF ByteLevel does.")
-@click.option("--max-token-length", type=click.IntRange(min=1), default=None,
+@click.option("--max-token-length", type=Count(1), default=None,
               help="Form no token longer than N-1 characters, as HF's max_token_length (N of 1 or 2 still "
                    "forms 2-character tokens) [no limit].")
-@click.option("--limit-alphabet", type=click.IntRange(min=1), default=None,
+@click.option("--limit-alphabet", type=Count(1), default=None,
               help="Keep only the N most frequent byte symbols (lossy below 256) [all 256].")
 @jobs_option("Processes for counting large inputs [the CPUs available, at most 8].", old_names=("--workers",))
 @click.option("--force", is_flag=True,
@@ -76,8 +76,10 @@ def command(files, output, vocab_size, min_frequency, special_tokens, pattern, a
     those three files): anything else is refused unless --force.
 
     \b
-      nlpkit bpe-train corpus.txt -o tok/ --vocab-size 8000 --special-tokens '<|endoftext|>'
-      cat *.txt | nlpkit bpe-train - -o tok/ --vocab-size 32000 --min-frequency 2 --pattern gpt4
+      nlpkit bpe-train corpus.txt -o tok/ --vocab-size 8000 \\
+          --special-tokens '<|endoftext|>'
+      cat *.txt | nlpkit bpe-train - -o tok/ --vocab-size 32000 \\
+          --min-frequency 2 --pattern gpt4
     """
     import time
     from pathlib import Path

@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import click
 
-from nlpkit.cli.options import ByteSize, FiniteFloat, model_path_type  # noqa: F401 - shared numeric types live in cli/options.py
+from nlpkit.cli.options import ByteSize, Count, FiniteFloat, model_path_type  # noqa: F401 - shared types: cli/options.py
 from nlpkit.errors import NlpkitError
 from nlpkit.io import FORMATS, RecordWriter, stderr_is_terminal, stdout_is_terminal
 
@@ -86,7 +86,7 @@ def open_writer(columns: Sequence[str], fmt: str | None, signature: str | None,
 def top_option(default: int | None, help: str, short: bool = True):
     """``-k/--top N``: the same name and meaning in every subcommand (0 = all)."""
     names = ("-k", "--top") if short else ("--top",)
-    return click.option(*names, "top", type=click.IntRange(min=0), default=default,
+    return click.option(*names, "top", type=Count(0), default=default,
                         show_default=default is not None, metavar="N", help=help)
 
 
@@ -178,13 +178,29 @@ def parse_number_list(value: str, name: str, n: int | None = None, cast=float) -
     return items
 
 
-def dask_options(f):
-    """--dask ADDRESS ($NLPKIT_DASK) and --shard-size: run the counting stage on a Dask cluster."""
-    f = click.option("--shard-size", type=ByteSize(), default="auto", show_default=True,
-                     help="With --dask: bytes of input per task (64M, 1G; cut at record ends; "
-                          "a compressed file is one task; auto: 2 tasks per worker, at most 64M, "
-                          "and one counting task on a single worker).")(f)
+SHARD_HELP = ("With --dask: bytes of input per task (64M, 1G; cut at record ends; a compressed file is one task; "
+              "auto: 2 tasks per worker, at most 64M, and one counting task on a single worker).")
+
+
+def _complete_dask(ctx, param, incomplete):
+    """--dask: ``local`` and ``local:N`` (N up to the CPUs available), else file names (a scheduler file)."""
+    from click.shell_completion import CompletionItem
+
+    from nlpkit.workers import available_cpus
+
+    names = ["local"] + [f"local:{n}" for n in range(1, available_cpus() + 1)]
+    hits = [CompletionItem(n) for n in names if n.startswith(incomplete)]
+    return hits or [CompletionItem(incomplete, type="file")]
+
+
+def dask_options(f=None, *, shard_help: str = SHARD_HELP):
+    """--dask ADDRESS ($NLPKIT_DASK) and --shard-size: run the counting stage on a Dask cluster. `shard_help` says
+    what a task holds where it is not a counting task (score: items; perplexity: windows)."""
+    if f is None:
+        return lambda g: dask_options(g, shard_help=shard_help)
+    f = click.option("--shard-size", type=ByteSize(), default="auto", show_default=True, help=shard_help)(f)
     return click.option("--dask", "dask", default=None, envvar="NLPKIT_DASK", metavar="ADDRESS",
+                        shell_complete=_complete_dask,
                         help="Run on Dask: local, local:N (N worker processes), tcp://HOST:PORT, "
                              "tls://HOST:PORT or a scheduler file [$NLPKIT_DASK]; needs "
                              "pip install 'nlpkit[dask]'.")(f)
@@ -349,8 +365,9 @@ def model_options(f):
                      help="Override RoPE scaling: linear interpolation, NTK-aware base change, "
                           "transformers' dynamic NTK, YaRN, Llama 3.1 [the model's own].")(f)
     f = click.option("-m", "--model", "model_path", default=None, metavar="PATH", type=model_path_type(),
-                     help="Hugging Face model directory, .gguf file, or n-gram model (ARPA, .arpa.gz, an "
-                          "ngram-train counts file) [$NLPKIT_MODEL, else the shipped model].")(f)
+                     help="Hugging Face model directory, .gguf file, n-gram model (ARPA, .arpa.gz, an "
+                          "ngram-train counts file), or 'default' (the shipped model) [$NLPKIT_MODEL, else the "
+                          "shipped model].")(f)
     return f
 
 

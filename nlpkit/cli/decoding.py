@@ -14,9 +14,12 @@ from dataclasses import dataclass, fields
 
 import click
 
-from nlpkit.cli.options import file_type
+from nlpkit.cli.options import Count, FiniteFloat, Seed, file_type
 
 from nlpkit.cli.common import refuse_inapplicable, warn
+
+
+MAX_FACTOR = 1e6   # --temperature, --repetition-penalty: the logits are float32; 1e300 overflowed the cast
 
 
 def _seed(ctx, param, value):
@@ -74,22 +77,22 @@ def decoding_options(f):
     --truncate-prompt, --ignore-eos; the command receives them as one `decoding: DecodingOptions`."""
     dflt = "[default: the model's generation_config.json, else llama.cpp's %s; an n-gram model: %s]"
     opts = [
-        click.option("--max-new-tokens", type=click.IntRange(min=0), default=128, show_default=True,
+        click.option("--max-new-tokens", type=Count(0), default=128, show_default=True,
                      help="Stop after this many new tokens."),
-        click.option("--temperature", type=float, default=None,
+        click.option("--temperature", type=FiniteFloat(min=0, max=MAX_FACTOR), default=None,
                      help="Divide the logits by T; 0 = greedy (always the most likely token). " + dflt % ("0.8", "1")),
-        click.option("--top-k", type=int, default=None,
+        click.option("--top-k", type=Count(0), default=None,
                      help="Keep the K most likely tokens (ties at the boundary kept); 0 = disabled. "
                           + dflt % ("40", "0")),
-        click.option("--top-p", type=float, default=None,
+        click.option("--top-p", type=FiniteFloat(min=0, max=1, min_open=True), default=None,
                      help="Nucleus: keep the most likely tokens whose probabilities reach P; in (0, 1], "
                           "1 = disabled. " + dflt % ("0.95", "1")),
-        click.option("--min-p", type=float, default=None,
+        click.option("--min-p", type=FiniteFloat(min=0, max=1), default=None,
                      help="Drop tokens below P x the top token's probability; 0 = disabled. " + dflt % ("0.05", "0")),
-        click.option("--repetition-penalty", type=float, default=None,
+        click.option("--repetition-penalty", type=FiniteFloat(min=0, max=MAX_FACTOR, min_open=True), default=None,
                      help="Divide (positive) or multiply (negative) the logits of tokens already seen; 1 = off. "
                           + dflt % ("1", "1")),
-        click.option("--seed", type=int, default=None, callback=_seed, metavar="N",
+        click.option("--seed", type=Seed(min=-1), default=None, callback=_seed, metavar="N",
                      help="Random seed: the same seed gives the same text [default: a random seed, "
                           "shown by --stats and in the signature; -1 = random]."),
         click.option("--stop", "stops", multiple=True, metavar="STR", callback=_stops,

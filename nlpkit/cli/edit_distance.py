@@ -13,7 +13,7 @@ from typing import Iterator
 
 import click
 
-from nlpkit.cli.options import FiniteFloat, INT_MAX, NumberList, file_type, given
+from nlpkit.cli.options import Count, FiniteFloat, INT_MAX, NumberList, file_type, given
 from nlpkit.cli.common import (cli_message, common_options, input_paths, open_writer, parse_number_list, progress,
                                resolve_format, warn)
 from nlpkit.errors import NlpkitError
@@ -124,9 +124,9 @@ def _queries(args: tuple[str, ...], errors: str) -> Iterator[str]:
 @click.option("--dict", "dict_file", metavar="FILE", type=file_type(),
               help="Dictionary (word or word<TAB>count per line): find the nearest entries of each "
                    "query (ARGS, or lines on stdin). Ties: higher count first.")
-@click.option("-k", "--top", type=click.IntRange(min=0), default=1, show_default=True, metavar="N",
+@click.option("-k", "--top", type=Count(0), default=1, show_default=True, metavar="N",
               help="With --dict: entries per query (0 = all).")
-@click.option("--max-distance", type=click.IntRange(min=0), default=None,
+@click.option("--max-distance", type=Count(0), default=None,
               help="With --dict: only entries at most this far.")
 @click.option("--rank", type=click.Choice(["distance", "channel"]), default="distance", show_default=True,
               help="With --dict: order by distance then count, or by count / EDIT_ODDS**distance "
@@ -146,7 +146,7 @@ def command(args, pairs_file, metric, weights, normalize, level, align, dict_fil
     nlpkit edit-distance --align --level word "the cat sat" "a cat sat down"
     nlpkit edit-distance --pairs pairs.tsv --metric osa --normalize
     nlpkit edit-distance --dict count_1w.txt --top 3 speling korrect
-    nlpkit edit-distance --dict count_1w.txt --metric osa --rank channel < typos.txt
+    nlpkit edit-distance --dict count_1w.txt --rank channel < typos.txt
     """
     w = _weights(weights, metric)
     settings = dict(metric=metric, weights=w, level=level, norm=normalize)

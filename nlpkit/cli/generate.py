@@ -46,9 +46,10 @@ def command(prompt, prompts_file, echo, model_path, rope_scaling, rope_factor, d
 
     \b
     Examples:
-      nlpkit generate "Once upon a time" --max-new-tokens 50 --temperature 0.7 --top-p 0.9
+      nlpkit generate "Once upon a time" --max-new-tokens 50 --top-p 0.9
       nlpkit generate --prompts prompts.txt --temperature 0 --format jsonl
-      nlpkit generate -m SmolLM2-135M-Instruct.Q4_1.gguf --chat "What is the capital of France?" --temperature 0
+      nlpkit generate -m SmolLM2-135M-Instruct.Q4_1.gguf --temperature 0 \\
+          --chat "What is the capital of France?"
     """
     from nlpkit.io import stdout_is_terminal
     from nlpkit.lm.generation import GenerationStats, generate

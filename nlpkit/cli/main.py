@@ -4,7 +4,8 @@
 commands from the `COMMANDS` registry (name -> module, one-line help) and
 imports a subcommand's module only when that subcommand runs.
 
-Errors: `NlpkitError` -> ``nlpkit: error: ...`` and exit 1 (`UsageError` -> 2),
+Errors: `NlpkitError` -> ``nlpkit: error: ...`` and exit 1 (`UsageError` -> 2; `GateFailed` -> ``nlpkit: gate
+failed: ...`` and `GATE_FAILED`, 3),
 click usage errors the same one line and exit 2, a closed stdout pipe exits 0 quietly, Ctrl-C exits 130
 (`nlpkit.cli.shutdown`: workers stopped, partial outputs removed).
 ``NLPKIT_DEBUG=1`` shows the traceback.
@@ -18,7 +19,7 @@ import sys
 import click
 
 from nlpkit import __version__
-from nlpkit.errors import NlpkitError, UsageError
+from nlpkit.errors import GateFailed, NlpkitError, UsageError
 
 # name -> (module, one-line help). Only subcommands that work are registered here.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -68,6 +69,7 @@ def cli() -> None:
     Every subcommand reads files or stdin, writes results to stdout
     (table on a terminal, TSV otherwise; --format tsv|jsonl|json|table)
     and messages to stderr. Exit status: 0 ok, 1 bad data, 2 usage error,
+    3 a gate failed (score --fail-if-worse, perplexity --fail-if-*),
     130 interrupted (Ctrl-C). Shell completion: nlpkit completion bash|zsh|fish.
     """
 
@@ -149,6 +151,9 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         _silence_stdout()
         code = 0
+    except GateFailed as e:   # the results are written: a verdict, not a crash
+        sys.stderr.write(f"nlpkit: gate failed: {e}\n")
+        code = e.exit_status
     except NlpkitError as e:
         if debug:
             import traceback

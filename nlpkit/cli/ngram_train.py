@@ -44,7 +44,7 @@ def command(files, output, order, smoothing, k, lowercase, tokenizer, jobs, dask
 
     \b
       nlpkit ngram-train corpus.txt -o lm.arpa --order 5
-      nlpkit ngram-train corpus.txt -o bigram.ngram --order 2 --smoothing add-k --k 1
+      nlpkit ngram-train corpus.txt -o bi.ngram --order 2 --smoothing add-k --k 1
       nlpkit perplexity held-out.txt --model lm.arpa
     """
     import time

@@ -41,6 +41,31 @@ class Count(click.IntRange):
     def __init__(self, min: int | None = None, max: int | None = INT_MAX, **kw: Any) -> None:
         super().__init__(min=min, max=max, **kw)
 
+    _converting = False
+
+    def convert(self, value, param, ctx):
+        self._converting = True            # an error names the whole range, the ceiling included
+        try:
+            return super().convert(value, param, ctx)
+        finally:
+            self._converting = False
+
+    def _describe_range(self) -> str:
+        """The help shows the floor only when the ceiling is the common one (`INT_MAX`, said once in the README);
+        an error shows both."""
+        if self.max == INT_MAX and self.min is not None and not self.max_open and not self._converting:
+            return f"x{'>' if self.min_open else '>='}{self.min}"
+        return super()._describe_range()
+
+
+class Seed(Count):
+    """A random seed in [min, `INT_MAX`]: sacrebleu's and numpy's seeds are non-negative, and a seed a run
+    draws itself (`secrets.randbelow(2**31)`) can be given back. ``-1`` = random where `min` is -1 (the
+    decoding commands, as llama.cpp)."""
+
+    def __init__(self, min: int = 0) -> None:
+        super().__init__(min=min, max=INT_MAX)
+
 
 def available_cpus() -> int:
     from nlpkit.workers import available_cpus as cpus
@@ -49,17 +74,20 @@ def available_cpus() -> int:
 
 
 class Jobs(click.IntRange):
-    """A worker count: at least `min`; more than the CPUs available is capped to them, with a
-    warning (hundreds of forked processes only slow the machine down)."""
+    """A worker count: 0 = all the CPUs available (the same meaning in every command); more than the
+    CPUs available is capped to them, with a warning (hundreds of forked processes only slow the
+    machine down)."""
 
     name = "integer"
 
-    def __init__(self, min: int = 1) -> None:
+    def __init__(self, min: int = 0) -> None:
         super().__init__(min=min)
 
     def convert(self, value, param, ctx):
         rv = super().convert(value, param, ctx)
         cpus = available_cpus()
+        if rv == 0:
+            return cpus
         if rv > cpus:
             quiet = bool(ctx and ctx.params.get("quiet"))
             warned = ctx.meta.setdefault("nlpkit.jobs_capped", set()) if ctx else set()
@@ -111,9 +139,15 @@ class NumberList(click.ParamType):
 NUMERIC_TYPES: tuple[type, ...] = (click.types._NumberParamTypeBase, NumberList)
 
 
-def jobs_option(help: str, default: int | None = None, min: int = 1, old_names: tuple[str, ...] = ()):
-    """``-j/--jobs N``, the one name of a worker count; old names still work, hidden from --help
-    (click gives the value written on the command line precedence over the other's default)."""
+def jobs_option(help: str, default: int | None = None, min: int = 0, old_names: tuple[str, ...] = ()):
+    """``-j/--jobs N``, the one name of a worker count (0 = all the CPUs available, everywhere; the help
+    says so); old names still work, hidden from --help (click gives the value written on the command line
+    precedence over the other's default)."""
+    import re
+
+    default_note = re.search(r" \[[^\[\]]*\]\.?$", help.rstrip())   # the "[default]" stays last
+    cut = default_note.start() if default_note else len(help.rstrip())
+    help = help[:cut].rstrip(".") + "; 0 = all the CPUs available." + help[cut:].rstrip(".")
     def decorate(f):
         for name in old_names:
             f = click.option(name, "jobs", type=Jobs(min=min), default=None, hidden=True)(f)
@@ -146,21 +180,24 @@ class DocFrequency(click.ParamType):
 
 
 class ByteSize(click.ParamType):
-    """A size in bytes with an optional unit (``64M``, ``1G``) or ``auto``; the text is kept (the
-    command turns it into bytes when it uses it), a malformed one is a usage error at once."""
+    """A size in bytes with an optional unit (``64M``, ``1G``) or ``auto``, at most `MAX_BYTES`; the text is kept
+    (the command turns it into bytes when it uses it), a malformed or huge one is a usage error at once."""
 
     name = "SIZE"
+    MAX_BYTES = 1 << 40   # 1024G: a task of more input than any machine holds is a typo (2**63 was accepted)
 
     def convert(self, value, param, ctx):
         from nlpkit.errors import UsageError
         from nlpkit.shards import parse_size
 
         try:
-            parse_size(value)
+            n = parse_size(value)
         except UsageError as e:   # the core names its parameter (`shard_size`); click names the option
             import re
 
             self.fail(re.sub(r"^`\w+`:? ?", "", str(e)), param, ctx)
+        if n is not None and n > self.MAX_BYTES:
+            self.fail(f"{value!r} is more than 1024G bytes per task.", param, ctx)
         return value
 
 
@@ -200,9 +237,37 @@ def file_type(dash: bool = True) -> click.Path:
     return click.Path(dir_okay=False, allow_dash=dash)
 
 
+DEFAULT_MODEL_NAME = "default"  # `-m default`: the model shipped in nlpkit/lm/default/
+
+
+class ModelPath(click.Path):
+    """A model path, or `default`: the model shipped with nlpkit (`nlpkit/lm/default/`), as a CI script names it
+    whatever $NLPKIT_MODEL says. The name wins over a file or directory called `default` in the current
+    directory (write `./default` for that one; a warning says so), so `-m default` means one model everywhere."""
+
+    def convert(self, value, param, ctx):
+        if value != DEFAULT_MODEL_NAME:
+            return super().convert(value, param, ctx)
+        import os
+
+        from nlpkit.lm.transformer.loaders import DEFAULT_MODEL_DIR
+
+        if os.path.exists(value) and not (ctx is not None and ctx.params.get("quiet")):
+            flag = max(param.opts, key=len) if param is not None else "the model"
+            click.echo(f"nlpkit: warning: {flag} default is the shipped model, not the '{value}' in the current "
+                       f"directory (write ./{value} for that one)", err=True)
+        return str(DEFAULT_MODEL_DIR)
+
+    def shell_complete(self, ctx, param, incomplete):
+        from click.shell_completion import CompletionItem
+
+        named = [CompletionItem(DEFAULT_MODEL_NAME)] if DEFAULT_MODEL_NAME.startswith(incomplete) else []
+        return named + super().shell_complete(ctx, param, incomplete)
+
+
 def model_path_type() -> click.Path:
-    """A model: a directory or a file (.gguf, .arpa, ...); completes both."""
-    return click.Path()
+    """A model: a directory or a file (.gguf, .arpa, ...), or `default` (`ModelPath`); completes both."""
+    return ModelPath()
 
 
 def given(name: str) -> bool:

@@ -7,8 +7,8 @@ from contextlib import ExitStack
 
 import click
 
-from nlpkit.cli.options import file_type, model_path_type
-from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, model_options, open_writer,
+from nlpkit.cli.options import Count, file_type, model_path_type
+from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, model_options, open_writer,
                                progress, refuse_inapplicable, warn)
 
 
@@ -18,10 +18,10 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
 @click.option("--mode", type=click.Choice(("sliding", "disjoint", "second-half")), default="sliding",
               show_default=True, help="Windowing: transformers guide sliding window, lm-evaluation-harness "
                                       "disjoint rolling windows, or llama.cpp second-half chunks.")
-@click.option("--context", type=click.IntRange(min=2), default=None,
+@click.option("--context", type=Count(2), default=None,
               help="Window length in tokens [the model's context, at most 1024]; at most the model's "
                    "trained positions unless RoPE scaling is in force.")
-@click.option("--stride", type=click.IntRange(min=1), default=None,
+@click.option("--stride", type=Count(1), default=None,
               help="Sliding-window step in tokens [context/2]; at most --context.")
 @click.option("--per-line", is_flag=True, help="Score each line on its own (one record per line).")
 @click.option("--per-token", is_flag=True, help="Print every scored token: position, id, text, log-probability.")
@@ -30,13 +30,24 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
                    "lm-evaluation-harness does [on when the model has one]; --no-add-bos leaves the first "
                    "token unscored and out of the byte and word counts.")
 @click.option("--compare", "compare", default=None, metavar="BASE", type=model_path_type(),
-              help="Compare the model with a base model that has the same tokenizer (a Hugging Face directory "
-                   "or .gguf file): KL divergence, Δp, same top token and the PPL ratio per file, as "
-                   "llama.cpp's llama-perplexity --kl-divergence. Both models are in memory at once.")
-@dask_options
+              help="Compare the model with a base model that has the same tokenizer (a Hugging Face directory, "
+                   ".gguf file, or 'default': the shipped model): KL divergence, Δp, same top token and the PPL "
+                   "ratio per file, as llama.cpp's llama-perplexity --kl-divergence. Both models are in memory "
+                   "at once.")
+@click.option("--fail-if-kld-above", "fail_if_kld", type=FiniteFloat(min=0), default=None, metavar="X",
+              help="With --compare, a gate: exit 3 when a file's (or the corpus total's) mean KL divergence is "
+                   "above X.")
+@click.option("--fail-if-ppl-ratio-above", "fail_if_ppl_ratio", type=FiniteFloat(min=0, min_open=True), default=None,
+              metavar="R", help="With --compare, a gate: exit 3 when a file's PPL(model)/PPL(base) is above R.")
+@click.option("--fail-if-same-top-below", "fail_if_same_top", type=FiniteFloat(min=0, max=1), default=None,
+              metavar="F", help="With --compare, a gate: exit 3 when the fraction of a file's tokens whose most "
+                                "likely next token is the base's is below F (0.99: 99%).")
+@dask_options(shard_help="With --dask: SIZE / 4 input tokens of windows per task, at most 65536 (64M, 1G; "
+                         "auto: 64M); an n-gram model: bytes of lines per task.")
 @common_options
 def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
-            compare, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
+            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, dask, shard_size, fmt, no_signature, quiet,
+            encoding_errors):
     """Perplexity of text under a language model.
 
     No FILES with empty stdin, or an empty FILE, is an error.
@@ -52,6 +63,10 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     --compare BASE runs both models over the same windows and reports, per file, how far the
     model's next-token distributions are from the base's: KL divergence, Δp, top-token agreement
     and the ratio of perplexities, with llama.cpp's statistics (--per-token: every token's).
+    --fail-if-kld-above, --fail-if-ppl-ratio-above and --fail-if-same-top-below make it a gate:
+    after the results, a verdict record per file (and the total) and bound, and exit status 3
+    when one failed (1 stays an error, 2 a usage error). -m default and --compare default name
+    the shipped model.
 
     An n-gram model (--model lm.arpa, .arpa.gz or an nlpkit counts file) scores each line as one
     sentence, as KenLM's query does: sentences, tokens, OOVs, log10 probability, perplexity with
@@ -63,6 +78,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
       echo "The cat sat on the mat." | nlpkit perplexity --per-token
       nlpkit perplexity held-out.txt --model lm.arpa
       nlpkit perplexity book.txt -m model-Q8_0.gguf --compare model_dir/
+      nlpkit perplexity a.txt -m q.gguf --compare default --fail-if-kld-above 0.01
     """
     from nlpkit.lm.load import backend_class, load_language_model
 
@@ -76,6 +92,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")
 
+    thresholds = _thresholds(fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, compare, per_token)
     if compare is not None:
         base_cls = backend_class(compare)
         if "compare" in base_cls.inapplicable:
@@ -86,18 +103,21 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
 
     lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
                              warn=lambda m: warn(m, quiet))
-    ctx = lm.window_context(context)
-    if stride is not None and ctx is not None and stride > ctx:
-        raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
-    if compare is not None:
+    if compare is not None:   # what makes the comparison impossible comes first, before any window setting
         from nlpkit.errors import NlpkitError
-        from nlpkit.lm.comparison import compare_run
 
         try:
             base = load_language_model(compare, rope_scaling=rope_scaling, rope_factor=rope_factor,
                                        warn=lambda m: warn(m, quiet))
         except NlpkitError as e:
             raise NlpkitError(f"--compare {compare}: {e}") from None
+        _check_comparable(lm, base, add_bos)
+    ctx = lm.window_context(context)
+    if stride is not None and ctx is not None and stride > ctx:
+        raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
+    if compare is not None:
+        from nlpkit.lm.comparison import compare_run
+
         run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
                           per_token=per_token, errors=encoding_errors)
     else:
@@ -109,6 +129,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         warn(f"--stride {run.stride} equal to the context {run.context}: as in the transformers guide, the first "
              "token of each window after the first is not scored (a smaller --stride, or --mode disjoint, scores "
              "every token)", quiet)
+    verdicts = None
     with ExitStack() as stack:
         client = size = None
         if dask:
@@ -125,6 +146,12 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
 
             map_windows, map_lines = perplexity_windows(client, size, tick), perplexity_lines(client, size, tick)
         records = run.records(tick, map_windows, map_lines)
+        if thresholds:
+            from nlpkit.evaluation.gate import threshold_verdicts
+
+            records = list(records)
+            verdicts = threshold_verdicts(records, thresholds)
+            out.extra["verdicts"] = [v.record for v in verdicts]  # json: in the one document
         from nlpkit.cli.perplexity_table import compare_table, merged_columns, merged_record
 
         if out.fmt != "table" or per_token:
@@ -135,3 +162,45 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         else:  # figures shown with their uncertainty
             out.columns = out.labels = merged_columns(run.columns)
             out.write_many(merged_record(r) for r in records)
+    if verdicts is not None:
+        from nlpkit.cli.gate import enforce, write_verdicts
+        from nlpkit.evaluation.gate import THRESHOLD_COLUMNS
+
+        if out.fmt != "json":
+            write_verdicts(verdicts, THRESHOLD_COLUMNS, out.fmt, run.signature, no_signature)
+        enforce(verdicts)
+
+
+def _thresholds(kld, ppl_ratio, same_top, compare, per_token) -> list:
+    """The --fail-if-* bounds as the gate's `Threshold`s; each needs --compare and the per-file summary."""
+    from nlpkit.evaluation.gate import Threshold
+
+    bounds = (("--fail-if-kld-above", kld, "kld", "above", "mean KLD"),
+              ("--fail-if-ppl-ratio-above", ppl_ratio, "ppl_ratio", "above", "PPL ratio"),
+              ("--fail-if-same-top-below", same_top, "same_top", "below", "same top fraction"))
+    given = [(flag, Threshold(metric, value, fails_if, label))
+             for flag, value, metric, fails_if, label in bounds if value is not None]
+    if given and compare is None:
+        raise click.UsageError(f"{given[0][0]} gates the comparison with a base model: give --compare BASE")
+    if given and per_token:
+        raise click.UsageError(f"{given[0][0]} gates each file's statistics: --per-token does not apply")
+    return [t for _, t in given]
+
+
+PROBE = "The quick brown fox, 1234 \u2014 na\u00efve caf\u00e9, \u6771\u4eac \U0001f600\n  indented\tlines\n"
+
+
+def _check_comparable(lm, base, add_bos: bool | None) -> None:
+    """--compare needs the same tokenizer (id for id on a mixed probe text), vocabulary size and prefix token: checked
+    before the windows, so that a base that cannot be compared is said so rather than its context refused."""
+    from nlpkit.lm.comparison import check_pair, check_same_ids
+
+    from nlpkit.errors import NlpkitError
+
+    lm.require_tokenizer()
+    base.require_tokenizer()
+    try:
+        check_same_ids(lm, base, lm.encode(PROBE), base.encode(PROBE))
+    except NlpkitError as e:
+        raise NlpkitError(f"{e} (on a probe text {PROBE[:15]!r}..., before any window)") from None
+    check_pair(lm, base, lm.prefix_id is not None if add_bos is None else add_bos)

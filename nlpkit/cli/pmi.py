@@ -21,7 +21,7 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
                    "count / (W - 1) over N); ppmi = max(pmi, 0).")
 @click.option("--min-count", type=Count(), default=1, show_default=True,
               help="Keep n-grams seen at least this often (NLTK's apply_freq_filter).")
-@click.option("-k", "--top", type=click.IntRange(min=0), metavar="N", default=20, show_default=True,
+@click.option("-k", "--top", type=Count(0), metavar="N", default=20, show_default=True,
               help="Print the K best n-grams (0 = all); with --matrix, the K most frequent words.")
 @click.option("--log-base", type=click.Choice(["2", "e", "10"]), default="2", show_default=True,
               help="Logarithm base of pmi/ppmi (npmi does not depend on it).")
@@ -38,8 +38,8 @@ from nlpkit.cli.common import (common_options, dask_for, dask_options, input_pat
 @click.option("--matrix", is_flag=True,
               help="Print the forward co-occurrence count matrix of the top words (TSV/table: a row per word, "
                    "columns '->WORD'; JSON: {word, counts}).")
-@jobs_option("Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, "
-             "else 1; at most the CPUs available).", default=0, min=0)
+@jobs_option("Tokenizer worker processes, at most the CPUs available [2 for 8 MB or more of files on a "
+             "multi-core machine, else 1].")
 @dask_options
 @common_options
 @named_flags(pattern="--token-pattern")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import FiniteFloat, NumberList, file_type
+from nlpkit.cli.options import Count, FiniteFloat, NumberList, file_type
 from nlpkit.cli.common import (encoding_option, input_paths, named_flags, parse_number_list, quiet_option,
                                signature_option, top_option, warn, FiniteFloat)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
@@ -19,14 +19,14 @@ def _refuse_short_k(ctx, param, value):
 
 @click.command("rrf")
 @click.argument("runs", nargs=-1, metavar="[RUN]...", type=file_type())
-@click.option("--rrf-k", "k", type=FiniteFloat(min=0), default=60, show_default=True,
+@click.option("--rrf-k", "k", type=FiniteFloat(min=0, max=1e6), default=60, show_default=True,
               help="The k of 1/(k + rank).")
 @click.option("-k", "short_k", default=None, hidden=True, expose_value=False, callback=_refuse_short_k,
               help="Refused: say --rrf-k or --top.")
 @click.option("--weights", type=NumberList(min=0, metavar="W,W,..."), default=None,
               help="One weight per run (>= 0), comma-separated [all 1].")
 @top_option(None, "Keep this many per query (0 = all) [all].", short=False)
-@click.option("--depth", type=click.IntRange(min=1), default=None,
+@click.option("--depth", type=Count(1), default=None,
               help="Use only the first N documents of each input run [all].")
 @click.option("--tie-break", type=click.Choice(("docid-desc", "docid-asc", "input")),
               default="docid-desc", show_default=True,

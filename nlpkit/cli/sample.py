@@ -41,7 +41,8 @@ def command(prompt, n, dist, model_path, rope_scaling, rope_factor, decoding, fm
     Examples:
       nlpkit sample "The weather today" -n 8 --temperature 0.8 --top-k 40 --seed 1
       nlpkit sample "The weather today" --dist --top-p 0.9
-      nlpkit sample -m SmolLM2-135M-Instruct.Q4_1.gguf --chat "Name a fruit." --system "Answer in one word." -n 4
+      nlpkit sample -m SmolLM2-135M-Instruct.Q4_1.gguf -n 4 \\
+          --chat "Name a fruit." --system "Answer in one word."
     """
     from nlpkit.lm.generation import GenerationStats, next_token_distribution, sample_batch
 

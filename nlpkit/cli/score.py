@@ -10,12 +10,12 @@ from typing import NamedTuple
 
 import click
 
-from nlpkit.cli.options import file_type, model_path_type
+from nlpkit.cli.options import Count, Seed, file_type, model_path_type
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
                                no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
 
-ITEM_COLUMNS = {  # `id` only when some item has one
+ITEM_COLUMNS = {  # the table's columns, `id` only when some item has one (machine formats: every field)
     "loglikelihood": ["model", "file", "index", "id", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
     "multiple-choice": ["model", "file", "index", "id", "gold", "pred", "pred_norm", "acc", "acc_norm", "acc_bytes", "acc_tokens",
                         "logprobs", "tokens"],
@@ -23,28 +23,50 @@ ITEM_COLUMNS = {  # `id` only when some item has one
 }
 SUMMARY_COLUMNS = ["model", "metric", "value", "stderr", "low", "high", "n"]
 COMPARISON_COLUMNS = ["model", "baseline", "metric", "difference", "p_value", "low", "high", "mcnemar_p"]
-PAIRED_OPTIONS = ("fail_if_worse", "bootstrap", "seed")
+PAIRED_OPTIONS = ("fail_if_worse", "gate_metric", "bootstrap", "seed")
+MAX_RESAMPLES = 100_000  # as bleu --confidence-n: each resample holds n item indices
+MAX_BETA = 1e6  # DPO uses 0.01-1; rewards beta * log-ratio stay far from float overflow
 
 EPILOG = """\b
 Examples:
   nlpkit score -m SmolLM2-135M/ hellaswag.jsonl
-  nlpkit score -m base/ -m finetuned/ items.jsonl --summary-only --fail-if-worse 0.05
-  nlpkit score -m lm.arpa -m SmolLM2-135M/ items.jsonl       # a KenLM baseline beside a neural model
-  echo '{"context": "The sky is", "continuation": " blue"}' | nlpkit score --format jsonl
-  nlpkit score -m policy/ --reference sft/ --beta 0.1 pairs.jsonl --field prompt=question
+  nlpkit score -m old/ -m new/ items.jsonl --summary-only --fail-if-worse 0.05
+  nlpkit score -m lm.arpa -m SmolLM2-135M/ items.jsonl  # an n-gram baseline
+  echo '{"context": "The sky is", "continuation": " blue"}' | nlpkit score
+  nlpkit score -m policy/ --reference sft/ --beta 0.1 pairs.jsonl \\
+      --field prompt=question
 """
+
+
+def _complete_field(ctx, param, incomplete):
+    """--field: the roles, as ``ROLE=`` (the field name follows)."""
+    from click.shell_completion import CompletionItem
+
+    from nlpkit.evaluation.items import ALL_ROLES
+
+    return [CompletionItem(f"{r}=") for r in ALL_ROLES if f"{r}=".startswith(incomplete)]
+
+
+def _metric_names(ctx, param, incomplete: str) -> list[str]:
+    """--gate-metric's completions: every task's metric names."""
+    from nlpkit.evaluation.gate import PRIMARY_METRICS
+    from nlpkit.evaluation.tasks import TaskOptions, metric_names
+
+    names = [m for task in PRIMARY_METRICS for m in metric_names(task, TaskOptions(mutual_info=True), True)]
+    return [m for m in dict.fromkeys(names) if m.startswith(incomplete)]
 
 
 @click.command("score", epilog=EPILOG)
 @click.argument("files", nargs=-1, type=file_type())
 @click.option("-m", "--model", "models", multiple=True, metavar="PATH", type=model_path_type(),
-              help="Model: a Hugging Face directory, .gguf, ARPA or .ngram file [$NLPKIT_MODEL, else the shipped "
-                   "model]. Repeat to compare: each later model against the first.")
+              help="Model: a Hugging Face directory, .gguf, ARPA or .ngram file, or 'default' (the shipped model) "
+                   "[$NLPKIT_MODEL, else the shipped model]. Repeat to compare: each later model against the first "
+                   "(a model given twice is scored once; same names get their position, A#1, A#3).")
 @no_cache_option
 @weights_option
 @click.option("--task", type=click.Choice(("loglikelihood", "multiple-choice", "preference")), default=None,
               help="The task [from the first record's fields: continuation, choices, or chosen + rejected].")
-@click.option("--field", "fields", multiple=True, metavar="ROLE=NAME",
+@click.option("--field", "fields", multiple=True, metavar="ROLE=NAME", shell_complete=_complete_field,
               help="Read a role (context, continuation, choices, gold, prompt, chosen, rejected, id) from field "
                    "NAME.")
 @click.option("--delimiter", default=None,
@@ -54,29 +76,37 @@ Examples:
               help="Multiple-choice: also acc_mutual_info (each choice scored after an empty context too).")
 @click.option("--reference", default=None, metavar="PATH", type=model_path_type(),
               help="Preference: the reference model of DPO's implicit reward (same tokenizer; checked).")
-@click.option("--beta", type=FiniteFloat(min=0, min_open=True), default=None, metavar="BETA",
-              help="Preference with --reference: DPO's beta, a positive number [0.1].")
-@click.option("--context", "window", type=click.IntRange(min=2), default=None,
-              help="Window in tokens [the model's trained positions]: longer inputs lose their left end, as "
-                   "lm-evaluation-harness's max_length.")
-@click.option("--bootstrap", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--beta", type=FiniteFloat(min=0, max=MAX_BETA, min_open=True), default=None, metavar="BETA",
+              help="Preference with --reference: DPO's beta, in (0, 1e6] [0.1].")
+@click.option("--context", "window", type=Count(2), default=None,
+              help="Window in tokens [as perplexity: the model's trained positions, at most 1024]: longer inputs "
+                   "lose their left end, as with lm-evaluation-harness's max_length (whose default is the trained "
+                   "positions: give --context to match it on longer items).")
+@click.option("--bootstrap", type=Count(1, MAX_RESAMPLES), default=1000, show_default=True,
               help="Paired comparison: bootstrap resamples.")
-@click.option("--seed", type=int, default=12345, show_default=True,
+@click.option("--seed", type=Seed(), default=12345, show_default=True,
               help="Paired comparison: the resampling seed (sacrebleu's default).")
 @click.option("--fail-if-worse", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True), default=None,
               metavar="ALPHA",
-              help="Exit 1 when a later model is worse than the first with a paired bootstrap p-value below ALPHA "
-                   "(a reason on stderr).")
+              help="Gate: exit 3 when a later model is worse than the first on a --gate-metric with a two-sided "
+                   "p-value below ALPHA (McNemar's exact test for right/wrong metrics, else the paired bootstrap); "
+                   "a verdict record per model and metric, the reason on stderr.")
+@click.option("--gate-metric", "gate_metric", multiple=True, metavar="NAME", shell_complete=_metric_names,
+              help="With --fail-if-worse: the metric to gate on (repeatable) [the task's primary one: acc, logprob, "
+                   "accuracy, or reward_accuracy with --reference].")
 @click.option("--summary-only", is_flag=True, help="Print only the summaries (and comparisons), not each item.")
 @click.option("--chat", is_flag=True,
               help="Render each context (prompt) as a user turn with the model's chat template and score the "
                    "continuation as the reply (lm-evaluation-harness --apply_chat_template).")
-@click.option("--system", default=None, metavar="TEXT", help="System message for --chat.")
-@dask_options
+@click.option("--system", default=None, metavar="TEXT",
+              help="System message for --chat (the signature records its sha256).")
+@dask_options(shard_help="With --dask: bytes of item text per task (64M, 1G), in whole blocks of 64 items (the "
+                         "local run's batches); auto: 2 tasks per worker.")
 @common_options
 @named_flags(window="--context")
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
-            fail_if_worse, summary_only, chat, system, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
+            fail_if_worse, gate_metric, summary_only, chat, system, dask, shard_size, fmt, no_signature, quiet,
+            encoding_errors):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy and
     preference pairs, as lm-evaluation-harness computes them.
 
@@ -87,8 +117,16 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     the model's BOS (else EOS). One record per item and model, then per model and metric the mean,
     standard error (sample sd / sqrt n) and 95% interval; with several -m, each later model against
     the first: difference, paired bootstrap p-value and interval, McNemar's exact test.
+
+    --fail-if-worse ALPHA makes the run a gate: after the results, a verdict record per later
+    model and gate metric (p-value, threshold, pass), and exit status 3 when one failed (0 when
+    all passed; 1 stays an error, 2 a usage error). Right/wrong metrics are gated on McNemar's
+    exact p-value (the bootstrap's is not valid on a few items), real-valued ones on the paired
+    bootstrap's. -m default is the shipped model (./default for a path of that name).
     """
-    _check_options(models, task, chat, system, beta, reference, mutual_info)
+    _check_options(models, task, chat, system, beta, reference, mutual_info, delimiter is not None, fail_if_worse,
+                   gate_metric)
+    delimiter_given = delimiter is not None
     if delimiter is None:
         delimiter = "" if chat else " "
     paths = input_paths(files, "items")
@@ -102,22 +140,21 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     from nlpkit.evaluation.tasks import TaskOptions
 
     found, items = read_items(paths, task, parse_fields(fields), encoding_errors)  # every item read and checked
-    _check_task_options(found, mutual_info, reference)
+    _check_task_options(found, mutual_info, delimiter_given, reference)
     models = list(models) or [None]
     names = _names(models)
     options = TaskOptions(delimiter=delimiter, mutual_info=mutual_info, beta=0.1 if beta is None else beta)
+    gated = _gate_metrics(found, options, reference, gate_metric) if fail_if_worse is not None else ()
     specs = {name: ModelSpec(path, window, chat, system) for name, path in zip(names, models)}
     ref_spec = ModelSpec(reference, window, chat, system) if reference is not None else None
     scorers, ref = _load(specs, ref_spec, quiet)
     evaluation = Evaluation(scorers, options, ref)
     evaluation.check(found, items)  # what a model could not score, before any record
-    out = Output(resolve_format(fmt), _signature(found, names, options, delimiter, reference, window, chat,
+    out = Output(resolve_format(fmt), _signature(found, names, options, delimiter, reference, window, chat, system,
                                                  bootstrap, seed), no_signature, summary_only)
     item_rows = _run(evaluation, [(found, item) for item in items], names, out,
-                     _item_columns(found, items, len(names) > 1), quiet, dask, shard_size, specs, ref_spec)
-    comparisons = _write_results(evaluation, item_rows, names, out, bootstrap, seed)
-    if fail_if_worse is not None:
-        _gate(comparisons, fail_if_worse)
+                     _item_columns(found, items), quiet, dask, shard_size, specs, ref_spec)
+    _write_results(evaluation, item_rows, names, out, bootstrap, seed, fail_if_worse, gated)
 
 
 class Output(NamedTuple):
@@ -129,7 +166,8 @@ class Output(NamedTuple):
     summary_only: bool
 
 
-def _check_options(models, task, chat, system, beta, reference, mutual_info) -> None:
+def _check_options(models, task, chat, system, beta, reference, mutual_info, delimiter_given, fail_if_worse,
+                   gate_metric) -> None:
     """The usage errors the options alone show (before any file is read)."""
     from click.core import ParameterSource
 
@@ -139,52 +177,75 @@ def _check_options(models, task, chat, system, beta, reference, mutual_info) -> 
             if cctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
                 raise click.UsageError(f"--{name.replace('_', '-')} compares models: give -m at least twice "
                                        "(the first is the baseline)")
+    if gate_metric and fail_if_worse is None:
+        raise click.UsageError("--gate-metric names what --fail-if-worse gates on: give --fail-if-worse ALPHA")
     if system is not None and not chat:
         raise click.UsageError("--system needs --chat")
     if beta is not None and reference is None:
         raise click.UsageError("--beta needs --reference (the DPO reward compares the model with a reference)")
     if reference is not None and task not in (None, "preference"):
         raise click.UsageError("--reference applies to the preference task only")
-    if mutual_info and task not in (None, "multiple-choice"):
-        raise click.UsageError("--mutual-info applies to the multiple-choice task only")
+    for flag, given_ in (("--mutual-info", mutual_info), ("--delimiter", delimiter_given)):
+        if given_ and task not in (None, "multiple-choice"):
+            raise click.UsageError(f"{flag} applies to the multiple-choice task only")
 
 
-def _check_task_options(found: str, mutual_info: bool, reference) -> None:
+def _check_task_options(found: str, mutual_info: bool, delimiter_given: bool, reference) -> None:
     """The usage errors of options that do not apply to the task the items call for."""
-    if found != "multiple-choice" and mutual_info:
-        raise click.UsageError(f"--mutual-info applies to the multiple-choice task, these items are {found}")
+    for flag, given_ in (("--mutual-info", mutual_info), ("--delimiter", delimiter_given)):
+        if found != "multiple-choice" and given_:
+            raise click.UsageError(f"{flag} applies to the multiple-choice task, these items are {found}")
     if found != "preference" and reference is not None:
         raise click.UsageError(f"--reference applies to the preference task, these items are {found}")
 
 
+def _gate_metrics(task: str, options, reference, requested) -> tuple[str, ...]:
+    """The metrics --fail-if-worse gates on: --gate-metric's (each one the task has), else the task's primary."""
+    from nlpkit.errors import UsageError
+    from nlpkit.evaluation.gate import gate_metrics
+    from nlpkit.evaluation.tasks import metric_names
+
+    try:
+        return gate_metrics(task, metric_names(task, options, reference is not None), requested,
+                            reference is not None)
+    except UsageError as e:
+        raise click.BadParameter(str(e).replace("`gate_metrics`: ", ""), param_hint="--gate-metric") from None
+
+
 def _load(specs: dict, ref_spec, quiet: bool) -> tuple[dict, object]:
     """(name -> scorer, reference scorer or None): every model path checked before any model loads (a missing
-    second model is reported at once, not after the first has loaded)."""
+    second model is reported at once, not after the first has loaded); a model given twice (the same resolved
+    path and settings) is loaded once, and its one scorer scores for both names."""
     from nlpkit.evaluation.models import check_model_path
 
     for spec in [*specs.values(), ref_spec]:
         if spec is not None:
             check_model_path(spec.path)
-    scorers = {name: _scorer(spec, quiet) for name, spec in specs.items()}
+    loaded: dict = {}
+    for spec in specs.values():
+        if spec.absolute() not in loaded:
+            loaded[spec.absolute()] = _scorer(spec, quiet)
+    scorers = {name: loaded[spec.absolute()] for name, spec in specs.items()}
     return scorers, _scorer(ref_spec, quiet) if ref_spec is not None else None
 
 
-def _item_columns(task: str, items: list, several: bool) -> list[str]:
-    """The item table's columns: `model` with several models, `id` when some item has one."""
-    columns = ITEM_COLUMNS[task] if several else ITEM_COLUMNS[task][1:]
+def _item_columns(task: str, items: list) -> list[str]:
+    """The item table's columns (`model` whatever the model count), `id` when some item has one."""
+    columns = ITEM_COLUMNS[task]
     if not any(item.id is not None for item in items):
         columns = [c for c in columns if c != "id"]
     return columns
 
 
-def _signature(task, names, options, delimiter, reference, window, chat, bootstrap, seed) -> str:
+def _signature(task, names, options, delimiter, reference, window, chat, system, bootstrap, seed) -> str:
     from nlpkit.signature import make_signature
 
     norms = "chars,bytes,tokens" + (",mutual-info" if options.mutual_info else "") if task == "multiple-choice" \
         else None
     settings = {"task": task, "delimiter": repr(delimiter) if task == "multiple-choice" else None, "norm": norms,
                 "models": ",".join(names), "reference": _names([reference])[0] if reference else None,
-                "beta": options.beta if reference else None, "ctx": window or "model", "chat": chat or None,
+                "beta": options.beta if reference else None, "ctx": window or "model-max-1024", "chat": chat or None,
+                "system": _text_hash(system),
                 "bootstrap": bootstrap if len(names) > 1 else None, "seed": seed if len(names) > 1 else None}
     return make_signature("score", **{k: v for k, v in settings.items() if v is not None})
 
@@ -194,7 +255,8 @@ def _run(evaluation, pairs, names, out: "Output", columns, quiet, dask, shard_si
     scored (json: kept, and returned, for the one document)."""
     kept: list[dict] = []
     with ExitStack() as stack:
-        tick = stack.enter_context(progress("tasks" if dask else "items", quiet=quiet))
+        tick = stack.enter_context(progress("tasks" if dask else "items", total=None if dask else len(pairs),
+                                            quiet=quiet))
         map_items = None
         if dask:
             from nlpkit.distributed.cluster import connect
@@ -208,57 +270,75 @@ def _run(evaluation, pairs, names, out: "Output", columns, quiet, dask, shard_si
             map_items = score_items(client, score_chunk, (*absolute, evaluation.options),
                                     parse_size(shard_size), tick, BLOCK_ITEMS)
         item_out = None
-        if not out.summary_only and out.fmt != "json":
-            item_out = stack.enter_context(open_writer(columns, out.fmt, out.sig, out.no_signature, title="items",
-                                                       path_columns=("file",)))
         for item, name, rec in evaluation.run(pairs, progress=tick, map_items=map_items):
             if rec.get("truncated") and name == names[0]:
                 warn(f"{item.where}: context and continuation exceed the window: the context loses its left end "
                      "(as lm-evaluation-harness truncates)", quiet)
-            row = {"model": name, **rec} if len(names) > 1 else rec
+            row = {"model": name, **rec}   # a model column whatever the model count: columns never shift
             if out.fmt == "json":
                 if not out.summary_only:
                     kept.append(row)
-            elif item_out is not None:
+            elif not out.summary_only:
+                if item_out is None:   # TSV has JSONL's fields: the first record's, in its order
+                    cols = columns if out.fmt == "table" else _record_columns(row, columns)
+                    item_out = stack.enter_context(open_writer(cols, out.fmt, out.sig, out.no_signature,
+                                                               title="items", path_columns=("file",)))
                 item_out.write({"record": "item", **row} if out.fmt == "jsonl" else row)
     return kept
 
 
-def _write_results(evaluation, item_rows, names, out: "Output", bootstrap, seed) -> list[dict]:
-    """The summaries and comparisons after the items (json: the one document); the comparisons returned."""
+def _record_columns(row: dict, columns: list[str]) -> list[str]:
+    """TSV's item columns: the first record's fields in their order (every field JSONL has), with `id` after
+    `index` when some item has one (a record holds `id` only when its item does)."""
+    cols = list(row)
+    if "id" in columns and "id" not in cols:
+        cols.insert(cols.index("index") + 1, "id")
+    return cols
+
+
+def _write_results(evaluation, item_rows, names, out: "Output", bootstrap, seed, alpha, gated) -> None:
+    """The summaries and comparisons after the items, then with --fail-if-worse (`alpha`) the verdicts on the
+    `gated` metrics (json: all in the one document); exit 3 (`GateFailed`) when a verdict failed."""
+    from nlpkit.cli.gate import enforce, write_verdicts
+    from nlpkit.evaluation.gate import WORSE_COLUMNS, worse_verdicts
+
     summary = evaluation.summaries()
     comparisons = evaluation.comparisons(bootstrap, seed)
-    several = len(names) > 1
+    verdicts = worse_verdicts(comparisons, alpha, gated) if alpha is not None else None
     if out.fmt == "json":
-        _write_json({"items": item_rows}, summary, comparisons, out.sig, out.no_signature, several)
+        _write_json({"items": item_rows}, summary, comparisons, out.sig, out.no_signature, verdicts)
     else:
-        _write_section(summary, SUMMARY_COLUMNS if several else SUMMARY_COLUMNS[1:], out.fmt, out.sig,
-                       out.no_signature, "summary", separate=not out.summary_only)
+        _write_section(summary, SUMMARY_COLUMNS, out.fmt, out.sig, out.no_signature, "summary",
+                       separate=not out.summary_only)
         if comparisons:
             _write_section(comparisons, COMPARISON_COLUMNS, out.fmt, out.sig, out.no_signature, "comparison",
                            separate=True)
-    return comparisons
+        if verdicts is not None:
+            write_verdicts(verdicts, WORSE_COLUMNS, out.fmt, out.sig, out.no_signature)
+    if verdicts is not None:
+        enforce(verdicts)
 
 
-def _gate(comparisons: list[dict], alpha: float) -> None:
-    """--fail-if-worse: exit 1 with the first reason (and how many more) when a later model is significantly
-    worse."""
-    from nlpkit.evaluation.evaluate import significantly_worse
+def _text_hash(text: str | None) -> str | None:
+    """A --system message as the signature records it: sha256's first 12 hex digits (lm-evaluation-harness records
+    `system_instruction_sha`), so that runs with different system messages never share a signature."""
+    import hashlib
 
-    reasons = significantly_worse(comparisons, alpha)
-    if reasons:
-        sys.stdout.flush()
-        sys.stderr.write(f"nlpkit: error: {reasons[0]}" + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1
-                                                            else "") + "\n")
-        sys.exit(1)
+    if text is None:
+        return None
+    return "sha256-" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
 def _names(models: list[str | None]) -> list[str]:
-    """Models as records and signatures name them: the file or directory name, the path when two share one."""
+    """Models as records and signatures name them: the file or directory name, the path when two share one, and
+    when the same path is given twice each gets its position among the -m (`A#1`, `B`, `A#3`): every -m is a
+    column of its own."""
     import os
 
     base = [os.path.basename(str(m).rstrip("/")) if m else "default" for m in models]
-    return [m if base.count(b) > 1 and m else b for b, m in zip(base, models)]
+    paths = {b: {m for bb, m in zip(base, models) if bb == b} for b in base}  # the paths behind each name
+    names = [m if len(paths[b]) > 1 and m else b for b, m in zip(base, models)]
+    return [f"{n}#{k}" if names.count(n) > 1 else n for k, n in enumerate(names, 1)]
 
 
 def _scorer(spec, quiet: bool):
@@ -273,12 +353,14 @@ def _write_section(rows, columns, fmt, sig, no_signature, kind, separate):
     separated by a blank line."""
     if separate and fmt in ("tsv", "table"):
         sys.stdout.write("\n")
+    if fmt != "table":   # the machine formats: every field of the records (the table keeps `columns`)
+        columns = list(dict.fromkeys(k for r in rows for k in r))
     with open_writer(columns, fmt, sig, no_signature, title=kind) as out:
         for r in rows:
             out.write({"record": kind, **r} if fmt == "jsonl" else r)
 
 
-def _write_json(records, summary, comparisons, sig, no_signature, several):
+def _write_json(records, summary, comparisons, sig, no_signature, verdicts=None):
     import json
 
     from nlpkit.io import jsonable
@@ -286,7 +368,9 @@ def _write_json(records, summary, comparisons, sig, no_signature, several):
     doc = {} if no_signature else {"signature": sig}
     if records["items"]:
         doc["items"] = records["items"]
-    doc["summary"] = summary if several else [{k: v for k, v in r.items() if k != "model"} for r in summary]
+    doc["summary"] = summary
     if comparisons:
         doc["comparisons"] = comparisons
+    if verdicts is not None:
+        doc["verdicts"] = [v.record for v in verdicts]
     sys.stdout.write(json.dumps(jsonable(doc), ensure_ascii=False, indent=2) + "\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from nlpkit.cli.options import ChoiceOrFile, DocFrequency, FiniteFloat, NumberList, STOPWORD_LISTS, jobs_option
+from nlpkit.cli.options import ChoiceOrFile, Count, DocFrequency, FiniteFloat, NumberList, STOPWORD_LISTS, jobs_option
 from nlpkit.cli.common import (common_options, dask_for, dask_options, input_paths, named_flags, open_writer,
                                progress, warn)
 
@@ -60,14 +60,14 @@ def _df_value(value: str, name: str) -> float:
 @click.option("--token-pattern", default=None, metavar="REGEX",
               help=r"Token regex [default: (?u)\b\w\w+\b, as scikit-learn].")
 @click.option("--lowercase/--no-lowercase", default=True, show_default=True, help="Lowercase the text first.")
-@click.option("-k", "--top", type=click.IntRange(min=0), metavar="N", default=10, show_default=True,
+@click.option("-k", "--top", type=Count(0), metavar="N", default=10, show_default=True,
               help="Top terms per document; with --query, top documents (0 = all).")
 @click.option("--query", default=None, metavar="TEXT", help="Rank the documents by cosine similarity to TEXT.")
 @click.option("--matrix", is_flag=True, help="Print the whole matrix in MatrixMarket coordinate format.")
 @click.option("--vocab-out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="With --matrix: write the terms (column order) to this file instead of header comments.")
-@jobs_option("Tokenizer worker processes (0 = auto: 2 for 8 MB or more of files on a multi-core machine, "
-             "else 1; at most the CPUs available).", default=0, min=0)
+@jobs_option("Tokenizer worker processes, at most the CPUs available [2 for 8 MB or more of files on a "
+             "multi-core machine, else 1].")
 @dask_options
 @common_options
 @named_flags(mode="--docs", fmt="--docs", pattern="--token-pattern")
@@ -147,10 +147,11 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
     if matrix:
         import sys
 
-        if vocab_out:
-            _write_vocab(vocab_out, m.terms)
-        core.write_matrix_market(m, sys.stdout, None if no_signature else sig, vocab_in_header=not vocab_out)
-        write_text("")
+        with _vocab_output(vocab_out):   # partial (removed on Ctrl-C) until the matrix is written too
+            if vocab_out:
+                _write_vocab(vocab_out, m.terms)
+            core.write_matrix_market(m, sys.stdout, None if no_signature else sig, vocab_in_header=not vocab_out)
+            write_text("")
         return
     if query is not None:
         hits = core.rank_by_cosine(m, tok.tokenize(query), top)
@@ -175,14 +176,23 @@ def _signature(w, lo, hi, min_df, max_df, tok, mode):
                           tok=tok.signature, stop=tok.stopwords_name, docs=mode)
 
 
-def _write_vocab(vocab_out: str, terms: list[str]) -> None:
-    from nlpkit.errors import NlpkitError
-    from nlpkit.stats.tfidf import escape_term
+def _vocab_output(vocab_out: str | None):
+    """--vocab-out FILE registered as a partial output around the vocabulary and the matrix: FILE and the matrix on
+    stdout are one result, so Ctrl-C while the matrix is written removes FILE too (`cli.shutdown`)."""
+    from contextlib import nullcontext
 
     from nlpkit.cli.shutdown import partial_output
 
+    return partial_output(vocab_out) if vocab_out else nullcontext()
+
+
+def _write_vocab(vocab_out: str, terms: list[str]) -> None:
+    """Write the vocabulary (the caller holds it as a partial output, `_vocab_output`)."""
+    from nlpkit.errors import NlpkitError
+    from nlpkit.stats.tfidf import escape_term
+
     try:
-        with partial_output(vocab_out), open(vocab_out, "w", encoding="utf-8") as f:
+        with open(vocab_out, "w", encoding="utf-8") as f:
             f.write("".join(escape_term(t) + "\n" for t in terms))
     except OSError as e:
         raise NlpkitError(f"--vocab-out {vocab_out}: cannot write ({e.strerror or e})") from None
@@ -210,11 +220,12 @@ def _dask_tfidf(dask, shard_size, paths, mode, tok, weighting, ngram_range, min_
             terms, text = stages.tfidf_matrix(client, paths, mode, tok, weighting, progress=tick,
                                               signature=None if no_signature else sig,
                                               vocab_in_header=not vocab_out, **common)
-            if vocab_out:
-                _write_vocab(vocab_out, terms)
-            for chunk in text:
-                sys.stdout.write(chunk)
-            write_text("")
+            with _vocab_output(vocab_out):
+                if vocab_out:
+                    _write_vocab(vocab_out, terms)
+                for chunk in text:
+                    sys.stdout.write(chunk)
+                write_text("")
             return
         if query is not None:
             hits = stages.tfidf_query(client, paths, mode, tok, weighting, tok.tokenize(query), top,

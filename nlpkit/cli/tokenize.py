@@ -73,7 +73,7 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
 
     \b
       nlpkit tokenize notes.txt --count
-      echo 'Hello world' | nlpkit tokenize -m SmolLM2-135M-Instruct.Q4_1.gguf --pieces
+      echo 'Hello' | nlpkit tokenize -m SmolLM2-135M-Instruct.Q4_1.gguf --pieces
       nlpkit tokenize --per-file --count --tokenizer tok/ *.txt
       echo '19556 905' | nlpkit tokenize -m model.gguf --decode
       echo 'What is 2+2?' | nlpkit tokenize -m model.gguf --chat --pieces

@@ -37,8 +37,9 @@ class Evaluation:
     def check(self, task: str, items: Iterable[Item]) -> None:
         """Raise, naming the file and line, the first item some model (or the reference) could not score."""
         self.options.validate()
+        distinct = list({id(s): s for s in self.scorers.values()}.values())
         for item in items:
-            for scorer in self.scorers.values():
+            for scorer in distinct:
                 check_item(scorer, task, item, self.options, self.reference)
 
     def run(self, items: Iterable[tuple[str, Item]], progress: Callable | None = None,
@@ -70,11 +71,11 @@ class Evaluation:
         return metric_names(self.task, self.options, self.reference is not None)
 
     def summaries(self) -> list[dict]:
-        """One record per model and metric: value, stderr, 95% interval, n."""
+        """One record per model and metric: value, stderr, 95% interval (Wilson's for accuracies), n."""
         out = []
         for name in self.scorers:
             for m in self.metrics:
-                s = summarize(self.values[name][m])
+                s = summarize(self.values[name][m], proportion=is_accuracy(m))
                 out.append({"model": name, "metric": m, "value": s.value, "stderr": s.stderr, "low": s.low,
                             "high": s.high, "n": s.n})
         return out
@@ -116,12 +117,16 @@ def blocks(items: Iterable[tuple[str, Item]], size: int = BLOCK_ITEMS) -> Iterat
 def score_block(scorers: dict, block: list[tuple[str, Item]], options: TaskOptions,
                 reference=None) -> Iterator[tuple[tuple[str, Item], list[tuple]]]:
     """((task, item), [(model name, record, metrics) per model]) for each item of a block of checked items, each
-    model scoring the whole block in one batch (`tasks.score_items`)."""
+    model scoring the whole block in one batch (`tasks.score_items`); names that share one scorer object (the same
+    model given twice) share its scores."""
     task = block[0][0]
     items = [item for _, item in block]
-    per_model = {name: score_items(scorer, task, items, options, reference) for name, scorer in scorers.items()}
+    scored: dict[int, list] = {}  # one scoring per distinct scorer: `-m A -m A` scores A once
+    for scorer in scorers.values():
+        if id(scorer) not in scored:
+            scored[id(scorer)] = score_items(scorer, task, items, options, reference)
     for n, pair in enumerate(block):
-        yield pair, [(name, *per_model[name][n]) for name in scorers]
+        yield pair, [(name, dict(scored[id(s)][n][0]), scored[id(s)][n][1]) for name, s in scorers.items()]
 
 
 def score_chunk(chunk: list[tuple[str, Item]], specs: dict, reference, options: TaskOptions,
@@ -137,11 +142,3 @@ def score_chunk(chunk: list[tuple[str, Item]], specs: dict, reference, options: 
     scorers = {name: cached_scorer(spec) for name, spec in specs.items()}
     ref = cached_scorer(reference) if reference is not None else None
     return [result for block in blocks(chunk) for _, result in score_block(scorers, block, options, ref)]
-
-
-def significantly_worse(comparisons: list[dict], alpha: float) -> list[str]:
-    """A one-line reason per comparison where a later model is worse than the first at level `alpha`: a negative
-    difference with a bootstrap p-value below alpha (all metrics here are higher-is-better)."""
-    return [f"{c['model']} is worse than {c['baseline']} on {c['metric']}: {c['value']:.4g} vs "
-            f"{c['baseline_value']:.4g} (difference {c['difference']:.4g}, paired bootstrap p = {c['p_value']:.4g} "
-            f"< {alpha})" for c in comparisons if c["difference"] < 0 and c["p_value"] < alpha]

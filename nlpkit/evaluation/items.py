@@ -190,6 +190,16 @@ def mixed_tasks(where: str, task: str, found: str, decided: str) -> NlpkitError:
                        "split the file, or choose the `task`")
 
 
+def _has_lone_surrogate(value) -> bool:
+    """Whether a parsed JSON value holds a string with an unpaired surrogate (JSON's ``"\\ud800"`` escape parses to
+    one; it cannot be encoded as UTF-8)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def iter_items(lines: Iterator[str], name: str, task: str | None = None,
                fields: dict[str, str] | None = None, start: int = 0) -> Iterator[tuple[str, Item]]:
     """(task, Item) for each non-blank line of a JSONL stream; `name` is the file as messages show it, `start` the
@@ -208,6 +218,9 @@ def iter_items(lines: Iterator[str], name: str, task: str | None = None,
             record = json.loads(line)
         except json.JSONDecodeError as e:
             raise NlpkitError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+        if "\\u" in line and _has_lone_surrogate(record):
+            raise NlpkitError(f"{where}: a string holds a lone surrogate escape (\\ud800-\\udfff without its pair): "
+                              "not a character, so not text a model can read")
         if detect:
             if not isinstance(record, dict):
                 raise NlpkitError(f"{where}: expected a JSON object, got {_kind(record)}")

@@ -15,8 +15,8 @@ from nlpkit.errors import UsageError
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model and how it scores: `window` (tokens; None: the model's trained positions), `chat` (render contexts
-    with its chat template, `system` first)."""
+    """A model and how it scores: `window` (tokens; None: perplexity's default, the model's trained positions capped
+    at 1024, `window_context(None)`), `chat` (render contexts with its chat template, `system` first)."""
 
     path: str | None
     window: int | None = None
@@ -24,10 +24,11 @@ class ModelSpec:
     system: str | None = None
 
     def absolute(self) -> "ModelSpec":
-        """The same spec with an absolute path (workers have their own working directory)."""
+        """The same spec with an absolute, resolved path (workers have their own working directory; two specs of
+        one model file compare equal, so `score -m A -m ./A` loads and scores it once)."""
         if self.path is None or "://" in self.path:
             return self
-        return ModelSpec(os.path.abspath(self.path), self.window, self.chat, self.system)
+        return ModelSpec(os.path.realpath(self.path), self.window, self.chat, self.system)
 
 
 def check_model_path(path: str | None) -> None:
@@ -66,7 +67,8 @@ def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None):
     for param, key, given in (("chat", "chat", spec.chat), ("window", "sliding", spec.window is not None)):
         if given and key in lm.inapplicable:
             raise UsageError(f"`{param}` does not apply to {lm.described} ({lm.name}): {lm.inapplicable[key]}")
-    return lm.continuation_scorer(spec.window, spec.chat, spec.system)
+    window = spec.window if spec.window is not None else lm.window_context(None)   # one rule with perplexity
+    return lm.continuation_scorer(window, spec.chat, spec.system)
 
 
 _CACHE: dict[ModelSpec, object] = {}

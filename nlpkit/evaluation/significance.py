@@ -1,7 +1,10 @@
 """How sure a score is: mean with standard error and 95% interval, and paired comparisons of two models.
 
 - `summarize`: the mean of per-item scores, lm-evaluation-harness's standard error (sample standard deviation
-  / sqrt(n), `mean_stderr`), and the normal 95% interval mean +- 1.96 stderr.
+  / sqrt(n), `mean_stderr`), and a 95% interval: for a proportion (right/wrong per item: acc, is_greedy, accuracy)
+  the Wilson score interval, which stays in [0, 1] (the normal one gave acc 0.95 a high of 1.048); for a real-valued
+  score (logprob, margin) the normal interval mean +- 1.96 stderr. Huge scores (DPO rewards with a large beta) are
+  summed scaled by a power of two, exact, so no intermediate overflows.
 - `paired_bootstrap`: sacrebleu's paired bootstrap resampling (`_paired_bs_test`, after Moses'
   bootstrap-hypothesis-difference-significance.pl) applied to per-item scores: one set of resampled item indices
   (`default_rng(seed).choice(n, (n_samples, n))`), each resample's mean for both models, the p-value of the observed
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
+Z95_SCIPY = 1.9599639845400545  # the same as scipy's norm.isf(0.025) rounds it (statsmodels' Wilson interval uses it)
 SEED = 12345  # sacrebleu's default SACREBLEU_SEED
 BOOTSTRAP_SAMPLES = 1000  # sacrebleu's default number of paired-bootstrap resamples
 
@@ -37,20 +41,48 @@ class Summary:
     n: int
 
 
-def summarize(scores) -> Summary:
+def summarize(scores, proportion: bool = False) -> Summary:
     """Mean, sample standard deviation / sqrt(n) (nan for n < 2, as lm-evaluation-harness divides by n - 1),
-    and mean +- 1.96 stderr.
+    and the 95% interval: Wilson's for a `proportion` (scores 0/1), else mean +- 1.96 stderr (nan for n < 2).
 
     >>> summarize([1, 0, 1, 1]).value, round(summarize([1, 0, 1, 1]).stderr, 4)
     (0.75, 0.25)
+    >>> s = summarize([1] * 19 + [0], proportion=True)
+    >>> round(s.low, 4), round(s.high, 4)
+    (0.7639, 0.9911)
     """
     x = np.asarray(scores, dtype=np.float64)  # [n]
     n = len(x)
     if n == 0:
         return Summary(math.nan, math.nan, math.nan, math.nan, 0)
-    mean = float(x.mean())
-    se = float(math.sqrt(((x - mean) ** 2).sum() / (n - 1)) / math.sqrt(n)) if n > 1 else math.nan
+    with np.errstate(all="ignore"):            # a -inf log-likelihood (an MLE n-gram model) gives nan, silently
+        top = float(np.max(np.abs(x)))
+        scale = 2.0 ** (math.frexp(top)[1] - 1) if math.isfinite(top) and top > 2.0 ** 500 else 1.0
+        xs = x / scale                         # a power of two: exact, the sums as unscaled but without overflow
+        m = float(xs.mean())
+        mean = m * scale
+        se = float(math.sqrt(((xs - m) ** 2).sum() / (n - 1)) / math.sqrt(n)) * scale if n > 1 else math.nan
+    if proportion:
+        low, high = wilson(mean, n)
+        return Summary(mean, se, low, high, n)
     return Summary(mean, se, mean - Z95 * se, mean + Z95 * se, n)
+
+
+def wilson(p: float, n: int, z: float = Z95_SCIPY) -> tuple[float, float]:
+    """The Wilson score interval of a proportion `p` of `n` trials (Wilson 1927), statsmodels'
+    `proportion_confint(method="wilson")`'s arithmetic: inside [0, 1], holding p, not empty at p = 0 or 1.
+
+    >>> wilson(1.0, 10)[1], round(wilson(1.0, 10)[0], 4)
+    (1.0, 0.7225)
+    """
+    if n == 0 or not math.isfinite(p):
+        return math.nan, math.nan
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n ** 2)) / denom
+    # it always holds p (statsmodels' rounding can leave the high end of p = 1 at 1 - 2**-53)
+    return max(0.0, min(centre - half, p)), min(1.0, max(centre + half, p))
 
 
 @dataclass(frozen=True)
@@ -112,7 +144,7 @@ class McNemar:
 def binomial_two_sided(k: int, n: int) -> float:
     """min(1, 2 P(X <= k)) for X ~ Binomial(n, 1/2), k <= n/2: the exact McNemar p-value.
 
-    >>> binomial_two_sided(0, 3)
+    >>> round(binomial_two_sided(0, 3), 12)
     0.25
     """
     if n == 0:

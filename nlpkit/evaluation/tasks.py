@@ -7,7 +7,10 @@
   `acc` argmax of the log-likelihoods, `acc_norm` of log-likelihood / the choice's characters, `acc_bytes` / its
   UTF-8 bytes (both without the delimiter, as there), `acc_tokens` / its tokens (llama.cpp's HellaSwag mean per
   token); with `mutual_info`, `acc_mutual_info`: argmax of log p(choice | context) - log p(choice | empty context).
-  Ties go to the first choice (numpy argmax). Right when the prediction is any gold index.
+  Ties go to the first choice (numpy argmax). Right when the prediction is any gold index. An empty choice has 0
+  characters and bytes: as in lm-evaluation-harness (`lls / completion_len`), its log-likelihood (the delimiter's,
+  negative) divided by 0 is -inf, so acc_norm and acc_bytes never pick it unless every choice is empty (IEEE
+  division, without a warning).
 - preference (DPO, Rafailov et al. 2023): log p(chosen | prompt), log p(rejected | prompt), `margin` and `accuracy`
   (margin > 0); with a reference model, the implicit rewards r = beta (log p - log p_ref), `reward_margin` and
   `reward_accuracy` (r(chosen) > r(rejected)).
@@ -132,8 +135,10 @@ def _multiple_choice(item: Item, results: list[list]) -> tuple[dict, dict]:
     chars = np.array([float(len(c)) for c in item.continuations])
     nbytes = np.array([float(len(c.encode("utf-8"))) for c in item.continuations])
     ntok = np.array([float(s.tokens) for s in scores])
-    preds = {"acc": _argmax(lls), "acc_norm": _argmax(lls / chars), "acc_bytes": _argmax(lls / nbytes),
-             "acc_tokens": _argmax(lls / ntok)}
+    with np.errstate(divide="ignore", invalid="ignore"):   # an empty choice: -inf per character (module doc)
+        per_char, per_byte, per_token = lls / chars, lls / nbytes, lls / ntok
+    preds = {"acc": _argmax(lls), "acc_norm": _argmax(per_char), "acc_bytes": _argmax(per_byte),
+             "acc_tokens": _argmax(per_token)}
     rec = {**item.key(), "logprobs": lls.tolist(), "tokens": [s.tokens for s in scores],
            "is_greedy": [s.is_greedy for s in scores], "gold": list(item.gold)}
     if len(results) > 1:  # mutual information: the choices after an empty context

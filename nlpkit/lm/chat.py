@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from nlpkit.errors import NlpkitError
+from nlpkit.errors import NlpkitError, UsageError
 
 #: End-of-turn tokens of common templates: generation stops at any of these that is a special token.
 END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>")
@@ -63,13 +63,13 @@ class ChatTemplate:
         """The tokenizer's own template (`name` picks one of several named templates; else "default")."""
         template = getattr(tok, "chat_template", None)
         if template is None:
-            raise NlpkitError(f"{where}: the model has no chat template (no chat_template.jinja, no chat_template in "
+            raise UsageError(f"{where}: the model has no chat template (no chat_template.jinja, no chat_template in "
                               "tokenizer_config.json, no tokenizer.chat_template in the GGUF); give a plain prompt "
                               "without `chat`")
         if isinstance(template, dict):
             pick = name or "default"
             if pick not in template:
-                raise NlpkitError(f"{where}: no chat template named {pick!r} (it has {', '.join(sorted(template))})")
+                raise UsageError(f"{where}: no chat template named {pick!r} (it has {', '.join(sorted(template))})")
             template = template[pick]
         return cls(template, where)
 

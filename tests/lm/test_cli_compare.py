@@ -180,3 +180,16 @@ def test_smollm2_q8_0_per_token_equals_reference(tmp_path):
     want = ref["cases"]["short_sliding_c16_s8"]["tokens"]
     np.testing.assert_allclose([r["kld"] for r in rows], want["kld"], rtol=0, atol=1e-5)
     np.testing.assert_allclose([r["dp"] for r in rows], want["p_diff"], rtol=0, atol=1e-5)
+
+
+def test_compare_says_the_tokenizers_differ_before_any_context_check(tmp_path):
+    """gpt2 (64 positions) against llama-dynamic (32 with its scaling): the default context 64 does not fit the base,
+    but what makes the comparison impossible is the tokenizers: that is said first, whatever --context."""
+    text = tmp_path / "t.txt"
+    text.write_text("hello world, this is text\n")
+    for extra in ([], ["--context", "64"], ["--context", "100000"]):
+        r = run_cli("perplexity", str(text), "-m", str(FIX / "lm" / "gpt2"), "--compare",
+                    str(FIX / "lm" / "llama-dynamic"), *extra)
+        err = r.stderr.decode()
+        assert r.returncode == 1 and "tokenizers differ" in err and "--context" not in err, err
+        assert err.startswith("nlpkit: error: the two models' tokenizers differ: ") and len(err.splitlines()) == 1

@@ -321,3 +321,20 @@ def test_model_help_names_ngram_models(command):
     r = run(command, "--help")
     text = " ".join(r.stdout.split())
     assert "n-gram model (ARPA, .arpa.gz, an ngram-train counts file)" in text
+
+
+def test_score_is_greedy_never_counts_sentence_start_as_a_prediction():
+    """tiny-3.arpa gives <s> unigram log10 p = 0: after "dog" (backing off) <s> has the largest KenLM value, but <s> is
+    never a prediction (KenLM's query never predicts it): "sat", the word `sample --dist` ranks first, is greedy."""
+    arpa = str(FIX / "tiny-3.arpa")
+    r = run("sample", "dog", "-m", arpa, "--dist", "--format", "jsonl", "--seed", "1")
+    assert r.returncode == 0, r.stderr
+    dist = [json.loads(line) for line in r.stdout.splitlines()]
+    assert dist[0]["token"] == "sat" and "<s>" not in [d["token"] for d in dist]
+    r = run("score", "-m", arpa, "--format", "jsonl", input='{"context": "dog", "continuation": " sat"}\n'
+            '{"context": "dog", "continuation": " </s>"}\n')
+    assert r.returncode == 0, r.stderr
+    items = [json.loads(line) for line in r.stdout.splitlines() if '"item"' in line]
+    assert [x["is_greedy"] for x in items] == [True, False]
+    r = run("generate", "dog", "-m", arpa, "--temperature", "0", "--max-new-tokens", "1")
+    assert r.stdout.split()[-1] == "sat"

@@ -4,7 +4,8 @@ The context and each continuation are split into words as `perplexity` splits a 
 model's recorded lowercasing / tokenizer); the sentence `<s> context-words continuation-words` is scored as KenLM's
 `full_scores(sentence, bos=True, eos=False)` scores it, and a continuation's log-likelihood is the sum of its own
 words' scores, in nats (log10 x ln 10). No `</s>`: a continuation is not the end of a sentence. A continuation is
-greedy when each of its words is the most likely word after its history. Nothing is truncated: an n-gram model
+greedy when each of its words is the most likely word after its history, `<s>` left out (it is never a prediction:
+KenLM's query never predicts it, and `sample`/`generate` never draw it). Nothing is truncated: an n-gram model
 sees only its last order - 1 words anyway.
 """
 
@@ -77,6 +78,13 @@ class NgramContinuationScorer:
             seq = np.asarray(ctx + cont, dtype=np.int64)  # [T]  <s> first
             log10, _ = self.model.score_sequence(seq, np.arange(len(seq)))  # [T - 1]
             own = log10[len(ctx) - 1:]  # [m]
-            greedy = all(int(np.argmax(self.model.next_log10(ctx + cont[:i]))) == w for i, w in enumerate(cont))
+            greedy = all(self._most_likely(ctx + cont[:i]) == w for i, w in enumerate(cont))
             out.append(ContinuationScore(float(log10_to_nats(own.astype(np.float64)).sum()), list(cont), greedy))
         return out
+
+    def _most_likely(self, history: list[int]) -> int:
+        """The most likely next word after `history`, `<s>` excluded (ties: the lowest id, as argmax)."""
+        dist = self.model.next_log10(history)  # [V]
+        if self.model.bos_id >= 0:
+            dist[self.model.bos_id] = -np.inf
+        return int(np.argmax(dist))

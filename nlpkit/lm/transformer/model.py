@@ -166,6 +166,13 @@ def causal_mask(t: int, past: int, window: int | None = None) -> np.ndarray:  # 
 
 ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys they cannot see
 PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits its rows over threads (threads.py)
+# Same bits whatever the thread count (tests/lm/test_determinism.py). Measured with numpy's OpenBLAS (0.3.31,
+# SkylakeX kernels): a row of a matrix product gets other bits when the product has one row (gemv), a few rows (its
+# small-matrix kernel, M*N*K <= 1e6, differs once K reaches ~384: the default model's 688-wide MLP below 6 rows), or
+# runs on several BLAS threads (they cut K elsewhere for some K: 688, 700, 769, 1000 differ, 576 and 1536 do not);
+# any other row count gives each row the same bits. So every product but a decode step's runs on one BLAS thread,
+# and a thread's share of the rows is never under ROW_MIN rows.
+ROW_MIN = 32
 
 
 def _masked_columns(mask: np.ndarray) -> tuple[int, int]:  # [t, L] -> (lo, hi)
@@ -233,7 +240,7 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
         return finish(x[:, keep:], heads)
     k = np.empty((b, nkv, t, hd), np.float32)
     v = np.empty((b, nkv, t, hd), np.float32)
-    parts = pool.split(t)
+    parts = pool.split(t, ROW_MIN)
 
     def run_project(part):
         s, e = part
@@ -252,7 +259,7 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
             heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(b, e - s, cfg.n_heads * hd)
             out[:, s:e] = finish(x[:, keep + s:keep + e], heads)
 
-    pool.map(run_finish, pool.split(t - keep))
+    pool.map(run_finish, pool.split(t - keep, ROW_MIN))
     return out
 
 
@@ -354,22 +361,42 @@ def attention(q, k, v, mask, pool: RowPool, softcap=None, q0: int = 0):
 def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  # [1, kv, g, t, hd], [1, kv, t, hd] x2
     """Attention inside each segment of a packed forward (`packing.Packing`): a segment's queries against its own
     keys under its own mask, never another segment's, so the work grows with the segments' sizes and not with the
-    packed length; the segments are spread over pool's threads, largest first, each to the least-loaded thread."""
+    packed length; the segments are spread over pool's threads, largest first, each to the least-loaded thread.
+    A segment with a prefix (`packing.tree`: a context and its continuations) runs the prefix alone, then each branch
+    against the prefix's keys and its own only (as a KV cache holding the prefix would): a softmax over other
+    branches' masked keys would sum in another order, and a branch's bits would depend on its neighbours."""
     out = np.empty_like(q)  # [1, kv, g, t, hd]
     load = [0] * pool.n
     shares: list[list] = [[] for _ in range(pool.n)]
-    for seg in sorted(packing.segments, key=lambda sg: sg[0] - sg[1]):
+    prefixes = packing.prefixes or [0] * len(packing.segments)
+    for seg in sorted(zip(packing.segments, prefixes), key=lambda sg: sg[0][0] - sg[0][1]):
         i = load.index(min(load))
         shares[i].append(seg)
-        load[i] += (seg[1] - seg[0]) ** 2
+        load[i] += (seg[0][1] - seg[0][0]) ** 2
 
     def run(share):
-        for s, e, mask in share:
+        for (s, e, mask), prefix in share:
             with np.errstate(over="ignore"):
-                out[:, :, :, s:e] = attention(q[:, :, :, s:e], k[:, :, s:e], v[:, :, s:e], mask, SERIAL, softcap)
+                if not prefix:
+                    out[:, :, :, s:e] = attention(q[:, :, :, s:e], k[:, :, s:e], v[:, :, s:e], mask, SERIAL, softcap)
+                    continue
+                p = s + prefix
+                out[:, :, :, s:p] = attention(q[:, :, :, s:p], k[:, :, s:p], v[:, :, s:p], mask[:prefix, :prefix],
+                                              SERIAL, softcap)
+                for a, b in _branches(packing.positions[s:e], prefix):
+                    kb = np.concatenate([k[:, :, s:p], k[:, :, s + a:s + b]], axis=2)  # [1, kv, prefix + b - a, hd]
+                    vb = np.concatenate([v[:, :, s:p], v[:, :, s + a:s + b]], axis=2)
+                    mb = np.concatenate([mask[a:b, :prefix], mask[a:b, a:b]], axis=1)  # [b - a, prefix + b - a]
+                    out[:, :, :, s + a:s + b] = attention(q[:, :, :, s + a:s + b], kb, vb, mb, SERIAL, softcap)
 
     pool.map(run, [sh for sh in shares if sh])
     return out
+
+
+def _branches(positions: np.ndarray, prefix: int) -> list[tuple[int, int]]:  # [n] -> [(start, end)] in the segment
+    """The branches of a `packing.tree` segment: each starts at position `prefix` again."""
+    starts = [int(i) for i in np.flatnonzero(positions[prefix:] == prefix) + prefix]
+    return list(zip(starts, starts[1:] + [len(positions)]))
 
 
 # ---------------------------------------------------------------- gpt2
@@ -394,6 +421,32 @@ def gpt2_rows(w: GPT2Layer, cfg, li: int = 0):
 
 
 # ---------------------------------------------------------------- the model
+
+def decode_blas_threads(rows: int, past: int, n: int) -> int:
+    """BLAS threads for a forward of `rows` = batch x new tokens after `past` cached ones: n for a decode step of
+    one row (matrix-vector products, OpenBLAS splitting their output columns: 1.5x one thread's speed), else 1
+    (see ROW_MIN: a multi-threaded OpenBLAS product's bits depend on the thread count; the row-parallel prefill
+    runs our own threads instead). A one-token prompt is a prefill: one thread, as every number it gives."""
+    return n if rows == 1 and past > 0 else 1
+
+
+def output_rows(x: np.ndarray, w: np.ndarray, pool: RowPool) -> np.ndarray:  # [b, t, d], [d, V] -> [b, t, V]
+    """`linear(x, w)` of the output projection, its rows split over pool's threads (each at least ROW_MIN rows,
+    one BLAS thread each: the same bits as one thread)."""
+    b, t, d = x.shape
+    parts = pool.split(b * t, ROW_MIN)
+    if len(parts) == 1:
+        return linear(x, w)
+    rows = x.reshape(b * t, d)
+    out = np.empty((b * t, w.shape[1]), np.float32)
+
+    def run(part):
+        s, e = part
+        np.matmul(rows[s:e], w, out=out[s:e])
+
+    pool.map(run, parts)
+    return out.reshape(b, t, w.shape[1])
+
 
 class Model:
     """A loaded language model: `forward(tokens[b, t], cache) -> logits[b, t, vocab]`."""
@@ -483,7 +536,7 @@ class Model:
         with np.errstate(over="ignore"):
             plans = self._attention_plans(t, past, start, packing)  # per layer (mask, softcap, cos/sin)
             keep = self._last_layer_keep(t, last_only, logits_from, packing, rows)
-            pool, blas, n = self._thread_policy(b, t)
+            pool, blas = self._thread_policy(b, t, past)
             layers = self.layer_rows()
             expander = self.expander  # native weights: one float32 scratch, so one forward at a time
             with held_blas_threads(blas), expander.lock if expander is not None else nullcontext():
@@ -495,7 +548,7 @@ class Model:
             cache.tokens[:, past:past + t] = tokens
             cache.advance(t)
         x = self._read_rows(x, last_only, rows, logits_from, keep)  # [b, r, d]
-        return self._logits(x, n)  # [b, r, V]
+        return self._logits(x, blas, pool)  # [b, r, V]
 
     # ---- the steps of forward
 
@@ -578,17 +631,16 @@ class Model:
         return min(keep - keep % ATTN_BLOCK, max(t - ATTN_BLOCK, 0))
 
     @staticmethod
-    def _thread_policy(b: int, t: int) -> tuple[RowPool, int, int]:
-        """(row pool, BLAS threads inside the blocks, BLAS threads for the output projection). Long inputs split
-        their rows over the free CPUs (`threads.engine_threads`), each row on one BLAS thread. A small batch
-        (sampling -n N decode steps) runs gemms of a few rows, where BLAS threads cost more in synchronisation than
-        they give (measured: sample -n 8 15x slower with 2 BLAS threads on a busy machine): one BLAS thread.
-        Batch-1 steps run BLAS on the free CPUs."""
+    def _thread_policy(b: int, t: int, past: int) -> tuple[RowPool, int]:
+        """(row pool, BLAS threads). Long inputs split their rows over the free CPUs (`threads.engine_threads`),
+        each row on one BLAS thread, the output projection too (`output_rows`). BLAS's own threads run only a
+        decode step of batch 1 (`decode_blas_threads`): every other product has one BLAS thread, whose bits do not
+        depend on the thread count (ROW_MIN); a small batch (sample -n N) gained nothing from BLAS threads anyway
+        (measured: sample -n 8 15x slower with 2 BLAS threads on a busy machine)."""
         n = engine_threads()  # the CPUs free for us now, at most BLAS's own count (threads.CpuShare)
         n_rows = n if t >= PARALLEL_MIN_TOKENS else 1
-        small_batch = b > 1 and b * t < PARALLEL_MIN_TOKENS
         pool = RowPool(n_rows) if n_rows > 1 else SERIAL
-        return pool, 1 if n_rows > 1 or small_batch else n, n
+        return pool, decode_blas_threads(b * t, past, n)
 
     def _block(self, li: int, x: np.ndarray, rows_fns: tuple, plan: tuple, cache: KVCache | None, pool: RowPool,
                keep: int) -> np.ndarray:  # [b, t, d] -> [b, t - keep, d]
@@ -607,13 +659,14 @@ class Model:
             return x[:, rows]
         return x[:, max(logits_from - keep, 0):]  # [b, t - logits_from, d]
 
-    def _logits(self, x: np.ndarray, blas_threads: int) -> np.ndarray:  # [b, r, d] -> [b, r, V]
-        """The final norm and the output projection (soft-capped where the family caps it)."""
+    def _logits(self, x: np.ndarray, blas_threads: int, pool: RowPool) -> np.ndarray:  # [b, r, d] -> [b, r, V]
+        """The final norm and the output projection (soft-capped where the family caps it), its rows split over
+        pool's threads."""
         c, w = self.config, self.weights
         x = rms_norm(x, w.norm_g, c.norm_eps) if c.uses_rope and c.norm == "rms" \
             else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
         with held_blas_threads(blas_threads):
-            logits = linear(x, w.lm_head)  # [b, r, V]
+            logits = output_rows(x, w.lm_head, pool)  # [b, r, V]
         if c.final_softcap is not None:
             softcap_(logits, c.final_softcap)
         return logits

@@ -8,15 +8,15 @@ unless the continuation itself starts with that token, which then becomes the co
 
 Scoring (`PackedScorer.score_requests`): many requests at once. The continuations of one context (in one request
 or several) form a segment (in runs of `BRANCH_TOKENS` continuation tokens, or the context's length, when there are
-more): the context with the tokens every continuation shares (their longest common prefix, leaving each at least one
-token of its own), then each continuation's own tokens but its last as a branch that sees the prefix and itself only
+more): the context, then each continuation's tokens but its last as a branch that sees the context and itself only
 (`packing.tree`): each continuation is computed as if it followed the context alone, the context once for all (as a
 KV cache shared by a batch, `sample -n N`). The segments of a batch are packed end to end into forwards of about
-`PACK_TOKENS` tokens (`Model.forward(packing=)`: attention stays inside each segment), so each weight product is one
-gemm of ~1000 rows instead of a few dozen per item, and the output projection runs only at the rows whose log-
-probabilities are read. The same (context, continuation) twice in a batch is computed once (equal requests give
-equal numbers, as lm-evaluation-harness's do). A continuation whose context + continuation exceeds the window
-(`window + 1` tokens) is cut from the left as lm-evaluation-harness does, (context + continuation)[-(window +
+`PACK_TOKENS` tokens (`Model.forward(packing=)`: attention stays inside each segment, and a branch attends to the
+context's keys and its own only), so each weight product is one gemm of ~1000 rows instead of a few dozen per item,
+and the output projection runs only at the rows whose log-probabilities are read. A continuation's numbers are the
+bits it gets scored alone, whatever else shares its segment or forward (`tests/lm/test_determinism.py`); the same
+(context, continuation) twice in a batch is computed once. A continuation whose context + continuation exceeds the
+window (`window + 1` tokens) is cut from the left as lm-evaluation-harness does, (context + continuation)[-(window +
 1):][:-1] as input, and is a segment of its own. Log-probabilities are float64 log-softmax of the float32 logits; a
 continuation is greedy when each of its tokens is the argmax of its row.
 """
@@ -83,6 +83,11 @@ def chat_renderer(model, system: str | None = None) -> Callable[[str], str]:
 
 PACK_TOKENS = 1024  # tokens per packed forward: gemms of ~1000 rows, logits of at most as many rows (~200 MB)
 BRANCH_TOKENS = 256  # continuation tokens in one segment, or the context's length when that is longer
+# A packed forward of fewer tokens gets a filler segment, and fewer rows read get filler rows, so that an item scored
+# alone runs matrix products of as many rows as in a block and gets the same bits (model.ROW_MIN: OpenBLAS gives a
+# product of one row, or of a few, other bits).
+FLOOR_TOKENS = 64
+FLOOR_ROWS = 8
 
 
 def _branch_runs(members: list, most: int) -> list[list]:
@@ -100,15 +105,6 @@ def _branch_runs(members: list, most: int) -> list[list]:
     return runs
 
 
-def _common_prefix(seqs: Sequence[Sequence[int]]) -> int:
-    """Length of the longest common prefix of token lists."""
-    n = min(len(s) for s in seqs)
-    for i in range(n):
-        if any(s[i] != seqs[0][i] for s in seqs[1:]):
-            return i
-    return n
-
-
 @dataclass
 class _Segment:
     """One segment of a packed forward: its tokens (a prefix, then branches: `packing.tree`) and, per continuation
@@ -120,13 +116,14 @@ class _Segment:
     mask: np.ndarray  # [n, n]
     scored: list[tuple[tuple[int, int], list[int], list[int], tuple[int, ...], bool]]  # (where, rows, targets,
     #                                                                                      ctx, truncated)
+    prefix: int = 0  # the tokens every branch sees (`packing.Packing.prefixes`); 0: no branches
 
 
 def _shared_segment(ctx: list[int], conts: list[list[int]], where: list[tuple[int, int]]) -> _Segment:
-    """The context and the continuations' common prefix (leaving each at least one token of its own), then each
-    continuation's own tokens but its last as a branch: each continuation is computed as if it followed the context
-    alone (see the module docstring)."""
-    common = min(_common_prefix(conts), min(len(c) for c in conts) - 1)
+    """The context, then each continuation's tokens but its last as a branch: each continuation is computed as if it
+    followed the context alone (see the module docstring). Tokens the continuations share stay in their branches:
+    in the prefix, a continuation's bits would depend on which others share the segment."""
+    common = 0
     prefix = list(ctx) + list(conts[0][:common])
     rests = [c[common:] for c in conts]
     positions, mask = tree(len(prefix), [len(r) - 1 for r in rests])
@@ -136,7 +133,7 @@ def _shared_segment(ctx: list[int], conts: list[list[int]], where: list[tuple[in
         scored.append((w, rows, list(cont), tuple(ctx), False))
         tokens += rest[:-1]
         start += len(rest) - 1
-    return _Segment(tokens, positions, mask, scored)
+    return _Segment(tokens, positions, mask, scored, len(prefix))
 
 
 def _truncated_segment(ctx: list[int], cont: list[int], window: int, where: tuple[int, int]) -> _Segment:
@@ -210,8 +207,8 @@ class PackedScorer:
 
     def score_pairs(self, requests: list[list[tuple[list[int], list[int]]]]) -> list[list[ContinuationScore]]:
         """Each request's (context ids, continuation ids) pairs scored: continuations of one context (within and
-        across requests) share a segment; one whose context + continuation exceeds the window is cut from the left
-        and scored alone."""
+        across requests) share a segment, each one's bits those it gets alone (`model.packed_attention`); one whose
+        context + continuation exceeds the window is cut from the left and scored alone."""
         groups: dict[tuple[int, ...], list[tuple[tuple[int, int], list[int]]]] = {}
         segments: list[_Segment] = []
         first: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int]] = {}  # a pair -> where it is scored
@@ -257,12 +254,19 @@ class PackedScorer:
 
     def _run(self, segments: list[_Segment], out: list[list[ContinuationScore | None]]) -> None:
         """One packed forward of `segments`: logits at the rows something is scored from, log-softmax per row."""
-        packing = pack([(s.positions, s.mask) for s in segments])
         tokens = np.asarray([t for s in segments for t in s.tokens], dtype=np.int64)  # [T]
         starts = np.cumsum([0] + [len(s.tokens) for s in segments])
         wanted = [(start + np.asarray(rows, dtype=np.int64), np.asarray(targets, dtype=np.int64))
                   for s, start in zip(segments, starts) for _, rows, targets, _, _ in s.scored]
         rows = np.unique(np.concatenate([r for r, _ in wanted]))  # [R] packed rows, sorted
+        layout = [(s.positions, s.mask, s.prefix) for s in segments]
+        if len(tokens) < FLOOR_TOKENS:  # a filler segment (see FLOOR_TOKENS); its rows are never read
+            layout.append(tree(FLOOR_TOKENS - len(tokens), []))
+            tokens = np.concatenate([tokens, np.full(FLOOR_TOKENS - len(tokens), tokens[0])])
+        if len(rows) < FLOOR_ROWS:
+            spare = np.setdiff1d(np.arange(len(tokens)), rows)[:FLOOR_ROWS - len(rows)]
+            rows = np.union1d(rows, spare)
+        packing = pack(layout)
         logits = self.model.forward(tokens[None, :], None, packing=packing, rows=rows)[0]  # [R, V]
         self.tokens += len(tokens)
         m, logsum = row_log_normalizers(logits)

@@ -26,6 +26,10 @@ class Packing:
 
     positions: np.ndarray  # [t] int64
     segments: list[tuple[int, int, np.ndarray]]  # (start, end, mask [n, n] float32)
+    # per segment, `tree`'s prefix: the tokens every branch sees (0: a segment without branches). Attention runs the
+    # prefix alone and each branch against the prefix's keys and its own only (`model.packed_attention`), so that a
+    # branch gets the same bits whatever other branches share its segment.
+    prefixes: list[int] | None = None
 
     @property
     def length(self) -> int:
@@ -38,7 +42,7 @@ class Packing:
             pos = self.positions[s:e]
             far = pos[:, None] - pos[None, :] >= window  # [n, n]
             segs.append((s, e, np.where(far, np.float32(-np.inf), mask).astype(np.float32)))
-        return Packing(self.positions, segs)
+        return Packing(self.positions, segs, self.prefixes)
 
 
 def tree(prefix: int, branches: list[int]) -> tuple[np.ndarray, np.ndarray]:  # -> [n], [n, n]
@@ -55,10 +59,11 @@ def tree(prefix: int, branches: list[int]) -> tuple[np.ndarray, np.ndarray]:  # 
     return positions, np.where(visible, np.float32(0.0), np.float32(-np.inf)).astype(np.float32)
 
 
-def pack(segments: list[tuple[np.ndarray, np.ndarray]]) -> Packing:
-    """One `Packing` of (positions [n], mask [n, n]) segments laid end to end."""
+def pack(segments: list[tuple]) -> Packing:
+    """One `Packing` of (positions [n], mask [n, n]) segments, or (positions, mask, `tree`'s prefix), end to end."""
     out, start = [], 0
-    for pos, mask in segments:
+    for pos, mask, *_ in segments:
         out.append((start, start + len(pos), mask))
         start += len(pos)
-    return Packing(np.concatenate([p for p, _ in segments]).astype(np.int64), out)
+    prefixes = [int(seg[2]) if len(seg) > 2 else 0 for seg in segments]
+    return Packing(np.concatenate([seg[0] for seg in segments]).astype(np.int64), out, prefixes)
