@@ -434,6 +434,8 @@ def output_rows(x: np.ndarray, w: np.ndarray, pool: RowPool) -> np.ndarray:  # [
     """`linear(x, w)` of the output projection, its rows split over pool's threads (each at least ROW_MIN rows,
     one BLAS thread each: the same bits as one thread)."""
     b, t, d = x.shape
+    if is_stored(w):  # native weights: tiles of vocabulary rows expanded, each tile's product split the same way
+        return w.matmul_t(x.reshape(b * t, d), rows_pool=pool, row_min=ROW_MIN).reshape(b, t, w.rows)
     parts = pool.split(b * t, ROW_MIN)
     if len(parts) == 1:
         return linear(x, w)

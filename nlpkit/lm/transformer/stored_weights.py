@@ -146,22 +146,39 @@ class StoredMatrix:
         out[:] = got[inv.reshape(-1)]
         return out
 
-    def matmul_t(self, x: np.ndarray, tile: int = HEAD_TILE_ROWS) -> np.ndarray:
-        """x @ self.T, a tile of rows at a time (the output projection: no [V, d] float32 copy).
-        # [n, cols] -> [n, rows]"""
+    def matmul_t(self, x: np.ndarray, tile: int = HEAD_TILE_ROWS, rows_pool: RowPool | None = None,
+                 row_min: int = 1) -> np.ndarray:
+        """x @ self.T, a tile of rows at a time (the output projection: no [V, d] float32 copy); with
+        `rows_pool`, each tile's product split over its threads in row ranges of at least `row_min` rows (as
+        `model.output_rows` splits the float32 layout's). # [n, cols] -> [n, rows]"""
+        parts = (rows_pool or SERIAL).split(x.shape[0], row_min)
         if self.rows * self.cols <= SMALL_MATRIX:  # the float32 layout's C-order [in, out]: its bits
-            return x @ np.ascontiguousarray(self.expand(pool=SERIAL).T)
-        y = np.empty((x.shape[0], self.rows), np.float32)
+            return _split_matmul(x, np.ascontiguousarray(self.expand(pool=SERIAL).T), parts, rows_pool)
         direct = self.direct()
         if direct is not None:
-            return np.matmul(x, direct.T, out=y)
+            return _split_matmul(x, direct.T, parts, rows_pool)
+        y = np.empty((x.shape[0], self.rows), np.float32)
         scratch = np.empty((min(tile, self.rows), self.cols), np.float32)
         pool = _pool()
         for r0 in range(0, self.rows, tile):
             r1 = min(r0 + tile, self.rows)
             w = self.expand(r0, r1, scratch[:r1 - r0], pool)
-            y[:, r0:r1] = x @ w.T
+            y[:, r0:r1] = _split_matmul(x, w.T, parts, rows_pool)
         return y
+
+
+def _split_matmul(x: np.ndarray, w: np.ndarray, parts: list, pool: RowPool | None) -> np.ndarray:
+    """x @ w, the row ranges `parts` on pool's threads.  # [n, k], [k, m] -> [n, m]"""
+    if len(parts) == 1 or pool is None:
+        return x @ w
+    out = np.empty((x.shape[0], w.shape[1]), np.float32)
+
+    def run(part):
+        s, e = part
+        np.matmul(x[s:e], w, out=out[s:e])
+
+    pool.map(run, parts)
+    return out
 
 
 def _pool() -> RowPool:
