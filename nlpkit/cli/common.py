@@ -320,8 +320,43 @@ def no_cache_option(f):
                              "cache entry [$NLPKIT_NO_CACHE].")(f)
 
 
+WEIGHTS_CHOICES = ("auto", "native", "float32")
+_DECODING_COMMANDS = ("generate", "sample")
+
+
+def _weights(ctx, param, value):
+    from nlpkit.lm.transformer.loaders.native import set_purpose
+
+    set_purpose("decode" if ctx.command.name in _DECODING_COMMANDS else "score")  # what auto weighs
+    before = os.environ.get("NLPKIT_WEIGHTS")
+    if value:  # the loaders read it (loaders/native.py), and so do Dask workers started from here
+        os.environ["NLPKIT_WEIGHTS"] = value
+
+    def restore():  # for the next command run in this process (tests, an embedding application)
+        set_purpose(None)
+        if value and before is None:
+            os.environ.pop("NLPKIT_WEIGHTS", None)
+        elif value:
+            os.environ["NLPKIT_WEIGHTS"] = before
+
+    ctx.call_on_close(restore)
+    return value
+
+
+def weights_option(f):
+    """--weights auto|native|float32: the layout a transformer's weights are held in (sets $NLPKIT_WEIGHTS)."""
+    return click.option("--weights", type=click.Choice(WEIGHTS_CHOICES), default=None, expose_value=False,
+                        callback=_weights,
+                        help="Hold the weights as the file stores them (native: memory near the file's size, "
+                             "expanded per layer as used) or as float32 (fastest decoding); auto: native for "
+                             "scoring and for models whose float32 copy would not fit in memory "
+                             "[$NLPKIT_WEIGHTS, else auto].")(f)
+
+
 def model_options(f):
-    """-m/--model, --rope-scaling, --rope-factor, --no-cache: how perplexity, generate and sample pick a model."""
+    """-m/--model, --rope-scaling, --rope-factor, --no-cache, --weights: how perplexity, generate and sample
+    pick a model."""
+    f = weights_option(f)
     f = no_cache_option(f)
     f = click.option("--rope-factor", type=FiniteFloat(min=0, min_open=True), default=None,
                      help="RoPE scaling factor s: with --rope-scaling, or alone to scale the model's own "

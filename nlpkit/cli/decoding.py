@@ -230,4 +230,10 @@ def print_stats(lm, stats, quiet: bool = False, show: bool = False, seed: int | 
             f"{warm}prefill: {stats.prompt_tokens} {unit} in {stats.prefill_seconds:.3f} s "
             f"({stats.prefill_tps:.1f} {per_s}); "
             f"decode: {stats.new_tokens}{rows} {unit} in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} {per_s}); "
-            f"finish: {stats.finish}" + (f"; seed: {seed}" if seed is not None else "") + "\n")
+            f"finish: {stats.finish}" + (f"; seed: {seed}" if seed is not None else "") + _weights_note(lm) + "\n")
+
+
+def _weights_note(lm) -> str:
+    """"; weights: native (why)" for a transformer (the --weights layout its loader chose)."""
+    layout = getattr(getattr(lm, "model", None), "weights_layout", None)
+    return f"; weights: {layout[0]} ({layout[1]})" if layout and layout[1] else ""

@@ -15,7 +15,7 @@ from nlpkit.cli.options import INT_MAX, Count, Seed, file_type, model_path_type
 from nlpkit.cli.decoding import MAX_FACTOR
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
-                               no_cache_option, open_writer, progress, resolve_format, warn)
+                               no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
 
 ITEM_COLUMNS = {  # the table's columns, `id` only when some item has one (machine formats: every field)
     "loglikelihood": ["model", "file", "index", "id", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
@@ -72,6 +72,7 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
                    "[$NLPKIT_MODEL, else the shipped model]. Repeat to compare: each later model against the first "
                    "(a model given twice is scored once; same names get their position, A#1, A#3).")
 @no_cache_option
+@weights_option
 @click.option("--task", type=click.Choice(("loglikelihood", "multiple-choice", "preference", "generate")),
               default=None,
               help="The task [from the first record's fields: continuation, choices, chosen + rejected, or target].")
@@ -194,6 +195,10 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
                           generation=generation)
     gated = _gate_metrics(found, options, reference, gate_metric) if fail_if_worse is not None else ()
     gen = found == "generate"
+    if gen:  # the generate task decodes a token per step: `--weights auto` weighs it as `generate` does
+        from nlpkit.lm.transformer.loaders.native import set_purpose
+
+        set_purpose("decode")
     specs = {name: ModelSpec(path, window, chat, system, gen) for name, path in zip(names, models)}
     ref_spec = ModelSpec(reference, window, chat, system) if reference is not None else None
     scorers, ref = _load(specs, ref_spec, quiet)

@@ -43,4 +43,4 @@ def load_language_model(path: str | os.PathLike | None = None, *, rope_scaling: 
     cls = backend_class(path)
     if cls.kind == "ngram":
         return cls.load(resolve_path(path), warn=warn)
-    return cls.load(path, rope_scaling=rope_scaling, rope_factor=rope_factor)
+    return cls.load(path, rope_scaling=rope_scaling, rope_factor=rope_factor, warn=warn)

@@ -31,6 +31,7 @@ Windows). One entry per model path, about the size of its arrays; deleting the d
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import mmap
@@ -107,11 +108,14 @@ def cache_enabled() -> bool:
 
 
 def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepared], *, version: str = "",
-                  label: str | None = None, use_cache: bool | None = None) -> Prepared:
+                  label: str | None = None, use_cache: bool | None = None,
+                  warn: Callable[[str], None] | None = None) -> Prepared:
     """The prepared arrays of the model made from `sources` (its first file names the entry): mapped from a
     valid cache entry, else built by `build()` and (with use_cache) written for the next load.
     `kind` names what the entry holds ("ngram", "weights"), `version` the code that made it (`code_version`):
-    an entry of another version is rebuilt. use_cache None: `cache_enabled()`; False reads and writes nothing."""
+    an entry of another version is rebuilt. use_cache None: `cache_enabled()`; False reads and writes nothing.
+    A cache directory without room for the entry: the built arrays are used, nothing is written, and `warn`
+    says so (the next load builds them from the model file again)."""
     if not (cache_enabled() if use_cache is None else use_cache):
         return build()
     try:
@@ -129,9 +133,15 @@ def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepar
             return prepared
     except OSError:
         return prepared
+    size = sum(_align(np.asarray(a).nbytes) for a in prepared.arrays.values())
+    room = free_bytes(path.parent)
+    if room is not None and room < size + ROOM_MARGIN:
+        _no_room(warn, path.parent, size, room)
+        return prepared
     # written behind: the caller goes on with the arrays it has while a thread writes them (the
     # interpreter waits for it at exit, so the entry is whole or, if the process is killed, never renamed)
-    writer = threading.Thread(target=_write_quietly, args=(path, tag, prints, prepared), name="nlpkit-cache-write")
+    writer = threading.Thread(target=_write_quietly, args=(path, tag, prints, prepared, warn),
+                              name="nlpkit-cache-write")
     with _lock:
         _writers.append(writer)
     writer.start()
@@ -142,10 +152,35 @@ _lock = threading.Lock()
 _writers: list[threading.Thread] = []
 
 
-def _write_quietly(path: Path, tag: str, prints: list[list], prepared: Prepared) -> None:
+ROOM_MARGIN = 64 << 20  # bytes an entry leaves free on the cache's disk
+
+
+def free_bytes(directory: Path) -> int | None:
+    """Bytes free for this user on the disk of `directory` (made if missing); None when that cannot be told."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        st = os.statvfs(directory)
+        return st.f_bavail * st.f_frsize
+    except (OSError, AttributeError):  # unwritable (write_entry fails quietly too), or no statvfs (Windows)
+        return None
+
+
+def _no_room(warn: Callable[[str], None] | None, directory: Path, size: int, room: int) -> None:
+    if warn is not None:
+        warn(f"the prepared-model cache {directory} has {room / 1e6:.0f} MB free and the entry needs "
+             f"{size / 1e6:.0f} MB: not cached, the next load prepares the model from its file again "
+             "(native weights map the file and need no cache entry)")
+
+
+def _write_quietly(path: Path, tag: str, prints: list[list], prepared: Prepared,
+                   warn: Callable[[str], None] | None = None) -> None:
     try:
         write_entry(path, tag, prints, prepared)
-    except (OSError, TypeError, ValueError):
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):  # the disk filled while writing
+            _no_room(warn, path.parent, sum(np.asarray(a).nbytes for a in prepared.arrays.values()),
+                     free_bytes(path.parent) or 0)
+    except (TypeError, ValueError):
         pass  # an unwritable cache (or metadata JSON cannot hold) only costs the next load a rebuild
 
 

@@ -15,6 +15,7 @@ gate/up into another, so a decode step is four matmuls per layer. A tied embeddi
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +26,7 @@ from nlpkit.lm.transformer.config import ModelConfig
 from nlpkit.lm.transformer.packing import Packing
 from nlpkit.lm.transformer.rope import RoPE, apply_rope, apply_rope_partial
 from nlpkit.lm.threads import SERIAL, RowPool, engine_threads, held_blas_threads
+from nlpkit.lm.transformer.stored_weights import LayerExpander, has_stored, is_stored
 
 
 @dataclass
@@ -74,6 +76,9 @@ class Weights:
     pos_embed: np.ndarray | None = None  # [max_seq_len, d]  (gpt2)
 
     def embed_tokens(self, tokens: np.ndarray) -> np.ndarray:  # [b, t] -> [b, t, d]
+        table = self.embed if self.embed is not None else self.lm_head
+        if is_stored(table):  # native weights: the rows looked up, expanded (a tied lm_head is [V, d] as stored)
+            return table.take_rows(tokens.reshape(-1)).reshape(*tokens.shape, -1)
         if self.embed is not None:
             return self.embed[tokens]
         b, t = tokens.shape
@@ -85,6 +90,11 @@ class Weights:
 # ---------------------------------------------------------------- building blocks
 
 def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:  # [..., in] -> [..., out]
+    if is_stored(w):  # native weights ([out, in] as stored): expanded a tile of rows at a time
+        y = w.matmul_t(x.reshape(-1, x.shape[-1]))
+        if b is not None:
+            y += b
+        return y.reshape(*x.shape[:-1], w.rows)
     y = x.reshape(-1, x.shape[-1]) @ w  # w: [in, out]
     if b is not None:
         y += b
@@ -424,6 +434,8 @@ def output_rows(x: np.ndarray, w: np.ndarray, pool: RowPool) -> np.ndarray:  # [
     """`linear(x, w)` of the output projection, its rows split over pool's threads (each at least ROW_MIN rows,
     one BLAS thread each: the same bits as one thread)."""
     b, t, d = x.shape
+    if is_stored(w):  # native weights: tiles of vocabulary rows expanded, each tile's product split the same way
+        return w.matmul_t(x.reshape(b * t, d), rows_pool=pool, row_min=ROW_MIN).reshape(b, t, w.rows)
     parts = pool.split(b * t, ROW_MIN)
     if len(parts) == 1:
         return linear(x, w)
@@ -447,6 +459,8 @@ class Model:
         self._make_rope()
         self._rows: list | None = None  # per layer (project, finish), built on first use
         self._rows_for: tuple = ()
+        self.expander: LayerExpander | None = None  # native weights: expands a layer before it runs
+        self.weights_layout = ("float32", "")  # (layout, why): set by the loaders
 
     def layer_rows(self) -> list:
         """Each layer's (project, finish) closures, built once (rebuilt if the config or weights object changes):
@@ -455,7 +469,10 @@ class Model:
         if self._rows is None or self._rows_for != key:
             c = self.config
             make = llama_rows if c.uses_rope else gpt2_rows
-            self._rows, self._rows_for = [make(layer, c, li) for li, layer in enumerate(self.weights.layers)], key
+            # native weights: the closures read each layer's float32 twin, filled just before it runs
+            self.expander = LayerExpander(self.weights.layers) if has_stored(self.weights) else None
+            layers = self.expander.twins if self.expander is not None else self.weights.layers
+            self._rows, self._rows_for = [make(layer, c, li) for li, layer in enumerate(layers)], key
         return self._rows
 
     def require_tokenizer(self):
@@ -523,8 +540,11 @@ class Model:
             keep = self._last_layer_keep(t, last_only, logits_from, packing, rows)
             pool, blas = self._thread_policy(b, t, past)
             layers = self.layer_rows()
-            with held_blas_threads(blas):
+            expander = self.expander  # native weights: one float32 scratch, so one forward at a time
+            with held_blas_threads(blas), expander.lock if expander is not None else nullcontext():
                 for li, rows_fns in enumerate(layers):
+                    if expander is not None:
+                        expander.expand(li)  # layer li's stored matrices into the scratch its closures read
                     x = self._block(li, x, rows_fns, plans[li], cache, pool, keep if li == len(layers) - 1 else 0)
         if cache is not None:
             cache.tokens[:, past:past + t] = tokens

@@ -91,7 +91,8 @@ def load_engine(path: str, rope_scaling: str | None = None, rope_factor: float |
     arguments, so that a Dask task can hand them on)."""
     from nlpkit.lm.transformer.loaders import load_model
 
-    return load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor)
+    # a worker scores (perplexity windows and lines, score's items): `weights` auto is native, as the driver's
+    return load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor, purpose="score")
 
 
 class TransformerState:
@@ -165,10 +166,12 @@ class TransformerLM:
         self.load_options = (rope_scaling, rope_factor)   # how a Dask worker loads the same model
 
     @classmethod
-    def load(cls, path=None, *, rope_scaling: str | None = None, rope_factor: float | None = None) -> "TransformerLM":
+    def load(cls, path=None, *, rope_scaling: str | None = None, rope_factor: float | None = None,
+             warn: Callable[[str], None] | None = None) -> "TransformerLM":
         from nlpkit.lm.transformer.loaders import load_model
 
-        return cls(load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor), rope_scaling, rope_factor)
+        return cls(load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor, warn=warn), rope_scaling,
+                   rope_factor)
 
     def require_tokenizer(self):
         return self.model.require_tokenizer()

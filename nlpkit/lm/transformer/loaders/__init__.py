@@ -34,10 +34,14 @@ NGRAM_SUFFIXES = (".arpa", ".arpa.gz", ".lm", ".lm.gz", ".ngram", ".ngram.gz")  
 
 
 def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | None = None,
-               rope_factor: float | None = None, use_cache: bool | None = None):
+               rope_factor: float | None = None, use_cache: bool | None = None, weights: str | None = None,
+               purpose: str | None = None, warn=None):
     """Load a model: HF directory (config.json + safetensors) or .gguf file; optional RoPE scaling override.
     The prepared weights come from the prepared-model cache (`nlpkit.lm.prepared`) when they were made
     before from the same files; use_cache=False neither reads nor writes it (None: unless $NLPKIT_NO_CACHE).
+    `weights` (auto|native|float32, else $NLPKIT_WEIGHTS) and `purpose` (score|decode) choose the layout
+    (`loaders/native.py`); `model.weights_layout` says which and why; `warn` gets the
+    loaders' warnings (a cache directory without room).
 
     >>> model = load_model("tests/fixtures/lm/llama-gqa")   # doctest: +SKIP
     """
@@ -52,7 +56,7 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
     if p.is_dir():
         from nlpkit.lm.transformer.loaders.hf import load_hf_dir
         with _named(p / "config.json", p / "model.safetensors"):
-            model = load_hf_dir(p, use_cache)
+            model = load_hf_dir(p, use_cache, weights, purpose, warn)
     else:
         try:
             with open(p, "rb") as f:
@@ -67,7 +71,7 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
                               "config.json, a .gguf file, or an n-gram model: ARPA or nlpkit counts)")
         from nlpkit.lm.transformer.loaders.gguf import load_gguf
         with _named(p, p):
-            model = load_gguf(p, use_cache)
+            model = load_gguf(p, use_cache, weights, purpose, warn)
     if rope_scaling is not None or rope_factor is not None:
         model.set_rope(rope_scaling, rope_factor)
     return model

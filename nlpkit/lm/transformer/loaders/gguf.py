@@ -25,9 +25,11 @@ from nlpkit.bpe.gguf_vocab import gguf_adds_bos
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer import families
 from nlpkit.lm.transformer.config import ACT_NAMES, ModelConfig, block_options
+from nlpkit.lm.transformer.loaders.native import NativeSource, choose
 from nlpkit.lm.transformer.loaders.prepared_weights import load_weights
 from nlpkit.lm.transformer.loaders.weights import read_block_weights
 from nlpkit.lm.transformer.model import Model
+from nlpkit.lm.transformer.quant_blocks import DECODERS, check_type
 
 _MAX_COUNT = 1 << 20  # tensors or metadata keys beyond real files' sizes: a corrupt header
 _U64 = struct.Struct("<Q")
@@ -227,6 +229,7 @@ class _Tensors:
     def __init__(self, tensors: list, path: Path):
         self.path = path
         self.by_name = {t[0]: t for t in tensors}
+        self._map: mmap.mmap | None = None  # the file, mapped read-only (native weights view it)
 
     def __contains__(self, name: str) -> bool:
         return name in self.by_name
@@ -254,6 +257,26 @@ class _Tensors:
             raise NlpkitError(f"{self.path}: tensor {name} uses {qtype.name}, which gguf cannot dequantize") \
                 from None
         return np.asarray(arr, dtype=np.float32).reshape(r1 - r0, shape[-1])
+
+    def part(self, name: str, shape: tuple[int, int]):
+        """Tensor `name`'s rows as stored: a `stored_weights.Part` viewing the mapped file (nothing read)."""
+        from gguf.constants import GGMLQuantizationType
+
+        from nlpkit.lm.transformer.stored_weights import Part
+        if name not in self.by_name:
+            raise NlpkitError(f"{self.path}: tensor {name} is missing")
+        _, got, ttype, offset, nbytes = self.by_name[name]
+        if tuple(got) != tuple(shape):
+            raise NlpkitError(f"{self.path}: tensor {name} has shape {list(got)}, the metadata implies {list(shape)}")
+        qtype = GGMLQuantizationType(ttype)
+        check_type(qtype.name, name, str(self.path))
+        if self._map is None:
+            with open(self.path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        if offset + nbytes > len(self._map):
+            raise NlpkitError(f"{self.path}: tensor {name} is truncated (the file is shorter than it was)")
+        raw = np.frombuffer(self._map, np.uint8, count=nbytes, offset=offset).reshape(shape[0], -1)
+        return Part(raw, qtype.name, name)
 
     def read(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         rows = int(np.prod(shape[:-1])) if len(shape) > 1 else 1
@@ -284,11 +307,17 @@ def _tokenizer(meta: dict, c: ModelConfig, where: str):
     return Tokenizer.from_spec(spec)
 
 
-def load_gguf(path: str | Path, use_cache: bool | None = None) -> Model:
-    """Read a GGUF file of a supported architecture; quantized tensors are dequantized to float32 once, at load,
-    and kept in the prepared-model cache (use_cache None: unless $NLPKIT_NO_CACHE; False: neither read nor write)."""
+def load_gguf(path: str | Path, use_cache: bool | None = None, weights: str | None = None,
+              purpose: str | None = None, warn=None) -> Model:
+    """Read a GGUF file of a supported architecture. Layout (`native.choose`: `weights` auto|native|float32,
+    else $NLPKIT_WEIGHTS; `purpose` score|decode for auto): native maps the tensors as stored; float32
+    dequantizes them once, at load, and keeps them in the prepared-model cache (use_cache None: unless
+    $NLPKIT_NO_CACHE; False: neither read nor write)."""
     path = Path(path)
     meta, tensors = read_gguf_header(path)
+    from gguf.constants import GGMLQuantizationType
+    odd = {GGMLQuantizationType(t[2]).name for t in tensors} - set(DECODERS)
+    layout, why = choose(weights, sum(int(np.prod(t[1], dtype=np.int64)) for t in tensors), purpose, unsupported=odd)
     tokens = meta.get("tokenizer.ggml.tokens")
     ts = _Tensors(tensors, path)
     c = config_from_gguf(meta, len(tokens) if isinstance(tokens, list) else None, set(ts.by_name))
@@ -304,8 +333,12 @@ def load_gguf(path: str | Path, use_cache: bool | None = None) -> Model:
     fam = families.by_gguf_arch(meta.get("general.architecture"))
     # dequantized and transposed once, then mapped from the cache, on a thread while this one builds the tokenizer
     with ThreadPoolExecutor(1, thread_name_prefix="nlpkit-weights") as pool:
-        pending = pool.submit(load_weights, [path], path.name, c, lambda: read_block_weights(
-            ts, c, families.gguf_tensor_name, qk_permuted=fam.gguf_qk_permuted), use_cache=use_cache)
+        if layout == "native":  # the file mapped as stored: nothing to prepare, no cache entry
+            pending = pool.submit(read_block_weights, NativeSource(ts), c, families.gguf_tensor_name,
+                                  qk_permuted=fam.gguf_qk_permuted)
+        else:
+            pending = pool.submit(load_weights, [path], path.name, c, lambda: read_block_weights(
+                ts, c, families.gguf_tensor_name, qk_permuted=fam.gguf_qk_permuted), use_cache=use_cache, warn=warn)
         tokenizer, tokenizer_error = None, None
         try:
             tokenizer = _tokenizer(meta, c, str(path))
@@ -316,4 +349,5 @@ def load_gguf(path: str | Path, use_cache: bool | None = None) -> Model:
         weights = pending.result()
     model = Model(c, weights, tokenizer, source=str(path))
     model.tokenizer_error = tokenizer_error
+    model.weights_layout = (layout, why)
     return model

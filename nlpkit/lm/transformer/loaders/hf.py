@@ -16,6 +16,7 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer import families
 from nlpkit.lm.transformer.config import ModelConfig, config_from_hf
+from nlpkit.lm.transformer.loaders.native import NativeSource, choose
 from nlpkit.lm.transformer.loaders.prepared_weights import load_weights
 from nlpkit.lm.transformer.loaders.safetensors import TensorSet
 from nlpkit.lm.transformer.loaders.weights import read_block_weights
@@ -107,10 +108,12 @@ def load_tokenizer(directory: Path):
     return Tokenizer.from_dir(directory)
 
 
-def load_hf_dir(directory: str | Path, use_cache: bool | None = None) -> Model:
+def load_hf_dir(directory: str | Path, use_cache: bool | None = None, weights: str | None = None,
+                purpose: str | None = None, warn=None) -> Model:
     """Load config.json, the safetensors weights and the tokenizer of a Hugging Face model directory; the
     weights from the prepared-model cache when they were prepared before (use_cache None: unless
-    $NLPKIT_NO_CACHE; False: neither read nor write it)."""
+    $NLPKIT_NO_CACHE; False: neither read nor write it). With the native layout (`native.choose`) a RoPE
+    family's matrices stay as stored (F32/F16/BF16), mapped from the files, and no cache entry is made."""
     directory = Path(directory)
     cfg_path = directory / "config.json"
     if not cfg_path.is_file():
@@ -118,12 +121,18 @@ def load_hf_dir(directory: str | Path, use_cache: bool | None = None) -> Model:
                           "directory or a .gguf file")
     config = config_from_hf(_read_json(cfg_path))
     ts = TensorSet(directory)
+    layout, why = choose(weights, sum(int(np.prod(ts.shape(n), dtype=np.int64)) for n in ts.where), purpose)
+    if layout == "native" and not config.uses_rope:
+        layout, why = "float32", f"{why}, but GPT-2's weights are read as float32"
     # the weights are mapped and checked (or read and prepared) on a thread while this one reads the tokenizer:
     # numpy's sums and copies release the GIL, the tokenizer's dictionaries are Python
     with ThreadPoolExecutor(1, thread_name_prefix="nlpkit-weights") as pool:
-        pending = pool.submit(load_weights, [cfg_path, *ts.paths()], directory.name, config,
-                              lambda: load_rope_weights(ts, config) if config.uses_rope
-                              else load_gpt2_weights(ts, config), use_cache=use_cache)
+        if layout == "native":
+            pending = pool.submit(load_rope_weights, NativeSource(ts), config)
+        else:
+            pending = pool.submit(load_weights, [cfg_path, *ts.paths()], directory.name, config,
+                                  lambda: load_rope_weights(ts, config) if config.uses_rope
+                                  else load_gpt2_weights(ts, config), use_cache=use_cache, warn=warn)
         try:
             tok, tok_error = load_tokenizer(directory), None
         except NlpkitError as e:  # e.g. a tokenizer kind nlpkit cannot read yet: the model still runs on token ids
@@ -145,4 +154,5 @@ def load_hf_dir(directory: str | Path, use_cache: bool | None = None) -> Model:
         tok.bos_id, tok.eos_id = config.bos_id, config.eos_id
     model = Model(config, weights, tok, source=str(directory))
     model.tokenizer_error = tok_error
+    model.weights_layout = (layout, why)
     return model

@@ -64,7 +64,7 @@ def _fields(config) -> dict:
 
 
 def load_weights(sources: Sequence[Path], label: str, config, build: Callable[[], object], *,
-                 use_cache: bool | None = None):
+                 use_cache: bool | None = None, warn: Callable[[str], None] | None = None):
     """The model's Weights: from its cache entry when one was made from these files by this code, else
     `build()` (and written). Config fields `build` changed are recorded and set again on a cached load."""
     before = _fields(config)
@@ -81,7 +81,7 @@ def load_weights(sources: Sequence[Path], label: str, config, build: Callable[[]
         return build()
     try:
         entry = load_prepared(sources, KIND, make, version=code_version(*_made_by()), label=label,
-                              use_cache=use_cache)
+                              use_cache=use_cache, warn=warn)
     except _NotCacheable as e:  # a field that is not an array: this model is built on every load
         return e.weights
     for k, v in entry.meta.get("config", {}).items():

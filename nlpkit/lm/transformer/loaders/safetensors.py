@@ -73,6 +73,7 @@ class SafetensorsFile:
                 raise NlpkitError(f"{self.path}: tensor {name!r} ends at byte {self.data_start + end}, past the end "
                                   f"of the {size}-byte file (truncated download?)")
             self.entries[name] = (dtype, shape, self.data_start + begin, nbytes)
+        self._map = None  # the file, mapped read-only on first `part` (native weights view it)
 
     @property
     def names(self) -> list[str]:
@@ -100,6 +101,25 @@ class SafetensorsFile:
         elif dtype != "F32":
             out[...] = buf
         return out
+
+    def part(self, name: str):
+        """Tensor `name`'s rows as stored (F32, F16, BF16): a `stored_weights.Part` viewing the mapped file."""
+        import mmap
+
+        from nlpkit.lm.transformer.quant_blocks import check_type
+        from nlpkit.lm.transformer.stored_weights import Part
+        dtype, shape, offset, nbytes = self.entries[name]
+        check_type(dtype, name, str(self.path))
+        if self._map is None:
+            try:
+                with open(self.path, "rb") as f:
+                    self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError) as e:
+                raise NlpkitError(f"{self.path}: cannot map: {e}") from None
+        if offset + nbytes > len(self._map):
+            raise NlpkitError(f"{self.path}: tensor {name!r} is truncated (the file is shorter than it was)")
+        raw = np.frombuffer(self._map, np.uint8, count=nbytes, offset=offset)
+        return Part(raw.reshape(shape[0] if shape else 1, -1), dtype, name)
 
     def read(self, name: str) -> np.ndarray:
         shape = self.entries[name][1]
@@ -181,6 +201,15 @@ class TensorSet:
         if shape is not None and tuple(got) != tuple(shape):
             raise NlpkitError(f"model weights: tensor {name} has shape {list(got)}, the config implies {list(shape)}")
         return self.where[name].read(name)
+
+    def part(self, name: str, shape: tuple[int, int]):
+        """Tensor `name`'s rows as stored, checked against `shape` (`stored_weights.Part`)."""
+        if name not in self.where:
+            raise NlpkitError(f"model weights: tensor {name} is missing")
+        if tuple(self.shape(name)) != tuple(shape):
+            raise NlpkitError(f"model weights: tensor {name} has shape {list(self.shape(name))}, the config "
+                              f"implies {list(shape)}")
+        return self.where[name].part(name)
 
     def read_t(self, names: list[str], shapes: list[tuple[int, int]]) -> np.ndarray:
         """Transposed and concatenated: [out_i, in] tensors -> one contiguous [in, sum out_i] matrix

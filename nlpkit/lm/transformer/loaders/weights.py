@@ -3,7 +3,8 @@ format names each tensor role, so a family's tensors are listed once (`families.
 
 Both formats' tensor sets offer the same three calls: `name in ts`, `ts.read(name, shape)` (float32, C order)
 and `ts.read_t(names, shapes)` (the transposes of `[out_i, in]` matrices side by side: one `[in, sum out_i]`
-matrix, the layout the forward pass multiplies by).
+matrix, the layout the forward pass multiplies by). A native source (`loaders/native.py`) answers `read_t`
+and 2-D `read` with `StoredMatrix`es instead (rows as stored; its row permutations replace the column ones).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.config import ModelConfig
 from nlpkit.lm.transformer.model import LlamaLayer, Weights
+from nlpkit.lm.transformer.stored_weights import is_stored
 
 # role, layer (None: the model's own tensors) -> the tensor's name without ".weight" / ".bias" (None: no such role)
 Namer = Callable[[str, "int | None"], "str | None"]
@@ -77,15 +79,24 @@ def read_block_weights(ts: TensorSource, c: ModelConfig, name: Namer, *, plus_on
             wqkv = ts.read_t([full("qkv", i)], [(q_rows + 2 * kv_rows, d)])
             bqkv = ts.read(full("qkv", i, ".bias"), (q_rows + 2 * kv_rows,)) if c.attention_bias else None
             if qkv_per_head:
-                wqkv = heads_grouped(wqkv, nh)
+                if is_stored(wqkv):  # its rows regrouped as the float32 layout's columns are
+                    wqkv.permute_rows(heads_grouped(np.arange(wqkv.rows)[None], nh)[0])
+                else:
+                    wqkv = heads_grouped(wqkv, nh)
                 bqkv = heads_grouped(bqkv, nh) if bqkv is not None else None
         else:
             wqkv = ts.read_t([full(r, i) for r in "qkv"], [(q_rows, d), (kv_rows, d), (kv_rows, d)])
             bqkv = np.concatenate([ts.read(full(r, i, ".bias"), (n,))
                                    for r, n in zip("qkv", (q_rows, kv_rows, kv_rows))]) if c.attention_bias else None
-        if qk_permuted:  # [d, q | k | v]: q and k columns back to rotate-half order
+        if qk_permuted and is_stored(wqkv):  # [q | k | v, d]: the same permutation of its rows
+            order = np.arange(wqkv.rows)
+            order[:q_rows] = unpermute_qk(order[None, :q_rows], nh)[0]
+            order[q_rows:q_rows + kv_rows] = unpermute_qk(order[None, q_rows:q_rows + kv_rows], nkv)[0]
+            wqkv.permute_rows(order)
+        elif qk_permuted:  # [d, q | k | v]: q and k columns back to rotate-half order
             wqkv[:, :q_rows] = unpermute_qk(wqkv[:, :q_rows], nh)
             wqkv[:, q_rows:q_rows + kv_rows] = unpermute_qk(wqkv[:, q_rows:q_rows + kv_rows], nkv)
+        if qk_permuted:
             if bqkv is not None:
                 bqkv[:q_rows] = unpermute_qk(bqkv[:q_rows], nh)
                 bqkv[q_rows:q_rows + kv_rows] = unpermute_qk(bqkv[q_rows:q_rows + kv_rows], nkv)

