@@ -26,8 +26,8 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.cache import KVCache
-from nlpkit.lm.transformer.model import layer_norm, linear, rms_norm, softcap_
-from nlpkit.lm.threads import engine_threads, held_blas_threads
+from nlpkit.lm.transformer.model import layer_norm, output_rows, rms_norm, softcap_
+from nlpkit.lm.threads import SERIAL, engine_threads, held_blas_threads
 
 
 @dataclass
@@ -37,8 +37,13 @@ class _Sequence:
 
 
 def supports_batching(model) -> bool:
-    """Whether `DecodingBatch` can run this model: not longrope (its keys are recomputed when a sequence first
-    passes the original context, one sequence at a time)."""
+    """Whether `DecodingBatch` can run this model: float32 weights (not `--weights native`: those are expanded a
+    layer at a time inside `Model.forward`), and not longrope (its keys are recomputed when a sequence first passes
+    the original context, one sequence at a time)."""
+    from nlpkit.lm.transformer.stored_weights import has_stored
+
+    if has_stored(model.weights):
+        return False
     rope = getattr(model, "rope", None)
     return rope is None or getattr(rope, "long", None) is None
 
@@ -127,7 +132,7 @@ class DecodingBatch:
                 s.cache.advance(1)
             x = rms_norm(x, w.norm_g, c.norm_eps) if c.uses_rope and c.norm == "rms" \
                 else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
-            logits = linear(x, w.lm_head)[0]  # [n, V]
+            logits = output_rows(x, w.lm_head, SERIAL)[0]  # [n, V] (native weights too)
         if c.final_softcap is not None:
             softcap_(logits, c.final_softcap)
         return logits
