@@ -27,7 +27,7 @@ TEXT_PARAMS = {
     ("bm25 search", "field"), ("bm25 search", "token_pattern"), ("bm25 search", "metrics"), ("bm25 search", "tag"),
     ("bpe-train", "special_tokens"), ("bpe-train", "pattern"), ("bpe-train", "dask"),
     ("edit-distance", "args"),
-    ("score", "gate_metric"),
+    ("score", "gate_metric"), ("score", "until"), ("score", "extract"), ("score", "ignore_regex"), ("score", "metric"),
     ("generate", "prompt"), ("generate", "stops"), ("generate", "system"),
     ("ngram-train", "dask"),
     ("perplexity", "dask"),

@@ -42,8 +42,10 @@ Examples:
   echo '{"context": "The sky is", "continuation": " blue"}' | nlpkit score
   nlpkit score -m policy/ --reference sft/ --beta 0.1 pairs.jsonl \\
       --field prompt=question
-  nlpkit score -m SmolLM2-135M/ qa.jsonl --until "\\n" --max-gen-toks 32 --ignore-case --ignore-punctuation
-  nlpkit score -m base/ -m tuned/ gsm.jsonl --extract "#### (\\-?[0-9.,]+)" --until "Question:"
+  nlpkit score -m SmolLM2-135M/ qa.jsonl --until "\\n" --max-gen-toks 32 \\
+      --ignore-case --ignore-punctuation
+  nlpkit score -m base/ -m tuned/ gsm.jsonl --until "Question:" \\
+      --extract "#### (\\-?[0-9.,]+)"
 """
 
 
