@@ -26,6 +26,7 @@ from nlpkit.lm.interface import Prompt
 from nlpkit.lm.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
 
 DEFAULT_BATCH = 16  # live sequences: SmolLM2-135M decodes 4.2x one stream at 16, 5.5x at 24 (benchmarks/generation.py)
+PREFILL_TOKENS = 1024  # prompts joining together are prefilled in packed forwards of at most this many tokens
 
 
 @dataclass
@@ -89,6 +90,9 @@ class StateBatch:
         self.states[key] = state
         return state.logits()[0]
 
+    def join_many(self, joins) -> list[np.ndarray]:  # -> n x [V]
+        return [self.join(*j) for j in joins]
+
     def leave(self, key) -> None:
         self.states.pop(key, None)
 
@@ -148,29 +152,34 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
 
     def fill() -> None:
         nonlocal more
-        while more and len(live) < batch_size:
+        joining: list[tuple[int, Request, Generated]] = []
+        while more and len(live) + len(joining) < batch_size:
             try:
                 i, req = next(pending)
             except StopIteration:
                 more = False
-                return
-            ids = req.prompt.ids
+                break
             if req.max_new_tokens < 0:
                 raise UsageError(f"`max_new_tokens` must be >= 0, got {req.max_new_tokens}")
-            out = Generated(i, prompt_tokens=len(ids))
+            out = Generated(i, prompt_tokens=len(req.prompt.ids))
             if req.max_new_tokens == 0:
                 out.finish = "length"
                 done[i] = out
                 continue
+            joining.append((i, req, out))
+        for group in _prefill_groups(joining):
             t0 = time.perf_counter()
-            logits = batch.join(i, ids, req.max_new_tokens)
+            joins = [(i, req.prompt.ids, req.max_new_tokens) for i, req, _ in group]
+            rows = batch.join_many(joins) if hasattr(batch, "join_many") else [batch.join(*j) for j in joins]
             stats.prefill_seconds += time.perf_counter() - t0
-            stats.prompt_tokens += len(ids)
-            seen = np.zeros(V, dtype=bool)
-            p = np.asarray(ids, dtype=np.int64)
-            seen[p[p < V]] = True
-            live[i] = _Live(i, req, np.random.default_rng(seed), seen, logits, out,
-                            lm.end_ids(ignore_eos, req.prompt.end_ids))
+            for (i, req, out), logits in zip(group, rows):
+                ids = req.prompt.ids
+                stats.prompt_tokens += len(ids)
+                seen = np.zeros(V, dtype=bool)
+                p = np.asarray(ids, dtype=np.int64)
+                seen[p[p < V]] = True
+                live[i] = _Live(i, req, np.random.default_rng(seed), seen, logits, out,
+                                lm.end_ids(ignore_eos, req.prompt.end_ids))
 
     while True:
         fill()
@@ -223,6 +232,21 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
                     live[key].logits = row
             stats.steps += 1
         stats.decode_seconds += time.perf_counter() - t0
+
+
+def _prefill_groups(joining: list) -> list[list]:
+    """The joining sequences cut into runs of at most PREFILL_TOKENS prompt tokens (a longer prompt alone), each
+    prefilled in one packed forward."""
+    groups: list[list] = []
+    total = 0
+    for item in joining:
+        n = len(item[1].prompt.ids)
+        if not groups or total + n > PREFILL_TOKENS:
+            groups.append([])
+            total = 0
+        groups[-1].append(item)
+        total += n
+    return groups
 
 
 def _choose(s: _Live, cfg: SamplingConfig) -> int:

@@ -61,6 +61,25 @@ def test_a_step_of_many_sequences_gives_each_its_own_logits(model):
             np.testing.assert_allclose(row, ref[k][1][s + 1], rtol=0, atol=1e-4)
 
 
+def test_prompts_joining_together_are_prefilled_as_each_alone(model):
+    """`join_many` (one packed forward for all the prompts) gives each prompt the logits and the keys/values its own
+    prefill gives, and the sequences then decode as if they had joined one at a time."""
+    ps = prompts(model, 6, seed=3) + [[5]]  # a one-token prompt too
+    alone, packed = DecodingBatch(model), DecodingBatch(model)
+    ref = [alone.join(i, p, 4) for i, p in enumerate(ps)]
+    got = packed.join_many([(i, p, 4) for i, p in enumerate(ps)])
+    assert packed.keys == alone.keys
+    for r, g in zip(ref, got):
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-5)
+    for a, b in zip(alone.seqs, packed.seqs):
+        assert (a.cache.length, a.cache.max_len) == (b.cache.length, b.cache.max_len)
+        assert a.cache.tokens.tolist() == b.cache.tokens.tolist()
+        for ka, kb in zip(a.cache.k + a.cache.v, b.cache.k + b.cache.v):
+            np.testing.assert_allclose(kb, ka, rtol=0, atol=1e-5)
+    feed = [int(np.argmax(r)) for r in ref]
+    np.testing.assert_allclose(packed.step(feed), alone.step(feed), rtol=0, atol=1e-5)
+
+
 def test_sequences_join_and_leave_between_steps(model):
     ps = prompts(model, 4, seed=1)
     ref = [one_at_a_time(model, p, 5)[0] for p in ps]
