@@ -348,11 +348,17 @@ def score_ids(model, ids: list[int], *, mode: str = "sliding", context: int, str
     prepended in every mode, and swapped into each chunk's first place in second-half).
     `positions` index `ids`. `map_windows` runs the windows elsewhere (see `score_windows`)."""
     check_window(mode, context, stride)
-    prefix = prefix_token(model.config) if add_bos else None
+    return _score_planned(model, ids, prefix_token(model.config) if add_bos else None, add_bos, mode, context, stride,
+                          progress, map_windows)
+
+
+def _score_planned(scorer, ids, prefix, add_bos, mode, context, stride, progress, map_windows) -> Scored:
+    """`ids` scored in the windows of `mode` (`prefix` before them when `add_bos`; positions index `ids`), by any
+    scorer `score_windows` takes: the engine's model or a `LanguageModel`."""
     if add_bos and prefix is None:
         raise NlpkitError("`add_bos`: this model defines no BOS or EOS token to predict the first token from")
     seq, windows = window_plan(ids, prefix, mode=mode, context=context, stride=stride)
-    res = score_windows(model, seq, windows, progress, map_windows)
+    res = score_windows(scorer, seq, windows, progress, map_windows)
     if prefix is not None:
         res.positions = [p - 1 for p in res.positions]
     return res
@@ -446,13 +452,8 @@ def text_perplexity(lm, text: str, *, mode: str, context: int, stride: int | Non
         raise TooShort("empty text: nothing to score")
     check_window(mode, context, stride)
     ids = lm.encode(text)
-    prefix = lm.prefix_id if add_bos else None
-    if add_bos and prefix is None:
-        raise NlpkitError("`add_bos`: this model defines no BOS or EOS token to predict the first token from")
-    seq, windows = window_plan(ids, prefix, mode=mode, context=context, stride=stride)
-    res = score_windows(lm, seq, windows, progress, map_windows)
-    if prefix is not None:
-        res.positions = [p - 1 for p in res.positions]
+    res = _score_planned(lm, ids, lm.prefix_id if add_bos else None, add_bos, mode, context, stride, progress,
+                         map_windows)
     return summarize_scored(text, [len(lm.token_bytes(i)) for i in ids], res), res
 
 

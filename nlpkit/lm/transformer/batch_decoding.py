@@ -199,11 +199,7 @@ class DecodingBatch:
     def _layer(self, x, li, project, finish, cs, window, softcap):  # [1, n, d] -> [1, n, d]
         c = self.model.config
         n = x.shape[1]
-        nkv, hd = c.n_kv_heads, c.head_dim
-        g = c.n_heads // nkv
-        q = np.empty((1, nkv, g, n, hd), np.float32)
-        k = np.empty((1, nkv, n, hd), np.float32)
-        v = np.empty((1, nkv, n, hd), np.float32)
+        q, k, v = _qkv_buffers(c, n)
         project(x, 0, n, q, k, v, cs)  # every row's q, k, v in one product per weight
         o = np.empty_like(q)
         for i, s in enumerate(self.seqs):  # attention: each sequence against its own keys
@@ -211,19 +207,22 @@ class DecodingBatch:
             if window is not None and keys.shape[2] > window:  # a sliding layer sees the last `window` keys
                 keys, values = keys[:, :, -window:], values[:, :, -window:]
             o[:, :, :, i:i + 1] = attend_one(q[:, :, :, i:i + 1], keys, values, softcap)
-        heads = o.transpose(0, 3, 1, 2, 4).reshape(1, n, c.n_heads * hd)
+        heads = o.transpose(0, 3, 1, 2, 4).reshape(1, n, c.n_heads * c.head_dim)
         return finish(x, heads)
+
+
+def _qkv_buffers(c, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # -> [1, kv, g, n, hd], [1, kv, n, hd] x2
+    """Empty query, key and value buffers for `n` rows, grouped-query heads as the block projects them."""
+    nkv, hd = c.n_kv_heads, c.head_dim
+    return (np.empty((1, nkv, c.n_heads // nkv, n, hd), np.float32), np.empty((1, nkv, n, hd), np.float32),
+            np.empty((1, nkv, n, hd), np.float32))
 
 
 def _packed_layer(x, c, li, project, finish, pool, spans, caches, cs, window, softcap):  # [1, T, d] -> [1, T, d]
     """Layer `li` over packed prompts: projections and MLP on every row (pool's row shares), attention per prompt
     against its own keys (written into its own cache), under the causal mask a one-prompt prefill uses."""
     T = x.shape[1]
-    nkv, hd = c.n_kv_heads, c.head_dim
-    g = c.n_heads // nkv
-    q = np.empty((1, nkv, g, T, hd), np.float32)
-    k = np.empty((1, nkv, T, hd), np.float32)
-    v = np.empty((1, nkv, T, hd), np.float32)
+    q, k, v = _qkv_buffers(c, T)
 
     def run_project(part):
         s, e = part
@@ -242,7 +241,7 @@ def _packed_layer(x, c, li, project, finish, pool, spans, caches, cs, window, so
     def run_finish(part):
         s, e = part
         with np.errstate(over="ignore"):
-            heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(1, e - s, c.n_heads * hd)
+            heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(1, e - s, c.n_heads * c.head_dim)
             out[:, s:e] = finish(x[:, s:e], heads)
 
     pool.map(run_finish, pool.split(T, ROW_MIN))

@@ -234,15 +234,20 @@ class _Tensors:
     def __contains__(self, name: str) -> bool:
         return name in self.by_name
 
+    def _entry(self, name: str, shape: tuple[int, ...]) -> tuple[int, int, int]:
+        """(type, offset, bytes) of tensor `name`, checked: present, and of the shape the metadata implies."""
+        if name not in self.by_name:
+            raise NlpkitError(f"{self.path}: tensor {name} is missing")
+        _, got, ttype, offset, nbytes = self.by_name[name]
+        if tuple(got) != tuple(shape):
+            raise NlpkitError(f"{self.path}: tensor {name} has shape {list(got)}, the metadata implies {list(shape)}")
+        return ttype, offset, nbytes
+
     def _rows(self, name: str, shape: tuple[int, ...], r0: int, r1: int) -> np.ndarray:
         """Rows r0..r1 of tensor `name` (flattened to [rows, cols]), dequantized.  # -> [r1 - r0, cols]"""
         from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
         from gguf.quants import dequantize
-        if name not in self.by_name:
-            raise NlpkitError(f"{self.path}: tensor {name} is missing")
-        _, got, ttype, offset, _ = self.by_name[name]
-        if tuple(got) != tuple(shape):
-            raise NlpkitError(f"{self.path}: tensor {name} has shape {list(got)}, the metadata implies {list(shape)}")
+        ttype, offset, _ = self._entry(name, shape)
         qtype = GGMLQuantizationType(ttype)
         block, type_size = GGML_QUANT_SIZES[qtype]
         row_bytes = shape[-1] // block * type_size
@@ -263,11 +268,7 @@ class _Tensors:
         from gguf.constants import GGMLQuantizationType
 
         from nlpkit.lm.transformer.stored_weights import Part
-        if name not in self.by_name:
-            raise NlpkitError(f"{self.path}: tensor {name} is missing")
-        _, got, ttype, offset, nbytes = self.by_name[name]
-        if tuple(got) != tuple(shape):
-            raise NlpkitError(f"{self.path}: tensor {name} has shape {list(got)}, the metadata implies {list(shape)}")
+        ttype, offset, nbytes = self._entry(name, shape)
         qtype = GGMLQuantizationType(ttype)
         check_type(qtype.name, name, str(self.path))
         if self._map is None:
