@@ -32,11 +32,13 @@ PREFILL_TOKENS = 1024  # prompts joining together are prefilled in packed forwar
 @dataclass
 class Request:
     """One prompt to continue: at most `max_new_tokens` tokens; `on_token(id)` sees each new token (not an end
-    token) and returns True to end the sequence there ("stop": a stop string is complete)."""
+    token) and returns True to end the sequence there ("stop": a stop string is complete); `rng` draws its tokens
+    (anything with `random(size)`; default: its own generator seeded with `seed`)."""
 
     prompt: Prompt
     max_new_tokens: int
     on_token: Callable[[int], bool] | None = None
+    rng: object | None = None
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Generated:
     logprob: float = 0.0
     logprob_filtered: float = 0.0
     prompt_tokens: int = 0
+    end_id: int | None = None  # the end token that ended it (finish "eos")
 
 
 @dataclass
@@ -127,7 +130,7 @@ class StreamStops:
 class _Live:
     index: int
     request: Request
-    rng: np.random.Generator
+    rng: np.random.Generator  # or a `Request.rng`
     seen: np.ndarray  # [V] tokens of the prompt and continuation (repetition penalty)
     logits: np.ndarray  # [V] the next token's
     out: Generated
@@ -178,8 +181,8 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
                 seen = np.zeros(V, dtype=bool)
                 p = np.asarray(ids, dtype=np.int64)
                 seen[p[p < V]] = True
-                live[i] = _Live(i, req, np.random.default_rng(seed), seen, logits, out,
-                                lm.end_ids(ignore_eos, req.prompt.end_ids))
+                rng = req.rng if req.rng is not None else np.random.default_rng(seed)
+                live[i] = _Live(i, req, rng, seen, logits, out, lm.end_ids(ignore_eos, req.prompt.end_ids))
 
     while True:
         fill()
@@ -202,7 +205,7 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
             s.seen[tid] = True
             finish = ""
             if tid in s.ends:
-                finish = "eos"
+                finish, out.end_id = "eos", tid
             else:
                 out.ids.append(tid)
                 stats.new_tokens += 1
