@@ -196,8 +196,9 @@ def read_lines(path: str, errors: str = "strict") -> list[str]:
 
 
 def json_record(line: str, where: str, field: str = "text",
-                id_field: str | None = None) -> tuple[str | None, str]:
-    """One JSONL document as (id, text): the text from `field`, the id from `id_field` (None without one).
+                id_field: str | None = None, id_required: bool = True) -> tuple[str | None, str]:
+    """One JSONL document as (id, text): the text from `field`, the id from `id_field` (None without one; None
+    too for a record without that field when not `id_required`).
 
     Errors name `where` (``file, line N``) and the fields the record does have, for every command that
     reads JSONL documents (tfidf, pmi, bm25).
@@ -222,6 +223,8 @@ def json_record(line: str, where: str, field: str = "text",
     if id_field is None:
         return None, text
     if id_field not in rec:
+        if not id_required:
+            return None, text
         raise NlpkitError(f"{where}: no id field {id_field!r} (fields: {', '.join(map(str, rec))}; "
                           "choose one with `id_field`)")
     return str(rec[id_field]), text

@@ -146,6 +146,54 @@ def check_chat(chat: bool, system: str | None, messages_file: str | None) -> Non
         raise click.UsageError("--system and --messages need --chat")
 
 
+_FIELD_HELP = ("--prompts FILE is JSONL: each line's prompt is its field NAME, its `id` (when it has one) goes to its "
+               "records; blank lines are skipped.")
+
+
+def prompts_options(prompts_help: str, batch_help: str):
+    """--prompts FILE, --field NAME, --batch-size N: many prompts read by `prompt_lines` and decoded together
+    (`check_prompts` refuses the combinations that mean nothing); the same names and meaning in `generate` and
+    `sample`."""
+    def decorate(f):
+        opts = [
+            click.option("--prompts", "prompts_file", metavar="FILE", default=None, type=file_type(), help=prompts_help),
+            click.option("--field", default=None, metavar="NAME", help=_FIELD_HELP),
+            click.option("--batch-size", type=Count(1), default=None, metavar="N", help=batch_help),
+        ]
+        for deco in reversed(opts):
+            f = deco(f)
+        return f
+    return decorate
+
+
+def check_prompts(prompt: str | None, prompts_file: str | None, field: str | None, batch_size: int | None,
+                  opts: DecodingOptions) -> None:
+    """Usage errors of the --prompts options (exit 2)."""
+    if prompt is not None and prompts_file is not None:
+        raise click.UsageError("give a PROMPT or --prompts FILE, not both")
+    if prompts_file is None:
+        for flag, value in (("--batch-size", batch_size), ("--field", field)):
+            if value is not None:
+                raise click.UsageError(f"{flag} applies to --prompts FILE")
+    if batch_size is not None and (opts.no_kv_cache or opts.sliding):
+        raise click.UsageError("--batch-size decodes with the KV cache and stops at a full context: not with "
+                               "--no-kv-cache or --sliding")
+
+
+def prompt_lines(path: str, errors: str = "strict", field: str | None = None):  # -> Iterator[(id, text)]
+    """The prompts of a --prompts FILE as (id, text), streamed: one per line (an empty line is the empty prompt,
+    which starts from BOS; id None); with `field` (--field), one JSON object per line, the prompt its `field`, the id
+    its `id` or None (blank lines skipped). Undecodable bytes are an error naming the line (see --encoding-errors)."""
+    from nlpkit.io import display_name, iter_lines, json_record
+
+    name = display_name(path)
+    for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
+        if field is None:
+            yield None, line
+        elif line.strip():
+            yield json_record(line, f"{name}, line {lineno}", field, "id", id_required=False)
+
+
 def load_for_decoding(model_path: str | None, rope_scaling: str | None = None, rope_factor: float | None = None,
                       quiet: bool = False):
     """The model (a `LanguageModel`), after refusing the options that mean nothing for its kind."""
@@ -231,6 +279,18 @@ def print_stats(lm, stats, quiet: bool = False, show: bool = False, seed: int | 
             f"({stats.prefill_tps:.1f} {per_s}); "
             f"decode: {stats.new_tokens}{rows} {unit} in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} {per_s}); "
             f"finish: {stats.finish}" + (f"; seed: {seed}" if seed is not None else "") + _weights_note(lm) + "\n")
+
+
+def print_batch_stats(lm, stats, show: bool, seed: int | None, warm_seconds: float | None = None) -> None:
+    """--stats line of a batched run (`batch_generation.BatchStats`) on stderr: totals over every sequence."""
+    if not show:
+        return
+    unit = lm.token_unit
+    per_s = "tok/s" if unit == "tokens" else f"{unit}/s"
+    warm = f"warm-up: {warm_seconds:.3f} s; " if warm_seconds is not None else ""
+    sys.stderr.write(f"{warm}prefill: {stats.prompt_tokens} {unit} in {stats.prefill_seconds:.3f} s; decode: "
+                     f"{stats.new_tokens} {unit} in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} {per_s}, "
+                     f"{stats.steps} steps, up to {stats.most_live} sequences at once); seed: {seed}\n")
 
 
 def _weights_note(lm) -> str:

@@ -6,30 +6,29 @@ from __future__ import annotations
 import click
 
 from nlpkit.cli.common import common_options, model_options, open_writer, stream_line
-from nlpkit.cli.options import Count, file_type
-from nlpkit.cli.decoding import (chat_options, check_chat, decoding_options, decoding_signature, load_for_decoding,
-                                 make_prompt, print_stats, read_prompt, sampling_config)
+from nlpkit.cli.decoding import (chat_options, check_chat, check_prompts, decoding_options, decoding_signature,
+                                 load_for_decoding, make_prompt, print_batch_stats, print_stats, prompt_lines,
+                                 prompts_options, read_prompt, sampling_config)
 
 
 @click.command("generate")
 @click.argument("prompt", required=False)
-@click.option("--prompts", "prompts_file", metavar="FILE", default=None, type=file_type(),
-              help="One prompt per line ('-' = stdin): one record per prompt instead of streaming.")
+@prompts_options("One prompt per line ('-' = stdin): one record per prompt instead of streaming.",
+                 "--prompts: decode up to N prompts together, one forward per step for all (a finished prompt's "
+                 "place goes to the next); records still come in input order [16].")
 @click.option("--echo/--no-echo", default=None,
               help="Print the prompt before the continuation [default: on a terminal].")
-@click.option("--batch-size", type=Count(1), default=None, metavar="N",
-              help="--prompts: decode up to N prompts together, one forward per step for all (a finished prompt's "
-                   "place goes to the next); records still come in input order [16].")
 @model_options
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, prompts_file, echo, batch_size, model_path, rope_scaling, rope_factor, decoding, fmt, no_signature, quiet,
-            encoding_errors, chat=False, system=None, messages_file=None):
+def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scaling, rope_factor, decoding, fmt,
+            no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Stream one continuation of PROMPT (argument, or piped stdin) to stdout as it is generated.
 
     No PROMPT with empty stdin is an error (PROMPT '' starts from the BOS token); an empty
-    --prompts file gives no rows.
+    --prompts file gives no rows. With --field NAME the --prompts file is JSONL: the prompt is
+    each record's field NAME, and its `id` is carried to the record.
 
     The text goes to stdout as plain text, ended by a newline; on a terminal the prompt is printed
     first (--echo/--no-echo). --format asks for records instead (prompt, text, tokens, finish,
@@ -57,13 +56,7 @@ def command(prompt, prompts_file, echo, batch_size, model_path, rope_scaling, ro
     from nlpkit.io import stdout_is_terminal
     from nlpkit.lm.generation import GenerationStats, generate
 
-    if prompt is not None and prompts_file is not None:
-        raise click.UsageError("give a PROMPT or --prompts FILE, not both")
-    if batch_size is not None and prompts_file is None:
-        raise click.UsageError("--batch-size applies to --prompts FILE")
-    if batch_size is not None and (decoding.no_kv_cache or decoding.sliding):
-        raise click.UsageError("--batch-size decodes with the KV cache and stops at a full context: not with "
-                               "--no-kv-cache or --sliding")
+    check_prompts(prompt, prompts_file, field, batch_size, decoding)
     check_chat(chat, system, messages_file)
     opts = decoding
     lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
@@ -79,20 +72,20 @@ def command(prompt, prompts_file, echo, batch_size, model_path, rope_scaling, ro
 
     if prompts_file is not None or fmt is not None:
         if prompts_file is not None:
-            from nlpkit.io import iter_lines
-
-            prompts = iter_lines(prompts_file, errors=encoding_errors)
+            prompts = prompt_lines(prompts_file, encoding_errors, field)
         else:
-            prompts = [prompt if messages_file == "-" else read_prompt(prompt, encoding_errors, messages_file is None)]
-        with open_writer(["index", "prompt", "text", "tokens", "finish"], fmt, sig, no_signature) as out:
+            prompts = [(None, prompt if messages_file == "-"
+                        else read_prompt(prompt, encoding_errors, messages_file is None))]
+        ids = ["id"] if field is not None else []
+        with open_writer(["index", *ids, "prompt", "text", "tokens", "finish"], fmt, sig, no_signature) as out:
             if prompts_file is not None and not opts.no_kv_cache and not opts.sliding:
-                _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, warm)
+                _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, warm, bool(ids))
                 return
-            for i, line in enumerate(prompts):
+            for i, (pid, line) in enumerate(prompts):
                 st = GenerationStats()
                 text = "".join(generate(lm, encode(line), stats=st, **kwargs))
-                out.write({"index": i, "prompt": line, "text": text, "tokens": st.new_tokens - (st.finish == "eos"),
-                           "finish": st.finish})
+                out.write({"index": i, **({"id": pid} if ids else {}), "prompt": line, "text": text,
+                           "tokens": st.new_tokens - (st.finish == "eos"), "finish": st.finish})
                 print_stats(lm, st, quiet, opts.stats, seed, warm)
                 warm = None
         return
@@ -106,21 +99,19 @@ def command(prompt, prompts_file, echo, batch_size, model_path, rope_scaling, ro
     print_stats(lm, st, quiet, opts.stats, seed, warm)
 
 
-def _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, warm) -> None:
+def _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, warm, with_ids) -> None:
     """--prompts decoded together (`nlpkit.lm.batch_generation`): each record written as soon as it and the ones
     before it are done; with --stats one line for the whole run."""
-    import sys
-
     from nlpkit.cli.common import warn
     from nlpkit.lm.batch_generation import DEFAULT_BATCH, BatchStats, Request, generate_batched
 
-    lines: dict[int, str] = {}
+    lines: dict[int, tuple] = {}
     streams: dict[int, object] = {}
 
     def requests():
-        for i, line in enumerate(prompts):
+        for i, (pid, line) in enumerate(prompts):
             p = encode(line)
-            lines[i] = line
+            lines[i] = pid, line
             stream = streams[i] = lm.text_stream(p, kwargs["stop"])
 
             def on_token(tid, stream=stream):
@@ -133,15 +124,10 @@ def _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, wa
     for g in generate_batched(lm, requests(), batch_size=batch_size or DEFAULT_BATCH, sampling=kwargs["sampling"],
                               seed=kwargs["seed"], ignore_eos=kwargs["ignore_eos"], stats=st):
         stream = streams.pop(g.index)
-        out.write({"index": g.index, "prompt": lines.pop(g.index), "text": stream.text(), "tokens": len(g.ids),
-                   "finish": g.finish})
+        pid, line = lines.pop(g.index)
+        out.write({"index": g.index, **({"id": pid} if with_ids else {}), "prompt": line, "text": stream.text(),
+                   "tokens": len(g.ids), "finish": g.finish})
         if g.finish == "context":
             warn(f"prompt {g.index}: the context is full ({g.prompt_tokens} prompt + {len(g.ids)} new tokens): "
                  "stopped (use a shorter prompt)", quiet)
-    if opts.stats:
-        unit = lm.token_unit
-        per_s = "tok/s" if unit == "tokens" else f"{unit}/s"
-        w = f"warm-up: {warm:.3f} s; " if warm is not None else ""
-        sys.stderr.write(f"{w}prefill: {st.prompt_tokens} {unit} in {st.prefill_seconds:.3f} s; decode: "
-                         f"{st.new_tokens} {unit} in {st.decode_seconds:.3f} s ({st.decode_tps:.1f} {per_s}, "
-                         f"{st.steps} steps, up to {st.most_live} sequences at once); seed: {seed}\n")
+    print_batch_stats(lm, st, opts.stats, seed, warm)
