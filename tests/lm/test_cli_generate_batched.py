@@ -42,3 +42,15 @@ def test_stop_strings_end_each_prompt_on_its_own(cli):
 def test_batch_size_usage_errors(cli, args, message):
     r = cli("generate", "-m", MODEL, *args, input="a\n")
     assert r.returncode == 2 and message in r.stderr.decode()
+
+
+def test_jsonl_prompts_with_field_carry_their_id(cli):
+    """--field NAME: a JSONL --prompts file (blank lines skipped), each record with the line's id (none: empty)."""
+    text = '{"id": "x", "p": "It is a truth"}\n\n{"p": "Hello"}\n'
+    r = cli("generate", "-m", MODEL, "--prompts", "-", "--field", "p", "--max-new-tokens", "9", "--format", "jsonl",
+            "--no-signature", "--temperature", "0", input=text)
+    assert r.returncode == 0, r.stderr.decode()
+    got = [json.loads(line) for line in r.stdout.decode().splitlines()]
+    assert [(g["index"], g["id"], g["prompt"]) for g in got] == [(0, "x", "It is a truth"), (1, None, "Hello")]
+    plain = records(cli, "--temperature", "0")
+    assert [g["text"] for g in got] == [plain[0]["text"], plain[5]["text"]]
