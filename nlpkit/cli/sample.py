@@ -19,7 +19,7 @@ MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
 @click.command("sample")
 @click.argument("prompt", required=False)
 @click.option("-n", "n", type=Count(1, MAX_BATCH), default=4, show_default=True,
-              help="Number of continuations, decoded together in one batch.")
+              help="Number of continuations (of each prompt with --prompts), decoded together in one batch.")
 @click.option("--dist", is_flag=True,
               help="Print the next-token distribution after the filters (token, id, probability, cumulative).")
 @prompts_options("One prompt per line ('-' = stdin): N continuations of each, records in input order.",
