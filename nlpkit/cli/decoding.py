@@ -167,10 +167,12 @@ def prompts_options(prompts_help: str, batch_help: str):
 
 
 def check_prompts(prompt: str | None, prompts_file: str | None, field: str | None, batch_size: int | None,
-                  opts: DecodingOptions) -> None:
+                  opts: DecodingOptions, messages_file: str | None = None) -> None:
     """Usage errors of the --prompts options (exit 2)."""
     if prompt is not None and prompts_file is not None:
         raise click.UsageError("give a PROMPT or --prompts FILE, not both")
+    if prompts_file == "-" and messages_file == "-":
+        raise click.UsageError("--prompts - and --messages - would both read stdin: give one of them a file")
     if prompts_file is None:
         for flag, value in (("--batch-size", batch_size), ("--field", field)):
             if value is not None:

@@ -56,7 +56,7 @@ def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scal
     from nlpkit.io import stdout_is_terminal
     from nlpkit.lm.generation import GenerationStats, generate
 
-    check_prompts(prompt, prompts_file, field, batch_size, decoding)
+    check_prompts(prompt, prompts_file, field, batch_size, decoding, messages_file)
     check_chat(chat, system, messages_file)
     opts = decoding
     lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)

@@ -60,7 +60,7 @@ def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_s
     """
     from nlpkit.lm.generation import GenerationStats, next_token_distribution, sample_batch
 
-    check_prompts(prompt, prompts_file, field, batch_size, decoding)
+    check_prompts(prompt, prompts_file, field, batch_size, decoding, messages_file)
     if dist and prompts_file is not None:
         raise click.UsageError("--dist shows one prompt's next-token distribution: not with --prompts")
     check_chat(chat, system, messages_file)

@@ -128,6 +128,7 @@ def test_jsonl_prompts_carry_their_id(cli):
     (["Hello", "--field", "q"], b"", 2, "--field applies to --prompts FILE"),
     (["--prompts", "-", "--batch-size", "2", "--sliding"], b"a\n", 2, "not with --no-kv-cache or --sliding"),
     (["--prompts", "-", "--dist"], b"a\n", 2, "--dist"),
+    (["--prompts", "-", "--chat", "--messages", "-"], b"a\n", 2, "would both read stdin"),
 ])
 def test_bad_input_is_a_clear_error(cli, args, stdin, code, message):
     r = cli("sample", "-m", MODEL, *args, input=stdin)
