@@ -9,15 +9,17 @@ the next prompt joins at once, so the batch stays full.
 
 Each sequence decodes exactly as it would alone (`nlpkit.lm.generation.generate_ids`): its own repetition-penalty
 history and its own random generator seeded with `seed`, so a seeded run draws the same tokens whatever the batch
-size, and every prompt's continuation equals `generate PROMPT --seed SEED`'s. Results come out in input order, each
-as soon as it and every earlier one are done.
+size, and every prompt's continuation equals `generate PROMPT --seed SEED`'s (a request may bring its own generator:
+`sample --prompts`, nlpkit.lm.batch_sampling). Results come out in input order, each as soon as it and every earlier
+one are done. Requests of one `family` share their prompt: a batch with `fork(source, key, length, max_new_tokens)`
+gives a joining member a copy of a live member's first `length` keys and values instead of a prefill.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Hashable, Iterable, Iterator
 
 import numpy as np
 
@@ -33,12 +35,16 @@ PREFILL_TOKENS = 1024  # prompts joining together are prefilled in packed forwar
 class Request:
     """One prompt to continue: at most `max_new_tokens` tokens; `on_token(id)` sees each new token (not an end
     token) and returns True to end the sequence there ("stop": a stop string is complete); `rng` draws its tokens
-    (anything with `random(size)`; default: its own generator seeded with `seed`)."""
+    (anything with `random(size)`; default: its own generator seeded with `seed`). Requests of one `family` have
+    the same prompt: on a batch that can `fork` a sequence, one joining while another of its family is live copies
+    that one's prompt keys and values instead of prefilling them again (`sample --prompts`: a prompt's N
+    continuations)."""
 
     prompt: Prompt
     max_new_tokens: int
     on_token: Callable[[int], bool] | None = None
     rng: object | None = None
+    family: Hashable | None = None
 
 
 @dataclass
@@ -152,6 +158,28 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
     live: dict[int, _Live] = {}
     done: dict[int, Generated] = {}
     next_out = 0
+    forks = hasattr(batch, "fork")
+    families: dict = {}  # family -> (its prompt's next-token logits, its live keys), while one is live
+
+    def enter(i: int, req: Request, out: Generated, logits: np.ndarray) -> None:
+        ids = req.prompt.ids
+        seen = np.zeros(V, dtype=bool)
+        p = np.asarray(ids, dtype=np.int64)
+        seen[p[p < V]] = True
+        rng = req.rng if req.rng is not None else np.random.default_rng(seed)
+        live[i] = _Live(i, req, rng, seen, logits, out, lm.end_ids(ignore_eos, req.prompt.end_ids))
+        if forks and req.family is not None:
+            families.setdefault(req.family, (logits.copy(), set()))[1].add(i)
+
+    def retire(key: int) -> None:
+        s = live.pop(key)
+        batch.leave(key)
+        done[key] = s.out
+        fam = s.request.family
+        if fam in families:
+            families[fam][1].discard(key)
+            if not families[fam][1]:
+                del families[fam]
 
     def fill() -> None:
         nonlocal more
@@ -170,19 +198,24 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
                 done[i] = out
                 continue
             joining.append((i, req, out))
-        for group in _prefill_groups(joining):
+        prefill, copies, fams = [], [], set(families)
+        for item in joining:  # a family's first joins by a prefill, the others copy it
+            fam = item[1].family
+            (copies if forks and fam is not None and fam in fams else prefill).append(item)
+            if forks and fam is not None:
+                fams.add(fam)
+        for group in _prefill_groups(prefill):
             t0 = time.perf_counter()
             joins = [(i, req.prompt.ids, req.max_new_tokens) for i, req, _ in group]
             rows = batch.join_many(joins) if hasattr(batch, "join_many") else [batch.join(*j) for j in joins]
             stats.prefill_seconds += time.perf_counter() - t0
             for (i, req, out), logits in zip(group, rows):
-                ids = req.prompt.ids
-                stats.prompt_tokens += len(ids)
-                seen = np.zeros(V, dtype=bool)
-                p = np.asarray(ids, dtype=np.int64)
-                seen[p[p < V]] = True
-                rng = req.rng if req.rng is not None else np.random.default_rng(seed)
-                live[i] = _Live(i, req, rng, seen, logits, out, lm.end_ids(ignore_eos, req.prompt.end_ids))
+                stats.prompt_tokens += len(req.prompt.ids)
+                enter(i, req, out, logits)
+        for i, req, out in copies:
+            logits, keys = families[req.family]
+            batch.fork(next(iter(keys)), i, len(req.prompt.ids), req.max_new_tokens)
+            enter(i, req, out, logits.copy())
 
     while True:
         fill()
@@ -217,9 +250,7 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
                     finish = "context"
             if finish:
                 out.finish = finish
-                batch.leave(key)
-                del live[key]
-                done[key] = out
+                retire(key)
             else:
                 feed.append(tid)
         if feed:
@@ -227,10 +258,8 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
             full = set(getattr(batch, "full", ()))
             for key, row in zip(batch.keys, logits):
                 if key in full:  # a state whose context is full: the token chosen cannot be fed
-                    s = live.pop(key)
-                    s.out.finish = "context"
-                    batch.leave(key)
-                    done[key] = s.out
+                    live[key].out.finish = "context"
+                    retire(key)
                 else:
                     live[key].logits = row
             stats.steps += 1

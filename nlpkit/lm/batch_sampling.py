@@ -4,7 +4,9 @@
 `nlpkit.lm.generation.sample_batch` gives one prompt's) through `nlpkit.lm.batch_generation.generate_batched`: every
 continuation is a sequence of its own in the model's decoding batch (its own KV cache, prefilled with its prompt;
 the transformer's `DecodingBatch`, an n-gram model's one state per sequence), at most `B` of them live at once, the
-next one joining as soon as one ends. The results come per prompt, in input order, each prompt's as soon as its
+next one joining as soon as one ends. A prompt's continuations are one `Request.family`: on a batch that can `fork`
+a sequence, one joining while a sibling is live copies the sibling's prompt keys and values instead of prefilling
+the prompt again (`DecodingBatch` has no `fork` yet: each continuation prefills its prompt). The results come per prompt, in input order, each prompt's as soon as its
 continuations and every earlier prompt's are done.
 
 How a seed maps to the draws. `sample_batch(prompt, n, seed=S)` (`nlpkit sample PROMPT -n N --seed S`) draws one
@@ -76,7 +78,7 @@ def sample_prompts(lm, prompts: Iterable[Prompt], n: int, *, batch_size: int = D
                     stream.push(tid)
                     return stream.stopped
 
-                yield Request(prompt, max_new_tokens, on_token, RowGenerator(seed, j, n))
+                yield Request(prompt, max_new_tokens, on_token, RowGenerator(seed, j, n), family=i)
 
     group: list[Sample] = []
     for g in generate_batched(lm, requests(), batch_size=batch_size, sampling=sampling, seed=seed,

@@ -135,3 +135,58 @@ def test_bad_input_is_a_clear_error(cli, args, stdin, code, message):
     err = r.stderr.decode()
     assert r.returncode == code and message in err and err.startswith("nlpkit: error:") and "Traceback" not in err
     assert r.stdout == b""
+
+
+class ForkingBatch:
+    """`DecodingBatch` with the `fork` the driver uses when a batch has one (a proposal for batch_decoding.py): a new
+    sequence whose first `length` positions are copied from a live one's cache."""
+
+    @staticmethod
+    def make(model, context=None):
+        from nlpkit.lm.transformer.batch_decoding import DecodingBatch, _Sequence
+
+        class Forking(DecodingBatch):
+            def fork(self, source, key, length, max_new_tokens):
+                src = self._find(source).cache
+                cache = self.model.new_cache(1, min(self.ctx, length + max(max_new_tokens, 1)))
+                for dst, orig in zip(cache.k + cache.v, src.k + src.v):
+                    dst[:, :, :length] = orig[:, :, :length]
+                cache.tokens[0, :length] = src.tokens[0, :length]
+                cache.advance(length)
+                self.seqs.append(_Sequence(key, cache))
+
+        return Forking(model, context)
+
+
+@pytest.mark.parametrize("size", [1, 3, 16])
+def test_continuations_copying_a_siblings_prefill_draw_the_same(monkeypatch, size):
+    """On a batch that can `fork`, a prompt's continuations are prefilled once (while a sibling is live) and draw
+    what `sample_batch` draws, whatever the batch size; the prefill counts a prompt's tokens once when all its
+    continuations fit in the batch together."""
+    from nlpkit.lm.batch_generation import BatchStats
+    from nlpkit.lm.batch_sampling import sample_prompts
+    from nlpkit.lm.generation import sample_batch
+    from nlpkit.lm.load import load_language_model
+    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.transformer.batch_decoding import supports_batching
+
+    lm = load_language_model(MODEL)
+    if not supports_batching(lm.model):
+        pytest.skip("native weights: decoded one state per sequence")
+    monkeypatch.setattr(type(lm), "decoding_batch", lambda self, context=None: ForkingBatch.make(self.model, context))
+    cfg = SamplingConfig(temperature=1.0, top_k=20).validate()
+    prompts = [lm.prompt(t, max_new_tokens=9) for t in PROMPTS]
+    st = BatchStats()
+    got = list(sample_prompts(lm, prompts, 4, batch_size=size, max_new_tokens=9, sampling=cfg, seed=5, stop=["o"],
+                              stats=st))
+    for p, samples in zip(prompts, got):
+        ref = sample_batch(lm, p, 4, max_new_tokens=9, sampling=cfg, seed=5, stop=["o"])
+        assert [(s.ids, s.text, s.finish) for s in samples] == [(s.ids, s.text, s.finish) for s in ref]
+        assert [s.logprob for s in samples] == pytest.approx([s.logprob for s in ref], abs=1e-4)
+    once = sum(len(p.ids) for p in prompts)
+    if size == 1:  # no sibling is ever live: each continuation prefills
+        assert st.prompt_tokens == 4 * once
+    elif size == 16:  # every sibling joins while the first is live
+        assert st.prompt_tokens == once
+    else:
+        assert once < st.prompt_tokens < 4 * once
