@@ -13,8 +13,15 @@ figure comes from its own subprocess, which reports its own peak RSS (VmHWM):
   warm (float32 maps the entry; native maps the model file either way): wall time and peak RSS;
 - load time (warm) and prefill / decode tokens/s (a 256-token prompt, 32 greedy tokens with the KV cache).
 
-llama.cpp's rows need llama-cpp-python (and its quantizer for Q4_K_M); without it they are skipped with a
-message. The disk page cache is never dropped (the machine is shared): "cold" is nlpkit's cache, not the OS's.
+With `--llama-cpp DIR` (or `$LLAMA_CPP_BIN`: a directory holding llama.cpp's `llama-quantize`,
+`llama-perplexity` and `llama-bench`, built from llama-cpp-python's source distribution: `cmake -B build
+-DLLAMA_CURL=OFF && cmake --build build --target llama-quantize llama-perplexity llama-bench`), the F16 GGUF is
+also quantized to Q4_K_M by llama.cpp's quantizer, and every GGUF gets llama.cpp's rows at its default threads:
+`llama-perplexity -c 512` on the same text (wall time, peak RSS from the kernel's rusage) and `llama-bench -p 256
+-n 32` (prefill and decode tok/s). The BF16 directory is compared with llama.cpp on the F16 GGUF of the same
+weights, and with transformers' own bfloat16 run (`--peer-python`: an interpreter with torch and transformers;
+the same 512-token windows, peak RSS). Without them those rows are skipped with a message. The disk page cache is
+never dropped (the machine is shared): "cold" is nlpkit's cache, not the OS's.
 """
 
 from __future__ import annotations
@@ -155,13 +162,21 @@ def write_bf16_dir(directory: Path, layers: int) -> None:
             f.write(quantize(w, GGMLQuantizationType.BF16).tobytes())
 
 
-def build(out: Path, layers: int, which: list[str]) -> dict[str, Path]:
+def build(out: Path, layers: int, which: list[str], llama_bin: Path | None = None) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     files = {"Q8_0 GGUF": out / f"big-{layers}l.Q8_0.gguf", "F16 GGUF": out / f"big-{layers}l.F16.gguf",
              "BF16 safetensors dir": out / f"big-{layers}l-bf16"}
     files = {k: v for k, v in files.items() if k.split()[0] in which}
+    if llama_bin is not None and "Q4_K_M" in which:  # from the F16 file, by llama.cpp's own quantizer
+        f16 = out / f"big-{layers}l.F16.gguf"
+        files = {**build(out, layers, ["F16"]), **files} if not f16.exists() else files
+        files["Q4_K_M GGUF"] = out / f"big-{layers}l.Q4_K_M.gguf"
     for label, p in files.items():
         if p.exists():
+            continue
+        if label.startswith("Q4_K_M"):
+            subprocess.run([str(llama_bin / "llama-quantize"), str(f16), str(p), "Q4_K_M"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             continue
         t0 = time.perf_counter()
         tmp = p.with_name(p.name + ".part")
@@ -213,6 +228,50 @@ def child_decode(model: str, layout: str, prompt: int, new: int) -> dict:
     return {"load_s": load, "prefill_tps": prompt / prefill, "decode_tps": new / decode, "peak_mb": peak_rss_mb()}
 
 
+def measured(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MB, output) of a command; the peak is GNU time's (%M: the rusage of a child
+    forked from the small `time` process, not from this big one, whose pages a fork's count would include)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace", env=env)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}")
+    peak = int(proc.stdout.rsplit("MAXRSS_KB ", 1)[1].split()[0])
+    return seconds, peak / 1024, proc.stdout
+
+
+def llama_cpp_rows(bin_dir: Path, model: Path, text: Path, context: int, prompt: int, new: int) -> dict:
+    """llama.cpp on a GGUF at its default threads: perplexity (time, peak RSS, PPL) and llama-bench's tok/s."""
+    import re
+
+    seconds, peak, out = measured([str(bin_dir / "llama-perplexity"), "-m", str(model), "-f", str(text),
+                                   "-c", str(context)])
+    ppl = re.search(r"Final estimate: PPL = ([0-9.]+)", out)
+    if ppl is None:
+        raise SystemExit(f"llama-perplexity printed no estimate:\n{out[-2000:]}")
+    _, bench_peak, out = measured([str(bin_dir / "llama-bench"), "-m", str(model), "-p", str(prompt), "-n",
+                                   str(new), "-r", "2", "-o", "json"])
+    rows = json.loads(out[out.index("["):out.rindex("]") + 1])
+    tps = {("prefill" if r["n_prompt"] else "decode"): r["avg_ts"] for r in rows}
+    return {"seconds": seconds, "peak_mb": peak, "ppl": float(ppl.group(1)) if ppl else float("nan"), **tps}
+
+
+TRANSFORMERS_CHILD = """
+import sys, time, torch
+from pathlib import Path
+from transformers import AutoModelForCausalLM, AutoTokenizer
+d, text, ctx = sys.argv[1], sys.argv[2], int(sys.argv[3])
+t0 = time.perf_counter()
+model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).eval()
+ids = AutoTokenizer.from_pretrained(d)(Path(text).read_text(), return_tensors="pt").input_ids
+with torch.no_grad():
+    for s in range(0, ids.shape[1] - ctx + 1, ctx):
+        model(ids[:, s:s + ctx])
+print(f"seconds {time.perf_counter() - t0:.2f}")
+"""
+
+
 def run_child(args: list[str], env: dict) -> dict:
     proc = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
@@ -228,7 +287,13 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=256)
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--skip-float32", action="store_true", help="native rows only (no 4-bytes-a-weight cache)")
-    ap.add_argument("--files", default="Q8_0,F16,BF16", help="which files to build and measure [all three]")
+    ap.add_argument("--files", default="Q8_0,F16,BF16,Q4_K_M",
+                    help="which files to build and measure [all four; Q4_K_M needs --llama-cpp]")
+    ap.add_argument("--float32-files", default="Q8_0", help="files also measured with --weights float32 [Q8_0]")
+    ap.add_argument("--llama-cpp", type=Path, default=os.environ.get("LLAMA_CPP_BIN"),
+                    help="directory of llama.cpp's llama-quantize, llama-perplexity, llama-bench [$LLAMA_CPP_BIN]")
+    ap.add_argument("--peer-python", default=None,
+                    help="a Python with torch + transformers for the bfloat16 peer row [this one, if it has them]")
     ap.add_argument("--build-only", action="store_true", help="build the files, measure nothing")
     ap.add_argument("--text-repeat", type=int, default=2, help="the text: tests' held-out sample this many times "
                                                                "[2: about 1,400 tokens]")
@@ -241,7 +306,13 @@ def main() -> None:
         print(json.dumps(result), file=sys.stderr)
         return
     sys.path.insert(0, str(REPO))
-    files = build(a.out, a.layers, a.files.split(","))
+    llama_bin = Path(a.llama_cpp) if a.llama_cpp else None
+    if llama_bin is not None and not (llama_bin / "llama-perplexity").is_file():
+        raise SystemExit(f"--llama-cpp {llama_bin}: no llama-perplexity there")
+    if llama_bin is None:
+        print("llama.cpp rows and the Q4_K_M file skipped: give --llama-cpp DIR (or $LLAMA_CPP_BIN)",
+              file=sys.stderr)
+    files = build(a.out, a.layers, a.files.split(","), llama_bin)
     if a.build_only:
         return
     text = a.out / "text.txt"
@@ -249,15 +320,14 @@ def main() -> None:
     cache = a.out / "cache"
     env = dict(os.environ, PYTHONPATH=str(REPO), NLPKIT_CACHE_DIR=str(cache))
     env.pop("NLPKIT_NO_CACHE", None)
-    if importlib.util.find_spec("llama_cpp") is None:
-        print("llama.cpp rows skipped: llama-cpp-python is not installed", file=sys.stderr)
-    layouts = ["native"] + ([] if a.skip_float32 else ["float32"])
+    float32_files = set(a.float32_files.split(","))
     print(f"model: {a.layers} layers x width {SHAPE['dim']}, vocabulary {SHAPE['vocab']}; perplexity "
           f"--context {a.context}; prefill {a.prompt} tokens, decode {a.new}; load {os.getloadavg()[0]:.1f}")
     print("| file | size GB | weights | ppl cold s | ppl warm s | peak RSS cold GB | peak RSS warm GB | "
           "load s | prefill tok/s | decode tok/s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for label, path in files.items():
+        layouts = ["native"] + ([] if a.skip_float32 or label.split()[0] not in float32_files else ["float32"])
         for layout in layouts:
             for f in cache.glob("*"):
                 f.unlink()
@@ -267,6 +337,19 @@ def main() -> None:
             print(f"| {label} | {size_gb(path):.2f} | {layout} | {cold['seconds']:.1f} | {warm['seconds']:.1f} | "
                   f"{cold['peak_mb'] / 1e3:.2f} | {warm['peak_mb'] / 1e3:.2f} | {dec['load_s']:.2f} | "
                   f"{dec['prefill_tps']:.1f} | {dec['decode_tps']:.2f} |", flush=True)
+        if llama_bin is not None and path.suffix == ".gguf":
+            r = llama_cpp_rows(llama_bin, path, text, a.context, a.prompt, a.new)
+            print(f"| {label} | {size_gb(path):.2f} | llama.cpp | {r['seconds']:.1f} | | {r['peak_mb'] / 1e3:.2f} | | | "
+                  f"{r.get('prefill', float('nan')):.1f} | {r.get('decode', float('nan')):.2f} |", flush=True)
+        if label.startswith("BF16"):
+            peer = a.peer_python or (sys.executable if importlib.util.find_spec("transformers") else None)
+            if peer is None:
+                print("transformers' bfloat16 row skipped: give --peer-python", file=sys.stderr)
+            else:
+                seconds, peak, _ = measured([peer, "-c", TRANSFORMERS_CHILD, str(path), str(text), str(a.context)],
+                                            dict(os.environ, OMP_NUM_THREADS=str(os.cpu_count())))
+                print(f"| {label} | {size_gb(path):.2f} | transformers bf16 | {seconds:.1f} | | {peak / 1e3:.2f} | | | "
+                      "| |", flush=True)
     for f in cache.glob("*"):
         f.unlink()
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")

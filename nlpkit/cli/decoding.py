@@ -272,6 +272,8 @@ def print_stats(lm, stats, quiet: bool = False, show: bool = False, seed: int | 
         warn(f"the context is full ({stats.prompt_tokens} prompt + {stats.new_tokens} new tokens): stopped "
              "(use --sliding to keep going, or a shorter prompt)", quiet)
     if show:
+        from nlpkit.cli.model_line import weights_note
+
         unit = lm.token_unit
         per_s = "tok/s" if unit == "tokens" else f"{unit}/s"
         rows = f" x {stats.batch} rows" if stats.batch > 1 else ""
@@ -280,7 +282,7 @@ def print_stats(lm, stats, quiet: bool = False, show: bool = False, seed: int | 
             f"{warm}prefill: {stats.prompt_tokens} {unit} in {stats.prefill_seconds:.3f} s "
             f"({stats.prefill_tps:.1f} {per_s}); "
             f"decode: {stats.new_tokens}{rows} {unit} in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} {per_s}); "
-            f"finish: {stats.finish}" + (f"; seed: {seed}" if seed is not None else "") + _weights_note(lm) + "\n")
+            f"finish: {stats.finish}" + (f"; seed: {seed}" if seed is not None else "") + weights_note(lm) + "\n")
 
 
 def print_batch_stats(lm, stats, show: bool, seed: int | None, warm_seconds: float | None = None) -> None:
@@ -293,9 +295,3 @@ def print_batch_stats(lm, stats, show: bool, seed: int | None, warm_seconds: flo
     sys.stderr.write(f"{warm}prefill: {stats.prompt_tokens} {unit} in {stats.prefill_seconds:.3f} s; decode: "
                      f"{stats.new_tokens} {unit} in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} {per_s}, "
                      f"{stats.steps} steps, up to {stats.most_live} sequences at once); seed: {seed}\n")
-
-
-def _weights_note(lm) -> str:
-    """"; weights: native (why)" for a transformer (the --weights layout its loader chose)."""
-    layout = getattr(getattr(lm, "model", None), "weights_layout", None)
-    return f"; weights: {layout[0]} ({layout[1]})" if layout and layout[1] else ""

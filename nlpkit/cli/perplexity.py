@@ -7,6 +7,7 @@ from contextlib import ExitStack
 
 import click
 
+from nlpkit.cli.model_line import say_loaded, verbose_option
 from nlpkit.cli.options import Count, file_type, model_path_type
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, model_options, open_writer,
                                progress, refuse_inapplicable, warn)
@@ -44,10 +45,11 @@ from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_optio
                                 "likely next token is the base's is below F (0.99: 99%).")
 @dask_options(shard_help="With --dask: SIZE / 4 input tokens of windows per task, at most 65536 (64M, 1G; "
                          "auto: 64M); an n-gram model: bytes of lines per task.")
+@verbose_option
 @common_options
 def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
-            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, dask, shard_size, fmt, no_signature, quiet,
-            encoding_errors):
+            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, dask, shard_size, verbose, fmt, no_signature,
+            quiet, encoding_errors):
     """Perplexity of text under a language model.
 
     No FILES with empty stdin, or an empty FILE, is an error.
@@ -67,6 +69,10 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     after the results, a verdict record per file (and the total) and bound, and exit status 3
     when one failed (1 stays an error, 2 a usage error). -m default and --compare default name
     the shipped model.
+
+    -v/--verbose says on stderr, after each model loads, what it is and how it was
+    loaded: architecture, parameters, weights layout (--weights) and why, bytes held,
+    threads and what the prepared-model cache did.
 
     An n-gram model (--model lm.arpa, .arpa.gz or an nlpkit counts file) scores each line as one
     sentence, as KenLM's query does: sentences, tokens, OOVs, log10 probability, perplexity with
@@ -103,6 +109,8 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
 
     lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
                              warn=lambda m: warn(m, quiet))
+    if verbose:
+        say_loaded(lm)
     if compare is not None:   # what makes the comparison impossible comes first, before any window setting
         from nlpkit.errors import NlpkitError
 
@@ -111,6 +119,8 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
                                        warn=lambda m: warn(m, quiet))
         except NlpkitError as e:
             raise NlpkitError(f"--compare {compare}: {e}") from None
+        if verbose:
+            say_loaded(base)
         _check_comparable(lm, base, add_bos)
     ctx = lm.window_context(context)
     if stride is not None and ctx is not None and stride > ctx:

@@ -13,6 +13,7 @@ import click
 
 from nlpkit.cli.options import INT_MAX, Count, Seed, file_type, model_path_type
 from nlpkit.cli.decoding import MAX_FACTOR
+from nlpkit.cli.model_line import say_loaded, verbose_option
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
                                no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
@@ -146,12 +147,13 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
               help="Generate: decode up to N items together (the results do not depend on it) [16].")
 @dask_options(shard_help="With --dask: bytes of item text per task (64M, 1G), in whole blocks of 64 items (the "
                          "local run's batches); auto: 2 tasks per worker.")
+@verbose_option
 @common_options
 @named_flags(window="--context", metrics="--metric", ignore_regex="--ignore-regex")
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
             fail_if_worse, gate_metric, summary_only, chat, system, until, max_gen_toks, extract, extract_group,
             ignore_case, ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p, min_p, repetition_penalty,
-            batch_size, dask, shard_size, fmt, no_signature, quiet, encoding_errors):
+            batch_size, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy,
     preference pairs and generated answers, as lm-evaluation-harness computes them.
 
@@ -170,6 +172,10 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     all passed; 1 stays an error, 2 a usage error). Right/wrong metrics are gated on McNemar's
     exact p-value (the bootstrap's is not valid on a few items), real-valued ones on the paired
     bootstrap's. -m default is the shipped model (./default for a path of that name).
+
+    -v/--verbose says on stderr, after each model loads, what it is and how it was
+    loaded: architecture, parameters, weights layout (--weights) and why, bytes held,
+    threads and what the prepared-model cache did.
     """
     _check_options(models, task, chat, system, beta, reference, mutual_info, delimiter is not None, fail_if_worse,
                    gate_metric)
@@ -203,7 +209,7 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
         set_purpose("decode")
     specs = {name: ModelSpec(path, window, chat, system, gen) for name, path in zip(names, models)}
     ref_spec = ModelSpec(reference, window, chat, system) if reference is not None else None
-    scorers, ref = _load(specs, ref_spec, quiet)
+    scorers, ref = _load(specs, ref_spec, quiet, verbose)
     evaluation = Evaluation(scorers, options, ref)
     evaluation.check(found, items)  # what a model could not score, before any record
     out = Output(resolve_format(fmt), _signature(found, names, options, delimiter, reference, window, chat, system,
@@ -307,10 +313,11 @@ def _gate_metrics(task: str, options, reference, requested) -> tuple[str, ...]:
         raise click.BadParameter(str(e).replace("`gate_metrics`: ", ""), param_hint="--gate-metric") from None
 
 
-def _load(specs: dict, ref_spec, quiet: bool) -> tuple[dict, object]:
+def _load(specs: dict, ref_spec, quiet: bool, verbose: bool = False) -> tuple[dict, object]:
     """(name -> scorer, reference scorer or None): every model path checked before any model loads (a missing
     second model is reported at once, not after the first has loaded); a model given twice (the same resolved
-    path and settings) is loaded once, and its one scorer scores for both names."""
+    path and settings) is loaded once, and its one scorer scores for both names. --verbose: a line per model
+    loaded (in this process: with --dask too, the workers load their own)."""
     from nlpkit.evaluation.models import check_model_path
 
     for spec in [*specs.values(), ref_spec]:
@@ -319,9 +326,9 @@ def _load(specs: dict, ref_spec, quiet: bool) -> tuple[dict, object]:
     loaded: dict = {}
     for spec in specs.values():
         if spec.absolute() not in loaded:
-            loaded[spec.absolute()] = _scorer(spec, quiet)
+            loaded[spec.absolute()] = _scorer(spec, quiet, verbose)
     scorers = {name: loaded[spec.absolute()] for name, spec in specs.items()}
-    return scorers, _scorer(ref_spec, quiet) if ref_spec is not None else None
+    return scorers, _scorer(ref_spec, quiet, verbose) if ref_spec is not None else None
 
 
 def _item_columns(task: str, items: list) -> list[str]:
@@ -445,11 +452,11 @@ def _names(models: list[str | None]) -> list[str]:
     return [f"{n}#{k}" if names.count(n) > 1 else n for k, n in enumerate(names, 1)]
 
 
-def _scorer(spec, quiet: bool):
-    """The continuation scorer of a model (`nlpkit.evaluation.models.load_scorer`)."""
+def _scorer(spec, quiet: bool, verbose: bool = False):
+    """The continuation scorer of a model (`nlpkit.evaluation.models.load_scorer`); --verbose says what loaded."""
     from nlpkit.evaluation.models import load_scorer
 
-    return load_scorer(spec, warn=lambda m: warn(m, quiet))
+    return load_scorer(spec, warn=lambda m: warn(m, quiet), loaded=say_loaded if verbose else None)
 
 
 def _write_section(rows, columns, fmt, sig, no_signature, kind, separate):

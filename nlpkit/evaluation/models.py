@@ -60,12 +60,16 @@ def check_model_path(path: str | None) -> None:
     load_model(p)  # not a model it can read: the loader's own error, raised before it loads anything
 
 
-def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None):
+def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None,
+                loaded: Callable[[object], None] | None = None):
     """The continuation scorer of `spec`: the model loaded behind `LanguageModel` (`nlpkit.lm.load`), its
-    `continuation_scorer`. Settings the kind of model has no use for are refused, with the backend's reason."""
+    `continuation_scorer`. Settings the kind of model has no use for are refused, with the backend's reason.
+    `loaded` is handed the `LanguageModel` once it has loaded (`score --verbose` describes it)."""
     from nlpkit.lm.load import load_language_model
 
     lm = load_language_model(spec.path, warn=warn)
+    if loaded is not None:
+        loaded(lm)
     for param, key, given in (("chat", "chat", spec.chat), ("window", "sliding", spec.window is not None)):
         if given and key in lm.inapplicable:
             raise UsageError(f"`{param}` does not apply to {lm.described} ({lm.name}): {lm.inapplicable[key]}")

@@ -20,7 +20,9 @@ perplexity and its records (`nlpkit.lm.perplexity.perplexity_run`), the model co
   `described`, `name` (as signatures name it), `signature(...)` (the settings line of a result, with the fields this kind
   records), `inapplicable` (parameters that mean nothing for this kind, with the reason: the CLI refuses
   them when given), `worker_key` (a (loader, arguments) tuple a Dask worker loads the same model with:
-  `nlpkit.lm.perplexity.cached_model(*worker_key)`).
+  `nlpkit.lm.perplexity.cached_model(*worker_key)`), `describe()` (a `ModelDescription`: what the model is and how
+  it was loaded -- architecture, size, weights layout and why, threads, what the prepared-model cache did -- as
+  `--verbose` and `--stats` say it).
 - **tokens** (`ModelTokens`) - `encode(text)` (as perplexity tokenizes), `token_text(id)` (how a token reads),
   `token_bytes(id)` (its bytes, which perplexity's byte counts use), `prefix_id` (the token the first
   token of a text is predicted from: BOS, else EOS; ``<s>`` for an n-gram model), `vocab_size`,
@@ -90,6 +92,22 @@ class PerplexityRun:
     stride: int | None = None        # the sliding-window step in force
 
 
+@dataclass(frozen=True)
+class ModelDescription:
+    """What a loaded model tells of itself (`describe()`), for `--verbose` and `--stats`: facts the load already
+    settled, none probed again. A field that means nothing for a kind is None (an n-gram model has no layout)."""
+
+    name: str                        # as signatures name the model
+    architecture: str                # "llama" (the family its config was read by), "3-gram kneser-ney", ...
+    size: int                        # what it is made of, counted in `size_unit`
+    size_unit: str                   # "parameters" (a transformer: implied by its shapes) or "n-grams"
+    held_bytes: int | None = None    # its weights' (arrays') bytes as held: mapped or built
+    layout: str | None = None        # "native" or "float32": how a transformer's weights are held
+    layout_why: str = ""             # "asked for", or auto's reason
+    threads: int | None = None       # worker threads of a forward (`nlpkit.lm.threads.workers`)
+    cache: str = ""                  # the prepared-model cache at load: read, written, off, not written ("": none)
+
+
 @runtime_checkable
 class DecodingState(Protocol):
     """`rows` continuations of one prompt, decoded together."""
@@ -128,6 +146,8 @@ class ModelIdentity(Protocol):
     worker_key: tuple                     # (loader, *arguments): the same model in a Dask worker
 
     def signature(self, command: str, settings: Mapping[str, Any], extra: Mapping[str, Any] = ...) -> str: ...
+
+    def describe(self) -> ModelDescription: ...
 
 
 class ModelTokens(Protocol):

@@ -59,6 +59,7 @@ class Prepared:
     arrays: dict[str, np.ndarray]
     meta: dict = field(default_factory=dict)
     from_cache: bool = False
+    cache: str = ""  # what `load_prepared` did: read, written, off (not used), not written (no room, source changed)
 
 
 def cache_dir() -> Path:
@@ -115,29 +116,29 @@ def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepar
     `kind` names what the entry holds ("ngram", "weights"), `version` the code that made it (`code_version`):
     an entry of another version is rebuilt. use_cache None: `cache_enabled()`; False reads and writes nothing.
     A cache directory without room for the entry: the built arrays are used, nothing is written, and `warn`
-    says so (the next load builds them from the model file again)."""
+    says so (the next load builds them from the model file again). `Prepared.cache` says which happened."""
     if not (cache_enabled() if use_cache is None else use_cache):
-        return build()
+        return _said(build(), "off")
     try:
         prints = fingerprint(sources)
         path = entry_path(sources, kind, label)
     except OSError:
-        return build()
+        return _said(build(), "not written")
     tag = f"{kind}/{version}"
     entry = read_entry(path, tag, prints)
     if entry is not None:
-        return entry
+        return _said(entry, "read")
     prepared = build()
     try:
         if fingerprint(sources) != prints:  # a source that changed while we read it is not cached
-            return prepared
+            return _said(prepared, "not written")
     except OSError:
-        return prepared
+        return _said(prepared, "not written")
     size = sum(_align(np.asarray(a).nbytes) for a in prepared.arrays.values())
     room = free_bytes(path.parent)
     if room is not None and room < size + ROOM_MARGIN:
         _no_room(warn, path.parent, size, room)
-        return prepared
+        return _said(prepared, "not written")
     # written behind: the caller goes on with the arrays it has while a thread writes them (the
     # interpreter waits for it at exit, so the entry is whole or, if the process is killed, never renamed)
     writer = threading.Thread(target=_write_quietly, args=(path, tag, prints, prepared, warn),
@@ -145,6 +146,12 @@ def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepar
     with _lock:
         _writers.append(writer)
     writer.start()
+    return _said(prepared, "written")
+
+
+def _said(prepared: Prepared, cache: str) -> Prepared:
+    """`prepared` with what the cache did recorded (`Prepared.cache`: what `--verbose` reports)."""
+    prepared.cache = cache
     return prepared
 
 

@@ -271,3 +271,29 @@ def test_cli_weights_option_is_said_by_stats_and_leaves_the_signature(tmp_path):
     ppl = {w: runner.invoke(cli, ["perplexity", "-m", str(LM / "llama-gqa"), str(text), "--weights", w])
            for w in ("native", "float32", "auto")}
     assert ppl["native"].stdout == ppl["float32"].stdout == ppl["auto"].stdout
+
+
+@pytest.mark.parametrize("type_name", ["Q8_0", "Q4_K", "BF16"])
+def test_batched_decoding_of_native_weights_gives_float32s_tokens_and_logits(tmp_path, type_name):
+    """Many sequences decoded together (`DecodingBatch`) on weights held natively: each layer is expanded once
+    per step for every live row, and each row's logits are the float32 batch's (the same products)."""
+    from nlpkit.lm.transformer.batch_decoding import DecodingBatch, supports_batching
+
+    path = write_llama_gguf(tmp_path / f"{type_name}.gguf", type_name, tied=False)
+    native = load_model(path, weights="native", use_cache=False)
+    f32 = load_model(path, weights="float32", use_cache=False)
+    assert supports_batching(native)
+    rng = np.random.default_rng(3)
+    prompts = [list(map(int, rng.integers(0, V, k))) for k in (1, 5, 17, 40)]
+
+    def decode(model):  # -> per step, the [n, V] logits of every live row
+        batch = DecodingBatch(model)
+        first = np.stack(batch.join_many([(i, p, 8) for i, p in enumerate(prompts[:3])]))
+        first = np.concatenate([first, batch.join(3, prompts[3], 8)[None]])
+        out = [first]
+        for _ in range(6):
+            out.append(batch.step([int(t) for t in out[-1].argmax(-1)]))
+        return out
+
+    for a, b in zip(decode(f32), decode(native)):
+        np.testing.assert_array_equal(a, b)

@@ -157,6 +157,17 @@ class NgramLM:
                               **{k: v for k, v in settings.items() if k in keep},
                               **{k: v for k, v in extra.items() if k != "chat"})
 
+    def describe(self):
+        """The model as `--verbose` names it: its order and smoothing (as signatures), its n-grams, the bytes of
+        its arrays and what the prepared-model cache did (no layout, no threads: those are a transformer's)."""
+        from nlpkit.lm.interface import ModelDescription
+
+        m = self.model
+        arrays = [*m.keys, *m.logprob, *m.backoff, *m.counts, *m.context_total]
+        kind = m.smoothing if m.kind == "counts" else "arpa"
+        return ModelDescription(self.name, f"{m.order}-gram {kind}", sum(len(k) for k in m.keys), "n-grams",
+                                sum(int(a.nbytes) for a in arrays), cache=m.cache)
+
     # ------------------------------------------------------------------ tokens
     @property
     def vocab_size(self) -> int:

@@ -48,6 +48,7 @@ class NgramModel:
     k: float = 0.0
     word_id: dict[str, int] = field(default_factory=dict)
     key_index: list = field(default_factory=list, repr=False)    # per order k >= 2: a HashIndex of keys[k - 1]
+    cache: str = field(default="", compare=False)  # what the prepared-model cache did at load (`Prepared.cache`)
 
     def __post_init__(self) -> None:
         if not self.word_id:
@@ -348,7 +349,9 @@ def load_ngram_model(path: str | os.PathLike, warn=None, *, use_cache: bool | No
                           use_cache=use_cache)
     for message in entry.meta["warnings"] if warn is not None else ():
         warn(message)
-    return from_prepared(entry, path)
+    model = from_prepared(entry, path)
+    model.cache = entry.cache
+    return model
 
 
 def to_prepared(model: NgramModel):

@@ -44,13 +44,9 @@ class _Sequence:
 
 
 def supports_batching(model) -> bool:
-    """Whether `DecodingBatch` can run this model: float32 weights (not `--weights native`: those are expanded a
-    layer at a time inside `Model.forward`), and not longrope (its keys are recomputed when a sequence first passes
-    the original context, one sequence at a time)."""
-    from nlpkit.lm.transformer.stored_weights import has_stored
-
-    if has_stored(model.weights):
-        return False
+    """Whether `DecodingBatch` can run this model: not longrope (its keys are recomputed when a sequence first
+    passes the original context, one sequence at a time). Native weights (`--weights native`) are expanded a layer
+    at a time as `Model.forward` does, once per step for all the live rows: batching is where they pay."""
     rope = getattr(model, "rope", None)
     return rope is None or getattr(rope, "long", None) is None
 
@@ -128,7 +124,7 @@ class DecodingBatch:
                     if max(len(p) for p in prompts) > c.max_seq_len:
                         raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions")
                     x = x + np.concatenate([w.pos_embed[:len(p)] for p in prompts])[None]
-                for li, (project, finish) in enumerate(model.layer_rows()):
+                for li, (project, finish) in _expanded_layers(model):
                     sliding = c.uses_rope and kinds[li] == "sliding"
                     x = _packed_layer(x, c, li, project, finish, pool, spans, caches,
                                       (local_cs if sliding else cs) if c.uses_rope else None,
@@ -182,7 +178,7 @@ class DecodingBatch:
                 if pos.max() >= c.max_seq_len:
                     raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions")
                 x = x + w.pos_embed[pos][None]
-            for li, (project, finish) in enumerate(model.layer_rows()):
+            for li, (project, finish) in _expanded_layers(model):
                 sliding = c.uses_rope and kinds[li] == "sliding"
                 x = self._layer(x, li, project, finish, (local_cs if sliding else cs) if c.uses_rope else None,
                                 c.sliding_window if sliding else None, c.attn_softcap if c.uses_rope else None)
@@ -209,6 +205,21 @@ class DecodingBatch:
             o[:, :, :, i:i + 1] = attend_one(q[:, :, :, i:i + 1], keys, values, softcap)
         heads = o.transpose(0, 3, 1, 2, 4).reshape(1, n, c.n_heads * c.head_dim)
         return finish(x, heads)
+
+
+def _expanded_layers(model):
+    """Each layer's index and (project, finish) closures, in order; with native weights, the layer's stored
+    matrices are expanded into the scratch its closures read just before it is yielded, under the expander's
+    lock (one float32 scratch: one forward at a time), as `Model.forward` does."""
+    rows = model.layer_rows()
+    expander = model.expander
+    if expander is None:
+        yield from enumerate(rows)
+        return
+    with expander.lock:
+        for li, fns in enumerate(rows):
+            expander.expand(li)
+            yield li, fns
 
 
 def _qkv_buffers(c, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # -> [1, kv, g, n, hd], [1, kv, n, hd] x2

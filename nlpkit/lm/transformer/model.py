@@ -461,6 +461,7 @@ class Model:
         self._rows_for: tuple = ()
         self.expander: LayerExpander | None = None  # native weights: expands a layer before it runs
         self.weights_layout = ("float32", "")  # (layout, why): set by the loaders
+        self.weights_cache = ""  # what the prepared-model cache did at load (`Prepared.cache`; "": not involved)
 
     def layer_rows(self) -> list:
         """Each layer's (project, finish) closures, built once (rebuilt if the config or weights object changes):

@@ -221,6 +221,22 @@ class TransformerLM:
 
         return make_signature(command, model=self.name, **settings, rope=self.rope_label, **extra)
 
+    def describe(self):
+        """The model as `--verbose` names it: its family, parameters (implied by its shapes), the weights' layout
+        and why (the loader's choice), their bytes as held, the forward's threads and what the cache did."""
+        import dataclasses
+
+        from nlpkit.lm.interface import ModelDescription
+        from nlpkit.lm.threads import workers
+
+        m = self.model
+        arrays = [getattr(obj, f.name) for obj in [m.weights, *m.weights.layers] for f in dataclasses.fields(obj)
+                  if f.name != "layers"]   # float32 arrays, or StoredMatrix (native): both have nbytes
+        held = sum(int(getattr(w, "nbytes", 0)) for w in arrays if w is not None)
+        layout, why = m.weights_layout
+        return ModelDescription(self.name, m.config.family or m.config.arch, m.config.n_params, "parameters", held,
+                                layout, why, workers(), m.weights_cache)
+
     # ------------------------------------------------------------------ tokens
     @property
     def vocab_size(self) -> int:

@@ -347,8 +347,8 @@ def load_gguf(path: str | Path, use_cache: bool | None = None, weights: str | No
                 tokenizer_error = f"its GGUF tokenizer model {meta.get('tokenizer.ggml.model')!r} is not supported"
         except NlpkitError as e:
             tokenizer_error = f"its tokenizer is not supported ({e})"
-        weights = pending.result()
+        weights, cache = pending.result() if layout != "native" else (pending.result(), "")
     model = Model(c, weights, tokenizer, source=str(path))
     model.tokenizer_error = tokenizer_error
-    model.weights_layout = (layout, why)
+    model.weights_layout, model.weights_cache = (layout, why), cache
     return model

@@ -137,7 +137,7 @@ def load_hf_dir(directory: str | Path, use_cache: bool | None = None, weights: s
             tok, tok_error = load_tokenizer(directory), None
         except NlpkitError as e:  # e.g. a tokenizer kind nlpkit cannot read yet: the model still runs on token ids
             tok, tok_error = None, f"its tokenizer is not supported ({e})"
-        weights = pending.result()
+        weights, cache = pending.result() if layout != "native" else (pending.result(), "")
     tok_cfg = _read_json(directory / "tokenizer_config.json") if (directory / "tokenizer_config.json").is_file() else {}
     gen_cfg = _read_json(directory / "generation_config.json") \
         if (directory / "generation_config.json").is_file() else {}
@@ -154,5 +154,5 @@ def load_hf_dir(directory: str | Path, use_cache: bool | None = None, weights: s
         tok.bos_id, tok.eos_id = config.bos_id, config.eos_id
     model = Model(config, weights, tok, source=str(directory))
     model.tokenizer_error = tok_error
-    model.weights_layout = (layout, why)
+    model.weights_layout, model.weights_cache = (layout, why), cache
     return model

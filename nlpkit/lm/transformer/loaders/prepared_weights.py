@@ -64,9 +64,10 @@ def _fields(config) -> dict:
 
 
 def load_weights(sources: Sequence[Path], label: str, config, build: Callable[[], object], *,
-                 use_cache: bool | None = None, warn: Callable[[str], None] | None = None):
-    """The model's Weights: from its cache entry when one was made from these files by this code, else
-    `build()` (and written). Config fields `build` changed are recorded and set again on a cached load."""
+                 use_cache: bool | None = None, warn: Callable[[str], None] | None = None) -> tuple[object, str]:
+    """(the model's Weights, what the cache did: `Prepared.cache`): from its cache entry when one was made from
+    these files by this code, else `build()` (and written). Config fields `build` changed are recorded and set
+    again on a cached load."""
     before = _fields(config)
 
     def make() -> Prepared:
@@ -78,12 +79,12 @@ def load_weights(sources: Sequence[Path], label: str, config, build: Callable[[]
             raise _NotCacheable(weights) from None
 
     if not sources:
-        return build()
+        return build(), "not written"
     try:
         entry = load_prepared(sources, KIND, make, version=code_version(*_made_by()), label=label,
                               use_cache=use_cache, warn=warn)
     except _NotCacheable as e:  # a field that is not an array: this model is built on every load
-        return e.weights
+        return e.weights, "not written"
     for k, v in entry.meta.get("config", {}).items():
         setattr(config, k, v)
-    return unpack(entry)
+    return unpack(entry), entry.cache
