@@ -6,8 +6,8 @@ continuation is a sequence of its own in the model's decoding batch (its own KV 
 the transformer's `DecodingBatch`, an n-gram model's one state per sequence), at most `B` of them live at once, the
 next one joining as soon as one ends. A prompt's continuations are one `Request.family`: on a batch that can `fork`
 a sequence, one joining while a sibling is live copies the sibling's prompt keys and values instead of prefilling
-the prompt again (`DecodingBatch` has no `fork` yet: each continuation prefills its prompt). The results come per prompt, in input order, each prompt's as soon as its
-continuations and every earlier prompt's are done.
+the prompt again (`DecodingBatch.fork`; an n-gram model's states are cheap to start). The results come per prompt,
+in input order, each prompt's as soon as its continuations and every earlier prompt's are done.
 
 How a seed maps to the draws. `sample_batch(prompt, n, seed=S)` (`nlpkit sample PROMPT -n N --seed S`) draws one
 uniform number per row and step from one generator seeded with S, so row j's t-th draw is number t*n + j of that

@@ -137,30 +137,9 @@ def test_bad_input_is_a_clear_error(cli, args, stdin, code, message):
     assert r.stdout == b""
 
 
-class ForkingBatch:
-    """`DecodingBatch` with the `fork` the driver uses when a batch has one (a proposal for batch_decoding.py): a new
-    sequence whose first `length` positions are copied from a live one's cache."""
-
-    @staticmethod
-    def make(model, context=None):
-        from nlpkit.lm.transformer.batch_decoding import DecodingBatch, _Sequence
-
-        class Forking(DecodingBatch):
-            def fork(self, source, key, length, max_new_tokens):
-                src = self._find(source).cache
-                cache = self.model.new_cache(1, min(self.ctx, length + max(max_new_tokens, 1)))
-                for dst, orig in zip(cache.k + cache.v, src.k + src.v):
-                    dst[:, :, :length] = orig[:, :, :length]
-                cache.tokens[0, :length] = src.tokens[0, :length]
-                cache.advance(length)
-                self.seqs.append(_Sequence(key, cache))
-
-        return Forking(model, context)
-
-
 @pytest.mark.parametrize("size", [1, 3, 16])
-def test_continuations_copying_a_siblings_prefill_draw_the_same(monkeypatch, size):
-    """On a batch that can `fork`, a prompt's continuations are prefilled once (while a sibling is live) and draw
+def test_continuations_copying_a_siblings_prefill_draw_the_same(size):
+    """`DecodingBatch.fork`: a prompt's continuations are prefilled once (while a sibling is live) and draw
     what `sample_batch` draws, whatever the batch size; the prefill counts a prompt's tokens once when all its
     continuations fit in the batch together."""
     from nlpkit.lm.batch_generation import BatchStats
@@ -171,9 +150,7 @@ def test_continuations_copying_a_siblings_prefill_draw_the_same(monkeypatch, siz
     from nlpkit.lm.transformer.batch_decoding import supports_batching
 
     lm = load_language_model(MODEL)
-    if not supports_batching(lm.model):
-        pytest.skip("native weights: decoded one state per sequence")
-    monkeypatch.setattr(type(lm), "decoding_batch", lambda self, context=None: ForkingBatch.make(self.model, context))
+    assert supports_batching(lm.model)
     cfg = SamplingConfig(temperature=1.0, top_k=20).validate()
     prompts = [lm.prompt(t, max_new_tokens=9) for t in PROMPTS]
     st = BatchStats()

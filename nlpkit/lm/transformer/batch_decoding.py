@@ -141,6 +141,23 @@ class DecodingBatch:
             self.seqs.append(_Sequence(key, cache))
         return list(logits)
 
+    def fork(self, source: Hashable, key: Hashable, length: int, max_new_tokens: int) -> None:
+        """A new sequence `key` whose first `length` positions are those of live sequence `source` (their keys and
+        values copied, no forward): continuations of one prompt prefill it once (`sample --prompts`). Its next
+        logits are the source's after those positions, which the caller holds."""
+        src = self._find(source).cache
+        if any(s.key == key for s in self.seqs):
+            raise NlpkitError(f"sequence {key!r} is already in the batch")
+        if not 0 < length <= src.length:
+            raise NlpkitError(f"cannot fork {length} positions of sequence {source!r}, which holds {src.length}")
+        cache = self.model.new_cache(1, min(self.ctx, length + max(max_new_tokens, 1)))
+        for dst, orig in zip(cache.k + cache.v, src.k + src.v):  # n_layers x [1, kv, L, hd]
+            dst[:, :, :length] = orig[:, :, :length]
+        cache.tokens[0, :length] = src.tokens[0, :length]
+        cache.offset = src.offset
+        cache.advance(length)
+        self.seqs.append(_Sequence(key, cache))
+
     def leave(self, key: Hashable) -> None:
         """Drop a finished sequence (its cache is freed)."""
         self.seqs = [s for s in self.seqs if s.key != key]
