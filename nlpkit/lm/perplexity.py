@@ -251,9 +251,9 @@ def local_windows(model, seq: list[int], windows: list[Window]) -> Iterator[np.n
     last round of fewer windows than threads runs them one after another, row-parallel. Same bits either way:
     the row-parallel forward equals the serial one (tests/lm/test_lm_model.py)."""
     logprobs = window_primitive(model)
-    # A LanguageModel declares it (`parallel_windows`); a bare engine `Model` always can. Other models' scoring
-    # is Python loops: threads would only queue.
-    parallel = model.parallel_windows if hasattr(model, "parallel_windows") else hasattr(model, "forward")
+    # A LanguageModel and a bare engine `Model` declare it (`parallel_windows`: not native weights, whose forwards
+    # share one scratch; not Python-loop scoring, where threads would only queue).
+    parallel = model.parallel_windows
     r = 0
     while r < len(windows):
         n = engine_threads() if parallel else 1

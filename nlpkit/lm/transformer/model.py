@@ -463,6 +463,13 @@ class Model:
         self.weights_layout = ("float32", "")  # (layout, why): set by the loaders
         self.weights_cache = ""  # what the prepared-model cache did at load (`Prepared.cache`; "": not involved)
 
+    @property
+    def parallel_windows(self) -> bool:
+        """Whether whole windows may run on threads at once (perplexity): not with native weights, whose one
+        float32 scratch lets one forward run at a time — their forwards would queue on its lock, each on one
+        BLAS thread; a window's forward splits its rows over the threads instead (the same bits)."""
+        return not has_stored(self.weights)
+
     def layer_rows(self) -> list:
         """Each layer's (project, finish) closures, built once (rebuilt if the config or weights object changes):
         the per-family choices are made here, not on every decode step."""

@@ -271,7 +271,11 @@ class TransformerLM:
 
         return window_logits(self.model, list(ids), first)
 
-    parallel_windows = True   # a window's forward releases the GIL: perplexity runs windows on threads
+    @property
+    def parallel_windows(self) -> bool:
+        """A window's forward releases the GIL: perplexity runs windows on threads (float32 weights; native
+        weights expand into one scratch, so their windows run one at a time, row-parallel)."""
+        return self.model.parallel_windows
 
     @property
     def worker_key(self) -> tuple:
