@@ -15,7 +15,7 @@ from nlpkit.cli.decoding import (chat_options, check_chat, check_prompts, decodi
 @click.argument("prompt", required=False)
 @prompts_options("One prompt per line ('-' = stdin): one record per prompt instead of streaming.",
                  "--prompts: decode up to N prompts together, one forward per step for all (a finished prompt's "
-                 "place goes to the next); records still come in input order [16].")
+                 "place goes to the next); records still come in input order [32, fewer while their KV caches would take over a quarter of the free memory].")
 @click.option("--echo/--no-echo", default=None,
               help="Print the prompt before the continuation [default: on a terminal].")
 @model_options

@@ -24,7 +24,7 @@ MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
               help="Print the next-token distribution after the filters (token, id, probability, cumulative).")
 @prompts_options("One prompt per line ('-' = stdin): N continuations of each, records in input order.",
                  "--prompts: decode up to N continuations together (every prompt's -n), one forward per step for "
-                 "all (a finished one's place goes to the next); the draws do not depend on it [16].")
+                 "all (a finished one's place goes to the next); the draws do not depend on it [32, fewer while their KV caches would take over a quarter of the free memory].")
 @model_options
 @decoding_options
 @chat_options

@@ -144,7 +144,7 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
 @click.option("--repetition-penalty", type=FiniteFloat(min=0, max=MAX_FACTOR, min_open=True), default=None,
               help="Generate: repetition penalty [1: off].")
 @click.option("--batch-size", type=Count(1), default=None, metavar="N",
-              help="Generate: decode up to N items together (the results do not depend on it) [16].")
+              help="Generate: decode up to N items together (the results do not depend on it) [32, fewer while their KV caches would take over a quarter of the free memory].")
 @dask_options(shard_help="With --dask: bytes of item text per task (64M, 1G), in whole blocks of 64 items (the "
                          "local run's batches); auto: 2 tasks per worker.")
 @verbose_option

@@ -27,7 +27,9 @@ from nlpkit.errors import UsageError
 from nlpkit.lm.interface import Prompt
 from nlpkit.lm.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
 
-DEFAULT_BATCH = 16  # live sequences: SmolLM2-135M decodes 4.2x one stream at 16, 5.5x at 24 (benchmarks/generation.py)
+DEFAULT_BATCH = 32  # live sequences, at most (the batch's KV budget may admit fewer): SmolLM2-135M decoded 48 short
+# generate items in 6.2 s at 16, 4.5 s at 32, 3.9 s at 48 (benchmarks/score.py --generate), its decode steps 6.3x one
+# stream at 16 and 9.2x at 24 (benchmarks/generation.py)
 PREFILL_TOKENS = 1024  # prompts joining together are prefilled in packed forwards of at most this many tokens
 
 
@@ -93,6 +95,9 @@ class StateBatch:
 
     def room(self, key) -> int:
         return 1  # a state says itself when it is full (`advance` -> False)
+
+    def can_take(self, positions: list[int]) -> bool:
+        return True  # a state holds what its model needs; no shared budget
 
     def join(self, key, prompt_ids, max_new_tokens: int) -> np.ndarray:  # -> [V]
         state = self.lm.start(prompt_ids, 1, context=self.context)
@@ -181,23 +186,27 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
             if not families[fam][1]:
                 del families[fam]
 
+    held: list = []  # a request the batch's memory could not take yet: it joins first when a sequence leaves
+
     def fill() -> None:
         nonlocal more
         joining: list[tuple[int, Request, Generated]] = []
-        while more and len(live) + len(joining) < batch_size:
+        while (held or more) and len(live) + len(joining) < batch_size:
             try:
-                i, req = next(pending)
+                i, req = held.pop() if held else next(pending)
             except StopIteration:
                 more = False
                 break
             if req.max_new_tokens < 0:
                 raise UsageError(f"`max_new_tokens` must be >= 0, got {req.max_new_tokens}")
-            out = Generated(i, prompt_tokens=len(req.prompt.ids))
             if req.max_new_tokens == 0:
-                out.finish = "length"
-                done[i] = out
+                done[i] = Generated(i, prompt_tokens=len(req.prompt.ids), finish="length")
                 continue
-            joining.append((i, req, out))
+            wanted = [len(r.prompt.ids) + r.max_new_tokens for _, r, _ in joining]
+            if (live or joining) and not batch.can_take([*wanted, len(req.prompt.ids) + req.max_new_tokens]):
+                held.append((i, req))  # the batch's memory: it joins when a sequence leaves
+                break
+            joining.append((i, req, Generated(i, prompt_tokens=len(req.prompt.ids))))
         prefill, copies, fams = [], [], set(families)
         for item in joining:  # a family's first joins by a prefill, the others copy it
             fam = item[1].family
@@ -223,7 +232,7 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
             yield done.pop(next_out)
             next_out += 1
         if not live:
-            if not more:
+            if not more and not held:
                 return
             continue
         stats.most_live = max(stats.most_live, len(live))

@@ -198,3 +198,31 @@ def test_a_forked_sequence_continues_as_its_source_and_bad_forks_are_named(model
         batch.fork("a", "b", len(prompt), 4)
     with pytest.raises(Exception, match="cannot fork 99 positions"):
         batch.fork("a", "c", 99, 4)
+
+
+def test_the_kv_budget_admits_what_fits_and_the_results_stay_the_same(model, monkeypatch):
+    """A batch size larger than the memory allows: sequences join only while their KV caches fit the budget
+    (the first always does), later ones wait for a place, and every continuation is what it is unbounded."""
+    from nlpkit.lm.batch_generation import BatchStats
+
+    lm = TransformerLM(model)
+    ps = prompts(model, 7, seed=6)
+    reqs = lambda: [Request(Prompt(p), 6) for p in ps]  # noqa: E731
+    greedy = SamplingConfig(temperature=0)
+    free = [g.ids for g in generate_batched(lm, reqs(), batch_size=16, sampling=greedy)]
+    per_position = DecodingBatch(model).bytes_per_position
+    longest = max(len(p) for p in ps) + 6
+    for room, most in ((0, 1), (2 * longest, 2)):
+        monkeypatch.setattr(DecodingBatch, "__init__", _with_budget(room * per_position))
+        st = BatchStats()
+        got = list(generate_batched(lm, reqs(), batch_size=16, sampling=greedy, stats=st))
+        assert [g.ids for g in got] == free
+        assert 1 <= st.most_live <= most
+
+
+def _with_budget(budget):
+    init = DecodingBatch.__init__
+
+    def patched(self, model, context=None, kv_budget=-1):
+        init(self, model, context, kv_budget=budget)
+    return patched

@@ -51,15 +51,39 @@ def supports_batching(model) -> bool:
     return rope is None or getattr(rope, "long", None) is None
 
 
-class DecodingBatch:
-    """Live sequences, each with its own KV cache, advanced together one token each per `step`."""
+KV_SHARE = 0.25  # of the memory available when a batch starts: what its sequences' KV caches may take together
 
-    def __init__(self, model, context: int | None = None):
+
+class DecodingBatch:
+    """Live sequences, each with its own KV cache, advanced together one token each per `step`.
+
+    `can_take(positions)` bounds the memory: the live sequences' KV caches (float32 keys and values of every layer,
+    each sized for its prompt and token budget) stay within KV_SHARE of the memory available when the batch started
+    (`kv_budget` bytes; None: no bound). A driver asks it before a sequence joins, so a batch size chosen for a
+    small model cannot exhaust the memory with a large one's caches."""
+
+    def __init__(self, model, context: int | None = None, kv_budget: int | None = -1):
         if not supports_batching(model):
             raise NlpkitError("batched decoding does not support longrope models")
+        from nlpkit.lm.transformer.loaders.native import available_memory
+
         self.model = model
         self.ctx = context or model.config.positions
         self.seqs: list[_Sequence] = []
+        c = model.config
+        self.bytes_per_position = 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4  # keys + values, float32
+        if kv_budget == -1:
+            memory = available_memory()
+            kv_budget = int(memory * KV_SHARE) if memory else None
+        self.kv_budget = kv_budget
+
+    def can_take(self, positions: Sequence[int]) -> bool:
+        """Whether sequences needing `positions` each (prompt + token budget) fit in the KV budget beside the live
+        ones (a driver never asks for the first sequence of an empty batch: one is never refused)."""
+        if self.kv_budget is None:
+            return True
+        held = sum(s.cache.max_len for s in self.seqs) + sum(min(self.ctx, p) for p in positions)
+        return held * self.bytes_per_position <= self.kv_budget
 
     def __len__(self) -> int:
         return len(self.seqs)
