@@ -22,7 +22,8 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.divergence import DP_PERCENTILES, KLD_PERCENTILES, TokenComparison, compare_logits, summarize
 from nlpkit.lm.interface import PerplexityRun
-from nlpkit.lm.perplexity import TooShort, cached_model, check_window, default_stride, logits_primitive, window_plan
+from nlpkit.lm.perplexity_windows import TooShort, check_window, default_stride, window_plan
+from nlpkit.lm.window_scoring import cached_model, logits_primitive
 from nlpkit.lm.threads import blas_threads, match_blas_threads
 
 TOTAL = "(total)"  # the file cell of the corpus total row, as perplexity's

@@ -1,167 +1,43 @@
-"""The transformer forward pass in numpy float32: one RoPE decoder block with per-family options, and gpt2.
+"""The transformer forward pass in numpy float32: `Model.forward`, its blocks, attention and threads.
 
 The RoPE block (Llama's: RMSNorm, RoPE, SwiGLU, GQA) runs every family of `families.py`: where their math
 differs it takes an option from `ModelConfig` (norm form and placement, activation, biases, q/k norms,
 attention/final soft-capping, sliding windows, partial rotary, layers without RoPE), decided once per layer
-when the closures are built, so the plain Llama path runs the same operations as before.
+when the closures are built (`family_rows`), so the plain Llama path runs the same operations as before.
 
 picoGPT-style: a handful of small functions, each with its shape contract, composed by `Model.forward`.
-Weights are plain arrays in one dataclass per layer; the loaders fill them, so nothing here knows about
-file formats. Projection matrices are stored `[in, out]` (transposed once at load: for a one-token decode
-step OpenBLAS reads that layout about 1.7x faster than `[out, in]`); q/k/v are fused into one matrix and
-gate/up into another, so a decode step is four matmuls per layer. A tied embedding is kept once, as the
-`[d, V]` output projection; token lookup gathers its columns.
+Here: `block` (one layer, split at attention so long inputs use threads), `attention` and `packed_attention`,
+`output_rows` and the `Model`. Weights are plain arrays in one dataclass per layer (`layer_weights`); the
+loaders fill them, so nothing here knows about file formats. Projection matrices are stored `[in, out]`
+(transposed once at load: for a one-token decode step OpenBLAS reads that layout about 1.7x faster than
+`[out, in]`); q/k/v are fused into one matrix and gate/up into another, so a decode step is four matmuls per
+layer. A tied embedding is kept once, as the `[d, V]` output projection; token lookup gathers its columns.
+The norms, activations and masks are `layer_ops`'.
 """
 
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from nlpkit.errors import NlpkitError
+from nlpkit.lm.threads import SERIAL, RowPool, engine_threads, held_blas_threads
 from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.config import ModelConfig
+from nlpkit.lm.transformer.family_rows import gpt2_rows, llama_rows, plain_mlp, swiglu
+from nlpkit.lm.transformer.layer_ops import (ACTIVATIONS, causal_mask, erf, gelu_erf, gelu_tanh, layer_norm, linear,
+                                             rms_norm, silu, softcap_)
+from nlpkit.lm.transformer.layer_weights import GPT2Layer, LlamaLayer, Weights
 from nlpkit.lm.transformer.packing import Packing
-from nlpkit.lm.transformer.rope import RoPE, apply_rope, apply_rope_partial
-from nlpkit.lm.threads import SERIAL, RowPool, engine_threads, held_blas_threads
+from nlpkit.lm.transformer.rope import RoPE
 from nlpkit.lm.transformer.stored_weights import LayerExpander, has_stored, is_stored
 
-
-@dataclass
-class LlamaLayer:
-    """One decoder layer of any RoPE family; optional parts are None when the family has none."""
-    attn_norm: np.ndarray | None  # [d]  pre-attention norm (None: olmo2)
-    wqkv: np.ndarray  # [d, (nh + 2 nkv) hd]  columns: q heads, k heads, v heads
-    wo: np.ndarray  # [nh hd, d]
-    mlp_norm: np.ndarray | None  # [d]  pre-MLP norm (None: olmo2)
-    w_gate_up: np.ndarray  # [d, 2 h]  columns: gate, up  ([d, h] "up" only when not gated)
-    w_down: np.ndarray  # [h, d]
-    bqkv: np.ndarray | None = None  # [(nh + 2 nkv) hd]  (attention_bias models)
-    bo: np.ndarray | None = None  # [d]
-    attn_norm_b: np.ndarray | None = None  # [d]  LayerNorm biases (gpt_neox)
-    mlp_norm_b: np.ndarray | None = None  # [d]
-    q_norm: np.ndarray | None = None  # [hd] per head (qwen3, gemma3) or [nh hd] over the projection (olmo2)
-    k_norm: np.ndarray | None = None  # [hd] or [nkv hd]
-    attn_post_norm: np.ndarray | None = None  # [d]  norm of the attention output (gemma2/3, olmo2)
-    mlp_post_norm: np.ndarray | None = None  # [d]  norm of the MLP output
-    b_up: np.ndarray | None = None  # [h]  MLP biases (gpt_neox)
-    b_down: np.ndarray | None = None  # [d]
-
-
-@dataclass
-class GPT2Layer:
-    ln1_g: np.ndarray  # [d]
-    ln1_b: np.ndarray  # [d]
-    wqkv: np.ndarray  # [d, 3 d]
-    bqkv: np.ndarray  # [3 d]
-    wo: np.ndarray  # [d, d]
-    bo: np.ndarray  # [d]
-    ln2_g: np.ndarray  # [d]
-    ln2_b: np.ndarray  # [d]
-    w_fc: np.ndarray  # [d, h]
-    b_fc: np.ndarray  # [h]
-    w_proj: np.ndarray  # [h, d]
-    b_proj: np.ndarray  # [d]
-
-
-@dataclass
-class Weights:
-    lm_head: np.ndarray  # [d, V]  output projection (the transposed embedding when tied)
-    embed: np.ndarray | None = None  # [V, d]  input embedding; None when tied (lookup reads lm_head columns)
-    layers: list = field(default_factory=list)  # LlamaLayer | GPT2Layer
-    norm_g: np.ndarray | None = None  # [d]  final RMSNorm / LayerNorm weight
-    norm_b: np.ndarray | None = None  # [d]  final LayerNorm bias (gpt2)
-    pos_embed: np.ndarray | None = None  # [max_seq_len, d]  (gpt2)
-
-    def embed_tokens(self, tokens: np.ndarray) -> np.ndarray:  # [b, t] -> [b, t, d]
-        table = self.embed if self.embed is not None else self.lm_head
-        if is_stored(table):  # native weights: the rows looked up, expanded (a tied lm_head is [V, d] as stored)
-            return table.take_rows(tokens.reshape(-1)).reshape(*tokens.shape, -1)
-        if self.embed is not None:
-            return self.embed[tokens]
-        b, t = tokens.shape
-        # C order: the rows of a transposed gather would be strided, and every norm of the first layer would sum
-        # them in another order than a contiguous row (the row-parallel and serial paths must give equal bits)
-        return np.ascontiguousarray(np.take(self.lm_head, tokens.reshape(-1), axis=1).T).reshape(b, t, -1)
-
-
-# ---------------------------------------------------------------- building blocks
-
-def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:  # [..., in] -> [..., out]
-    if is_stored(w):  # native weights ([out, in] as stored): expanded a tile of rows at a time
-        y = w.matmul_t(x.reshape(-1, x.shape[-1]))
-        if b is not None:
-            y += b
-        return y.reshape(*x.shape[:-1], w.rows)
-    y = x.reshape(-1, x.shape[-1]) @ w  # w: [in, out]
-    if b is not None:
-        y += b
-    return y.reshape(*x.shape[:-1], w.shape[1])
-
-
-def _sum_sq(x: np.ndarray) -> np.ndarray:  # [..., d] -> [...]  one pass, no x * x temporary
-    return np.vecdot(x, x) if hasattr(np, "vecdot") else np.einsum("...i,...i->...", x, x)  # numpy < 2: einsum
-
-
-def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:  # [..., d] -> [..., d]
-    rms = _sum_sq(x)[..., None]
-    rms *= np.float32(1.0 / x.shape[-1])
-    rms += np.float32(eps)
-    np.sqrt(rms, out=rms)
-    y = np.divide(x, rms)
-    y *= g
-    return y
-
-
-def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:  # [..., d] -> [..., d]
-    mean = np.mean(x, axis=-1, keepdims=True)
-    xc = x - mean
-    var = np.mean(xc * xc, axis=-1, keepdims=True)
-    return xc / np.sqrt(var + np.float32(eps)) * g + b
-
-
-def silu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
-    d = np.negative(x)  # one temporary, updated in place
-    np.exp(d, out=d)
-    d += 1.0
-    return np.divide(x, d, out=d)
-
-
-def gelu_tanh(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
-    return 0.5 * x * (1.0 + np.tanh(np.float32(np.sqrt(2.0 / np.pi)) * (x + np.float32(0.044715) * x * x * x)))
-
-
-def gelu_erf(x: np.ndarray) -> np.ndarray:  # [...] -> [...]  exact GELU, x * Phi(x)
-    return 0.5 * x * (1.0 + erf(x * np.float32(1 / np.sqrt(2.0))))
-
-
-def erf(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
-    """erf in float64 by Abramowitz & Stegun 7.1.26 refined by one Newton step (|error| < 1e-9), cast back."""
-    z = np.abs(x.astype(np.float64))
-    t = 1.0 / (1.0 + 0.3275911 * z)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t \
-        * np.exp(-z * z)
-    return (np.sign(x) * y).astype(x.dtype)
-
-
-ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh, "gelu": gelu_erf}
-
-
-def softcap_(x: np.ndarray, cap: float) -> np.ndarray:  # [...] -> [...], in place: cap * tanh(x / cap)
-    x /= np.float32(cap)
-    np.tanh(x, out=x)
-    x *= np.float32(cap)
-    return x
-
-
-def causal_mask(t: int, past: int, window: int | None = None) -> np.ndarray:  # -> [t, past + t]
-    """0 where visible, -inf above the diagonal (and, with a window W, at keys W or more positions back)."""
-    j = np.arange(past + t)[None, :]
-    i = np.arange(t)[:, None] + past
-    hidden = j > i if window is None else (j > i) | (j <= i - window)
-    return np.where(hidden, np.float32(-np.inf), np.float32(0.0)).astype(np.float32)
+# Re-exported: `from nlpkit.lm.transformer.model import X` keeps working for what moved out.
+__all__ = ["ACTIVATIONS", "ATTN_BLOCK", "GPT2Layer", "LlamaLayer", "Model", "PARALLEL_MIN_TOKENS", "ROW_MIN", "Weights",
+           "attention", "block", "causal_mask", "decode_blas_threads", "erf", "gelu_erf", "gelu_tanh", "gpt2_rows",
+           "layer_norm", "linear", "llama_rows", "output_rows", "packed_attention", "plain_mlp", "rms_norm", "silu",
+           "softcap_", "swiglu"]
 
 
 ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys they cannot see
@@ -200,19 +76,6 @@ def _attend(q, k, v, mask, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x
     out /= scores.sum(axis=-1, keepdims=True)
     return out.reshape(b, kv, g, t, hd)
 
-
-# ---------------------------------------------------------------- llama
-
-def swiglu(x: np.ndarray, w: LlamaLayer, act=silu) -> np.ndarray:  # [b, t, d] -> [b, t, d]
-    gu = linear(x, w.w_gate_up)  # [b, t, 2h]
-    h = gu.shape[-1] // 2
-    a = act(gu[..., :h])
-    a *= gu[..., h:]
-    return linear(a, w.w_down)
-
-
-def plain_mlp(x: np.ndarray, w: LlamaLayer, act) -> np.ndarray:  # [b, t, d] -> [b, t, d]  (gpt_neox)
-    return linear(act(linear(x, w.w_gate_up, w.b_up)), w.w_down, w.b_down)
 
 
 def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None, cs=None,
@@ -262,66 +125,6 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
     pool.map(run_finish, pool.split(t - keep, ROW_MIN))
     return out
 
-
-def llama_rows(w: LlamaLayer, cfg, li: int = 0):
-    """(project, finish) for `block`: pre-norm attention with RoPE and GQA, then a SwiGLU MLP — and each
-    family's variations of it (`cfg`'s options; layer `li`'s own ones), chosen here once per layer (built once
-    per model, see Model.layer_rows)."""
-    nh, nkv, hd, eps = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.norm_eps
-    scale = np.float32(cfg.query_scale if cfg.query_scale is not None else 1.0 / np.sqrt(hd))
-    if cfg.norm == "layer":
-        def norm(x, g, b):
-            return layer_norm(x, g, b, eps)
-    else:
-        def norm(x, g, b):
-            return rms_norm(x, g, eps)
-    rot = cfg.rotary_dim or hd
-    rope = apply_rope if rot == hd else lambda x, c, s_: apply_rope_partial(x, c, s_, rot)
-    if cfg.rope_layers is not None and not cfg.rope_layers[li]:  # a NoPE layer (smollm3): no rotation
-        def rope(x, c, s_):
-            return x
-    pre_norm, post_norm = cfg.pre_norm, cfg.post_norm
-    qk_norm = cfg.qk_norm
-    act = ACTIVATIONS[cfg.act]
-    if cfg.gated_mlp:
-        def mlp(x):
-            return swiglu(x, w, act)
-    else:
-        def mlp(x):
-            return plain_mlp(x, w, act)
-
-    def project(xr, s, e, q, k, v, cs):  # xr [b, n, d], cs = (cos, sin) [t, rot/2] each
-        b, n, _ = xr.shape
-        cos, sin = cs
-        h = norm(xr, w.attn_norm, w.attn_norm_b) if pre_norm else xr
-        qkv = linear(h, w.wqkv, w.bqkv)  # [b, n, (nh + 2 nkv) hd]
-        if qk_norm == "full":  # olmo2: RMSNorm over all of q and all of k
-            qkv[..., :nh * hd] = rms_norm(qkv[..., :nh * hd], w.q_norm, eps)
-            qkv[..., nh * hd:(nh + nkv) * hd] = rms_norm(qkv[..., nh * hd:(nh + nkv) * hd], w.k_norm, eps)
-        qkv = qkv.reshape(b, n, nh + 2 * nkv, hd)
-        if qk_norm == "head":  # qwen3, gemma3: RMSNorm of each head
-            qkv[:, :, :nh] = rms_norm(qkv[:, :, :nh], w.q_norm, eps)
-            qkv[:, :, nh:nh + nkv] = rms_norm(qkv[:, :, nh:nh + nkv], w.k_norm, eps)
-        qk = rope(qkv[:, :, :nh + nkv], cos[s:e], sin[s:e])  # [b, n, nh + nkv, hd]
-        np.multiply(qk[:, :, :nh].reshape(b, n, nkv, nh // nkv, hd).transpose(0, 2, 3, 1, 4), scale,
-                    out=q[:, :, :, s:e])
-        k[:, :, s:e] = qk[:, :, nh:].transpose(0, 2, 1, 3)
-        v[:, :, s:e] = qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)
-
-    if cfg.parallel_residual:
-        def finish(xr, heads):  # [b, n, d], [b, n, nh hd] -> [b, n, d]
-            return mlp(norm(xr, w.mlp_norm, w.mlp_norm_b)) + linear(heads, w.wo, w.bo) + xr
-    elif not post_norm:
-        def finish(xr, heads):
-            y = xr + linear(heads, w.wo, w.bo)
-            return y + mlp(norm(y, w.mlp_norm, w.mlp_norm_b))
-    else:  # gemma2/3 (pre and post norms), olmo2 (post norms only)
-        def finish(xr, heads):
-            y = xr + rms_norm(linear(heads, w.wo, w.bo), w.attn_post_norm, eps)
-            m = mlp(norm(y, w.mlp_norm, w.mlp_norm_b) if pre_norm else y)
-            return y + rms_norm(m, w.mlp_post_norm, eps)
-
-    return project, finish
 
 
 def attention(q, k, v, mask, pool: RowPool, softcap=None, q0: int = 0):
@@ -398,26 +201,6 @@ def _branches(positions: np.ndarray, prefix: int) -> list[tuple[int, int]]:  # [
     starts = [int(i) for i in np.flatnonzero(positions[prefix:] == prefix) + prefix]
     return list(zip(starts, starts[1:] + [len(positions)]))
 
-
-# ---------------------------------------------------------------- gpt2
-
-def gpt2_rows(w: GPT2Layer, cfg, li: int = 0):
-    """(project, finish) for `block`: GPT-2 (LayerNorm, every head its own kv head, GELU MLP)."""
-    nh, hd, eps = cfg.n_heads, cfg.head_dim, cfg.norm_eps
-    scale = np.float32(1.0 / np.sqrt(hd))
-
-    def project(xr, s, e, q, k, v, cs=None):  # xr [b, n, d]
-        b, n, _ = xr.shape
-        qkv = linear(layer_norm(xr, w.ln1_g, w.ln1_b, eps), w.wqkv, w.bqkv).reshape(b, n, 3, nh, hd)
-        np.multiply(qkv[:, :, 0].transpose(0, 2, 1, 3), scale, out=q[:, :, 0, s:e])
-        k[:, :, s:e] = qkv[:, :, 1].transpose(0, 2, 1, 3)
-        v[:, :, s:e] = qkv[:, :, 2].transpose(0, 2, 1, 3)
-
-    def finish(xr, heads):  # [b, n, d], [b, n, d] -> [b, n, d]
-        y = xr + linear(heads, w.wo, w.bo)
-        return y + linear(gelu_tanh(linear(layer_norm(y, w.ln2_g, w.ln2_b, eps), w.w_fc, w.b_fc)), w.w_proj, w.b_proj)
-
-    return project, finish
 
 
 # ---------------------------------------------------------------- the model
