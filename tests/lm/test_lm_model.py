@@ -43,9 +43,9 @@ def test_logits_match_transformers_to_1e4(name):
 
 @pytest.mark.parametrize("name", ["llama-gqa", "gpt2", "llama-mqa-bias"])
 def test_blocked_causal_attention_equals_unblocked(monkeypatch, name):
-    import nlpkit.lm.transformer.model as model_mod
+    from nlpkit.lm.transformer import attention_ops
     seqs = np.array(reference(name)["sequences"])
-    monkeypatch.setattr(model_mod, "ATTN_BLOCK", 3)
+    monkeypatch.setattr(attention_ops, "ATTN_BLOCK", 3)
     np.testing.assert_allclose(model(name).forward(seqs), np.load(LM / name / "logits.npy"), atol=1e-4, rtol=0)
     cache = model(name).new_cache(len(seqs), 64)
     model(name).forward(seqs[:, :4], cache)
@@ -57,7 +57,8 @@ def test_blocked_causal_attention_equals_unblocked(monkeypatch, name):
 def test_row_parallel_prefill_matches_transformers(monkeypatch, name):
     """The threaded path (rows and attention blocks over 2 threads, BLAS held to 1) is the same forward pass."""
     import nlpkit.lm.transformer.model as model_mod
-    monkeypatch.setattr(model_mod, "ATTN_BLOCK", 3)
+    from nlpkit.lm.transformer import attention_ops
+    monkeypatch.setattr(attention_ops, "ATTN_BLOCK", 3)
     monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
     monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
     seqs = np.array(reference(name)["sequences"])
@@ -80,6 +81,7 @@ def test_row_parallel_prefill_matches_transformers(monkeypatch, name):
 def test_row_parallel_prefill_restores_blas_threads(monkeypatch):
     from nlpkit.lm import threads
     import nlpkit.lm.transformer.model as model_mod
+    from nlpkit.lm.transformer import attention_ops
     before = threads.blas_threads()
     monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
     monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
@@ -145,7 +147,8 @@ def test_rows_nobody_reads_skip_the_last_layer_with_the_same_bits(monkeypatch, n
     """last_only and logits_from finish the last layer for the rows read only (from a whole attention block
     on): their logits are the full pass's rows, bit for bit."""
     import nlpkit.lm.transformer.model as model_mod
-    monkeypatch.setattr(model_mod, "ATTN_BLOCK", 3)
+    from nlpkit.lm.transformer import attention_ops
+    monkeypatch.setattr(attention_ops, "ATTN_BLOCK", 3)
     monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
     monkeypatch.setenv("NLPKIT_LM_THREADS", threads)
     seqs = np.array(reference(name)["sequences"])
@@ -336,6 +339,7 @@ def test_packed_segments_and_branches_equal_their_own_forwards(monkeypatch, name
     """`forward(packing=)`: each segment, and each branch after a shared prefix, gets the logits transformers gives
     its sequence alone; the threaded path (segments over 2 threads) gives the same bits as the serial one."""
     import nlpkit.lm.transformer.model as model_mod
+    from nlpkit.lm.transformer import attention_ops
     monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
     m, seqs = model(name), np.array(reference(name)["sequences"])
     expected = np.load(LM / name / "logits.npy")  # [2, T, V]

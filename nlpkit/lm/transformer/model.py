@@ -6,8 +6,8 @@ attention/final soft-capping, sliding windows, partial rotary, layers without Ro
 when the closures are built (`family_rows`), so the plain Llama path runs the same operations as before.
 
 picoGPT-style: a handful of small functions, each with its shape contract, composed by `Model.forward`.
-Here: `block` (one layer, split at attention so long inputs use threads), `attention` and `packed_attention`,
-`output_rows` and the `Model`. Weights are plain arrays in one dataclass per layer (`layer_weights`); the
+Here: `block` (one layer, split at attention so long inputs use threads), `output_rows` and the `Model`;
+`attention` and `packed_attention` are `attention_ops`'. Weights are plain arrays in one dataclass per layer (`layer_weights`); the
 loaders fill them, so nothing here knows about file formats. Projection matrices are stored `[in, out]`
 (transposed once at load: for a one-token decode step OpenBLAS reads that layout about 1.7x faster than
 `[out, in]`); q/k/v are fused into one matrix and gate/up into another, so a decode step is four matmuls per
@@ -23,6 +23,8 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.threads import SERIAL, RowPool, engine_threads, held_blas_threads
+from nlpkit.lm.transformer import attention_ops
+from nlpkit.lm.transformer.attention_ops import ATTN_BLOCK, attention, packed_attention
 from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.config import ModelConfig
 from nlpkit.lm.transformer.family_rows import gpt2_rows, llama_rows, plain_mlp, swiglu
@@ -40,7 +42,6 @@ __all__ = ["ACTIVATIONS", "ATTN_BLOCK", "GPT2Layer", "LlamaLayer", "Model", "PAR
            "softcap_", "swiglu"]
 
 
-ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys they cannot see
 PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits its rows over threads (threads.py)
 # Same bits whatever the thread count (tests/lm/test_determinism.py). Measured with numpy's OpenBLAS (0.3.31,
 # SkylakeX kernels): a row of a matrix product gets other bits when the product has one row (gemv), a few rows (its
@@ -49,33 +50,6 @@ PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits i
 # any other row count gives each row the same bits. So every product but a decode step's runs on one BLAS thread,
 # and a thread's share of the rows is never under ROW_MIN rows.
 ROW_MIN = 32
-
-
-def _masked_columns(mask: np.ndarray) -> tuple[int, int]:  # [t, L] -> (lo, hi)
-    """The columns lo:hi outside which every entry of `mask` is 0 (a causal block's diagonal square): only
-    they need adding."""
-    cols = np.flatnonzero(mask.any(axis=0))
-    return (int(cols[0]), int(cols[-1]) + 1) if cols.size else (0, 0)
-
-
-def _attend(q, k, v, mask, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L] | None -> [b, kv, g, t, hd]
-    b, kv, g, t, hd = q.shape
-    L = k.shape[2]
-    scores = q.reshape(b, kv, g * t, hd) @ k.transpose(0, 1, 3, 2)  # [b, kv, g t, L]
-    if softcap is not None:
-        softcap_(scores, softcap)
-    if mask is not None:
-        lo, hi = _masked_columns(mask)
-        if hi > lo:  # adding the zeros elsewhere would change nothing
-            s5 = scores.reshape(b, kv, g, t, L)
-            s5[..., lo:hi] += mask[:, lo:hi]  # [t, hi - lo] broadcasts over batch, kv heads and group
-    # softmax, normalised after the product with v: dividing [.., hd] outputs instead of [.., L] weights
-    np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
-    np.exp(scores, out=scores)
-    out = scores @ v
-    out /= scores.sum(axis=-1, keepdims=True)
-    return out.reshape(b, kv, g, t, hd)
-
 
 
 def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None, cs=None,
@@ -126,84 +100,6 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
     return out
 
 
-
-def attention(q, k, v, mask, pool: RowPool, softcap=None, q0: int = 0):
-    """Scaled dot-product attention (q already scaled), query heads grouped under their kv head (GQA
-    without copying k/v). With a causal mask, queries go in blocks of ATTN_BLOCK rows and each block
-    scores only the keys up to its last row, which halves the work of a long prefill; the blocks are
-    spread over pool's threads, longest first, each to the least-loaded thread. `q` may be the rows q0: of
-    the mask's: their blocks are cut where the whole rows' are, so each row scores the same keys (same bits).
-    A `Packing` mask: each segment on its own (`packed_attention`; q0 = 0).
-
-    # [b, kv, g, t - q0, hd], [b, kv, L, hd] x2, [t, L] | Packing | None -> [b, kv, g, t - q0, hd]
-    """
-    if isinstance(mask, Packing):
-        return packed_attention(q, k, v, mask, pool, softcap)
-    t, L = q0 + q.shape[3], k.shape[2]
-    if mask is None or t <= ATTN_BLOCK:
-        return _attend(q, k, v, None if mask is None else mask[q0:], softcap)
-    blocks = [(max(s, q0), min(s + ATTN_BLOCK, t)) for s in range(q0 - q0 % ATTN_BLOCK, t, ATTN_BLOCK)]
-    load = [0] * pool.n
-    shares: list[list[tuple[int, int]]] = [[] for _ in range(pool.n)]
-    for s, e in sorted(blocks, key=lambda se: -se[1]):
-        i = load.index(min(load))
-        shares[i].append((s, e))
-        load[i] += (e - s) * (L - t + e)
-    out = np.empty_like(q)
-
-    def run(share):
-        for s, e in share:
-            visible = L - t + e  # keys seen by the block's last query
-            out[:, :, :, s - q0:e - q0] = _attend(q[:, :, :, s - q0:e - q0], k[:, :, :visible], v[:, :, :visible],
-                                                  mask[s:e, :visible], softcap)
-
-    pool.map(run, [sh for sh in shares if sh])
-    return out
-
-
-def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  # [1, kv, g, t, hd], [1, kv, t, hd] x2
-    """Attention inside each segment of a packed forward (`packing.Packing`): a segment's queries against its own
-    keys under its own mask, never another segment's, so the work grows with the segments' sizes and not with the
-    packed length; the segments are spread over pool's threads, largest first, each to the least-loaded thread.
-    A segment with a prefix (`packing.tree`: a context and its continuations) runs the prefix alone, then each branch
-    against the prefix's keys and its own only (as a KV cache holding the prefix would): a softmax over other
-    branches' masked keys would sum in another order, and a branch's bits would depend on its neighbours."""
-    out = np.empty_like(q)  # [1, kv, g, t, hd]
-    load = [0] * pool.n
-    shares: list[list] = [[] for _ in range(pool.n)]
-    prefixes = packing.prefixes or [0] * len(packing.segments)
-    for seg in sorted(zip(packing.segments, prefixes), key=lambda sg: sg[0][0] - sg[0][1]):
-        i = load.index(min(load))
-        shares[i].append(seg)
-        load[i] += (seg[0][1] - seg[0][0]) ** 2
-
-    def run(share):
-        for (s, e, mask), prefix in share:
-            with np.errstate(over="ignore"):
-                if not prefix:
-                    out[:, :, :, s:e] = attention(q[:, :, :, s:e], k[:, :, s:e], v[:, :, s:e], mask, SERIAL, softcap)
-                    continue
-                p = s + prefix
-                out[:, :, :, s:p] = attention(q[:, :, :, s:p], k[:, :, s:p], v[:, :, s:p], mask[:prefix, :prefix],
-                                              SERIAL, softcap)
-                for a, b in _branches(packing.positions[s:e], prefix):
-                    kb = np.concatenate([k[:, :, s:p], k[:, :, s + a:s + b]], axis=2)  # [1, kv, prefix + b - a, hd]
-                    vb = np.concatenate([v[:, :, s:p], v[:, :, s + a:s + b]], axis=2)
-                    mb = np.concatenate([mask[a:b, :prefix], mask[a:b, a:b]], axis=1)  # [b - a, prefix + b - a]
-                    out[:, :, :, s + a:s + b] = attention(q[:, :, :, s + a:s + b], kb, vb, mb, SERIAL, softcap)
-
-    pool.map(run, [sh for sh in shares if sh])
-    return out
-
-
-def _branches(positions: np.ndarray, prefix: int) -> list[tuple[int, int]]:  # [n] -> [(start, end)] in the segment
-    """The branches of a `packing.tree` segment: each starts at position `prefix` again."""
-    starts = [int(i) for i in np.flatnonzero(positions[prefix:] == prefix) + prefix]
-    return list(zip(starts, starts[1:] + [len(positions)]))
-
-
-
-# ---------------------------------------------------------------- the model
 
 def decode_blas_threads(rows: int, past: int, n: int) -> int:
     """BLAS threads for a forward of `rows` = batch x new tokens after `past` cached ones: n for a decode step of
@@ -421,7 +317,7 @@ class Model:
         if packing is not None or rows is not None:
             return 0
         keep = t - 1 if last_only else min(logits_from, t - 1)
-        return min(keep - keep % ATTN_BLOCK, max(t - ATTN_BLOCK, 0))
+        return min(keep - keep % attention_ops.ATTN_BLOCK, max(t - attention_ops.ATTN_BLOCK, 0))
 
     @staticmethod
     def _thread_policy(b: int, t: int, past: int) -> tuple[RowPool, int]:

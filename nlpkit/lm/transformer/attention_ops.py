@@ -1,0 +1,124 @@
+"""Attention of the forward pass: the queries of a layer against their keys and values, in float32.
+
+`attention` runs a causal prefill in blocks of ATTN_BLOCK query rows (each block skips the keys it cannot see)
+split over a `RowPool`'s threads; `packed_attention` runs the segments of a packed forward (`packing.Packing`:
+score's contexts with their choices as branches) each against its own keys only. Both end in `_attend`, the
+softmax normalised after the product with v. Moved out of `model.py`, which calls them per layer; a test that
+shrinks ATTN_BLOCK patches it here (`Model` reads it from this module too).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nlpkit.lm.threads import SERIAL, RowPool
+from nlpkit.lm.transformer.layer_ops import softcap_
+from nlpkit.lm.transformer.packing import Packing
+
+ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys they cannot see
+
+
+def _masked_columns(mask: np.ndarray) -> tuple[int, int]:  # [t, L] -> (lo, hi)
+    """The columns lo:hi outside which every entry of `mask` is 0 (a causal block's diagonal square): only
+    they need adding."""
+    cols = np.flatnonzero(mask.any(axis=0))
+    return (int(cols[0]), int(cols[-1]) + 1) if cols.size else (0, 0)
+
+
+def _attend(q, k, v, mask, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L] | None -> [b, kv, g, t, hd]
+    b, kv, g, t, hd = q.shape
+    L = k.shape[2]
+    scores = q.reshape(b, kv, g * t, hd) @ k.transpose(0, 1, 3, 2)  # [b, kv, g t, L]
+    if softcap is not None:
+        softcap_(scores, softcap)
+    if mask is not None:
+        lo, hi = _masked_columns(mask)
+        if hi > lo:  # adding the zeros elsewhere would change nothing
+            s5 = scores.reshape(b, kv, g, t, L)
+            s5[..., lo:hi] += mask[:, lo:hi]  # [t, hi - lo] broadcasts over batch, kv heads and group
+    # softmax, normalised after the product with v: dividing [.., hd] outputs instead of [.., L] weights
+    np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
+    np.exp(scores, out=scores)
+    out = scores @ v
+    out /= scores.sum(axis=-1, keepdims=True)
+    return out.reshape(b, kv, g, t, hd)
+
+
+
+def attention(q, k, v, mask, pool: RowPool, softcap=None, q0: int = 0):
+    """Scaled dot-product attention (q already scaled), query heads grouped under their kv head (GQA
+    without copying k/v). With a causal mask, queries go in blocks of ATTN_BLOCK rows and each block
+    scores only the keys up to its last row, which halves the work of a long prefill; the blocks are
+    spread over pool's threads, longest first, each to the least-loaded thread. `q` may be the rows q0: of
+    the mask's: their blocks are cut where the whole rows' are, so each row scores the same keys (same bits).
+    A `Packing` mask: each segment on its own (`packed_attention`; q0 = 0).
+
+    # [b, kv, g, t - q0, hd], [b, kv, L, hd] x2, [t, L] | Packing | None -> [b, kv, g, t - q0, hd]
+    """
+    if isinstance(mask, Packing):
+        return packed_attention(q, k, v, mask, pool, softcap)
+    t, L = q0 + q.shape[3], k.shape[2]
+    if mask is None or t <= ATTN_BLOCK:
+        return _attend(q, k, v, None if mask is None else mask[q0:], softcap)
+    blocks = [(max(s, q0), min(s + ATTN_BLOCK, t)) for s in range(q0 - q0 % ATTN_BLOCK, t, ATTN_BLOCK)]
+    load = [0] * pool.n
+    shares: list[list[tuple[int, int]]] = [[] for _ in range(pool.n)]
+    for s, e in sorted(blocks, key=lambda se: -se[1]):
+        i = load.index(min(load))
+        shares[i].append((s, e))
+        load[i] += (e - s) * (L - t + e)
+    out = np.empty_like(q)
+
+    def run(share):
+        for s, e in share:
+            visible = L - t + e  # keys seen by the block's last query
+            out[:, :, :, s - q0:e - q0] = _attend(q[:, :, :, s - q0:e - q0], k[:, :, :visible], v[:, :, :visible],
+                                                  mask[s:e, :visible], softcap)
+
+    pool.map(run, [sh for sh in shares if sh])
+    return out
+
+
+def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  # [1, kv, g, t, hd], [1, kv, t, hd] x2
+    """Attention inside each segment of a packed forward (`packing.Packing`): a segment's queries against its own
+    keys under its own mask, never another segment's, so the work grows with the segments' sizes and not with the
+    packed length; the segments are spread over pool's threads, largest first, each to the least-loaded thread.
+    A segment with a prefix (`packing.tree`: a context and its continuations) runs the prefix alone, then each branch
+    against the prefix's keys and its own only (as a KV cache holding the prefix would): a softmax over other
+    branches' masked keys would sum in another order, and a branch's bits would depend on its neighbours."""
+    out = np.empty_like(q)  # [1, kv, g, t, hd]
+    load = [0] * pool.n
+    shares: list[list] = [[] for _ in range(pool.n)]
+    prefixes = packing.prefixes or [0] * len(packing.segments)
+    for seg in sorted(zip(packing.segments, prefixes), key=lambda sg: sg[0][0] - sg[0][1]):
+        i = load.index(min(load))
+        shares[i].append(seg)
+        load[i] += (seg[0][1] - seg[0][0]) ** 2
+
+    def run(share):
+        for (s, e, mask), prefix in share:
+            with np.errstate(over="ignore"):
+                if not prefix:
+                    out[:, :, :, s:e] = attention(q[:, :, :, s:e], k[:, :, s:e], v[:, :, s:e], mask, SERIAL, softcap)
+                    continue
+                p = s + prefix
+                out[:, :, :, s:p] = attention(q[:, :, :, s:p], k[:, :, s:p], v[:, :, s:p], mask[:prefix, :prefix],
+                                              SERIAL, softcap)
+                for a, b in _branches(packing.positions[s:e], prefix):
+                    kb = np.concatenate([k[:, :, s:p], k[:, :, s + a:s + b]], axis=2)  # [1, kv, prefix + b - a, hd]
+                    vb = np.concatenate([v[:, :, s:p], v[:, :, s + a:s + b]], axis=2)
+                    mb = np.concatenate([mask[a:b, :prefix], mask[a:b, a:b]], axis=1)  # [b - a, prefix + b - a]
+                    out[:, :, :, s + a:s + b] = attention(q[:, :, :, s + a:s + b], kb, vb, mb, SERIAL, softcap)
+
+    pool.map(run, [sh for sh in shares if sh])
+    return out
+
+
+def _branches(positions: np.ndarray, prefix: int) -> list[tuple[int, int]]:  # [n] -> [(start, end)] in the segment
+    """The branches of a `packing.tree` segment: each starts at position `prefix` again."""
+    starts = [int(i) for i in np.flatnonzero(positions[prefix:] == prefix) + prefix]
+    return list(zip(starts, starts[1:] + [len(positions)]))
+
+
+
+# ---------------------------------------------------------------- the model
