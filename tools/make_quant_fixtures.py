@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_lm_fixtures import convert_to_gguf, randomize, train_tokenizer  # noqa: E402
+from make_lm_fixtures import convert_to_gguf, family_tokenizer, randomize  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "tests" / "fixtures" / "lm" / "quant"
@@ -70,17 +70,12 @@ class GGML:
 
 
 def build_hf(d: Path):
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
     model = LlamaForCausalLM(LlamaConfig(**CONFIG)).eval()
     randomize(model, SEED)
     model.save_pretrained(d, safe_serialization=True)
     (d / "generation_config.json").unlink(missing_ok=True)
-    tok = train_tokenizer(["<unk>", "<s>", "</s>"])
-    tok.save(str(d / "tokenizer.json"))
-    (d / "tokenizer_config.json").write_text(json.dumps(
-        {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": False,
-         "tokenizer_class": "PreTrainedTokenizerFast"}, indent=1) + "\n")
-    return AutoTokenizer.from_pretrained(d)
+    return family_tokenizer("quant", "bpe", d)  # the families' byte-level BPE (make_lm_fixtures)
 
 
 def dequantized(path: Path, ggml: GGML) -> dict:
