@@ -81,7 +81,6 @@ def test_row_parallel_prefill_matches_transformers(monkeypatch, name):
 def test_row_parallel_prefill_restores_blas_threads(monkeypatch):
     from nlpkit.lm import threads
     import nlpkit.lm.transformer.model as model_mod
-    from nlpkit.lm.transformer import attention_ops
     before = threads.blas_threads()
     monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
     monkeypatch.setenv("NLPKIT_LM_THREADS", "2")
@@ -339,7 +338,6 @@ def test_packed_segments_and_branches_equal_their_own_forwards(monkeypatch, name
     """`forward(packing=)`: each segment, and each branch after a shared prefix, gets the logits transformers gives
     its sequence alone; the threaded path (segments over 2 threads) gives the same bits as the serial one."""
     import nlpkit.lm.transformer.model as model_mod
-    from nlpkit.lm.transformer import attention_ops
     monkeypatch.setattr(model_mod, "PARALLEL_MIN_TOKENS", 2)
     m, seqs = model(name), np.array(reference(name)["sequences"])
     expected = np.load(LM / name / "logits.npy")  # [2, T, V]
