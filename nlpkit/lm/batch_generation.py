@@ -216,7 +216,7 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
         for group in _prefill_groups(prefill):
             t0 = time.perf_counter()
             joins = [(i, req.prompt.ids, req.max_new_tokens) for i, req, _ in group]
-            rows = batch.join_many(joins) if hasattr(batch, "join_many") else [batch.join(*j) for j in joins]
+            rows = batch.join_many(joins)
             stats.prefill_seconds += time.perf_counter() - t0
             for (i, req, out), logits in zip(group, rows):
                 stats.prompt_tokens += len(req.prompt.ids)
