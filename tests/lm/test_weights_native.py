@@ -297,3 +297,24 @@ def test_batched_decoding_of_native_weights_gives_float32s_tokens_and_logits(tmp
 
     for a, b in zip(decode(f32), decode(native)):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("case", ["unsupported type", "truncated"])
+def test_cli_names_a_file_it_cannot_hold_natively_and_exits_1(tmp_path, case):
+    """The user's view of the two bad files: `nlpkit perplexity --weights native` prints one `nlpkit: error:` line
+    naming the tensor's type or the file, exit status 1, no traceback, nothing on stdout."""
+    import subprocess
+    import sys
+
+    if case == "unsupported type":
+        path, want = write_llama_gguf(tmp_path / "iq.gguf", "Q8_0", odd="IQ4_NL"), "is stored as IQ4_NL"
+    else:
+        data = write_llama_gguf(tmp_path / "m.gguf", "Q4_K").read_bytes()
+        path, want = tmp_path / "cut.gguf", "cut.gguf"
+        path.write_bytes(data[:len(data) - 1000])
+    (tmp_path / "t.txt").write_text("some text\n")
+    r = subprocess.run([sys.executable, "-m", "nlpkit", "perplexity", "-m", str(path), "--weights", "native",
+                        "--no-cache", str(tmp_path / "t.txt")], capture_output=True, text=True)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("nlpkit: error:") and want in r.stderr and "Traceback" not in r.stderr
+    assert r.stdout == ""
