@@ -20,6 +20,7 @@ _made = os.environ.get("NLPKIT_TEST_CACHE_DIR", "").split(":", 1)
 _CACHE_DIR = _made[1] if _made[0] == str(os.getpid()) else tempfile.mkdtemp(prefix="nlpkit-test-cache-")
 os.environ["NLPKIT_TEST_CACHE_DIR"] = f"{os.getpid()}:{_CACHE_DIR}"
 os.environ["NLPKIT_CACHE_DIR"] = _CACHE_DIR
+os.environ.pop("NLPKIT_RESULTS_CACHE", None)  # a results cache is what a test asks for, never the user's
 
 
 def pytest_unconfigure(config) -> None:

@@ -9,6 +9,7 @@ import click
 
 from nlpkit.cli.model_line import say_loaded, verbose_option
 from nlpkit.cli.options import Count, file_type, model_path_type
+from nlpkit.cli.results_options import open_results_cache, results_cache_option, say_results_cache
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, model_options, open_writer,
                                progress, refuse_inapplicable, warn)
 
@@ -43,13 +44,14 @@ from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_optio
 @click.option("--fail-if-same-top-below", "fail_if_same_top", type=FiniteFloat(min=0, max=1), default=None,
               metavar="F", help="With --compare, a gate: exit 3 when the fraction of a file's tokens whose most "
                                 "likely next token is the base's is below F (0.99: 99%).")
+@results_cache_option
 @dask_options(shard_help="With --dask: SIZE / 4 input tokens of windows per task, at most 65536 (64M, 1G; "
                          "auto: 64M); an n-gram model: bytes of lines per task.")
 @verbose_option
 @common_options
 def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
-            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, dask, shard_size, verbose, fmt, no_signature,
-            quiet, encoding_errors):
+            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, results_cache, dask, shard_size, verbose, fmt,
+            no_signature, quiet, encoding_errors):
     """Perplexity of text under a language model.
 
     No FILES with empty stdin, or an empty FILE, is an error.
@@ -107,34 +109,31 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         if per_line:
             raise click.UsageError("--compare summarizes whole files: --per-line does not apply")
 
-    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                             warn=lambda m: warn(m, quiet))
-    if verbose:
-        say_loaded(lm)
-    if compare is not None:   # what makes the comparison impossible comes first, before any window setting
-        from nlpkit.errors import NlpkitError
+    results = None
+    if results_cache and compare is not None:   # said when asked on the command line, not for the variable
+        if click.get_current_context().get_parameter_source("results_cache") is click.core.ParameterSource.COMMANDLINE:
+            warn("--results-cache does not apply to --compare: computed, not stored", quiet)
+    elif results_cache:
+        results = open_results_cache(results_cache, quiet)
+    if results is not None:   # the model loads only when a text misses the cache (`cached_perplexity`)
+        from nlpkit.evaluation.cached_perplexity import CachedPerplexity, Settings
 
-        try:
-            base = load_language_model(compare, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                                       warn=lambda m: warn(m, quiet))
-        except NlpkitError as e:
-            raise NlpkitError(f"--compare {compare}: {e}") from None
-        if verbose:
-            say_loaded(base)
-        _check_comparable(lm, base, add_bos)
-    ctx = lm.window_context(context)
-    if stride is not None and ctx is not None and stride > ctx:
-        raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
-    if compare is not None:
-        from nlpkit.lm.comparison import compare_run
+        def load():
+            lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
+                                     warn=lambda m: warn(m, quiet))
+            if verbose:
+                say_loaded(lm)
+            return lm
 
-        run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
-                          per_token=per_token, errors=encoding_errors)
+        run = CachedPerplexity(results, model_path, load, Settings(mode, context, stride, add_bos, per_line,
+                                                                   per_token, encoding_errors),
+                               (rope_scaling, rope_factor)).run(paths)
+        if stride is not None and run.context is not None and stride > run.context:
+            raise click.BadParameter(f"--stride {stride} is larger than the context {run.context}",
+                                     param_hint="--stride")
     else:
-        from nlpkit.lm.perplexity import perplexity_run
-
-        run = perplexity_run(lm, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos, per_line=per_line,
-                             per_token=per_token, errors=encoding_errors)
+        run = _run(model_path, rope_scaling, rope_factor, compare, add_bos, paths, mode, context, stride, per_line,
+                   per_token, encoding_errors, verbose, quiet)
     if run.stride is not None and run.stride >= run.context:
         warn(f"--stride {run.stride} equal to the context {run.context}: as in the transformers guide, the first "
              "token of each window after the first is not scored (a smaller --stride, or --mode disjoint, scores "
@@ -172,6 +171,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         else:  # figures shown with their uncertainty
             out.columns = out.labels = merged_columns(run.columns)
             out.write_many(merged_record(r) for r in records)
+    say_results_cache(results, quiet)
     if verdicts is not None:
         from nlpkit.cli.gate import enforce, write_verdicts
         from nlpkit.evaluation.gate import THRESHOLD_COLUMNS
@@ -179,6 +179,42 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         if out.fmt != "json":
             write_verdicts(verdicts, THRESHOLD_COLUMNS, out.fmt, run.signature, no_signature)
         enforce(verdicts)
+
+
+def _run(model_path, rope_scaling, rope_factor, compare, add_bos, paths, mode, context, stride, per_line, per_token,
+         encoding_errors, verbose, quiet):
+    """The run without a results cache: the model (and --compare's base) loaded, the windows resolved."""
+    from nlpkit.lm.load import load_language_model
+
+    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
+                             warn=lambda m: warn(m, quiet))
+    if verbose:
+        say_loaded(lm)
+    if compare is not None:   # what makes the comparison impossible comes first, before any window setting
+        from nlpkit.errors import NlpkitError
+
+        try:
+            base = load_language_model(compare, rope_scaling=rope_scaling, rope_factor=rope_factor,
+                                       warn=lambda m: warn(m, quiet))
+        except NlpkitError as e:
+            raise NlpkitError(f"--compare {compare}: {e}") from None
+        if verbose:
+            say_loaded(base)
+        _check_comparable(lm, base, add_bos)
+    ctx = lm.window_context(context)
+    if stride is not None and ctx is not None and stride > ctx:
+        raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
+    if compare is not None:
+        from nlpkit.lm.comparison import compare_run
+
+        run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
+                          per_token=per_token, errors=encoding_errors)
+    else:
+        from nlpkit.lm.perplexity import perplexity_run
+
+        run = perplexity_run(lm, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos, per_line=per_line,
+                             per_token=per_token, errors=encoding_errors)
+    return run
 
 
 def _thresholds(kld, ppl_ratio, same_top, compare, per_token) -> list:

@@ -14,6 +14,7 @@ import click
 from nlpkit.cli.options import INT_MAX, Count, Seed, file_type, model_path_type
 from nlpkit.cli.decoding import MAX_FACTOR
 from nlpkit.cli.model_line import say_loaded, verbose_option
+from nlpkit.cli.results_options import open_results_cache, results_cache_option, say_results_cache
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
                                no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
@@ -145,6 +146,7 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
               help="Generate: repetition penalty [1: off].")
 @click.option("--batch-size", type=Count(1), default=None, metavar="N",
               help="Generate: decode up to N items together (the results do not depend on it) [32, fewer while their KV caches would take over a quarter of the free memory].")
+@results_cache_option
 @dask_options(shard_help="With --dask: bytes of item text per task (64M, 1G), in whole blocks of 64 items (the "
                          "local run's batches); auto: 2 tasks per worker.")
 @verbose_option
@@ -153,7 +155,7 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
             fail_if_worse, gate_metric, summary_only, chat, system, until, max_gen_toks, extract, extract_group,
             ignore_case, ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p, min_p, repetition_penalty,
-            batch_size, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors):
+            batch_size, results_cache, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy,
     preference pairs and generated answers, as lm-evaluation-harness computes them.
 
@@ -209,13 +211,18 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
         set_purpose("decode")
     specs = {name: ModelSpec(path, window, chat, system, gen) for name, path in zip(names, models)}
     ref_spec = ModelSpec(reference, window, chat, system) if reference is not None else None
-    scorers, ref = _load(specs, ref_spec, quiet, verbose)
-    evaluation = Evaluation(scorers, options, ref)
+    results = open_results_cache(results_cache, quiet)
+    if results is None:
+        scorers, ref = _load(specs, ref_spec, quiet, verbose)
+        evaluation = Evaluation(scorers, options, ref)
+    else:   # models load when an item misses them (`cached_scoring`)
+        evaluation = _cached_evaluation(results, specs, ref_spec, options, gen, quiet, verbose)
     evaluation.check(found, items)  # what a model could not score, before any record
     out = Output(resolve_format(fmt), _signature(found, names, options, delimiter, reference, window, chat, system,
                                                  bootstrap, seed), no_signature, summary_only)
     item_rows = _run(evaluation, [(found, item) for item in items], names, out,
                      _item_columns(found, items), quiet, dask, shard_size, specs, ref_spec)
+    say_results_cache(results, quiet)
     _write_results(evaluation, item_rows, names, out, bootstrap, seed, fail_if_worse, gated)
 
 
@@ -329,6 +336,31 @@ def _load(specs: dict, ref_spec, quiet: bool, verbose: bool = False) -> tuple[di
             loaded[spec.absolute()] = _scorer(spec, quiet, verbose)
     scorers = {name: loaded[spec.absolute()] for name, spec in specs.items()}
     return scorers, _scorer(ref_spec, quiet, verbose) if ref_spec is not None else None
+
+
+def _cached_evaluation(results, specs: dict, ref_spec, options, gen: bool, quiet: bool, verbose: bool):
+    """A `CachedEvaluation` over `results`: every model path checked, each model (and the reference) loaded on first
+    use by an item the cache misses, the models' identities from their content."""
+    from functools import partial
+
+    from nlpkit.evaluation.cached_scoring import CachedEvaluation, LazyScorer, spec_identity
+    from nlpkit.evaluation.models import check_model_path
+    from nlpkit.evaluation.results_cache import layout_requested
+
+    for spec in [*specs.values(), ref_spec]:
+        if spec is not None:
+            check_model_path(spec.path)
+    layout, purpose = layout_requested(), "decode" if gen else "score"
+    lazy: dict = {}
+    for spec in specs.values():
+        lazy.setdefault(spec.absolute(), LazyScorer(partial(_scorer, spec, quiet, verbose)))
+    ref = LazyScorer(partial(_scorer, ref_spec, quiet, verbose)) if ref_spec is not None else None
+    return CachedEvaluation({name: lazy[spec.absolute()] for name, spec in specs.items()}, options, ref,
+                            results=results,
+                            identities={name: spec_identity(results, spec, layout, purpose)
+                                        for name, spec in specs.items()},
+                            reference_identity=spec_identity(results, ref_spec, layout, purpose)
+                            if ref_spec is not None else None)
 
 
 def _item_columns(task: str, items: list) -> list[str]:

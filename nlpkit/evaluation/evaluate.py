@@ -54,8 +54,7 @@ class Evaluation:
         per-model results) in order, each result as `score_block` gives it."""
         self.options.validate()
         if map_items is None:
-            scored = (pair for block in blocks(items) for pair in
-                      score_block(self.scorers, block, self.options, self.reference))
+            scored = self.score_pairs(items)
         else:
             scored = map_items(items)
         for n, ((task, item), results) in enumerate(scored, 1):
@@ -72,6 +71,12 @@ class Evaluation:
                 yield item, name, rec
             if progress and map_items is None:
                 progress(n)
+
+    def score_pairs(self, items: Iterable[tuple[str, Item]]) -> Iterator[tuple[tuple[str, Item], list[tuple]]]:
+        """((task, item), per-model results) of each pair, scored here block by block (`score_block`); a cached
+        evaluation (`cached_scoring.CachedEvaluation`) takes what it can from its results cache instead."""
+        return (pair for block in blocks(items) for pair in score_block(self.scorers, block, self.options,
+                                                                        self.reference))
 
     @property
     def metrics(self) -> tuple[str, ...]:
