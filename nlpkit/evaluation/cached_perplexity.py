@@ -88,13 +88,13 @@ class CachedPerplexity:
         where = resolve_path(self.model_path) or str(resolve_model_path(None))
         key = make_key("perplexity-run", base, where, s.mode, s.context, s.stride, s.add_bos, s.per_line,
                        s.per_token)
-        meta = self.results.get_many([key], check=_valid_meta).get(key)
+        meta = self.results.get_many([key], check=_valid_meta, count=None).get(key)
         if meta is None:
             run = self._plain_run(paths)
             meta = {"columns": run.columns, "signature": run.signature, "digits": run.digits,
                     "context": run.context, "stride": run.stride,
                     "add_bos": None if run.context is None else self._bos()}
-            self.results.put(key, meta)
+            self.results.put(key, meta, count=None)
         if meta["context"] is None:
             return self._ngram_run(paths, meta)
         windows = _Resolved(s.mode, meta["context"], meta["stride"], meta["add_bos"])
@@ -206,8 +206,7 @@ class CachedPerplexity:
             keys = [make_key("perplexity-window", text_key, k, w.start, w.end, w.first, w.swap) for k, w in
                     enumerate(windows)]
             found = self.results.get_many(keys, check=lambda v: isinstance(v, list)
-                                          and all(isinstance(x, float) for x in v))
-            found = {k: v for k, v in found.items()}
+                                          and all(isinstance(x, float) for x in v), count="parts")
             todo = [w for w, k in zip(windows, keys) if k not in found]
             done = iter(elsewhere(seq, todo) if elsewhere is not None else local_windows(self.lm(), seq, todo)) \
                 if todo else iter(())
@@ -215,7 +214,7 @@ class CachedPerplexity:
                 lp = found.get(k)
                 if lp is None or len(lp) != len(w.positions):
                     lp = [float(x) for x in next(done)]
-                    self.results.put(k, lp)
+                    self.results.put(k, lp, count="parts")
                 if progress:
                     progress(n, len(windows))
                 yield np.asarray(lp, dtype=np.float64)

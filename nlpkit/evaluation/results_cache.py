@@ -65,7 +65,7 @@ def _plain(value: Any) -> Any:
 
 def encode_value(value: Any) -> str:
     """A result as stored: JSON (numpy scalars as numbers, NaN and infinities as JSON's extension tokens)."""
-    return json.dumps(_plain(value), separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+    return json.dumps(_plain(value), separators=(",", ":"), ensure_ascii=True, allow_nan=True)  # lone surrogates too
 
 
 def _checksum(key: str, text: str) -> str:
@@ -91,6 +91,7 @@ class ResultsCache:
         self._warn = warn or (lambda message: None)
         self.hits = 0
         self.computed = 0
+        self.part_hits = 0
         self._ignored = 0
         self._db: sqlite3.Connection | None = None
         self._open()
@@ -171,10 +172,12 @@ class ResultsCache:
         self._off(f"{self.path}: {e}")
 
     # ------------------------------------------------------------------ results
-    def get_many(self, keys: Sequence[str], check: Callable[[Any], bool] | None = None) -> dict[str, Any]:
+    def get_many(self, keys: Sequence[str], check: Callable[[Any], bool] | None = None,
+                 count: str | None = "results") -> dict[str, Any]:
         """key -> value of every key with a valid entry. An entry whose checksum does not match its key and value,
         whose value is not JSON, or that `check` refuses (not the shape its caller stores) is left out, with a
-        warning (one per call, counting them): it is recomputed and replaced."""
+        warning (one per call, counting them): it is recomputed and replaced. `count`: what the summary counts the
+        hits as: "results", "parts" (of a result: a window of a text) or None (a run's settings)."""
         found: dict[str, Any] = {}
         if self._db is None:
             return found
@@ -198,16 +201,19 @@ class ResultsCache:
             self._ignored += bad
             self._warn(f"results cache {self.path}: {bad} corrupt or foreign entr{'y' if bad == 1 else 'ies'} "
                        "ignored (recomputed, then replaced)")
-        self.hits += len(found)
+        if count == "results":
+            self.hits += len(found)
+        elif count == "parts":
+            self.part_hits += len(found)
         return found
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: Any, count: str | None = "results") -> None:
         """Store one result (committed, fsync'd)."""
-        self.put_many([(key, value)])
+        self.put_many([(key, value)], count)
 
-    def put_many(self, pairs: Iterable[tuple[str, Any]]) -> None:
+    def put_many(self, pairs: Iterable[tuple[str, Any]], count: str | None = "results") -> None:
         """Store results in one transaction (committed, fsync'd when this returns); a failing cache is dropped with
-        a warning, the run goes on."""
+        a warning, the run goes on. `count`: as `get_many`'s."""
         rows = []
         now = time.time()
         for key, value in pairs:
@@ -215,7 +221,8 @@ class ResultsCache:
             rows.append((key, text, _checksum(key, text), now))
         if not rows:
             return
-        self.computed += len(rows)
+        if count == "results":
+            self.computed += len(rows)
         if self._db is None:
             return
         try:
@@ -228,7 +235,8 @@ class ResultsCache:
         """One line for stderr: what came from the cache and what was computed."""
         where = str(self.directory) if self.enabled else f"{self.directory} (off)"
         total = self.hits + self.computed
-        return f"results cache {where}: {self.hits} of {total} results from the cache, {self.computed} computed"
+        parts = f" (and {self.part_hits} parts of results)" if self.part_hits else ""
+        return f"results cache {where}: {self.hits} of {total} results from the cache{parts}, {self.computed} computed"
 
     # ------------------------------------------------------------------ file digests
     def file_digest(self, path: Path) -> str:
