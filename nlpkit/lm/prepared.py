@@ -9,8 +9,9 @@ n-grams; a CI job calling nlpkit per file paid that on every call. A cached entr
     entry = preamble | header (JSON) | zeros to a multiple of 64 | data (arrays, each 64-byte aligned)
     preamble = b"NLPKITPC" | format version u32 | header bytes u32 | header crc32 u32 | 0 u32 | data sum u64
 
-The header names the entry's kind, the code that made it (a digest of its source files) and the model
-files it was made from (absolute path, size, mtime, inode); a different one of any is a stale entry, a
+The header names the entry's kind, the code that made it (a digest of its source files) and the content of the
+model files it was made from (sha256 and size: `cache_store.content_prints`, memoized by path, size, mtime, ctime
+and inode); a different one of any is a stale entry, a
 wrong crc32, size or data sum (the uint64 wrap-around sum of the data, which also touches every page
 once, so the first forward after loading does not pay the page faults) a corrupt one: either is rebuilt
 and replaced. An entry is written to a temporary file in the same directory and renamed over the old
@@ -22,7 +23,9 @@ but the rebuild: the freshly built arrays are used as they are.
 
 Where: `$NLPKIT_CACHE_DIR`, else the platform's user cache directory (`$XDG_CACHE_HOME/nlpkit` or
 `~/.cache/nlpkit` on Linux, `~/Library/Caches/nlpkit` on macOS, `%LOCALAPPDATA%\\nlpkit\\Cache` on
-Windows). One entry per model path, about the size of its arrays; deleting the directory clears it.
+Windows). One entry per model *content* (the same model in two environments is one entry), about the size of its
+arrays, named by it; the least recently used entries go when the whole passes `$NLPKIT_CACHE_MAX_SIZE` [10G]
+(`nlpkit.lm.cache_store`); `nlpkit cache list` / `nlpkit cache clear` show and delete them.
 `$NLPKIT_NO_CACHE=1` (the CLI's `--no-cache`) loads without reading or writing it.
 
     >>> entry = load_prepared([Path("model.arpa")], "ngram", build)   # doctest: +SKIP
@@ -75,18 +78,19 @@ def cache_dir() -> Path:
 
 
 def fingerprint(sources: Sequence[Path]) -> list[list]:
-    """[absolute path, size, mtime_ns, inode] of each source file: a change to any of them makes the entry stale."""
-    out = []
-    for p in sources:
-        st = os.stat(p)
-        out.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns, st.st_ino])
-    return out
+    """[sha256, size] of each source file's content (`cache_store.content_prints`: read once, then memoized by
+    path, size, mtime, ctime and inode): a change to any of them makes another entry."""
+    from nlpkit.lm.cache_store import content_prints
+
+    return content_prints(sources, cache_dir())
 
 
-def entry_path(sources: Sequence[Path], kind: str, label: str | None = None) -> Path:
-    """The cache file of a model: one per (kind, first source's absolute path), so a rebuilt entry replaces the
-    stale one; `label` (default: that file's name) makes it recognisable in a listing."""
-    digest = hashlib.sha256(json.dumps([kind, str(Path(sources[0]).resolve())]).encode()).hexdigest()[:24]
+def entry_path(sources: Sequence[Path], kind: str, label: str | None = None,
+               prints: list[list] | None = None) -> Path:
+    """The cache file of a model: one per (kind, content of its files: `fingerprint`, or `prints` when known), so
+    one model anywhere is one entry; `label` (default: the first file's name) makes it recognisable in a listing."""
+    prints = fingerprint(sources) if prints is None else prints
+    digest = hashlib.sha256(json.dumps([kind, prints]).encode()).hexdigest()[:24]
     name = "".join(c if c.isalnum() or c in "._-" else "_" for c in (label or Path(sources[0]).name))[:40]
     return cache_dir() / f"{kind}-{name}-{digest}.npc"
 
@@ -121,12 +125,15 @@ def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepar
         return _said(build(), "off")
     try:
         prints = fingerprint(sources)
-        path = entry_path(sources, kind, label)
+        path = entry_path(sources, kind, label, prints)
     except OSError:
         return _said(build(), "not written")
     tag = f"{kind}/{version}"
     entry = read_entry(path, tag, prints)
     if entry is not None:
+        from nlpkit.lm.cache_store import touch
+
+        touch(path)   # used now: the last to go when the cache passes its cap
         return _said(entry, "read")
     prepared = build()
     try:
@@ -135,13 +142,22 @@ def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepar
     except OSError:
         return _said(prepared, "not written")
     size = sum(_align(np.asarray(a).nbytes) for a in prepared.arrays.values())
+    from nlpkit.lm.cache_store import MAX_ENV, max_size
+
+    cap = max_size()
+    if cap is not None and size > cap:
+        if warn is not None:
+            warn(f"the prepared-model entry of {Path(sources[0]).name} needs {size / 1e6:.0f} MB, more than the "
+                 f"cache's cap ${MAX_ENV} ({cap / 1e6:.0f} MB): not cached")
+        return _said(prepared, "not written")
     room = free_bytes(path.parent)
     if room is not None and room < size + ROOM_MARGIN:
         _no_room(warn, path.parent, size, room)
         return _said(prepared, "not written")
     # written behind: the caller goes on with the arrays it has while a thread writes them (the
     # interpreter waits for it at exit, so the entry is whole or, if the process is killed, never renamed)
-    writer = threading.Thread(target=_write_quietly, args=(path, tag, prints, prepared, warn),
+    made_from = [str(Path(p).resolve()) for p in sources]
+    writer = threading.Thread(target=_write_quietly, args=(path, tag, prints, prepared, warn, made_from),
                               name="nlpkit-cache-write")
     with _lock:
         _writers.append(writer)
@@ -180,9 +196,12 @@ def _no_room(warn: Callable[[str], None] | None, directory: Path, size: int, roo
 
 
 def _write_quietly(path: Path, tag: str, prints: list[list], prepared: Prepared,
-                   warn: Callable[[str], None] | None = None) -> None:
+                   warn: Callable[[str], None] | None = None, made_from: list[str] | None = None) -> None:
+    from nlpkit.lm.cache_store import evict
+
     try:
-        write_entry(path, tag, prints, prepared)
+        write_entry(path, tag, prints, prepared, made_from)
+        evict(path.parent, keep=path)   # the least recently used out, down to the cap
     except OSError as e:
         if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):  # the disk filled while writing
             _no_room(warn, path.parent, sum(np.asarray(a).nbytes for a in prepared.arrays.values()),
@@ -248,12 +267,34 @@ def read_entry(path: Path, kind: str, prints: list[list]) -> Prepared | None:
     return Prepared(arrays, header.get("meta", {}), from_cache=True)
 
 
+def read_header(path: Path) -> dict | None:
+    """The JSON header of the entry at `path` (kind, sources, made_from, ...), None when it is not a whole one's:
+    what a listing shows, without reading the data."""
+    try:
+        with open(path, "rb") as f:
+            pre = f.read(_PREAMBLE.size)
+            if len(pre) != _PREAMBLE.size:
+                return None
+            magic, version, hlen, hcrc, _, _ = _PREAMBLE.unpack(pre)
+            if magic != MAGIC or version != FORMAT_VERSION:
+                return None
+            raw = f.read(hlen)
+        if len(raw) != hlen or zlib.crc32(raw) != hcrc:
+            return None
+        header = json.loads(raw)
+        return header if isinstance(header, dict) else None
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
 def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def write_entry(path: Path, kind: str, prints: list[list], prepared: Prepared) -> None:
-    """Write the entry to a temporary file beside `path` and rename it into place (atomic)."""
+def write_entry(path: Path, kind: str, prints: list[list], prepared: Prepared,
+                made_from: list[str] | None = None) -> None:
+    """Write the entry to a temporary file beside `path` and rename it into place (atomic). `made_from`: the
+    model files' paths when it was made (`nlpkit cache list` shows them; the key is their content)."""
     layout, offset = [], 0
     for name, a in prepared.arrays.items():
         a = np.asarray(a)
@@ -261,8 +302,8 @@ def write_entry(path: Path, kind: str, prints: list[list], prepared: Prepared) -
             raise TypeError(f"array {name} holds Python objects")
         layout.append([name, a.dtype.str, list(a.shape), offset])
         offset += _align(a.nbytes)
-    raw = json.dumps({"kind": kind, "sources": prints, "meta": prepared.meta, "arrays": layout, "data_bytes": offset},
-                     separators=(",", ":")).encode()
+    raw = json.dumps({"kind": kind, "sources": prints, "meta": prepared.meta, "arrays": layout, "data_bytes": offset,
+                      "made_from": made_from or []}, separators=(",", ":")).encode()
     head = _PREAMBLE.size + len(raw)
     path.parent.mkdir(parents=True, exist_ok=True)
     for old in path.parent.glob(f".{path.name}.*.tmp"):  # a writer killed before its rename, an hour ago or more
@@ -293,4 +334,5 @@ def write_entry(path: Path, kind: str, prints: list[list], prepared: Prepared) -
             tmp.unlink()
 
 
-__all__ = ["Prepared", "cache_dir", "cache_enabled", "code_version", "flush", "entry_path", "load_prepared", "read_entry", "write_entry", "FORMAT_VERSION"]
+__all__ = ["Prepared", "cache_dir", "cache_enabled", "code_version", "flush", "entry_path", "load_prepared", "read_entry",
+           "read_header", "write_entry", "FORMAT_VERSION"]
