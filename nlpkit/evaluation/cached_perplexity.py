@@ -25,7 +25,7 @@ from typing import Callable, Iterator, Sequence
 from nlpkit.errors import NlpkitError
 from nlpkit.evaluation.results_cache import ResultsCache, code_identity, layout_requested, make_key, model_identity
 from nlpkit.lm.interface import PerplexityRun
-from nlpkit.lm.perplexity_records import TOTAL, _stats
+from nlpkit.lm.perplexity_records import TOTAL, perplexity_stats
 from nlpkit.lm.perplexity_windows import TooShort, Window
 from nlpkit.lm.text_perplexity import Perplexity
 
@@ -173,14 +173,14 @@ class CachedPerplexity:
                 yield from ({"file": name, "position": pos, "id": i, "token": tok, "logprob": lp}
                             for pos, i, tok, lp in entry["rows"])
             else:
-                yield {"file": name, **_stats(p), **({"total": False} if several else {})}
+                yield {"file": name, **perplexity_stats(p), **({"total": False} if several else {})}
                 totals.append(p)
         if several and totals:
             nll = sum(p.nll for p in totals)
             n = sum(p.tokens for p in totals)
             p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
                            bytes=sum(p.bytes for p in totals), nll_sq=sum(p.nll_sq for p in totals))
-            yield {"file": TOTAL, **_stats(p), "total": True}
+            yield {"file": TOTAL, **perplexity_stats(p), "total": True}
 
     def _elsewhere(self, map_windows):
         """`perplexity_records`' window mapper on the workers (each loads the model from `worker_key`)."""
@@ -248,11 +248,12 @@ class CachedPerplexity:
                     yield from ({"file": name, "line": lineno, "position": pos, "id": i, "token": tok,
                                  "logprob": lp} for pos, i, tok, lp in entry["rows"])
                 else:
-                    yield {"file": name, "line": lineno, **_stats(Perplexity(*entry["p"]))}
+                    yield {"file": name, "line": lineno, **perplexity_stats(Perplexity(*entry["p"]))}
 
     def _dask_lines(self, paths, progress, map_windows, map_lines) -> Iterator[dict]:
-        """--per-line on a Dask cluster: the workers score the files' lines as without the cache (not stored)."""
-        self.results._warn("results cache: --per-line on --dask is not cached (run it locally to cache lines)")
+        """Lines on a Dask cluster: the workers score the files' lines as without the cache (not stored)."""
+        self.results._warn("results cache: lines scored one by one on a Dask cluster are not cached (scored here, "
+                           "they are)")
         return self._plain_run(paths).records(progress, map_windows, map_lines)
 
     # ------------------------------------------------------------------ n-gram models

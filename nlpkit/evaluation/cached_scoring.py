@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator
 
 from nlpkit.evaluation.evaluate import Evaluation, blocks
 from nlpkit.evaluation.items import Item
-from nlpkit.evaluation.results_cache import ResultsCache, _plain, code_identity, encode_value, make_key
+from nlpkit.evaluation.results_cache import ResultsCache, plain, code_identity, encode_value, make_key
 from nlpkit.evaluation.tasks import check_item, metric_names, score_items
 
 ITEM_FIELDS = ("file", "index", "id")  # what a record takes from its item, not from the cache
@@ -204,7 +204,7 @@ class CachedEvaluation(Evaluation):
 
 def _options_part(task: str, options) -> dict:
     """The task options that change a per-item number, as a key part."""
-    part = _plain(options)
+    part = plain(options)
     gen = part.pop("generation")
     if task == "generate":
         gen.pop("batch_size", None)   # the results do not depend on it (batch_generation.py)

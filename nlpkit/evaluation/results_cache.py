@@ -45,27 +45,27 @@ _HASH_CHUNK = 1 << 20
 
 def make_key(*parts: Any) -> str:
     """The sha256 (hex) of `parts` as canonical JSON (sorted keys; lone surrogates escaped): equal parts, equal keys."""
-    raw = json.dumps(_plain(list(parts)), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    raw = json.dumps(plain(list(parts)), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
     return hashlib.sha256(raw.encode("ascii")).hexdigest()
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """`value` with numpy scalars as Python numbers and tuples as lists (what JSON holds); NaN and infinities kept."""
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         return value.item()
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if hasattr(value, "__dataclass_fields__"):
         return {"__type__": type(value).__name__,
-                **{f: _plain(getattr(value, f)) for f in value.__dataclass_fields__}}
+                **{f: plain(getattr(value, f)) for f in value.__dataclass_fields__}}
     return value
 
 
 def encode_value(value: Any) -> str:
     """A result as stored: JSON (numpy scalars as numbers, NaN and infinities as JSON's extension tokens)."""
-    return json.dumps(_plain(value), separators=(",", ":"), ensure_ascii=True, allow_nan=True)  # lone surrogates too
+    return json.dumps(plain(value), separators=(",", ":"), ensure_ascii=True, allow_nan=True)  # lone surrogates too
 
 
 def _checksum(key: str, text: str) -> str:
@@ -376,5 +376,5 @@ def layout_requested() -> str:
     return os.environ.get("NLPKIT_WEIGHTS") or "auto"
 
 
-__all__ = ["ResultsCache", "make_key", "encode_value", "cache_directory", "model_files", "model_identity",
+__all__ = ["ResultsCache", "make_key", "encode_value", "plain", "cache_directory", "model_files", "model_identity",
            "code_identity", "layout_requested", "ENV", "FILE_NAME"]

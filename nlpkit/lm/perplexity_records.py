@@ -66,7 +66,8 @@ class _Settings:
     per_token: bool
 
 
-def _stats(p: Perplexity) -> dict:
+def perplexity_stats(p: Perplexity) -> dict:
+    """A record's figures of a `Perplexity` (the results cache's records too: `evaluation.cached_perplexity`)."""
     return {"tokens": p.tokens, "mean_nll": p.mean_nll, "mean_nll_se": p.mean_nll_se,
             "token_ppl": p.token_perplexity, "token_ppl_unc": p.token_perplexity_unc,
             "word_ppl": p.word_perplexity, "byte_ppl": p.byte_perplexity, "bits_per_byte": p.bits_per_byte,
@@ -96,7 +97,7 @@ def _line_records(lm, paths, s: _Settings, progress, map_lines) -> Iterator[dict
         elif s.per_token:
             yield from _token_rows(lm, name, lineno, p[1])
         else:
-            yield {"file": name, "line": lineno, **_stats(p)}
+            yield {"file": name, "line": lineno, **perplexity_stats(p)}
 
 
 def _numbered(results) -> Iterator[tuple[str, int, object]]:
@@ -153,11 +154,11 @@ def _text_records(lm, paths, s: _Settings, progress, map_windows) -> Iterator[di
         if s.per_token:
             yield from _token_rows(lm, name, None, scored)
         else:
-            yield {"file": name, **_stats(p), **({"total": False} if several else {})}
+            yield {"file": name, **perplexity_stats(p), **({"total": False} if several else {})}
             totals.append(p)
     if several and totals:
         nll = sum(p.nll for p in totals)
         n = sum(p.tokens for p in totals)
         p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
                        bytes=sum(p.bytes for p in totals), nll_sq=sum(p.nll_sq for p in totals))
-        yield {"file": TOTAL, **_stats(p), "total": True}
+        yield {"file": TOTAL, **perplexity_stats(p), "total": True}
