@@ -38,6 +38,7 @@ TEXT_PARAMS = {
     ("tfidf", "field"), ("tfidf", "id_field"), ("tfidf", "smart"), ("tfidf", "token_pattern"), ("tfidf", "query"),
     ("tfidf", "dask"),
     ("tokenize", "system"),
+    ("cache clear", "entries"),   # entry names (completed from the cache), not paths
 }
 
 # Arguments that come before the one completed (a file argument after another).

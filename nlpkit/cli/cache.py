@@ -55,8 +55,16 @@ def list_cmd(fmt, quiet):
                          f"{limit}, in {cache_dir()}\n")
 
 
+def _complete_entry(ctx, param, incomplete: str) -> list[str]:
+    """ENTRY: the names of the cache's entries."""
+    from nlpkit.lm.cache_store import entry_files
+    from nlpkit.lm.prepared import cache_dir
+
+    return [p.name for p in entry_files(cache_dir()) if p.name.startswith(incomplete)]
+
+
 @command.command("clear", short_help="Delete the entries named, or every entry.")
-@click.argument("entries", nargs=-1, metavar="[ENTRY]...")
+@click.argument("entries", nargs=-1, metavar="[ENTRY]...", shell_complete=_complete_entry)
 @quiet_option
 def clear_cmd(entries, quiet):
     """Delete the ENTRY files named (as `nlpkit cache list` shows them), or, with none, every
