@@ -1,4 +1,4 @@
-"""Options and helpers every subcommand shares (the CLI half of DESIGN.md "Conventions").
+"""Options and helpers every subcommand shares (the CLI half of the README's "Conventions").
 
 A subcommand module looks like this:
 
