@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.generation import (GenerationStats, decode_steps, generate, generate_ids, next_token_distribution,
-                                  sample_batch)
+from nlpkit.lm.generation import GenerationStats, decode_steps, generate_ids, next_token_distribution, sample_batch
 from nlpkit.lm.transformer.text_stream import TokenTextStream
 from nlpkit.lm.transformer.transformer_lm import prepare_prompt
 from nlpkit.lm.transformer.loaders import load_model
