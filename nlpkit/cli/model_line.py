@@ -4,6 +4,10 @@ what was loaded and how (the model's `describe()`, `nlpkit.lm.interface.ModelDes
 
     nlpkit: model m.gguf: llama, 1.10B parameters, weights native (auto: scoring, ...), 1.14 GB as stored,
     2 threads, prepared-model cache: not used
+    nlpkit: BLAS OpenBLAS 0.3.31.188.0, kernel SkylakeX, 2 threads
+
+The BLAS line follows a transformer model's (`nlpkit.lm.threads.blas_info`): its numbers are the same bits at any
+thread count or load on one BLAS kernel, and may differ in their last bits on another (another machine).
 """
 
 from __future__ import annotations
@@ -24,8 +28,14 @@ def verbose_option(f):
 
 
 def say_loaded(lm) -> None:
-    """The --verbose line of a loaded model, on stderr (even with --quiet: it was asked for)."""
-    sys.stderr.write(model_line(lm.describe()) + "\n")
+    """The --verbose line of a loaded model, on stderr (even with --quiet: it was asked for); after an engine
+    model's (one with threads), the BLAS its products run on."""
+    d = lm.describe()
+    sys.stderr.write(model_line(d) + "\n")
+    if d.threads is not None:
+        from nlpkit.lm.threads import blas_line
+
+        sys.stderr.write(f"nlpkit: BLAS {blas_line()}\n")
 
 
 def model_line(d) -> str:
