@@ -217,14 +217,19 @@ def read_prompts(path: str, errors: str = "strict", field: str | None = None):  
 
 
 def load_for_decoding(model_path: str | None, rope_scaling: str | None = None, rope_factor: float | None = None,
-                      quiet: bool = False):
-    """The model (a `LanguageModel`), after refusing the options that mean nothing for its kind."""
+                      quiet: bool = False, verbose: bool = False):
+    """The model (a `LanguageModel`), after refusing the options that mean nothing for its kind; with `verbose`
+    (-v) the model line on stderr (`model_line.say_loaded`), as perplexity and score say it."""
     from nlpkit.lm.load import backend_class, load_language_model
 
     refuse_inapplicable(click.get_current_context(), backend_class(model_path))
     lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
                              warn=lambda m: warn(m, quiet))
     lm.require_tokenizer()
+    if verbose:
+        from nlpkit.cli.model_line import say_loaded
+
+        say_loaded(lm)
     return lm
 
 
@@ -306,25 +311,16 @@ def print_stats(lm, stats, quiet: bool = False, show: bool = False, seed: int | 
              "(use --sliding to keep going, or a shorter prompt)", quiet)
     if show:
         from nlpkit.cli.model_line import weights_note
+        from nlpkit.cli.stats_line import stats_line
 
-        unit = lm.token_unit
-        per_s = "tok/s" if unit == "tokens" else f"{unit}/s"
-        rows = f" x {stats.batch} rows" if stats.batch > 1 else ""
-        warm = f"warm-up: {warm_seconds:.3f} s; " if warm_seconds is not None else ""
-        sys.stderr.write(
-            f"{warm}prefill: {stats.prompt_tokens} {unit} in {stats.prefill_seconds:.3f} s "
-            f"({stats.prefill_tps:.1f} {per_s}); "
-            f"decode: {stats.new_tokens}{rows} {unit} in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} {per_s}); "
-            f"finish: {stats.finish}" + (f"; seed: {seed}" if seed is not None else "") + weights_note(lm) + "\n")
+        sys.stderr.write(stats_line(lm.token_unit, stats, seed, warm_seconds, weights_note(lm)) + "\n")
 
 
 def print_batch_stats(lm, stats, show: bool, seed: int | None, warm_seconds: float | None = None) -> None:
     """--stats line of a batched run (`batch_generation.BatchStats`) on stderr: totals over every sequence."""
     if not show:
         return
-    unit = lm.token_unit
-    per_s = "tok/s" if unit == "tokens" else f"{unit}/s"
-    warm = f"warm-up: {warm_seconds:.3f} s; " if warm_seconds is not None else ""
-    sys.stderr.write(f"{warm}prefill: {stats.prompt_tokens} {unit} in {stats.prefill_seconds:.3f} s; decode: "
-                     f"{stats.new_tokens} {unit} in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} {per_s}, "
-                     f"{stats.steps} steps, up to {stats.most_live} sequences at once); seed: {seed}\n")
+    from nlpkit.cli.model_line import weights_note
+    from nlpkit.cli.stats_line import batch_stats_line
+
+    sys.stderr.write(batch_stats_line(lm.token_unit, stats, seed, warm_seconds, weights_note(lm)) + "\n")

@@ -9,6 +9,7 @@ from nlpkit.cli.common import common_options, model_options, open_writer, stream
 from nlpkit.cli.decoding import (chat_options, check_chat, check_prompts, decoding_options, decoding_signature,
                                  load_for_decoding, make_prompt, print_batch_stats, print_stats, prompts_options,
                                  read_prompt, read_prompts, sampling_config, was_cut)
+from nlpkit.cli.model_line import verbose_option
 
 
 @click.command("generate")
@@ -19,11 +20,12 @@ from nlpkit.cli.decoding import (chat_options, check_chat, check_prompts, decodi
 @click.option("--echo/--no-echo", default=None,
               help="Print the prompt before the continuation [default: on a terminal].")
 @model_options
+@verbose_option
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scaling, rope_factor, decoding, fmt,
-            no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
+def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scaling, rope_factor, verbose, decoding,
+            fmt, no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Stream one continuation of PROMPT (argument, or piped stdin) to stdout as it is generated.
 
     No PROMPT with empty stdin is an error (PROMPT '' starts from the BOS token); so is a --prompts
@@ -62,7 +64,7 @@ def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scal
     check_chat(chat, system, messages_file)
     prompts = read_prompts(prompts_file, encoding_errors, field) if prompts_file is not None else None
     opts = decoding
-    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
+    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet, verbose)
     cfg = sampling_config(lm, opts)
     seed = opts.drawn_seed()
     warm = lm.warm_up() if opts.stats else None

@@ -11,6 +11,7 @@ from nlpkit.cli.common import common_options, model_options, open_writer
 from nlpkit.cli.decoding import (chat_options, check_chat, check_prompts, decoding_options, decoding_signature,
                                  load_for_decoding, make_prompt, print_batch_stats, print_stats, prompts_options,
                                  read_prompt, read_prompts, sampling_config, was_cut)
+from nlpkit.cli.model_line import verbose_option
 from nlpkit.cli.options import Count
 
 MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
@@ -26,11 +27,12 @@ MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
                  "--prompts: decode up to N continuations together (every prompt's -n), one forward per step for "
                  "all (a finished one's place goes to the next); the draws do not depend on it [32, fewer while their KV caches would take over a quarter of the free memory].")
 @model_options
+@verbose_option
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_scaling, rope_factor, decoding, fmt,
-            no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
+def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_scaling, rope_factor, verbose, decoding,
+            fmt, no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
     its KV cache shared by the N rows. Each record has the text, its token count, and its total
     log-probability under the model (logprob) and under the filtered distribution it was drawn from
@@ -66,7 +68,7 @@ def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_s
     check_chat(chat, system, messages_file)
     lines = read_prompts(prompts_file, encoding_errors, field) if prompts_file is not None else None
     opts = decoding
-    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
+    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet, verbose)
     cfg = sampling_config(lm, opts)
     seed = opts.drawn_seed()
     if lines is not None:
