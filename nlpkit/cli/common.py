@@ -38,7 +38,8 @@ ProgressFn = Callable[..., None]
 def format_option(f):
     return click.option(
         "--format", "fmt", type=click.Choice(FORMATS), default=None,
-        help="Output format [default: table on a terminal, tsv otherwise].")(f)
+        help="Output format [default: table on a terminal, tsv otherwise]. TSV cells write backslash, tab, "
+             "newline and CR as \\\\, \\t, \\n, \\r; a list of text as a JSON array.")(f)
 
 
 def signature_option(f):

@@ -9,8 +9,9 @@ import click
 
 from nlpkit.cli.common import common_options, model_options, open_writer
 from nlpkit.cli.decoding import (chat_options, check_chat, check_prompts, decoding_options, decoding_signature,
-                                 load_for_decoding, make_prompt, print_batch_stats, print_stats, prompt_lines,
-                                 prompts_options, read_prompt, sampling_config)
+                                 load_for_decoding, make_prompt, print_batch_stats, print_stats, prompts_options,
+                                 read_prompt, read_prompts, sampling_config, was_cut)
+from nlpkit.cli.model_line import verbose_option
 from nlpkit.cli.options import Count
 
 MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
@@ -26,11 +27,12 @@ MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
                  "--prompts: decode up to N continuations together (every prompt's -n), one forward per step for "
                  "all (a finished one's place goes to the next); the draws do not depend on it [32, fewer while their KV caches would take over a quarter of the free memory].")
 @model_options
+@verbose_option
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_scaling, rope_factor, decoding, fmt,
-            no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
+def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_scaling, rope_factor, verbose, decoding,
+            fmt, no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
     its KV cache shared by the N rows. Each record has the text, its token count, and its total
     log-probability under the model (logprob) and under the filtered distribution it was drawn from
@@ -64,9 +66,9 @@ def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_s
     if dist and prompts_file is not None:
         raise click.UsageError("--dist shows one prompt's next-token distribution: not with --prompts")
     check_chat(chat, system, messages_file)
-    lines = _read_prompts(prompts_file, field, encoding_errors) if prompts_file is not None else None
+    lines = read_prompts(prompts_file, encoding_errors, field) if prompts_file is not None else None
     opts = decoding
-    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
+    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet, verbose)
     cfg = sampling_config(lm, opts)
     seed = opts.drawn_seed()
     if lines is not None:
@@ -92,9 +94,10 @@ def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_s
     samples = sample_batch(lm, p, n, stats=st, **opts.decode_kwargs(cfg))
     sig = decoding_signature("sample", lm, cfg, seed=seed, max_new_tokens=opts.max_new_tokens, stops=opts.stops,
                              sliding=opts.sliding, n=n, **chat_sig)
-    with open_writer(_COLUMNS, fmt, sig, no_signature) as out:
+    cut = {"truncated": was_cut(p)} if opts.truncate_prompt else {}   # --truncate-prompt: whether it cut
+    with open_writer(_COLUMNS + [*cut], fmt, sig, no_signature) as out:
         for s in samples:
-            out.write(_record(s))
+            out.write({**_record(s), **cut})
     if any(s.finish == "context" for s in samples):
         st.finish = "context"
     print_stats(lm, st, quiet, opts.stats, seed, warm)
@@ -107,21 +110,6 @@ def _record(s) -> dict:
     """One continuation's record (`ids`: JSON/JSONL only; they let anyone recompute the log-probabilities)."""
     return {"index": s.index, "text": s.text, "tokens": len(s.ids), "logprob": s.logprob,
             "logprob_filtered": s.logprob_filtered, "finish": s.finish, "ids": s.ids}
-
-
-def _read_prompts(prompts_file, field, encoding_errors):  # -> Iterator[(id, text)]
-    """The --prompts FILE's (id, text) pairs, streamed (`decoding.prompt_lines`, as `generate` reads them); a FILE
-    without any prompt is an error before the model loads (a job that forgot its input must not pass)."""
-    from itertools import chain
-
-    from nlpkit.errors import NlpkitError
-    from nlpkit.io import display_name
-
-    lines = prompt_lines(prompts_file, encoding_errors, field)
-    first = next(lines, None)
-    if first is None:
-        raise NlpkitError(f"{display_name(prompts_file)}: no prompts" + (" (blank lines only)" if field else ""))
-    return chain([first], lines)
 
 
 def _prompts(lm, lines, field, n, batch_size, opts, cfg, seed, fmt, no_signature, quiet, chat, system,
@@ -141,18 +129,21 @@ def _prompts(lm, lines, field, n, batch_size, opts, cfg, seed, fmt, no_signature
                              sliding=opts.sliding, n=n, **({"chat": True} if chat else {}))
     pids: dict[int, object] = {}
     prompt_tokens: dict[int, int] = {}
+    cut = ["truncated"] if opts.truncate_prompt else []   # --truncate-prompt: each record says whether it cut
+    cuts: dict[int, bool] = {}
 
     def prompts():
-        for i, (pid, text) in enumerate(lines):
-            p = make_prompt(lm, text, opts, chat, system, messages_file, quiet)
-            pids[i], prompt_tokens[i] = pid, len(p.ids)
+        for i, (pid, text, where) in enumerate(lines):
+            p = make_prompt(lm, text, opts, chat, system, messages_file, quiet, where)
+            pids[i], prompt_tokens[i], cuts[i] = pid, len(p.ids), was_cut(p)
             yield p
 
-    with open_writer(["prompt_index", *ids_col, *_COLUMNS], fmt, sig, no_signature) as out:
+    with open_writer(["prompt_index", *ids_col, *_COLUMNS, *cut], fmt, sig, no_signature) as out:
         def write(i, samples):
             for s in samples:
-                out.write({"prompt_index": i, **({"id": pids[i]} if ids_col else {}), **_record(s)})
-            del pids[i]
+                out.write({"prompt_index": i, **({"id": pids[i]} if ids_col else {}), **_record(s),
+                           **({"truncated": cuts[i]} if cut else {})})
+            del pids[i], cuts[i]
 
         if opts.no_kv_cache or opts.sliding:
             for i, p in enumerate(prompts()):

@@ -195,7 +195,8 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     from nlpkit.evaluation.models import ModelSpec
     from nlpkit.evaluation.tasks import TaskOptions
 
-    found, items = read_items(paths, task, parse_fields(fields), encoding_errors)  # every item read and checked
+    found, items = read_items(paths, task, parse_fields(fields), encoding_errors,  # every item read, checked
+                              warn=lambda m: warn(m, quiet))
     _check_task_options(found, mutual_info, delimiter_given, reference)
     models = list(models) or [None]
     names = _names(models)
