@@ -46,7 +46,7 @@ Examples:
   echo '{"context": "The sky is", "continuation": " blue"}' | nlpkit score
   nlpkit score -m policy/ --reference sft/ --beta 0.1 pairs.jsonl \\
       --field prompt=question
-  nlpkit score -m SmolLM2-135M/ qa.jsonl --until "\\n" --max-gen-toks 32 \\
+  nlpkit score -m SmolLM2-135M/ qa.jsonl --until $'\\n' --max-gen-toks 32 \\
       --ignore-case --ignore-punctuation
   nlpkit score -m base/ -m tuned/ gsm.jsonl --until "Question:" \\
       --extract "#### (\\-?[0-9.,]+)"
@@ -197,13 +197,16 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     lm-evaluation-harness's; an empty context is conditioned on the model's BOS (else EOS). One
     record per item and model, then per model and metric the mean, standard error (sample sd /
     sqrt n) and 95% interval; with several -m, each later model against the first: difference,
-    paired bootstrap p-value and interval, McNemar's exact test.
+    its paired bootstrap interval, and p_value, the test a gate uses (test: McNemar's exact test
+    for right/wrong metrics, else the paired bootstrap), bootstrap_p and mcnemar_p beside it.
 
     --fail-if-worse ALPHA makes the run a gate: after the results, a verdict record per later
     model and gate metric (p-value, threshold, pass), and exit status 3 when one failed (0 when
     all passed; 1 stays an error, 2 a usage error). Right/wrong metrics are gated on McNemar's
     exact p-value (the bootstrap's is not valid on a few items), real-valued ones on the paired
-    bootstrap's. -m default is the shipped model (./default for a path of that name).
+    bootstrap's. --fail-if-below METRIC=VALUE and --fail-if-above METRIC=VALUE gate each model's
+    summary value the same way (a verdict per model and bound). -m default is the shipped model
+    (./default for a path of that name).
 
     -v/--verbose says on stderr, after each model loads, what it is and how it was
     loaded: architecture, parameters, weights layout (--weights) and why, bytes held,
