@@ -43,7 +43,7 @@ def _regex_escapes(pattern: str) -> list[str]:
     return found
 
 
-def escape_warnings(until, extract: str | None, ignore_regex) -> list[str]:
+def escape_warnings(until, extract: str | None = None, ignore_regex=(), stop_flag: str = "--until") -> list[str]:
     """A warning per stop string or pattern holding a literal backslash sequence: lm-evaluation-harness users write
     YAML, where "\\n" is a newline, but a shell passes `--until "\\n"` as a backslash and an n, and generation then
     never stops at a line break, silently."""
@@ -51,10 +51,10 @@ def escape_warnings(until, extract: str | None, ignore_regex) -> list[str]:
     for stop in until:
         found = _stop_escapes(stop)
         if found:
-            out.append(f"--until '{stop}' holds {' and '.join(found)} as plain characters (a backslash, then "
+            out.append(f"{stop_flag} '{stop}' holds {' and '.join(found)} as plain characters (a backslash, then "
                        f"{'/'.join(f[1] for f in found)}), not {' or '.join(_ESCAPES[f] for f in found)}: a shell "
                        "passes \"\\n\" as two characters (YAML's \"\\n\" is a newline), so generation stops only at "
-                       "that literal text; for a newline write --until $'\\n' (bash, zsh)")
+                       f"that literal text; for a newline write {stop_flag} $'\\n' (bash, zsh)")
     for flag, values in (("--extract", [extract] if extract is not None else []), ("--ignore-regex", ignore_regex)):
         for pattern in values:
             found = _regex_escapes(pattern)

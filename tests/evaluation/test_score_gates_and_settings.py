@@ -313,3 +313,12 @@ def test_stop_strings_and_patterns_are_hashed_as_system_is(cli, tmp_path):
     assert f"|until:{until}|" in sig and f"|extract:{extract}|" in sig
     assert f"|ignore-regex:{text_hash([','])}|" in sig and "|metric:exact_match|" in sig
     assert np.all([len(part) < 80 for part in sig.split("|")])
+
+
+@pytest.mark.parametrize("command", ["generate", "sample"])
+def test_generate_and_sample_warn_on_a_literal_backslash_stop_and_filters_under_temperature_0(cli, command):
+    r = ok(cli(command, "The cat", "--max-new-tokens", "2", "--stop", "\\n", "--temperature", "0", "--top-k", "3"))
+    err = r.stderr.decode()
+    assert "--stop '\\n' holds \\n as plain characters" in err and "--top-k has no effect" in err
+    r = ok(cli(command, "The cat", "--max-new-tokens", "2", "--stop", "\n", "--top-k", "3", "--quiet"))
+    assert r.stderr.decode() == ""
