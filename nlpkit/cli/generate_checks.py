@@ -5,13 +5,15 @@ signature records (every setting that changes a number; stop strings and pattern
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import click
 
 SAMPLING_ONLY = ("top_k", "top_p", "min_p")  # filters that cannot change greedy's argmax (repetition penalty can)
 _ESCAPES = {"\\n": "a newline", "\\t": "a tab", "\\\\": "one backslash"}
 
 
-def refuse_patterns(extract: str | None, ignore_regex) -> None:
+def refuse_patterns(extract: str | None, ignore_regex: Sequence[str]) -> None:
     """Usage errors (exit 2) of --extract and --ignore-regex patterns that would make every item's result the same
     (`answer_filters.pattern_problem`), as `--until ''` is refused."""
     from nlpkit.evaluation.answer_filters import pattern_problem
@@ -43,7 +45,8 @@ def _regex_escapes(pattern: str) -> list[str]:
     return found
 
 
-def escape_warnings(until, extract: str | None = None, ignore_regex=(), stop_flag: str = "--until") -> list[str]:
+def escape_warnings(until: Sequence[str], extract: str | None = None, ignore_regex: Sequence[str] = (),
+                    stop_flag: str = "--until") -> list[str]:
     """A warning per stop string or pattern holding a literal backslash sequence: lm-evaluation-harness users write
     YAML, where "\\n" is a newline, but a shell passes `--until "\\n"` as a backslash and an n, and generation then
     never stops at a line break, silently."""
@@ -105,7 +108,7 @@ def window_setting(scorers: dict) -> str:
     return shown[0] if len(set(shown)) == 1 else ",".join(shown)
 
 
-def truncation_warning(where: str, record: dict, window) -> str:
-    """The warning of a generation item whose context lost its left end."""
-    return (f"{where}: the context is longer than the window ({window} tokens) less --max-gen-toks: it keeps its last "
-            "tokens (as lm-evaluation-harness truncates); the record says truncated: true")
+def truncation_warning(where: str, model: str, window: int | None, max_gen_toks: int) -> str:
+    """The warning of a generation item whose context lost its left end (its record says `truncated`)."""
+    return (f"{where}: the context is longer than {model}'s window ({window} tokens) less --max-gen-toks "
+            f"{max_gen_toks}: it loses its left end (as lm-evaluation-harness truncates; the record says truncated)")

@@ -452,12 +452,11 @@ def _run(evaluation, pairs, names, out: "Output", columns, quiet, dask, shard_si
         warned: set[int] = set()
         for item, name, rec in evaluation.run(pairs, progress=tick, map_items=map_items):
             if rec.get("truncated") and "generation" in rec and id(item) not in warned:
+                from nlpkit.cli.generate_checks import truncation_warning
+
                 warned.add(id(item))
-                g = evaluation.options.generation
-                warn(f"{item.where}: the context is longer than {name}'s window "
-                     f"({getattr(evaluation.scorers[name], 'window', '?')} tokens) less --max-gen-toks "
-                     f"{g.max_gen_toks}: it loses its left end (as lm-evaluation-harness truncates; the record "
-                     "says truncated)", quiet)
+                warn(truncation_warning(item.where, name, getattr(evaluation.scorers[name], "window", None),
+                                        evaluation.options.generation.max_gen_toks), quiet)
             elif rec.get("truncated") and name == names[0] and "generation" not in rec:
                 warn(f"{item.where}: context and continuation exceed the window: the context loses its left end "
                      "(as lm-evaluation-harness truncates)", quiet)
