@@ -48,3 +48,15 @@ def bound_thresholds(below: Sequence[tuple[str, float]], above: Sequence[tuple[s
                                          param_hint=flag)
             out.append(Threshold(metric, bound, fails_if))
     return out
+
+
+def score_bounds(task: str, options, reference, below, above) -> list:
+    """`score`'s --fail-if-below/--fail-if-above as `Threshold`s on the summary metrics its task prints (the
+    generate task: --metric's, corpus BLEU and chrF included)."""
+    if not below and not above:
+        return []
+    from nlpkit.evaluation.tasks import metric_names
+
+    available = (tuple(dict.fromkeys(options.generation.metrics)) if task == "generate"
+                 else metric_names(task, options, reference is not None))
+    return bound_thresholds(below, above, available, f"{task} items")

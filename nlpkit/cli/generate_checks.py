@@ -112,3 +112,29 @@ def truncation_warning(where: str, model: str, window: int | None, max_gen_toks:
     """The warning of a generation item whose context lost its left end (its record says `truncated`)."""
     return (f"{where}: the context is longer than {model}'s window ({window} tokens) less --max-gen-toks "
             f"{max_gen_toks}: it loses its left end (as lm-evaluation-harness truncates; the record says truncated)")
+
+
+def warn_generate(until: Sequence[str], extract: str | None, ignore_regex: Sequence[str], sampling: dict,
+                  quiet: bool) -> None:
+    """The generate task's warnings on stderr: backslash sequences a shell passed literally, sampling filters greedy
+    decoding ignores (`sampling`: temperature, top_k, top_p, min_p as given)."""
+    from nlpkit.cli.common import warn
+
+    for message in escape_warnings(until, extract, ignore_regex):
+        warn(message, quiet)
+    ignored = greedy_ignored(sampling)
+    if ignored is not None:
+        warn(ignored, quiet)
+
+
+def complete_metric_list(ctx, param, incomplete: str) -> list:
+    """`score --metric`'s shell completions: the generate task's metrics after those already in the comma-separated
+    list (`exact_match,` -> `exact_match,bleu`, `exact_match,chrf`)."""
+    from click.shell_completion import CompletionItem
+
+    from nlpkit.evaluation.generation_task import GENERATE_METRICS
+
+    head, _, last = incomplete.rpartition(",")
+    done = set(head.split(",")) if head else set()
+    prefix = head + "," if head else ""
+    return [CompletionItem(prefix + m) for m in GENERATE_METRICS if m.startswith(last) and m not in done]

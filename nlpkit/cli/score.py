@@ -14,7 +14,8 @@ import click
 from nlpkit.cli.options import INT_MAX, Count, Seed, file_type, model_path_type
 from nlpkit.cli.decoding import MAX_FACTOR
 from nlpkit.cli.model_line import say_loaded, verbose_option
-from nlpkit.cli.bounds import ABOVE_HELP, BELOW_HELP, parse_bounds
+from nlpkit.cli.bounds import ABOVE_HELP, BELOW_HELP, parse_bounds, score_bounds
+from nlpkit.cli.generate_checks import complete_metric_list, warn_generate
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
                                no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
@@ -70,18 +71,6 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
 
     names = [m for task in PRIMARY_METRICS for m in metric_names(task, TaskOptions(mutual_info=True), True)]
     return [m for m in dict.fromkeys(names + list(GENERATE_METRICS)) if m.startswith(incomplete)]
-
-
-def _complete_metric_list(ctx, param, incomplete: str) -> list:
-    """--metric's completions: the generate task's metrics, after those already in the comma-separated list."""
-    from click.shell_completion import CompletionItem
-
-    from nlpkit.evaluation.generation_task import GENERATE_METRICS
-
-    head, _, last = incomplete.rpartition(",")
-    done = set(head.split(",")) if head else set()
-    prefix = head + "," if head else ""
-    return [CompletionItem(prefix + m) for m in GENERATE_METRICS if m.startswith(last) and m not in done]
 
 
 def _complete_bound(ctx, param, incomplete: str) -> list:
@@ -161,7 +150,7 @@ def _complete_bound(ctx, param, incomplete: str) -> list:
 @click.option("--ignore-regex", multiple=True, metavar="REGEX",
               help="Generate: exact_match removes REGEX from answer and target first (regexes_to_ignore); "
                    "repeatable.")
-@click.option("--metric", default=None, metavar="LIST", shell_complete=_complete_metric_list,
+@click.option("--metric", default=None, metavar="LIST", shell_complete=complete_metric_list,
               help="Generate: summary metrics, comma-separated: exact_match, bleu, chrf (corpus, sacrebleu's) "
                    "[exact_match].")
 @click.option("--temperature", type=FiniteFloat(min=0, max=MAX_FACTOR), default=None,
@@ -183,8 +172,8 @@ def _complete_bound(ctx, param, incomplete: str) -> list:
 @common_options
 @named_flags(window="--context", metrics="--metric", ignore_regex="--ignore-regex")
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
-            fail_if_worse, gate_metric, fail_if_below, fail_if_above, summary_only, chat, system, until, max_gen_toks, extract, extract_group,
-            ignore_case, ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p, min_p, repetition_penalty,
+            fail_if_worse, gate_metric, fail_if_below, fail_if_above, summary_only, chat, system, until, max_gen_toks,
+            extract, extract_group, ignore_case, ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p, min_p, repetition_penalty,
             batch_size, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy,
     preference pairs and generated answers, as lm-evaluation-harness computes them.
@@ -237,9 +226,10 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     options = TaskOptions(delimiter=delimiter, mutual_info=mutual_info, beta=0.1 if beta is None else beta,
                           generation=generation)
     gated = _gate_metrics(found, options, reference, gate_metric) if fail_if_worse is not None else ()
-    bounds = _bounds(found, options, reference, fail_if_below, fail_if_above)
+    bounds = score_bounds(found, options, reference, fail_if_below, fail_if_above)
     if found == "generate":
-        _warn_generate(generation, until, extract, ignore_regex, (temperature, top_k, top_p, min_p), quiet)
+        warn_generate(until, extract, ignore_regex, dict(temperature=temperature, top_k=top_k, top_p=top_p,
+                                                         min_p=min_p), quiet)
     gen = found == "generate"
     if gen:  # the generate task decodes a token per step: `--weights auto` weighs it as `generate` does
         from nlpkit.lm.transformer.loaders.native import set_purpose
@@ -405,30 +395,6 @@ def _signature(task, names, options, delimiter, reference, window, chat, system,
     return make_signature("score", **{k: v for k, v in settings.items() if v is not None})
 
 
-def _warn_generate(generation, until, extract, ignore_regex, sampling, quiet: bool) -> None:
-    """The generate task's warnings: backslash sequences a shell passed literally, sampling options greedy
-    decoding ignores (`generate_checks`)."""
-    from nlpkit.cli.generate_checks import escape_warnings, greedy_ignored
-
-    for message in escape_warnings(until, extract, ignore_regex):
-        warn(message, quiet)
-    ignored = greedy_ignored(dict(zip(("temperature", "top_k", "top_p", "min_p"), sampling)))
-    if ignored is not None:
-        warn(ignored, quiet)
-
-
-def _bounds(task, options, reference, below, above) -> list:
-    """--fail-if-below/--fail-if-above as `Threshold`s on the summary metrics the task prints."""
-    if not below and not above:
-        return []
-    from nlpkit.cli.bounds import bound_thresholds
-    from nlpkit.evaluation.tasks import metric_names
-
-    available = (tuple(dict.fromkeys(options.generation.metrics)) if task == "generate"
-                 else metric_names(task, options, reference is not None))
-    return bound_thresholds(below, above, available, f"{task} items")
-
-
 def _run(evaluation, pairs, names, out: "Output", columns, quiet, dask, shard_size, specs, ref_spec) -> list[dict]:
     """Score the (task, item) pairs, locally or on the Dask cluster, writing each item's records as its block is
     scored (json: kept, and returned, for the one document)."""
@@ -499,8 +465,8 @@ def _write_results(evaluation, item_rows, names, out: "Output", bootstrap, seed,
             per_model.setdefault(row["model"], {"model": row["model"]})[row["metric"]] = row["value"]
         bound_verdicts = threshold_verdicts(per_model.values(), bounds, where="model")
     if out.fmt == "json":
-        all_verdicts = None if verdicts is None and bound_verdicts is None else (verdicts or []) + (bound_verdicts or [])
-        _write_json({"items": item_rows}, summary, comparisons, out.sig, out.no_signature, all_verdicts)
+        both = None if verdicts is None and bound_verdicts is None else (verdicts or []) + (bound_verdicts or [])
+        _write_json({"items": item_rows}, summary, comparisons, out.sig, out.no_signature, both)
     else:
         _write_section(summary, SUMMARY_COLUMNS, out.fmt, out.sig, out.no_signature, "summary",
                        separate=not out.summary_only)

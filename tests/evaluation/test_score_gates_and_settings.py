@@ -297,9 +297,11 @@ def test_shell_completion_offers_the_metric_names_for_metric():
 ])
 def test_two_values_of_a_generate_setting_sign_differently(cli, tmp_path, one, two):
     path = gen_items(tmp_path, GEN[:1])
-    sigs = [jsonl(ok(score(cli, "-m", GPT2, path, "--summary-only", *(["--max-gen-toks", "2"] if
-                                                                                      "--max-gen-toks" not in a else []),
-                           *a)), "summary")[0]["signature"] for a in (one, two)]
+    sigs = []
+    for args in (one, two):
+        budget = [] if "--max-gen-toks" in args else ["--max-gen-toks", "2"]
+        r = ok(score(cli, "-m", GPT2, path, "--summary-only", *budget, *args))
+        sigs.append(jsonl(r, "summary")[0]["signature"])
     assert sigs[0] != sigs[1]
 
 
