@@ -9,7 +9,7 @@ from typing import Sequence
 
 import click
 
-SAMPLING_ONLY = ("top_k", "top_p", "min_p")  # filters that cannot change greedy's argmax (repetition penalty can)
+SAMPLING_ONLY = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}  # filters greedy's argmax ignores, and their "off" values
 _ESCAPES = {"\\n": "a newline", "\\t": "a tab", "\\\\": "one backslash"}
 
 
@@ -70,10 +70,11 @@ def escape_warnings(until: Sequence[str], extract: str | None = None, ignore_reg
 
 
 def greedy_ignored(sampling: dict) -> str | None:
-    """The warning when sampling filters are given but decoding is greedy (no --temperature, or 0): they cannot
-    change the most likely token, so they are ignored. `sampling`: option name -> value given (None: not given)."""
+    """The warning when sampling filters are given (other than their "off" values) but decoding is greedy (no
+    --temperature, or 0): they cannot change the most likely token, so they are ignored (the repetition penalty
+    can, and applies). `sampling`: option name -> value given (None: not given)."""
     temperature = sampling.get("temperature")
-    given = [k for k in SAMPLING_ONLY if sampling.get(k) is not None]
+    given = [k for k, off in SAMPLING_ONLY.items() if sampling.get(k) is not None and sampling[k] != off]
     if not given or (temperature is not None and temperature > 0):
         return None
     flags = ", ".join("--" + k.replace("_", "-") for k in given)

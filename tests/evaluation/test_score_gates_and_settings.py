@@ -137,6 +137,7 @@ def test_a_pattern_that_makes_every_result_the_same_is_refused_with_a_reason(cli
 @pytest.mark.parametrize("args, warned", [
     (["--top-k", "5"], True), (["--top-p", "0.5", "--temperature", "0"], True), (["--min-p", "0.1"], True),
     (["--top-k", "5", "--temperature", "1"], False), (["--repetition-penalty", "1.3"], False),
+    (["--top-k", "0"], False),
 ])
 def test_sampling_filters_under_greedy_decoding_warn_and_are_in_the_signature(cli, tmp_path, args, warned):
     r = ok(score(cli, "-m", GPT2, gen_items(tmp_path, GEN[:1]), "--max-gen-toks", "2", *args))
