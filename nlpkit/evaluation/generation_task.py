@@ -30,10 +30,10 @@ from typing import Callable, Sequence
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.evaluation.answer_filters import MatchOptions, RegexFilter, compile_regex, exact_match
+from nlpkit.evaluation.corpus_stats import CORPUS_METRICS  # noqa: F401 (one number over all items: bleu, chrf)
 from nlpkit.lm.batch_generation import DEFAULT_BATCH
 
 GENERATE_METRICS = ("exact_match", "bleu", "chrf")
-CORPUS_METRICS = ("bleu", "chrf")  # one number over all items (no per-item value)
 DEFAULT_MAX_GEN_TOKS = 256  # lm-evaluation-harness's HFLM max_gen_toks
 
 
