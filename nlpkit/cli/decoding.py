@@ -238,11 +238,16 @@ def sampling_config(lm, opts: DecodingOptions):
 
 def decoding_signature(name: str, lm, cfg, *, seed: int, max_new_tokens: int, stops, sliding: bool,
                        **extra) -> str:
+    """The signature of a decoding run; the stop strings hashed as `score` hashes --until (`--stop X` and
+    `--stop Y` stop at different places, so they sign differently)."""
+    from nlpkit.signature import text_hash
+
     sampled = not cfg.greedy
     return lm.signature(name, {"temp": cfg.temperature, "top_k": cfg.top_k if sampled else "none",
                                "top_p": cfg.top_p if sampled else "none", "min_p": cfg.min_p if sampled else "none",
                                "rep": cfg.repetition_penalty, "seed": seed if sampled else "none",
-                               "max_new": max_new_tokens, "stop": len(stops), "sliding": sliding}, extra)
+                               "max_new": max_new_tokens, "stop": text_hash(stops) if stops else 0,
+                               "sliding": sliding}, extra)
 
 
 def read_prompt(prompt: str | None, errors: str = "strict", required: bool = True) -> str:

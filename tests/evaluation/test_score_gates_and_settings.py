@@ -325,3 +325,10 @@ def test_generate_and_sample_warn_on_a_literal_backslash_stop_and_filters_under_
     assert "--stop '\\n' holds \\n as plain characters" in err and "--top-k has no effect" in err
     r = ok(cli(command, "The cat", "--max-new-tokens", "2", "--stop", "\n", "--top-k", "3", "--quiet"))
     assert r.stderr.decode() == ""
+
+
+def test_generate_stop_strings_sign_differently(cli):
+    sigs = [json.loads(ok(cli("generate", "The cat", "--max-new-tokens", "2", "--seed", "1", "--stop", stop,
+                              "--format", "jsonl")).stdout.decode().splitlines()[-1])["signature"]
+            for stop in ("X", "Y")]
+    assert sigs[0] != sigs[1] and "|stop:sha256-" in sigs[0]
