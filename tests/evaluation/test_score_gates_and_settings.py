@@ -67,10 +67,19 @@ def test_every_comparison_record_has_the_gates_p_value_with_bootstrap_p_and_mcne
     assert "bootstrap_p" in comps["is_greedy"]
 
 
-def test_the_comparison_tables_headline_p_value_is_the_gates_test():
-    from nlpkit.cli.score import COMPARISON_COLUMNS
-
-    assert "test" in COMPARISON_COLUMNS and "p_value" in COMPARISON_COLUMNS and "mcnemar_p" not in COMPARISON_COLUMNS
+def test_the_comparison_tables_headline_p_value_is_the_gates_test(cli, tmp_path):
+    """The user's case: 3 items the baseline gets right and the candidate wrong. The table shows McNemar's 0.25 (the
+    bootstrap's 1/1001 is not valid on 3 items) and names the test."""
+    line = (FIX / "mc.jsonl").read_text(encoding="utf-8").splitlines()[4]
+    path = tmp_path / "three.jsonl"
+    path.write_text((line + "\n") * 3, encoding="utf-8")
+    r = ok(cli("score", "-m", GPT2, "-m", LLAMA, str(path), "--summary-only", "--format", "table"))
+    rows = [line.split() for line in r.stdout.decode().splitlines()]
+    acc = next(k for k, row in enumerate(rows) if row == ["metric", "acc"] and k > 0 and
+               any(x[:1] == ["baseline"] for x in rows[k - 3:k]))
+    block = {row[0]: row[1:] for row in rows[acc:acc + 8] if row}
+    assert block["test"] == ["mcnemar"] and float(block["p_value"][0]) == 0.25
+    assert "mcnemar_p" not in block and "bootstrap_p" not in block
 
 
 # ------------------------------------------------------------------ 3: literal backslash sequences
