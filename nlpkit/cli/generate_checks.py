@@ -13,7 +13,7 @@ SAMPLING_ONLY = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}  # filters greedy's arg
 _ESCAPES = {"\\n": "a newline", "\\t": "a tab", "\\\\": "one backslash"}
 
 
-def refuse_patterns(extract: str | None, ignore_regex: Sequence[str]) -> None:
+def refuse_patterns(extract: str | None, ignore_regex: Sequence[str], extract_group: int = 0) -> None:
     """Usage errors (exit 2) of --extract and --ignore-regex patterns that would make every item's result the same
     (`answer_filters.pattern_problem`), as `--until ''` is refused."""
     from nlpkit.evaluation.answer_filters import pattern_problem
@@ -21,7 +21,7 @@ def refuse_patterns(extract: str | None, ignore_regex: Sequence[str]) -> None:
     for flag, role, values in (("--extract", "extract", [extract] if extract is not None else []),
                                ("--ignore-regex", "ignore_regex", ignore_regex)):
         for v in values:
-            why = pattern_problem(v, role)
+            why = pattern_problem(v, role, extract_group)
             if why is not None:
                 raise click.BadParameter(why, param_hint=flag)
 

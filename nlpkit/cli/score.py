@@ -305,7 +305,7 @@ def _generation_options(until, max_gen_toks, extract, extract_group, ignore_case
                              top_p=1.0 if top_p is None else top_p, min_p=min_p or 0.0,
                              repetition_penalty=1.0 if rep is None else rep).validate()
     metrics = tuple(dict.fromkeys(m.strip() for m in metric.split(","))) if metric is not None else ("exact_match",)
-    refuse_patterns(extract, ignore_regex)
+    refuse_patterns(extract, ignore_regex, extract_group or 0)
     return GenerationOptions(until=tuple(until), max_gen_toks=DEFAULT_MAX_GEN_TOKS if max_gen_toks is None
                              else max_gen_toks, extract=extract, extract_group=extract_group or 0,
                              match=MatchOptions(ignore_case, ignore_punctuation, tuple(ignore_regex)), metrics=metrics,

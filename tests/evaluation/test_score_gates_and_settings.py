@@ -101,6 +101,13 @@ def test_a_literal_backslash_sequence_in_a_stop_string_or_pattern_warns(cli, tmp
     assert shown in r.stderr.decode()
 
 
+@pytest.mark.parametrize("pattern", [".*", "(\\d*)[.]", "x?(\\w+)?"])
+def test_an_extract_pattern_that_can_match_empty_but_takes_text_is_accepted(pattern):
+    from nlpkit.evaluation.answer_filters import pattern_problem
+
+    assert pattern_problem(pattern, "extract") is None
+
+
 def test_a_real_newline_stop_string_and_plain_patterns_do_not_warn(cli, tmp_path):
     r = ok(cli("score", "-m", GPT2, gen_items(tmp_path, GEN[:1]), "--max-gen-toks", "2", "--until", "\n",
                "--extract", "(\\d+)", "--ignore-regex", ","))
@@ -131,6 +138,7 @@ def test_the_signature_names_the_window_in_force(cli, tmp_path, args, ctx):
 @pytest.mark.parametrize("args, message", [
     (["--extract", ""], "matches the empty string"),
     (["--extract", "(\\d*)"], "matches the empty string"),
+    (["--extract", "(\\d+)|", "--extract-group", "-1"], "matches the empty string"),
     (["--ignore-regex", ".*"], "removes every character"),
     (["--ignore-regex", "[\\s\\S]+"], "removes every character"),
     (["--ignore-regex", ""], "removes nothing"),
