@@ -12,8 +12,10 @@ Two gates share the verdict records (`"record": "verdict"` in the machine format
   bootstrap (sacrebleu's on corpus BLEU / chrF). A comparison record's `p_value` is already that test's (`test`
   names it; `bootstrap_p` and `mcnemar_p` stand beside it), so a verdict's `p_value` is its comparison's. A model
   compared with itself has difference 0 and p = 1: it passes.
-- `threshold_verdicts` (`perplexity --compare` with `--fail-if-*`): a statistic of each file's comparison (and the
-  corpus total's) against a bound: mean KLD above X, PPL ratio above R, same-top fraction below F fail.
+- `threshold_verdicts` (`perplexity --compare` with `--fail-if-*`; `score` and `perplexity` with
+  `--fail-if-below/--fail-if-above METRIC=VALUE`): a statistic of each record (a file's comparison or figures, the
+  corpus total's, a model's summary) against a bound: mean KLD above X, PPL ratio above R, same-top fraction below
+  F, acc below 0.6, token_ppl above 30 fail.
 """
 
 from __future__ import annotations
