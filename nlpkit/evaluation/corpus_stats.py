@@ -9,8 +9,8 @@ so its uncertainty comes from resampling the items' sufficient statistics, as sa
   the statistics as float32 and summed per resample, as `sacrebleu.significance._bootstrap_resample`): the 95%
   interval read at `estimate_ci`'s positions of the sorted resampled scores (index s // 40 from each end: the 2.5 and
   97.5 percentiles), so it lies inside the metric's range [0, 100] (value +- 1.96 stderr left it: chrF 74.32 got a high
-  of 128.78 on 6 items); `stderr` is the resampled scores' standard deviation (lm-evaluation-harness's bootstrap
-  stderr).
+  of 128.78 on 6 items; sacrebleu's BLEU of a perfect corpus, 100.00000000000004, is held at 100); `stderr` is the
+  resampled scores' standard deviation (lm-evaluation-harness's bootstrap stderr).
 - `corpus_paired`: sacrebleu's `_paired_bs_test`: the same resampled indices for both models, the p-value of the
   observed absolute difference against the centred resampled absolute differences ((count + 1) / (s + 1)), and the
   95% interval of the resampled differences at the same positions. Identical answers (or equal scores on every
@@ -43,13 +43,20 @@ class CorpusScorer:
         return self.metric._extract_corpus_statistics(list(answers), None)
 
     def score(self, stats: list[list]) -> float:
-        """The corpus score of per-item statistics (sacrebleu's `_aggregate_and_compute`: exact sums)."""
-        return float(self.metric._aggregate_and_compute(stats).score)
+        """The corpus score of per-item statistics (sacrebleu's `_aggregate_and_compute`: exact sums), in [0, 100]."""
+        return _in_range(float(self.metric._aggregate_and_compute(stats).score))
 
     def resampled(self, stats: list[list], idx: np.ndarray) -> np.ndarray:
         """The score of every resample `idx` [s, n]: float32 statistics summed per resample, as sacrebleu.  # -> [s]"""
         s32 = np.array(stats, dtype="float32")  # [n, k]
-        return np.array([self.metric._compute_score_from_stats(s.sum(0)).score for s in s32[idx]], dtype=np.float64)
+        scores = np.array([self.metric._compute_score_from_stats(s.sum(0)).score for s in s32[idx]], dtype=np.float64)
+        return np.clip(scores, 0.0, 100.0)
+
+
+def _in_range(score: float) -> float:
+    """A score held in [0, 100]: sacrebleu's BLEU of a perfect corpus is 100.00000000000004 (the exponential of a sum
+    of logarithms, rounded); every other score is sacrebleu's to the bit."""
+    return min(max(score, 0.0), 100.0)
 
 
 def corpus_scorers(targets: Sequence[Sequence[str]], metrics: Sequence[str]) -> dict[str, CorpusScorer]:

@@ -89,3 +89,12 @@ def test_corpus_summary_without_resamples_is_the_value_alone():
     scorers = corpus_scorers(TARGETS, ("bleu",))
     got = corpus_summary(scorers["bleu"], ANSWERS, None)
     assert got["value"] == pytest.approx(sacrebleu.corpus_bleu(ANSWERS, refs_of(TARGETS)).score, abs=1e-12)
+
+
+def test_a_perfect_corpus_is_held_at_100():
+    """sacrebleu's BLEU of a perfect match is 100.00000000000004; the summary stays inside [0, 100]."""
+    answers = ["the cat sat on the mat", "a dog ran in the park today"]
+    got = corpus_metrics(answers, [[a] for a in answers], ("bleu", "chrf"))
+    assert sacrebleu.corpus_bleu(answers, [answers]).score > 100.0
+    for s in got.values():
+        assert (s["value"], s["low"], s["high"]) == (100.0, 100.0, 100.0)

@@ -231,13 +231,16 @@ def test_perplexity_bound_on_an_unknown_figure_or_per_line_is_a_usage_error(cli,
 def test_gate_metric_bleu_with_metric_bleu_compares_with_sacrebleus_paired_bootstrap(cli, tmp_path):
     from nlpkit.mt.bleu import EvalOptions, paired_test
 
-    path = gen_items(tmp_path)
+    # targets the first model's own answers on four of six items: it wins BLEU and chrF, by sacrebleu's p-values
+    first = jsonl(ok(score(cli, "-m", GPT2, gen_items(tmp_path, name="probe.jsonl"), "--max-gen-toks", "4")), "item")
+    items = [(c, first[k]["answer"] if k < 4 else t) for k, (c, t) in enumerate(GEN)]
+    path = gen_items(tmp_path, items)
     r = score(cli, "-m", GPT2, "-m", LLAMA, path, "--max-gen-toks", "4", "--metric", "exact_match,bleu,chrf",
               "--gate-metric", "bleu", "--gate-metric", "chrf", "--fail-if-worse", "0.05", "--seed", "7")
     assert r.returncode in (0, 3), r.stderr.decode()
-    items = jsonl(r, "item")
-    answers = {m: [x["answer"] for x in items if x["model"] == m] for m in ("gpt2-bpe", "llama-spm")}
-    targets = [[t] if isinstance(t, str) else t for _, t in GEN]
+    got = jsonl(r, "item")
+    answers = {m: [x["answer"] for x in got if x["model"] == m] for m in ("gpt2-bpe", "llama-spm")}
+    targets = [[t] if isinstance(t, str) else t for _, t in items]
     refs = [[t[j] if j < len(t) else t[0] for t in targets] for j in range(2)]
     want = {x["metric"]: x for x in paired_test([("a", answers["gpt2-bpe"]), ("b", answers["llama-spm"])], refs,
                                                 EvalOptions(metrics=("bleu", "chrf")), n_samples=1000, seed=7)
@@ -247,10 +250,12 @@ def test_gate_metric_bleu_with_metric_bleu_compares_with_sacrebleus_paired_boots
     for name, key in (("bleu", "BLEU"), ("chrf", "chrF2")):
         w = want.get(key, want.get(name))
         assert comps[name]["value"] == pytest.approx(w["score"], abs=1e-12)
-        if comps[name]["difference"] != 0:
-            assert comps[name]["p_value"] == w["p_value"]
+        assert comps[name]["difference"] < 0 and comps[name]["p_value"] == w["p_value"]
         assert (comps[name]["test"], comps[name]["mcnemar_p"]) == ("bootstrap", None)
-    assert [v["metric"] for v in jsonl(r, "verdict")] == ["bleu", "chrf"]
+    verdicts = {v["metric"]: v for v in jsonl(r, "verdict")}
+    assert list(verdicts) == ["bleu", "chrf"]
+    assert r.returncode == (3 if any(not v["pass"] for v in verdicts.values()) else 0)
+    assert all(v["pass"] == (v["p_value"] >= 0.05) for v in verdicts.values())
 
 
 def test_metric_chrf_alone_is_compared_and_gated_on_chrf(cli, tmp_path):
