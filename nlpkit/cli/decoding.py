@@ -111,11 +111,26 @@ def decoding_options(f):
     @functools.wraps(f)
     def command(*args, **kwargs):
         kwargs["decoding"] = DecodingOptions(**{name: kwargs.pop(name) for name in _NAMES})
+        _warn_options(kwargs["decoding"], kwargs.get("quiet", False))
         return f(*args, **kwargs)
 
     for deco in reversed(opts):
         command = deco(command)
     return command
+
+
+def _warn_options(opts: DecodingOptions, quiet: bool) -> None:
+    """Warnings on options that do not do what they seem to: a --stop holding a literal backslash sequence (a shell
+    passes "\\n" as two characters), sampling filters under --temperature 0 (greedy: they change nothing)."""
+    from nlpkit.cli.generate_checks import escape_warnings, greedy_ignored
+
+    for message in escape_warnings(opts.stops, stop_flag="--stop"):
+        warn(message, quiet)
+    if opts.temperature is not None:  # without it the model's defaults decide, and they may sample
+        ignored = greedy_ignored({"temperature": opts.temperature, "top_k": opts.top_k, "top_p": opts.top_p,
+                                  "min_p": opts.min_p})
+        if ignored is not None:
+            warn(ignored, quiet)
 
 
 _CHAT_HELP = ("Treat PROMPT as a user message: render the model's chat template (with the generation prompt) and "
@@ -248,11 +263,16 @@ def sampling_config(lm, opts: DecodingOptions):
 
 def decoding_signature(name: str, lm, cfg, *, seed: int, max_new_tokens: int, stops, sliding: bool,
                        **extra) -> str:
+    """The signature of a decoding run; the stop strings hashed as `score` hashes --until (`--stop X` and
+    `--stop Y` stop at different places, so they sign differently)."""
+    from nlpkit.signature import text_hash
+
     sampled = not cfg.greedy
     return lm.signature(name, {"temp": cfg.temperature, "top_k": cfg.top_k if sampled else "none",
                                "top_p": cfg.top_p if sampled else "none", "min_p": cfg.min_p if sampled else "none",
                                "rep": cfg.repetition_penalty, "seed": seed if sampled else "none",
-                               "max_new": max_new_tokens, "stop": len(stops), "sliding": sliding}, extra)
+                               "max_new": max_new_tokens, "stop": text_hash(stops) if stops else 0,
+                               "sliding": sliding}, extra)
 
 
 def read_prompt(prompt: str | None, errors: str = "strict", required: bool = True) -> str:

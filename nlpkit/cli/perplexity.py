@@ -7,6 +7,7 @@ from contextlib import ExitStack
 
 import click
 
+from nlpkit.cli.bounds import ABOVE_HELP, BELOW_HELP, parse_bounds
 from nlpkit.cli.model_line import say_loaded, verbose_option
 from nlpkit.cli.options import Count, file_type, model_path_type
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, model_options, open_writer,
@@ -43,12 +44,18 @@ from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_optio
 @click.option("--fail-if-same-top-below", "fail_if_same_top", type=FiniteFloat(min=0, max=1), default=None,
               metavar="F", help="With --compare, a gate: exit 3 when the fraction of a file's tokens whose most "
                                 "likely next token is the base's is below F (0.99: 99%).")
+@click.option("--fail-if-below", "fail_if_below", multiple=True, metavar="METRIC=VALUE", callback=parse_bounds,
+              help=BELOW_HELP.format(what="each file's and the total's figure, e.g. same_top=0.9 with --compare",
+                                     per="file"))
+@click.option("--fail-if-above", "fail_if_above", multiple=True, metavar="METRIC=VALUE", callback=parse_bounds,
+              help=ABOVE_HELP.format(what="each file's and the total's figure, e.g. token_ppl=30, bits_per_byte=1.2",
+                                     per="file"))
 @dask_options(shard_help="With --dask: SIZE / 4 input tokens of windows per task, at most 65536 (64M, 1G; "
                          "auto: 64M); an n-gram model: bytes of lines per task.")
 @verbose_option
 @common_options
 def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
-            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, dask, shard_size, verbose, fmt, no_signature,
+            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, fail_if_below, fail_if_above, dask, shard_size, verbose, fmt, no_signature,
             quiet, encoding_errors):
     """Perplexity of text under a language model.
 
@@ -99,6 +106,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         raise click.UsageError("stdin ('-') can be given only once")
 
     thresholds = _thresholds(fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, compare, per_token)
+    _check_bounds(fail_if_below, fail_if_above, per_line, per_token)
     if compare is not None:
         base_cls = backend_class(compare)
         if "compare" in base_cls.inapplicable:
@@ -127,6 +135,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     if stride is not None and ctx is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
     run = _run(lm, base, paths, mode, ctx, stride, add_bos, per_line, per_token, encoding_errors, quiet)
+    thresholds += _bounds(fail_if_below, fail_if_above, run.columns)
     _write(run, thresholds, compare is not None, per_token, dask, shard_size, fmt, no_signature, quiet)
 
 
@@ -208,6 +217,25 @@ def _thresholds(kld, ppl_ratio, same_top, compare, per_token) -> list:
     if given and per_token:
         raise click.UsageError(f"{given[0][0]} gates each file's statistics: --per-token does not apply")
     return [t for _, t in given]
+
+
+def _check_bounds(below, above, per_line: bool, per_token: bool) -> None:
+    """--fail-if-below/--fail-if-above gate each file's figures (and the total's): not per line or token."""
+    if below or above:
+        flag = "--fail-if-below" if below else "--fail-if-above"
+        for other, on in (("--per-line", per_line), ("--per-token", per_token)):
+            if on:
+                raise click.UsageError(f"{flag} gates each file's figures: {other} does not apply")
+
+
+def _bounds(below, above, columns) -> list:
+    """--fail-if-below/--fail-if-above as `Threshold`s on the run's figures (its numeric columns)."""
+    if not below and not above:
+        return []
+    from nlpkit.cli.bounds import bound_thresholds
+
+    figures = [c for c in columns if c not in ("file", "total", "signature", "line", "model", "base")]
+    return bound_thresholds(below, above, figures, "perplexity records")
 
 
 PROBE = "The quick brown fox, 1234 \u2014 na\u00efve caf\u00e9, \u6771\u4eac \U0001f600\n  indented\tlines\n"

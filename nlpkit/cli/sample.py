@@ -70,7 +70,7 @@ def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_s
     opts = decoding
     lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet, verbose)
     cfg = sampling_config(lm, opts)
-    seed = opts.drawn_seed()
+    seed = opts.drawn_seed() if not dist else None  # a distribution draws nothing: no seed to record
     if lines is not None:
         _prompts(lm, lines, field, n, batch_size, opts, cfg, seed, fmt, no_signature, quiet, chat, system,
                  messages_file)
