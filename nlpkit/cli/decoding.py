@@ -196,14 +196,13 @@ def prompt_lines(path: str, errors: str = "strict", field: str | None = None):  
             yield json_record(line, f"{name}, line {lineno}", field, "id", id_required=False)
 
 
-def load_for_decoding(model_path: str | None, rope_scaling: str | None = None, rope_factor: float | None = None,
-                      quiet: bool = False):
-    """The model (a `LanguageModel`), after refusing the options that mean nothing for its kind."""
+def load_for_decoding(spec, quiet: bool = False):
+    """The model `spec` (a `nlpkit.lm.spec.LoadSpec`) names, as a `LanguageModel`, after refusing the options that
+    mean nothing for its kind."""
     from nlpkit.lm.load import backend_class, load_language_model
 
-    refuse_inapplicable(click.get_current_context(), backend_class(model_path))
-    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                             warn=lambda m: warn(m, quiet))
+    refuse_inapplicable(click.get_current_context(), backend_class(spec.path))
+    lm = load_language_model(spec, warn=lambda m: warn(m, quiet))
     lm.require_tokenizer()
     return lm
 

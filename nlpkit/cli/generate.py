@@ -22,7 +22,7 @@ from nlpkit.cli.decoding import (chat_options, check_chat, check_prompts, decodi
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scaling, rope_factor, decoding, fmt,
+def command(prompt, prompts_file, field, batch_size, echo, model, decoding, fmt,
             no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Stream one continuation of PROMPT (argument, or piped stdin) to stdout as it is generated.
 
@@ -59,7 +59,7 @@ def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scal
     check_prompts(prompt, prompts_file, field, batch_size, decoding, messages_file)
     check_chat(chat, system, messages_file)
     opts = decoding
-    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
+    lm = load_for_decoding(model, quiet)
     cfg = sampling_config(lm, opts)
     seed = opts.drawn_seed()
     warm = lm.warm_up() if opts.stats else None

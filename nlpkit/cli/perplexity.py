@@ -47,7 +47,7 @@ from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_optio
                          "auto: 64M); an n-gram model: bytes of lines per task.")
 @verbose_option
 @common_options
-def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
+def command(files, model, mode, context, stride, per_line, per_token, add_bos,
             compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, dask, shard_size, verbose, fmt, no_signature,
             quiet, encoding_errors):
     """Perplexity of text under a language model.
@@ -88,7 +88,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     """
     from nlpkit.lm.load import backend_class, load_language_model
 
-    refuse_inapplicable(click.get_current_context(), backend_class(model_path))
+    refuse_inapplicable(click.get_current_context(), backend_class(model.path))
     if stride is not None and context is not None and stride > context:
         raise click.BadParameter(f"--stride {stride} is larger than --context {context}", param_hint="--stride")
     if stride is not None and mode != "sliding":
@@ -107,16 +107,16 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         if per_line:
             raise click.UsageError("--compare summarizes whole files: --per-line does not apply")
 
-    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                             warn=lambda m: warn(m, quiet))
+    lm = load_language_model(model, warn=lambda m: warn(m, quiet))
     if verbose:
         say_loaded(lm)
     if compare is not None:   # what makes the comparison impossible comes first, before any window setting
+        import dataclasses
+
         from nlpkit.errors import NlpkitError
 
         try:
-            base = load_language_model(compare, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                                       warn=lambda m: warn(m, quiet))
+            base = load_language_model(dataclasses.replace(model, path=compare), warn=lambda m: warn(m, quiet))
         except NlpkitError as e:
             raise NlpkitError(f"--compare {compare}: {e}") from None
         if verbose:

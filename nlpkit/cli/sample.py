@@ -29,7 +29,7 @@ MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_scaling, rope_factor, decoding, fmt,
+def command(prompt, n, dist, prompts_file, field, batch_size, model, decoding, fmt,
             no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
     its KV cache shared by the N rows. Each record has the text, its token count, and its total
@@ -66,7 +66,7 @@ def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_s
     check_chat(chat, system, messages_file)
     lines = _read_prompts(prompts_file, field, encoding_errors) if prompts_file is not None else None
     opts = decoding
-    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
+    lm = load_for_decoding(model, quiet)
     cfg = sampling_config(lm, opts)
     seed = opts.drawn_seed()
     if lines is not None:

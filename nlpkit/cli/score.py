@@ -16,7 +16,7 @@ from nlpkit.cli.decoding import MAX_FACTOR
 from nlpkit.cli.model_line import say_loaded, verbose_option
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
-                               no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
+                               load_spec, no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
 
 ITEM_COLUMNS = {  # the table's columns, `id` only when some item has one (machine formats: every field)
     "loglikelihood": ["model", "file", "index", "id", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
@@ -153,7 +153,7 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
             fail_if_worse, gate_metric, summary_only, chat, system, until, max_gen_toks, extract, extract_group,
             ignore_case, ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p, min_p, repetition_penalty,
-            batch_size, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors):
+            batch_size, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors, weights=None, no_cache=False):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy,
     preference pairs and generated answers, as lm-evaluation-harness computes them.
 
@@ -203,12 +203,13 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
                           generation=generation)
     gated = _gate_metrics(found, options, reference, gate_metric) if fail_if_worse is not None else ()
     gen = found == "generate"
-    if gen:  # the generate task decodes a token per step: `--weights auto` weighs it as `generate` does
-        from nlpkit.lm.transformer.loaders.native import set_purpose
+    purpose = "decode" if gen else "score"   # the generate task decodes a token per step, as `generate` does
 
-        set_purpose("decode")
-    specs = {name: ModelSpec(path, window, chat, system, gen) for name, path in zip(names, models)}
-    ref_spec = ModelSpec(reference, window, chat, system) if reference is not None else None
+    def spec(path):  # how a model is loaded (`--weights auto` weighs the purpose)
+        return load_spec(path, weights, no_cache, purpose)
+
+    specs = {name: ModelSpec(spec(path), window, chat, system, gen) for name, path in zip(names, models)}
+    ref_spec = ModelSpec(spec(reference), window, chat, system) if reference is not None else None
     scorers, ref = _load(specs, ref_spec, quiet, verbose)
     evaluation = Evaluation(scorers, options, ref)
     evaluation.check(found, items)  # what a model could not score, before any record

@@ -1,36 +1,49 @@
 """The models an evaluation scores with: a model file -> its continuation scorer (the transformer engine for Hugging
 Face directories and GGUF files, the n-gram model for ARPA / .ngram files), loaded once per process.
 
-A `ModelSpec` is what it takes to load one again elsewhere (a Dask worker): the path and the scoring settings.
+A `ModelSpec` is what it takes to load one again elsewhere (a Dask worker): how to load the model (a `LoadSpec`)
+and the scoring settings.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Callable
 
 from nlpkit.errors import UsageError
+from nlpkit.lm.spec import LoadSpec
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model and how it scores: `window` (tokens; None: perplexity's default, the model's trained positions capped
-    at 1024, `window_context(None)`), `chat` (render contexts with its chat template, `system` first), `generate`
-    (it answers generation items: a `Generator`)."""
+    """A model and how it scores: `model` (how to load it: a `nlpkit.lm.spec.LoadSpec`; a path or None is made one),
+    `window` (tokens; None: perplexity's default, the model's trained positions capped at 1024,
+    `window_context(None)`), `chat` (render contexts with its chat template, `system` first), `generate` (it answers
+    generation items: a `Generator`)."""
 
-    path: str | None
+    model: LoadSpec | str | None = None
     window: int | None = None
     chat: bool = False
     system: str | None = None
     generate: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, LoadSpec):
+            object.__setattr__(self, "model", LoadSpec(self.model))
+
+    @property
+    def path(self) -> str | None:
+        """The model's path as given (None: $NLPKIT_MODEL, else the shipped model)."""
+        return self.model.path
 
     def absolute(self) -> "ModelSpec":
         """The same spec with an absolute, resolved path (workers have their own working directory; two specs of
         one model file compare equal, so `score -m A -m ./A` loads and scores it once)."""
         if self.path is None or "://" in self.path:
             return self
-        return ModelSpec(os.path.realpath(self.path), self.window, self.chat, self.system, self.generate)
+        return dataclasses.replace(self, model=dataclasses.replace(self.model, path=os.path.realpath(self.path)))
 
 
 def check_model_path(path: str | None) -> None:
@@ -67,7 +80,7 @@ def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None,
     `loaded` is handed the `LanguageModel` once it has loaded (`score --verbose` describes it)."""
     from nlpkit.lm.load import load_language_model
 
-    lm = load_language_model(spec.path, warn=warn)
+    lm = load_language_model(spec.model, warn=warn)
     if loaded is not None:
         loaded(lm)
     for param, key, given in (("chat", "chat", spec.chat), ("window", "sliding", spec.window is not None)):

@@ -23,7 +23,8 @@ from nlpkit.errors import NlpkitError
 from nlpkit.lm.divergence import DP_PERCENTILES, KLD_PERCENTILES, TokenComparison, compare_logits, summarize
 from nlpkit.lm.interface import PerplexityRun
 from nlpkit.lm.perplexity_windows import TooShort, check_window, default_stride, window_plan
-from nlpkit.lm.window_scoring import cached_model, logits_primitive
+from nlpkit.lm.spec import cached_model
+from nlpkit.lm.window_scoring import logits_primitive
 from nlpkit.lm.threads import blas_threads, match_blas_threads
 
 TOTAL = "(total)"  # the file cell of the corpus total row, as perplexity's
@@ -86,7 +87,7 @@ def compare_window(model, base, ids: list[int], first: int) -> TokenComparison:
 def compare_windows_task(chunks: list[tuple[list[int], int]], model_key: tuple, base_key: tuple,
                          blas_threads: int | None = None) -> list[TokenComparison]:
     """A Dask task: `compare_window` of each (window tokens, first scored) on this worker's cached model
-    and base (`nlpkit.lm.perplexity.cached_model` keeps both), with the driver's BLAS thread count."""
+    and base (`nlpkit.lm.spec.cached_model` keeps both), with the driver's BLAS thread count."""
     match_blas_threads(blas_threads)
     model, base = cached_model(*model_key), cached_model(*base_key)
     return [compare_window(model, base, ids, first) for ids, first in chunks]

@@ -39,7 +39,8 @@ from nlpkit.lm.perplexity_windows import (MODES, TooShort, Window, check_window,
                                           window_plan)
 from nlpkit.lm.text_perplexity import (Perplexity, check_context, count_words, covered, perplexity, score_ids,
                                        score_lines_shard, summarize_scored, text_perplexity)
-from nlpkit.lm.window_scoring import (CHUNK, Scored, cached_model, local_windows, log_softmax_at, logits_primitive,
+from nlpkit.lm.spec import cached_model
+from nlpkit.lm.window_scoring import (CHUNK, Scored, local_windows, log_softmax_at, logits_primitive,
                                       row_log_normalizers, score_windows, score_windows_task, window_logits,
                                       window_logprobs, window_primitive)
 

@@ -20,7 +20,8 @@ from nlpkit.lm.perplexity_windows import TooShort, check_window, default_context
     window_plan
 from nlpkit.lm.threads import match_blas_threads
 from nlpkit.lm.uncertainty import standard_error
-from nlpkit.lm.window_scoring import Scored, cached_model, score_windows
+from nlpkit.lm.spec import cached_model
+from nlpkit.lm.window_scoring import Scored, score_windows
 
 @dataclass
 class Perplexity:
@@ -190,11 +191,11 @@ def score_lines_shard(shard, model_key: tuple, mode: str, context: int, stride: 
     from nlpkit.io import iter_lines
 
     match_blas_threads(blas_threads)
-    model = cached_model(*model_key)
+    lm = cached_model(*model_key)
     out: list = []
     for line in iter_lines(shard, errors=errors, strip_bom=getattr(shard, "first", True)):
         try:
-            p, scored = perplexity(model, line, mode=mode, context=context, stride=stride, add_bos=add_bos)
+            p, scored = text_perplexity(lm, line, mode=mode, context=context, stride=stride, add_bos=add_bos)
         except TooShort:
             p = scored = None
         out.append((p, scored) if per_token and p is not None else p)

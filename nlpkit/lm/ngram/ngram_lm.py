@@ -16,6 +16,7 @@ import numpy as np
 
 from nlpkit.lm.interface import PerplexityRun, Prompt
 from nlpkit.lm.ngram.ngram_model import NgramModel, log10_to_nats
+from nlpkit.lm.spec import LoadSpec, resolve_path
 
 
 _SENTENCE = "each line is scored whole, as one sentence <s> ... </s>, as KenLM's query scores it"
@@ -116,11 +117,12 @@ class NgramLM:
                      "vocabulary that two models share",
     }
 
-    def __init__(self, model: NgramModel):
+    def __init__(self, model: NgramModel, spec: LoadSpec | None = None):
         from nlpkit.lm.ngram.line_scoring import line_transform
         from nlpkit.lm.ngram.train import piece_detokenizer, recorded_tokenizer
 
         self.model = model
+        self.spec = spec if spec is not None else LoadSpec(model.source)   # how it was loaded
         tok = recorded_tokenizer(model.options, model.source)        # found (and its sha256 checked) once
         self.transform = line_transform(model, tok)
         self.detok = piece_detokenizer(tok) if tok else None
@@ -136,10 +138,12 @@ class NgramLM:
         return NgramContinuationScorer(self.model, self.transform)
 
     @classmethod
-    def load(cls, path, *, warn: Callable[[str], None] | None = None) -> "NgramLM":
+    def load(cls, spec: LoadSpec, *, warn: Callable[[str], None] | None = None) -> "NgramLM":
+        """The n-gram model `spec` names ($NLPKIT_MODEL when it names none); its layout, purpose and RoPE options
+        mean nothing here (the CLI refuses them when given)."""
         from nlpkit.lm.ngram import load_ngram_model
 
-        return cls(load_ngram_model(path, warn=warn))
+        return cls(load_ngram_model(resolve_path(spec.path), use_cache=spec.use_cache, warn=warn), spec)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -194,12 +198,12 @@ class NgramLM:
 
     @property
     def worker_key(self) -> tuple:
-        """How a Dask worker loads the same model (`nlpkit.lm.perplexity.cached_model(*worker_key)`)."""
+        """How a Dask worker loads the same model (`nlpkit.lm.spec.cached_model(*worker_key)`): the loader and this
+        model's `LoadSpec` with its absolute path."""
+        import dataclasses
         import os
 
-        from nlpkit.lm.ngram.ngram_model import load_ngram_model
-
-        return (load_ngram_model, os.path.abspath(self.model.source))
+        return (NgramLM.load, dataclasses.replace(self.spec, path=os.path.abspath(self.model.source)))
 
     # ------------------------------------------------------------------ scoring
     def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray:  # [t] -> [t - first]
@@ -277,4 +281,5 @@ class NgramLM:
         from nlpkit.lm.ngram.ngram_perplexity import sentence_perplexity_run
 
         return sentence_perplexity_run(self.model, self.transform, self.signature("perplexity", {}), paths,
-                                       per_line=per_line, per_token=per_token, errors=errors)
+                                       per_line=per_line, per_token=per_token, errors=errors,
+                                       worker_key=self.worker_key)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.interface import Prompt
+from nlpkit.lm.spec import LoadSpec
 
 
 
@@ -86,15 +87,6 @@ def generation_config(model) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def load_engine(path: str, rope_scaling: str | None = None, rope_factor: float | None = None):
-    """The engine `Model` at `path` with these RoPE options: the loader of `TransformerLM.worker_key` (positional
-    arguments, so that a Dask task can hand them on)."""
-    from nlpkit.lm.transformer.loaders import load_model
-
-    # a worker scores (perplexity windows and lines, score's items): `weights` auto is native, as the driver's
-    return load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor, purpose="score")
-
-
 class TransformerState:
     """`rows` continuations of one prompt: the prompt prefilled once with batch 1, its cache broadcast
     to the rows; with `sliding`, a full context forgets its oldest quarter instead of stopping."""
@@ -161,17 +153,17 @@ class TransformerLM:
 
     described = "a transformer model"
 
-    def __init__(self, model, rope_scaling: str | None = None, rope_factor: float | None = None):
+    def __init__(self, model, spec: LoadSpec | None = None):
         self.model = model
-        self.load_options = (rope_scaling, rope_factor)   # how a Dask worker loads the same model
+        self.spec = spec if spec is not None else LoadSpec(model.source)   # how it was loaded
 
     @classmethod
-    def load(cls, path=None, *, rope_scaling: str | None = None, rope_factor: float | None = None,
-             warn: Callable[[str], None] | None = None) -> "TransformerLM":
+    def load(cls, spec: LoadSpec, *, warn: Callable[[str], None] | None = None) -> "TransformerLM":
+        """The engine `Model` `spec` names, loaded as it says (path, weights layout and purpose, RoPE, cache)."""
         from nlpkit.lm.transformer.loaders import load_model
 
-        return cls(load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor, warn=warn), rope_scaling,
-                   rope_factor)
+        return cls(load_model(spec.path, rope_scaling=spec.rope_scaling, rope_factor=spec.rope_factor,
+                              use_cache=spec.use_cache, weights=spec.weights, purpose=spec.purpose, warn=warn), spec)
 
     def require_tokenizer(self):
         return self.model.require_tokenizer()
@@ -279,9 +271,11 @@ class TransformerLM:
 
     @property
     def worker_key(self) -> tuple:
-        """How a Dask worker loads the same engine `Model` (`nlpkit.lm.perplexity.cached_model(*worker_key)`): the
-        loader, the absolute path (workers have their own cwd) and the RoPE options."""
-        return (load_engine, os.path.abspath(str(self.model.source)), *self.load_options)
+        """How a Dask worker loads the same model (`nlpkit.lm.spec.cached_model(*worker_key)`): the loader and this
+        model's `LoadSpec` with its absolute path (workers have their own cwd), the same layout and options."""
+        import dataclasses
+
+        return (TransformerLM.load, dataclasses.replace(self.spec, path=os.path.abspath(str(self.model.source))))
 
     def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray:  # [P] -> [V]
         ctx = context or self.model.config.positions

@@ -39,7 +39,7 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
     """Load a model: HF directory (config.json + safetensors) or .gguf file; optional RoPE scaling override.
     The prepared weights come from the prepared-model cache (`nlpkit.lm.prepared`) when they were made
     before from the same files; use_cache=False neither reads nor writes it (None: unless $NLPKIT_NO_CACHE).
-    `weights` (auto|native|float32, else $NLPKIT_WEIGHTS) and `purpose` (score|decode) choose the layout
+    `weights` (auto|native|float32; None: auto) and `purpose` (score|decode) choose the layout
     (`loaders/native.py`); `model.weights_layout` says which and why; `warn` gets the
     loaders' warnings (a cache directory without room).
 
