@@ -372,12 +372,29 @@ def model_options(f):
 _FLAG_PAIRS = {"add_bos": "--add-bos/--no-add-bos"}
 
 
-def refuse_inapplicable(ctx: click.Context, backend) -> None:
-    """A usage error for the first option given that means nothing for this kind of model
-    (`backend.inapplicable`: parameter -> why), e.g. --context for an n-gram model."""
+def option_needs() -> dict:
+    """Option (parameter name) -> the `nlpkit.lm.interface.Capability` it needs, in the order they are checked."""
+    from nlpkit.lm.interface import Capability as C
+
+    return {"mode": C.WINDOWS, "context": C.WINDOWS, "stride": C.WINDOWS, "add_bos": C.WINDOWS,
+            "rope_scaling": C.POSITIONS, "rope_factor": C.POSITIONS, "no_kv_cache": C.KV_CACHE,
+            "sliding": C.CONTEXT_WINDOW, "truncate_prompt": C.PROMPT_TRUNCATION, "chat": C.CHAT, "system": C.CHAT,
+            "messages_file": C.CHAT, "compare": C.LOGITS, "weights": C.WEIGHTS_LAYOUT}
+
+
+def refuse_inapplicable(ctx: click.Context, backend, params: Sequence[str] | None = None) -> None:
+    """A usage error for the first option given (on the command line or by its environment variable) that needs a
+    capability this kind of model does not declare (`backend.capabilities`; the reason is its `why_not`), e.g.
+    --context or --weights for an n-gram model. `params`: only these (default: every option `option_needs` names)."""
     from click.core import ParameterSource
 
-    for name, why in backend.inapplicable.items():
-        if name in ctx.params and ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
-            opt = _FLAG_PAIRS.get(name) or CORE_FLAGS.get(name) or flag(name)
-            raise click.UsageError(f"{opt} does not apply to {backend.described} ({why})")
+    for name, needs in option_needs().items():
+        if needs in backend.capabilities or (params is not None and name not in params) or name not in ctx.params:
+            continue
+        source = ctx.get_parameter_source(name)
+        if source in (ParameterSource.DEFAULT, None):
+            continue
+        opt = _FLAG_PAIRS.get(name) or CORE_FLAGS.get(name) or flag(name)
+        if source is ParameterSource.ENVIRONMENT:
+            opt = "$" + next(p.envvar for p in ctx.command.params if p.name == name)
+        raise click.UsageError(f"{opt} does not apply to {backend.described} ({backend.why_not[needs]})")

@@ -86,6 +86,7 @@ def command(files, model, mode, context, stride, per_line, per_token, add_bos,
       nlpkit perplexity book.txt -m model-Q8_0.gguf --compare model_dir/
       nlpkit perplexity a.txt -m q.gguf --compare default --fail-if-kld-above 0.01
     """
+    from nlpkit.lm.interface import Capability
     from nlpkit.lm.load import backend_class, load_language_model
 
     refuse_inapplicable(click.get_current_context(), backend_class(model.path))
@@ -101,9 +102,9 @@ def command(files, model, mode, context, stride, per_line, per_token, add_bos,
     thresholds = _thresholds(fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, compare, per_token)
     if compare is not None:
         base_cls = backend_class(compare)
-        if "compare" in base_cls.inapplicable:
+        if Capability.LOGITS not in base_cls.capabilities:
             raise click.UsageError(f"--compare does not apply to {base_cls.described} "
-                                   f"({base_cls.inapplicable['compare']}): {compare}")
+                                   f"({base_cls.why_not[Capability.LOGITS]}): {compare}")
         if per_line:
             raise click.UsageError("--compare summarizes whole files: --per-line does not apply")
 
@@ -122,7 +123,7 @@ def command(files, model, mode, context, stride, per_line, per_token, add_bos,
         if verbose:
             say_loaded(base)
         _check_comparable(lm, base, add_bos)
-    ctx = lm.window_context(context)
+    ctx = lm.window_context(context) if Capability.WINDOWS in lm.capabilities else None
     if stride is not None and ctx is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
     if compare is not None:

@@ -16,7 +16,7 @@ from nlpkit.cli.decoding import MAX_FACTOR
 from nlpkit.cli.model_line import say_loaded, verbose_option
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
-                               load_spec, no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
+                               load_spec, no_cache_option, open_writer, refuse_inapplicable, weights_option, progress, resolve_format, warn)
 
 ITEM_COLUMNS = {  # the table's columns, `id` only when some item has one (machine formats: every field)
     "loglikelihood": ["model", "file", "index", "id", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
@@ -320,10 +320,12 @@ def _load(specs: dict, ref_spec, quiet: bool, verbose: bool = False) -> tuple[di
     path and settings) is loaded once, and its one scorer scores for both names. --verbose: a line per model
     loaded (in this process: with --dask too, the workers load their own)."""
     from nlpkit.evaluation.models import check_model_path
+    from nlpkit.lm.load import backend_class
 
     for spec in [*specs.values(), ref_spec]:
         if spec is not None:
             check_model_path(spec.path)
+            refuse_inapplicable(click.get_current_context(), backend_class(spec.path), ("weights",))
     loaded: dict = {}
     for spec in specs.values():
         if spec.absolute() not in loaded:

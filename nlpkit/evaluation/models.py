@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from nlpkit.errors import UsageError
+from nlpkit.lm.interface import Capability
 from nlpkit.lm.spec import LoadSpec
 
 
@@ -83,10 +84,13 @@ def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None,
     lm = load_language_model(spec.model, warn=warn)
     if loaded is not None:
         loaded(lm)
-    for param, key, given in (("chat", "chat", spec.chat), ("window", "sliding", spec.window is not None)):
-        if given and key in lm.inapplicable:
-            raise UsageError(f"`{param}` does not apply to {lm.described} ({lm.name}): {lm.inapplicable[key]}")
-    window = spec.window if spec.window is not None else lm.window_context(None)   # one rule with perplexity
+    for param, needs, given in (("chat", Capability.CHAT, spec.chat),
+                                ("window", Capability.CONTEXT_WINDOW, spec.window is not None)):
+        if given and needs not in lm.capabilities:
+            raise UsageError(f"`{param}` does not apply to {lm.described} ({lm.name}): {lm.why_not[needs]}")
+    window = spec.window
+    if window is None and Capability.WINDOWS in lm.capabilities:
+        window = lm.window_context(None)   # one rule with perplexity
     scorer = lm.continuation_scorer(window, spec.chat, spec.system)
     if spec.generate:
         from nlpkit.evaluation.generation_task import Generator

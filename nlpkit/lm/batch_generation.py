@@ -82,9 +82,12 @@ class BatchStats:
 class StateBatch:
     """The batch interface over a model without batched decoding: one `DecodingState` per sequence."""
 
+    forks = False   # no `fork`: a sequence has its own state
+
     def __init__(self, lm, context: int | None = None):
         self.lm, self.context = lm, context
         self.states: dict = {}
+        self.full: list = []   # the keys whose state found no room at the last `step`
 
     def __len__(self) -> int:
         return len(self.states)
@@ -163,7 +166,7 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
     live: dict[int, _Live] = {}
     done: dict[int, Generated] = {}
     next_out = 0
-    forks = hasattr(batch, "fork")
+    forks = batch.forks
     families: dict = {}  # family -> (its prompt's next-token logits, its live keys), while one is live
 
     def enter(i: int, req: Request, out: Generated, logits: np.ndarray) -> None:
@@ -264,7 +267,7 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
                 feed.append(tid)
         if feed:
             logits = batch.step(feed)  # [n, V]
-            full = set(getattr(batch, "full", ()))
+            full = set(batch.full)
             for key, row in zip(batch.keys, logits):
                 if key in full:  # a state whose context is full: the token chosen cannot be fed
                     live[key].out.finish = "context"

@@ -24,7 +24,6 @@ from nlpkit.lm.divergence import DP_PERCENTILES, KLD_PERCENTILES, TokenCompariso
 from nlpkit.lm.interface import PerplexityRun
 from nlpkit.lm.perplexity_windows import TooShort, check_window, default_stride, window_plan
 from nlpkit.lm.spec import cached_model
-from nlpkit.lm.window_scoring import logits_primitive
 from nlpkit.lm.threads import blas_threads, match_blas_threads
 
 TOTAL = "(total)"  # the file cell of the corpus total row, as perplexity's
@@ -75,10 +74,10 @@ def check_pair(model, base, add_bos: bool) -> None:
 
 def compare_window(model, base, ids: list[int], first: int) -> TokenComparison:
     """Both models over one window (input ids, first scored position): ids[first:] token by token.
-    `model`/`base`: language models, or bare transformer models (a Dask worker's cached ones)."""
+    `model`/`base`: language models declaring `Capability.LOGITS` (a Dask worker's: its cached ones)."""
     targets = np.asarray(ids[max(first, 1):], dtype=np.int64)
     parts, done = [], 0
-    for x, xb in zip(logits_primitive(model)(ids, first), logits_primitive(base)(ids, first)):  # [n, V] each
+    for x, xb in zip(model.window_logits(ids, first), base.window_logits(ids, first)):  # [n, V] each
         parts.append(compare_logits(x, xb, targets[done:done + len(x)]))
         done += len(x)
     return TokenComparison.concat(parts)

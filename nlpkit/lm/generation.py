@@ -71,7 +71,9 @@ class Step:
 
 def as_language_model(model):
     """`model` itself when it is a `LanguageModel`; a bare transformer `Model` wrapped as one."""
-    if hasattr(model, "start"):
+    from nlpkit.lm.transformer.model import Model
+
+    if not isinstance(model, Model):
         return model
     from nlpkit.lm.transformer.transformer_lm import TransformerLM
 

@@ -40,14 +40,14 @@ from nlpkit.lm.perplexity_windows import (MODES, TooShort, Window, check_window,
 from nlpkit.lm.text_perplexity import (Perplexity, check_context, count_words, covered, perplexity, score_ids,
                                        score_lines_shard, summarize_scored, text_perplexity)
 from nlpkit.lm.spec import cached_model
-from nlpkit.lm.window_scoring import (CHUNK, Scored, local_windows, log_softmax_at, logits_primitive,
+from nlpkit.lm.window_scoring import (CHUNK, Scored, local_windows, log_softmax_at,
                                       row_log_normalizers, score_windows, score_windows_task, window_logits,
                                       window_logprobs, window_primitive)
 
 __all__ = ["CHUNK", "MODES", "PERPLEXITY_PER_LINE", "PERPLEXITY_PER_TOKEN", "PERPLEXITY_SUMMARY", "TOTAL", "Perplexity",
            "Scored", "TooShort", "Window", "cached_model", "check_context", "check_window", "count_words", "covered",
            "default_context", "default_stride", "disjoint_windows", "local_windows", "log_softmax_at",
-           "logits_primitive", "perplexity", "perplexity_run", "prefix_token", "row_log_normalizers", "score_ids",
+           "perplexity", "perplexity_run", "prefix_token", "row_log_normalizers", "score_ids",
            "score_lines_shard", "score_windows", "score_windows_task", "second_half_windows", "sliding_windows",
            "summarize_scored", "text_perplexity", "window_logits", "window_logprobs", "window_plan",
            "window_primitive"]

@@ -98,19 +98,13 @@ def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
 
 
 def window_primitive(model) -> Callable[[list[int], int], np.ndarray]:
-    """`LanguageModel.logprobs` (ids, first) -> log-probabilities of ids[first:], for a language model of
-    either kind; for a bare transformer `Model`, `window_logprobs` on it."""
-    if hasattr(model, "logprobs"):
-        return model.logprobs
-    return lambda ids, first: window_logprobs(model, ids, first)
+    """`LanguageModel.logprobs` (ids, first) -> log-probabilities of ids[first:]; for a bare transformer `Model`
+    (`score_ids(model, ...)`, the engine's own API), `window_logprobs` on it."""
+    from nlpkit.lm.transformer.model import Model
 
-
-def logits_primitive(model) -> Callable[[list[int], int], Iterator[np.ndarray]]:
-    """`LanguageModel.window_logits` (ids, first) -> chunks of logits rows for ids[first:]; for a bare
-    transformer `Model` (a Dask worker's cached model), `window_logits` on it."""
-    if hasattr(model, "window_logits"):
-        return model.window_logits
-    return lambda ids, first: window_logits(model, ids, first)
+    if isinstance(model, Model):
+        return lambda ids, first: window_logprobs(model, ids, first)
+    return model.logprobs
 
 
 def local_windows(model, seq: list[int], windows: list[Window]) -> Iterator[np.ndarray]:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from nlpkit.lm.interface import PerplexityRun, Prompt
+from nlpkit.lm.interface import Capability, PerplexityRun, Prompt
 from nlpkit.lm.ngram.ngram_model import NgramModel, log10_to_nats
 from nlpkit.lm.spec import LoadSpec, resolve_path
 
@@ -106,15 +106,17 @@ class NgramLM:
 
     kind = "ngram"
     token_unit = "words"
-    inapplicable: Mapping[str, str] = {
-        "mode": _SENTENCE, "context": _SENTENCE, "stride": _SENTENCE, "add_bos": _SENTENCE,
-        "rope_scaling": _NO_POSITIONS, "rope_factor": _NO_POSITIONS,
-        "no_kv_cache": "it keeps no cache: each step looks up the last words",
-        "sliding": "it has no context window: it sees the last n-1 words",
-        "truncate_prompt": "it reads only the last n-1 words of a prompt",
-        "chat": _NO_TEMPLATE, "system": _NO_TEMPLATE, "messages_file": _NO_TEMPLATE,
-        "compare": "neural models only: an n-gram model's probabilities are over words, not over a token "
-                     "vocabulary that two models share",
+    capabilities = frozenset({Capability.SENTENCES, Capability.GENERATE})
+    why_not: Mapping[Capability, str] = {
+        Capability.WINDOWS: _SENTENCE,
+        Capability.POSITIONS: _NO_POSITIONS,
+        Capability.KV_CACHE: "it keeps no cache: each step looks up the last words",
+        Capability.CONTEXT_WINDOW: "it has no context window: it sees the last n-1 words",
+        Capability.PROMPT_TRUNCATION: "it reads only the last n-1 words of a prompt",
+        Capability.CHAT: _NO_TEMPLATE,
+        Capability.LOGITS: "neural models only: an n-gram model's probabilities are over words, not over a token "
+                           "vocabulary that two models share",
+        Capability.WEIGHTS_LAYOUT: "its n-grams are held as read, it has no weights layout",
     }
 
     def __init__(self, model: NgramModel, spec: LoadSpec | None = None):
@@ -132,7 +134,7 @@ class NgramLM:
 
     def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None):
         """Continuation scoring (`nlpkit score`): words after `<s>` as KenLM's full_scores scores them
-        (`continuations.NgramContinuationScorer`). `window` and `chat` do not apply (see `inapplicable`)."""
+        (`continuations.NgramContinuationScorer`). `window` and `chat` do not apply (see `why_not`)."""
         from nlpkit.lm.ngram.ngram_continuations import NgramContinuationScorer
 
         return NgramContinuationScorer(self.model, self.transform)
@@ -194,8 +196,6 @@ class NgramLM:
     def token_bytes(self, token_id: int) -> bytes:
         return self.model.vocab[token_id].encode("utf-8")
 
-    parallel_windows = False   # scoring is Python loops: threads would only queue
-
     @property
     def worker_key(self) -> tuple:
         """How a Dask worker loads the same model (`nlpkit.lm.spec.cached_model(*worker_key)`): the loader and this
@@ -211,12 +211,6 @@ class NgramLM:
         seq = np.asarray(ids, dtype=np.int64)
         log10, _ = self.model.score_sequence(seq, np.arange(len(seq), dtype=np.int64))
         return np.asarray(log10_to_nats(log10[max(first, 1) - 1:]), dtype=np.float64)
-
-    def window_logits(self, ids: Sequence[int], first: int):
-        """Not offered (see `inapplicable["compare"]`): comparing distributions is for neural models."""
-        from nlpkit.errors import NlpkitError
-
-        raise NlpkitError(f"{self.described} has no token distributions to compare ({self.inapplicable['compare']})")
 
     def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray:  # [P] -> [V]
         from nlpkit.lm.ngram.ngram_sampling import next_logits
@@ -270,10 +264,6 @@ class NgramLM:
         return StreamStops(self.text_stream(prompt, until))
 
     # ------------------------------------------------------------------ perplexity
-    def window_context(self, context: int | None) -> None:
-        """None: an n-gram model scores each line whole, with no window."""
-        return None
-
     def sentence_perplexity(self, paths: Sequence[str], *, per_line: bool = False, per_token: bool = False,
                             errors: str = "strict", **_windows) -> PerplexityRun:
         """KenLM query's figures plus NLL and bits per byte, per file (then a corpus total), per line or per token

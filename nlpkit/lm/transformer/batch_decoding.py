@@ -47,8 +47,7 @@ def supports_batching(model) -> bool:
     """Whether `DecodingBatch` can run this model: not longrope (its keys are recomputed when a sequence first
     passes the original context, one sequence at a time). Native weights (`--weights native`) are expanded a layer
     at a time as `Model.forward` does, once per step for all the live rows: batching is where they pay."""
-    rope = getattr(model, "rope", None)
-    return rope is None or getattr(rope, "long", None) is None
+    return model.rope is None or model.rope.long is None
 
 
 KV_SHARE = 0.25  # of the memory available when a batch starts: what its sequences' KV caches may take together
@@ -61,6 +60,9 @@ class DecodingBatch:
     each sized for its prompt and token budget) stay within KV_SHARE of the memory available when the batch started
     (`kv_budget` bytes; None: no bound). A driver asks it before a sequence joins, so a batch size chosen for a
     small model cannot exhaust the memory with a large one's caches."""
+
+    forks = True   # `fork`: a sequence shares a live one's prompt cache
+    full = ()      # no step finds a sequence without room: a driver asks `room` first
 
     def __init__(self, model, context: int | None = None, kv_budget: int | None = -1):
         if not supports_batching(model):

@@ -246,7 +246,7 @@ class PackedScorer:
     def _rope_limit(self) -> float:
         """The sequence length past which the model's RoPE tables change for the whole sequence (longrope's long
         factors, dynamic NTK scaling); infinite when they never do."""
-        rope = getattr(self.model, "rope", None)
+        rope = self.model.rope
         if rope is None:
             return float("inf")
         if rope.long is not None:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.interface import Prompt
+from nlpkit.lm.interface import Capability, Prompt
 from nlpkit.lm.spec import LoadSpec
 
 
@@ -70,7 +70,7 @@ def render_chat(model, text: str | None, system: str | None, messages_file: str 
     else:
         messages = conversation(text, system, None)
     rendered = template.render(messages, special_token_variables(model.tokenizer))
-    return rendered, end_of_turn_ids(model.tokenizer, getattr(model.config, "eos_ids", ()))
+    return rendered, end_of_turn_ids(model.tokenizer, model.config.eos_ids)
 
 
 def generation_config(model) -> dict:
@@ -149,7 +149,9 @@ class TransformerLM:
 
     kind = "transformer"
     token_unit = "tokens"
-    inapplicable: Mapping[str, str] = {}
+    capabilities = frozenset(Capability) - {Capability.SENTENCES}   # windows, logits, decoding, RoPE, layouts, chat
+    why_not: Mapping[Capability, str] = {
+        Capability.SENTENCES: "it scores windows of tokens, not a line as one sentence"}
 
     described = "a transformer model"
 
@@ -352,8 +354,8 @@ class TransformerLM:
         model = self.model
         eos = model.config.eos_id
         if eos is None and model.tokenizer is not None:
-            eos = getattr(model.tokenizer, "eos_id", None)
-        ids = {*getattr(model.config, "eos_ids", ()), *extra}
+            eos = model.tokenizer.eos_id
+        ids = {*model.config.eos_ids, *extra}
         if eos is not None:
             ids.add(eos)
         return frozenset(ids)
@@ -372,8 +374,3 @@ class TransformerLM:
         ctx = context or default_context(self.model)
         check_context(self.model, ctx)
         return ctx
-
-    def sentence_perplexity(self, paths: Sequence[str], **_options):
-        """Not offered: a transformer scores windows (`nlpkit.lm.perplexity.perplexity_run`), never a line as a
-        sentence (`window_context` is never None)."""
-        raise NlpkitError(f"{self.described} scores windows, not sentences")
