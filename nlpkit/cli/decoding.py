@@ -210,7 +210,7 @@ def load_for_decoding(spec, quiet: bool = False):
 def sampling_config(lm, opts: DecodingOptions):
     """The sampling knobs: the options given, the rest from the model's defaults (its
     generation_config.json, else llama.cpp's; an n-gram model's own distribution)."""
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     base, source = lm.sampling_defaults()
     given = {"temperature": opts.temperature, "top_k": opts.top_k, "top_p": opts.top_p, "min_p": opts.min_p,

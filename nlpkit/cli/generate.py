@@ -1,4 +1,4 @@
-"""`nlpkit generate [PROMPT]`: stream one continuation of a prompt to stdout (core: nlpkit/lm/generation.py;
+"""`nlpkit generate [PROMPT]`: stream one continuation of a prompt to stdout (core: nlpkit/lm/generation/__init__.py;
 options shared with `sample`: nlpkit/cli/decoding.py)."""
 
 from __future__ import annotations
@@ -100,10 +100,10 @@ def command(prompt, prompts_file, field, batch_size, echo, model, decoding, fmt,
 
 
 def _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, warm, with_ids) -> None:
-    """--prompts decoded together (`nlpkit.lm.batch_generation`): each record written as soon as it and the ones
+    """--prompts decoded together (`nlpkit.lm.generation.batch_generation`): each record written as soon as it and the ones
     before it are done; with --stats one line for the whole run."""
     from nlpkit.cli.common import warn
-    from nlpkit.lm.batch_generation import DEFAULT_BATCH, BatchStats, Request, generate_batched
+    from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH, BatchStats, Request, generate_batched
 
     lines: dict[int, tuple] = {}
     streams: dict[int, object] = {}

@@ -127,7 +127,7 @@ def command(files, model, mode, context, stride, per_line, per_token, add_bos,
     if stride is not None and ctx is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
     if compare is not None:
-        from nlpkit.lm.comparison import compare_run
+        from nlpkit.lm.perplexity.comparison import compare_run
 
         run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
                           per_token=per_token, errors=encoding_errors)
@@ -204,7 +204,7 @@ PROBE = "The quick brown fox, 1234 \u2014 na\u00efve caf\u00e9, \u6771\u4eac \U0
 def _check_comparable(lm, base, add_bos: bool | None) -> None:
     """--compare needs the same tokenizer (id for id on a mixed probe text), vocabulary size and prefix token: checked
     before the windows, so that a base that cannot be compared is said so rather than its context refused."""
-    from nlpkit.lm.comparison import check_pair, check_same_ids
+    from nlpkit.lm.perplexity.comparison import check_pair, check_same_ids
 
     from nlpkit.errors import NlpkitError
 

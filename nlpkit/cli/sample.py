@@ -1,6 +1,6 @@
 """`nlpkit sample [PROMPT] -n N`: N continuations in one batch, as records with their log-probabilities;
-`--dist` prints the next-token distribution after the filters instead (core: nlpkit/lm/generation.py);
-`--prompts FILE`: N continuations of every prompt, decoded together (core: nlpkit/lm/batch_sampling.py;
+`--dist` prints the next-token distribution after the filters instead (core: nlpkit/lm/generation/__init__.py);
+`--prompts FILE`: N continuations of every prompt, decoded together (core: nlpkit/lm/generation/batch_sampling.py;
 options shared with `generate`: nlpkit/cli/decoding.py)."""
 
 from __future__ import annotations
@@ -130,8 +130,8 @@ def _prompts(lm, lines, field, n, batch_size, opts, cfg, seed, fmt, no_signature
     --no-kv-cache or --sliding one prompt at a time, `sample_batch` as for a PROMPT), records in input order, each
     prompt's written as soon as it and every earlier one are done."""
     from nlpkit.cli.common import warn
-    from nlpkit.lm.batch_generation import DEFAULT_BATCH, BatchStats
-    from nlpkit.lm.batch_sampling import sample_prompts
+    from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH, BatchStats
+    from nlpkit.lm.generation.batch_sampling import sample_prompts
     from nlpkit.lm.generation import GenerationStats, sample_batch
 
     warm = lm.warm_up() if opts.stats else None

@@ -1,7 +1,7 @@
 """`nlpkit score`: log-likelihoods, multiple-choice accuracy, preference pairs and generated answers of JSONL items,
 as lm-evaluation-harness computes them, with standard errors and paired comparisons of several models
 (core: nlpkit/evaluation/, nlpkit/lm/transformer/packed_scoring.py, nlpkit/lm/ngram/ngram_continuations.py,
-nlpkit/lm/batch_generation.py)."""
+nlpkit/lm/generation/batch_generation.py)."""
 
 from __future__ import annotations
 
@@ -265,8 +265,8 @@ def _generation_options(until, max_gen_toks, extract, extract_group, ignore_case
     """The generate task's `GenerationOptions`, checked (a usage error naming the option)."""
     from nlpkit.evaluation.answer_filters import MatchOptions
     from nlpkit.evaluation.generation_task import DEFAULT_MAX_GEN_TOKS, GenerationOptions
-    from nlpkit.lm.batch_generation import DEFAULT_BATCH
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     if extract_group is not None and extract is None:
         raise click.UsageError("--extract-group needs --extract")

@@ -49,29 +49,11 @@ class ModelSpec:
 
 def check_model_path(path: str | None) -> None:
     """Raise the error loading the model at `path` would raise for a path that is not a model (missing, a pickled
-    checkpoint, a file of no kind nlpkit reads), without loading one: the path exists and its kind is sniffed
-    (an ARPA or nlpkit counts file; a directory with config.json; a GGUF file). `score` checks every model this way
-    before it loads any."""
-    from nlpkit.lm.load import resolve_path
-    from nlpkit.lm.ngram import is_ngram_model
-    from nlpkit.lm.transformer.loaders import PICKLE_SUFFIXES, load_model, resolve_model_path
+    checkpoint, a file of no kind nlpkit reads), without loading one (`nlpkit.lm.spec.model_format`: the one place
+    that decides what a model path is). `score` checks every model this way before it loads any."""
+    from nlpkit.lm.spec import model_format
 
-    given = resolve_path(path)
-    if given is not None and "://" not in given and os.path.exists(given) and is_ngram_model(given):
-        return
-    p = resolve_model_path(given)
-    if p.is_file() and (p.name in ("config.json", "model.safetensors") or p.suffix == ".safetensors"):
-        p = p.parent
-    if p.is_dir() and (p / "config.json").is_file():
-        return
-    if p.is_file() and p.suffix.lower() not in PICKLE_SUFFIXES:
-        try:
-            with open(p, "rb") as f:
-                if f.read(4) == b"GGUF":
-                    return
-        except OSError:
-            pass
-    load_model(p)  # not a model it can read: the loader's own error, raised before it loads anything
+    model_format(path)
 
 
 def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None,
@@ -99,11 +81,9 @@ def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None,
     return scorer
 
 
-_CACHE: dict[ModelSpec, object] = {}
-
-
 def cached_scorer(spec: ModelSpec):
-    """`load_scorer(spec)`, once per process (a Dask worker scores many chunks with the same models)."""
-    if spec not in _CACHE:
-        _CACHE[spec] = load_scorer(spec)
-    return _CACHE[spec]
+    """`load_scorer(spec)`, once per process (a Dask worker scores many chunks with the same models): the process's
+    one model cache, `nlpkit.lm.spec.cached_model`."""
+    from nlpkit.lm.spec import cached_model
+
+    return cached_model(load_scorer, spec)

@@ -15,7 +15,7 @@ counts file). Nothing above this module asks which kind of model it holds.
 
 What a model is (the members below); what is built on it lives beside it, as functions over these:
 perplexity and its records (`nlpkit.lm.perplexity.perplexity_run`), the model comparison
-(`nlpkit.lm.comparison`), sampling and generation (`nlpkit.lm.generation`), continuation scoring for
+(`nlpkit.lm.perplexity.comparison`), sampling and generation (`nlpkit.lm.generation`), continuation scoring for
 `nlpkit score` (a `nlpkit.lm.continuations.ContinuationScorer`).
 
 `LanguageModel` is what every backend answers, as lm-evaluation-harness's requests:

@@ -14,16 +14,20 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from nlpkit.lm.spec import LoadSpec, resolve_path
+from nlpkit.lm.spec import NGRAM, LoadSpec, model_format
 
 
 def backend_class(path: str | os.PathLike | None) -> type:
-    """The backend that reads `path`, found by sniffing the file without loading it: a class with
-    `kind`, `described` and `inapplicable` (the parameters that mean nothing for it, with why)."""
-    from nlpkit.lm.ngram import is_ngram_model
+    """The backend that reads `path`, found by sniffing the file without loading it (`nlpkit.lm.spec.model_format`):
+    a class with `kind`, `described`, `capabilities` and `why_not` (what it cannot do, with why). A path that is no
+    model goes to the transformer, whose load says why."""
+    from nlpkit.errors import NlpkitError
 
-    p = resolve_path(path)
-    if p and is_ngram_model(p):
+    try:
+        fmt, _ = model_format(path)
+    except NlpkitError:
+        fmt = None
+    if fmt == NGRAM:
         from nlpkit.lm.ngram.ngram_lm import NgramLM
 
         return NgramLM

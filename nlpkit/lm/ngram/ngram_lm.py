@@ -246,8 +246,8 @@ class NgramLM:
         return WordStream(self.model, prompt.lead if prompt is not None else "", stop, self.detok)
 
     def decoding_batch(self, context: int | None = None):
-        """Sequences decoded together: one word history each (`batch_generation.StateBatch`)."""
-        from nlpkit.lm.batch_generation import StateBatch
+        """Sequences decoded together: one word history each (`nlpkit.lm.decoding.StateBatch`)."""
+        from nlpkit.lm.decoding import StateBatch
 
         return StateBatch(self, context)
 
@@ -259,7 +259,7 @@ class NgramLM:
     def until_stream(self, prompt: Prompt, until: Sequence[str] = ()):
         """A generation task's stop test and text: the word stream (`push` -> True at a stop string; `text` the
         words joined, cut before it)."""
-        from nlpkit.lm.batch_generation import StreamStops
+        from nlpkit.lm.decoding import StreamStops
 
         return StreamStops(self.text_stream(prompt, until))
 

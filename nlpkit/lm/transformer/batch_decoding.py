@@ -10,7 +10,7 @@ matrix products have one row per sequence, so the weights are read once for all 
   runs each layer's projections and MLP (`model.layer_rows()`, the closures `Model.forward` runs) on all n rows at
   once, and attention per sequence, each query against its own cache's keys only (no wasted attention);
 - sequences `join` (their prompt prefilled alone, `Model.forward` with their own cache: the same bits as a
-  one-sequence prefill) and `leave` between steps, so a driver keeps the batch full (`nlpkit.lm.batch_generation`);
+  one-sequence prefill) and `leave` between steps, so a driver keeps the batch full (`nlpkit.lm.generation.batch_generation`);
 - sequences joining together (`join_many`) are prefilled in one packed forward: their prompts end to end, each
   layer's products over all their rows at once (split over the free CPUs in ROW_MIN-row shares, one BLAS thread, as
   a long prefill is), attention per prompt under its own causal mask, each prompt's keys and values written into

@@ -30,8 +30,8 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.continuations import ContinuationScore
-from nlpkit.lm.perplexity_windows import prefix_token
-from nlpkit.lm.window_scoring import row_log_normalizers
+from nlpkit.lm.transformer.conventions import prefix_token
+from nlpkit.lm.perplexity.window_scoring import row_log_normalizers
 from nlpkit.lm.transformer.packing import pack, tree
 
 

@@ -238,7 +238,7 @@ class TransformerLM:
 
     @property
     def prefix_id(self) -> int | None:
-        from nlpkit.lm.perplexity_windows import prefix_token
+        from nlpkit.lm.transformer.conventions import prefix_token
 
         return prefix_token(self.model.config)
 
@@ -255,13 +255,13 @@ class TransformerLM:
 
     # ------------------------------------------------------------------ scoring
     def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray:  # [t] -> [t - first]
-        from nlpkit.lm.window_scoring import window_logprobs
+        from nlpkit.lm.perplexity.window_scoring import window_logprobs
 
         return window_logprobs(self.model, list(ids), first)
 
     def window_logits(self, ids: Sequence[int], first: int) -> Iterator[np.ndarray]:  # [t] -> chunks of [n, V]
         """The logits rows `logprobs(ids, first)` scores, a chunk at a time (`perplexity --compare`)."""
-        from nlpkit.lm.window_scoring import window_logits
+        from nlpkit.lm.perplexity.window_scoring import window_logits
 
         return window_logits(self.model, list(ids), first)
 
@@ -289,7 +289,7 @@ class TransformerLM:
     def sampling_defaults(self) -> tuple[dict, str | None]:
         """The model's sampling settings (its generation_config.json, else llama.cpp's), and the file
         they came from (named when one of them is invalid)."""
-        from nlpkit.lm.sampling import sampling_defaults
+        from nlpkit.lm.transformer.conventions import sampling_defaults
 
         base, _ = sampling_defaults(generation_config(self.model))
         return base, f"{self.model.source}/generation_config.json"
@@ -324,8 +324,8 @@ class TransformerLM:
 
     def decoding_batch(self, context: int | None = None):
         """Many sequences decoded together (`batch_decoding.DecodingBatch`: one forward per step for all); a
-        longrope model one state per sequence (`batch_generation.StateBatch`)."""
-        from nlpkit.lm.batch_generation import StateBatch
+        longrope model one state per sequence (`nlpkit.lm.decoding.StateBatch`)."""
+        from nlpkit.lm.decoding import StateBatch
         from nlpkit.lm.transformer.batch_decoding import DecodingBatch, supports_batching
 
         return DecodingBatch(self.model, context) if supports_batching(self.model) else StateBatch(self, context)
@@ -369,7 +369,7 @@ class TransformerLM:
     def window_context(self, context: int | None) -> int:
         """The window length perplexity uses: `context`, else the model's (at most 1024), checked
         against the model's positions."""
-        from nlpkit.lm.perplexity import check_context, default_context
+        from nlpkit.lm.transformer.conventions import check_context, default_context
 
         ctx = context or default_context(self.model)
         check_context(self.model, ctx)

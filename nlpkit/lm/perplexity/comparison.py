@@ -3,9 +3,9 @@
 Both models read the same token ids (their tokenizers must agree id for id, and so must their vocabulary
 size and, when it is used, their prefix token) through the same windows as perplexity (`mode`, `context`,
 `stride`). Window by window, each model's logits for the scored rows come a chunk at a time
-(`LanguageModel.window_logits`) and are compared at once (`nlpkit.lm.divergence.compare_logits`): the
+(`LanguageModel.window_logits`) and are compared at once (`nlpkit.lm.perplexity.divergence.compare_logits`): the
 base's logits are never kept for the whole text, only five numbers per token. Two models are in memory at
-once; that is the cost. The records are llama.cpp's statistics (`nlpkit.lm.divergence.summarize`).
+once; that is the cost. The records are llama.cpp's statistics (`nlpkit.lm.perplexity.divergence.summarize`).
 
     >>> run = compare_run(load_language_model("q8.gguf"), load_language_model("f32/"), ["book.txt"])
     >>> next(run.records())["kld"]                                  # doctest: +SKIP
@@ -20,9 +20,9 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.divergence import DP_PERCENTILES, KLD_PERCENTILES, TokenComparison, compare_logits, summarize
+from nlpkit.lm.perplexity.divergence import DP_PERCENTILES, KLD_PERCENTILES, TokenComparison, compare_logits, summarize
 from nlpkit.lm.interface import PerplexityRun
-from nlpkit.lm.perplexity_windows import TooShort, check_window, default_stride, window_plan
+from nlpkit.lm.perplexity.windows import TooShort, check_window, default_stride, window_plan
 from nlpkit.lm.spec import cached_model
 from nlpkit.lm.threads import blas_threads, match_blas_threads
 

@@ -3,7 +3,7 @@
 A window's logits come a chunk of rows at a time through a KV cache (`window_logits`), their targets'
 log-softmax in float64 (`log_softmax_at`); `local_windows` runs a plan's windows on this machine (a bare engine
 `Model` several at a time on threads), `score_windows` gathers them, and `score_windows_task` is the same on a
-Dask worker's cached model (`nlpkit.lm.spec.cached_model`). The plans themselves are `nlpkit.lm.perplexity_windows`'.
+Dask worker's cached model (`nlpkit.lm.spec.cached_model`). The plans themselves are `nlpkit.lm.perplexity.windows`'.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from nlpkit.lm.perplexity_windows import Window
+from nlpkit.lm.perplexity.windows import Window
 from nlpkit.lm.spec import cached_model
 from nlpkit.lm.threads import RowPool, engine_threads, held_blas_threads, match_blas_threads, serial_here
 

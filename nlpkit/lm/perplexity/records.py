@@ -1,7 +1,7 @@
 """What `nlpkit perplexity` prints: its columns, and the records of a run per file, per line or per token.
 
 `perplexity_run` resolves the window settings for a `LanguageModel` and yields its records, here or with the
-mappers the caller built (a Dask cluster); the scoring is `nlpkit.lm.text_perplexity`'s.
+mappers the caller built (a Dask cluster); the scoring is `nlpkit.lm.perplexity.text_perplexity`'s.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.interface import Capability, PerplexityRun
-from nlpkit.lm.perplexity_windows import TooShort, Window, default_stride
-from nlpkit.lm.text_perplexity import Perplexity, score_lines_shard, text_perplexity
+from nlpkit.lm.perplexity.windows import TooShort, Window, default_stride
+from nlpkit.lm.perplexity.text_perplexity import Perplexity, score_lines_shard, text_perplexity
 from nlpkit.lm.threads import blas_threads
-from nlpkit.lm.window_scoring import Scored, score_windows_task
+from nlpkit.lm.perplexity.window_scoring import Scored, score_windows_task
 
 PERPLEXITY_SUMMARY = ["file", "tokens", "mean_nll", "mean_nll_se", "token_ppl", "token_ppl_unc", "word_ppl",
                       "byte_ppl", "bits_per_byte", "words", "bytes"]
