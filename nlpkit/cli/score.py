@@ -320,12 +320,15 @@ def _load(specs: dict, ref_spec, quiet: bool, verbose: bool = False) -> tuple[di
     path and settings) is loaded once, and its one scorer scores for both names. --verbose: a line per model
     loaded (in this process: with --dask too, the workers load their own)."""
     from nlpkit.evaluation.models import check_model_path
+    from nlpkit.lm.interface import Capability
     from nlpkit.lm.load import backend_class
 
-    for spec in [*specs.values(), ref_spec]:
-        if spec is not None:
-            check_model_path(spec.path)
-            refuse_inapplicable(click.get_current_context(), backend_class(spec.path), ("weights",))
+    given = [spec for spec in [*specs.values(), ref_spec] if spec is not None]
+    for spec in given:
+        check_model_path(spec.path)
+    backends = [backend_class(spec.path) for spec in given]
+    if not any(Capability.WEIGHTS_LAYOUT in b.capabilities for b in backends):   # --weights applies to none
+        refuse_inapplicable(click.get_current_context(), backends[0], ("weights",))
     loaded: dict = {}
     for spec in specs.values():
         if spec.absolute() not in loaded:

@@ -47,6 +47,12 @@ def test_weights_on_an_ngram_model_is_refused_as_chat_is(cli, args, env, said):
     assert r.stdout == b""
 
 
+def test_score_takes_weights_when_one_of_its_models_has_a_layout(cli):
+    r = cli("score", "-m", ARPA, "-m", "default", "--weights", "native", "-",
+            input='{"context": "the", "continuation": " cat"}\n')
+    assert r.returncode == 0, r.stderr
+
+
 def test_chat_is_refused_in_the_same_words(cli):
     r = cli("generate", "-m", ARPA, "the", "--chat")
     assert r.returncode == 2

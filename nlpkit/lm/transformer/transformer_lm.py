@@ -226,7 +226,7 @@ class TransformerLM:
         m = self.model
         arrays = [getattr(obj, f.name) for obj in [m.weights, *m.weights.layers] for f in dataclasses.fields(obj)
                   if f.name != "layers"]   # float32 arrays, or StoredMatrix (native): both have nbytes
-        held = sum(int(getattr(w, "nbytes", 0)) for w in arrays if w is not None)
+        held = sum(int(w.nbytes) for w in arrays if w is not None)
         layout, why = m.weights_layout
         return ModelDescription(self.name, m.config.family or m.config.arch, m.config.n_params, "parameters", held,
                                 layout, why, workers(), m.weights_cache)
