@@ -208,8 +208,8 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     def spec(path):  # how a model is loaded (`--weights auto` weighs the purpose)
         return load_spec(path, weights, no_cache, purpose)
 
-    specs = {name: ModelSpec(spec(path), window, chat, system, gen) for name, path in zip(names, models)}
-    ref_spec = ModelSpec(spec(reference), window, chat, system) if reference is not None else None
+    specs = {name: ModelSpec(path, window, chat, system, gen, spec(path)) for name, path in zip(names, models)}
+    ref_spec = ModelSpec(reference, window, chat, system, load=spec(reference)) if reference is not None else None
     scorers, ref = _load(specs, ref_spec, quiet, verbose)
     evaluation = Evaluation(scorers, options, ref)
     evaluation.check(found, items)  # what a model could not score, before any record

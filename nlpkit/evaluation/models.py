@@ -19,32 +19,28 @@ from nlpkit.lm.spec import LoadSpec
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model and how it scores: `model` (how to load it: a `nlpkit.lm.spec.LoadSpec`; a path or None is made one),
-    `window` (tokens; None: perplexity's default, the model's trained positions capped at 1024,
-    `window_context(None)`), `chat` (render contexts with its chat template, `system` first), `generate` (it answers
-    generation items: a `Generator`)."""
+    """A model and how it scores: `path`, `window` (tokens; None: perplexity's default, the model's trained positions
+    capped at 1024, `window_context(None)`), `chat` (render contexts with its chat template, `system` first),
+    `generate` (it answers generation items: a `Generator`), `load` (how to load it: a `nlpkit.lm.spec.LoadSpec`,
+    weights layout, purpose, cache; None: `LoadSpec(path)`; its path is always `path`)."""
 
-    model: LoadSpec | str | None = None
+    path: str | None
     window: int | None = None
     chat: bool = False
     system: str | None = None
     generate: bool = False
+    load: LoadSpec | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, LoadSpec):
-            object.__setattr__(self, "model", LoadSpec(self.model))
-
-    @property
-    def path(self) -> str | None:
-        """The model's path as given (None: $NLPKIT_MODEL, else the shipped model)."""
-        return self.model.path
+        if self.load is None or self.load.path != self.path:
+            object.__setattr__(self, "load", dataclasses.replace(self.load or LoadSpec(), path=self.path))
 
     def absolute(self) -> "ModelSpec":
         """The same spec with an absolute, resolved path (workers have their own working directory; two specs of
         one model file compare equal, so `score -m A -m ./A` loads and scores it once)."""
         if self.path is None or "://" in self.path:
             return self
-        return dataclasses.replace(self, model=dataclasses.replace(self.model, path=os.path.realpath(self.path)))
+        return dataclasses.replace(self, path=os.path.realpath(self.path))
 
 
 def check_model_path(path: str | None) -> None:
@@ -63,7 +59,7 @@ def load_scorer(spec: ModelSpec, warn: Callable[[str], None] | None = None,
     `loaded` is handed the `LanguageModel` once it has loaded (`score --verbose` describes it)."""
     from nlpkit.lm.load import load_language_model
 
-    lm = load_language_model(spec.model, warn=warn)
+    lm = load_language_model(spec.load, warn=warn)
     if loaded is not None:
         loaded(lm)
     for param, needs, given in (("chat", Capability.CHAT, spec.chat),
