@@ -390,5 +390,5 @@ def test_backends_import_no_task_module():
 def test_lm_holds_at_most_ten_modules_directly():
     """`nlpkit/lm/` is grouped by what it does: the interface, the load spec and loader, what every backend shares;
     perplexity, generation, the transformer engine and the n-gram models are packages."""
-    direct = sorted(p.name for p in (PKG / "lm").glob("*.py"))
+    direct = sorted(p.name for p in (PKG / "lm").glob("*.py") if p.name != "__init__.py")
     assert len(direct) <= 10, direct

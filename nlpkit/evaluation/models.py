@@ -45,9 +45,9 @@ class ModelSpec:
 
 def check_model_path(path: str | None) -> None:
     """Raise the error loading the model at `path` would raise for a path that is not a model (missing, a pickled
-    checkpoint, a file of no kind nlpkit reads), without loading one (`nlpkit.lm.spec.model_format`: the one place
+    checkpoint, a file of no kind nlpkit reads), without loading one (`nlpkit.lm.model_files.model_format`: the one place
     that decides what a model path is). `score` checks every model this way before it loads any."""
-    from nlpkit.lm.spec import model_format
+    from nlpkit.lm.model_files import model_format
 
     model_format(path)
 

@@ -2,8 +2,8 @@
 
     interface.py      `LanguageModel` (identity, tokens, logprobs, continuation scoring) and the `Capability`s a
                       backend declares (windows, logits, sentences, decoding, RoPE, weights layout, chat, ...)
-    spec.py           `LoadSpec` (how to load a model: the CLI builds it), `model_format` (what a path is),
-                      `cached_model` (the one model cache of a process)
+    spec.py           `LoadSpec` (how to load a model: the CLI builds it), `cached_model` (the one model cache)
+    model_files.py    `model_format`: what a model path is, decided in one place
     load.py           `load_language_model(spec)`: the backend that reads it
     continuations.py  `ContinuationScore` and the `ContinuationScorer` protocol `nlpkit score` is written on
     decoding.py       `StateBatch`, `StreamStops`: decoding adapters any backend can return

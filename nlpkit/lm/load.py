@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from nlpkit.lm.spec import NGRAM, LoadSpec, model_format
+from nlpkit.lm.model_files import NGRAM, model_format
+from nlpkit.lm.spec import LoadSpec
 
 
 def backend_class(path: str | os.PathLike | None) -> type:
-    """The backend that reads `path`, found by sniffing the file without loading it (`nlpkit.lm.spec.model_format`):
+    """The backend that reads `path`, found by sniffing the file without loading it (`nlpkit.lm.model_files.model_format`):
     a class with `kind`, `described`, `capabilities` and `why_not` (what it cannot do, with why). A path that is no
     model goes to the transformer, whose load says why."""
     from nlpkit.errors import NlpkitError

@@ -2,7 +2,7 @@
 
 None means `$NLPKIT_MODEL`, else the default model shipped in `nlpkit/lm/default/`. What the path is (and the error
 for a path that is no model nlpkit reads, a pickled checkpoint among them) is decided in one place,
-`nlpkit.lm.spec.model_format`.
+`nlpkit.lm.model_files.model_format`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.spec import DEFAULT_MODEL_DIR, NGRAM, model_format, resolve_model_path  # noqa: F401 - the API
+from nlpkit.lm.model_files import DEFAULT_MODEL_DIR, NGRAM, model_format, resolve_model_path  # noqa: F401 - the API
 
 
 def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | None = None,
