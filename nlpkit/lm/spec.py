@@ -2,9 +2,9 @@
 
 The CLI builds a `LoadSpec` once from its options (-m, --weights or $NLPKIT_WEIGHTS, --no-cache, the RoPE options,
 and what the command does with the model: its `purpose`) and hands it to the loader as a parameter
-(`nlpkit.lm.load.load_language_model(spec)`); the loaded model keeps it (`describe()` reads it), and its
-`worker_key` carries it, so that a Dask worker builds the same model with the same weights layout. No setting
-travels by the environment or a module global.
+(`nlpkit.lm.load.load_language_model(spec)`); the loaded model keeps it (`lm.spec`; `describe()` says the layout
+the loader chose from it, and why), and its `worker_key` carries it, so that a Dask worker builds the same model
+with the same weights layout. No setting travels by the environment or a module global.
 
     >>> spec = LoadSpec("model.gguf", weights="native", purpose="score")
     >>> lm = load_language_model(spec)                       # doctest: +SKIP
