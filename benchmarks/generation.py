@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 
 from nlpkit.lm.generation import GenerationStats, generate_ids, sample_batch
 from nlpkit.lm.transformer.loaders import DEFAULT_MODEL_DIR, load_model
-from nlpkit.lm.sampling import SamplingConfig
+from nlpkit.lm.generation.sampling import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0)
 PROMPT_LEN = 8
@@ -112,7 +112,7 @@ def batch_prompts(model) -> list[list[int]]:
 
 def nlpkit_batched(model, prompts: list[list[int]], batch_size: int, stats=None) -> tuple[float, list[list[int]]]:
     """(wall seconds, ids) of `generate --prompts`'s batched path (`stats`: a BatchStats to fill)."""
-    from nlpkit.lm.batch_generation import Request, generate_batched
+    from nlpkit.lm.generation.batch_generation import Request, generate_batched
     from nlpkit.lm.interface import Prompt
     from nlpkit.lm.transformer.transformer_lm import TransformerLM
 
@@ -182,7 +182,7 @@ def batched_rows(path: Path, batch_sizes: list[int], llama_bin: Path | None = No
     rows = [(f"SmolLM2: generate --prompts {BATCH_PROMPTS}x{BATCH_NEW}, one at a time vs one stream (tok/s)",
              fmt_tps(total / t_seq), fmt_tps(one), f"{total / t_seq / one:.2f}x")]
     best = None
-    from nlpkit.lm.batch_generation import BatchStats
+    from nlpkit.lm.generation.batch_generation import BatchStats
 
     for b in batch_sizes:
         st = BatchStats()

@@ -231,15 +231,14 @@ def read_prompts(path: str, errors: str = "strict", field: str | None = None):  
     return chain([first], lines)
 
 
-def load_for_decoding(model_path: str | None, rope_scaling: str | None = None, rope_factor: float | None = None,
-                      quiet: bool = False, verbose: bool = False):
-    """The model (a `LanguageModel`), after refusing the options that mean nothing for its kind; with `verbose`
-    (-v) the model line on stderr (`model_line.say_loaded`), as perplexity and score say it."""
+def load_for_decoding(spec, quiet: bool = False, verbose: bool = False):
+    """The model `spec` (a `nlpkit.lm.spec.LoadSpec`) names, as a `LanguageModel`, after refusing the options that
+    mean nothing for its kind; with `verbose` (-v) the model line on stderr (`model_line.say_loaded`), as perplexity
+    and score say it."""
     from nlpkit.lm.load import backend_class, load_language_model
 
-    refuse_inapplicable(click.get_current_context(), backend_class(model_path))
-    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                             warn=lambda m: warn(m, quiet))
+    refuse_inapplicable(click.get_current_context(), backend_class(spec.path))
+    lm = load_language_model(spec, warn=lambda m: warn(m, quiet))
     lm.require_tokenizer()
     if verbose:
         from nlpkit.cli.model_line import say_loaded
@@ -251,7 +250,7 @@ def load_for_decoding(model_path: str | None, rope_scaling: str | None = None, r
 def sampling_config(lm, opts: DecodingOptions):
     """The sampling knobs: the options given, the rest from the model's defaults (its
     generation_config.json, else llama.cpp's; an n-gram model's own distribution)."""
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     base, source = lm.sampling_defaults()
     given = {"temperature": opts.temperature, "top_k": opts.top_k, "top_p": opts.top_p, "min_p": opts.min_p,

@@ -1,4 +1,4 @@
-"""`nlpkit generate [PROMPT]`: stream one continuation of a prompt to stdout (core: nlpkit/lm/generation.py;
+"""`nlpkit generate [PROMPT]`: stream one continuation of a prompt to stdout (core: nlpkit/lm/generation/__init__.py;
 options shared with `sample`: nlpkit/cli/decoding.py)."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from nlpkit.cli.model_line import verbose_option
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scaling, rope_factor, verbose, decoding,
-            fmt, no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
+def command(prompt, prompts_file, field, batch_size, echo, model, verbose, decoding, fmt,
+            no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Stream one continuation of PROMPT (argument, or piped stdin) to stdout as it is generated.
 
     No PROMPT with empty stdin is an error (PROMPT '' starts from the BOS token); so is a --prompts
@@ -64,7 +64,7 @@ def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scal
     check_chat(chat, system, messages_file)
     prompts = read_prompts(prompts_file, encoding_errors, field) if prompts_file is not None else None
     opts = decoding
-    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet, verbose)
+    lm = load_for_decoding(model, quiet, verbose)
     cfg = sampling_config(lm, opts)
     seed = opts.drawn_seed()
     warm = lm.warm_up() if opts.stats else None
@@ -106,10 +106,10 @@ def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scal
 
 
 def _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, warm, with_ids) -> None:
-    """--prompts decoded together (`nlpkit.lm.batch_generation`): each record written as soon as it and the ones
+    """--prompts decoded together (`nlpkit.lm.generation.batch_generation`): each record written as soon as it and the ones
     before it are done; with --stats one line for the whole run."""
     from nlpkit.cli.common import warn
-    from nlpkit.lm.batch_generation import DEFAULT_BATCH, BatchStats, Request, generate_batched
+    from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH, BatchStats, Request, generate_batched
 
     lines: dict[int, tuple] = {}
     streams: dict[int, object] = {}

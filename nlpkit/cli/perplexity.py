@@ -54,8 +54,9 @@ from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_optio
                          "auto: 64M); an n-gram model: bytes of lines per task.")
 @verbose_option
 @common_options
-def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
-            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, fail_if_below, fail_if_above, dask, shard_size, verbose, fmt, no_signature,
+def command(files, model, mode, context, stride, per_line, per_token, add_bos,
+            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, fail_if_below, fail_if_above, dask, shard_size,
+            verbose, fmt, no_signature,
             quiet, encoding_errors):
     """Perplexity of text under a language model.
 
@@ -93,9 +94,10 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
       nlpkit perplexity book.txt -m model-Q8_0.gguf --compare model_dir/
       nlpkit perplexity a.txt -m q.gguf --compare default --fail-if-kld-above 0.01
     """
+    from nlpkit.lm.interface import Capability
     from nlpkit.lm.load import backend_class, load_language_model
 
-    refuse_inapplicable(click.get_current_context(), backend_class(model_path))
+    refuse_inapplicable(click.get_current_context(), backend_class(model.path))
     if stride is not None and context is not None and stride > context:
         raise click.BadParameter(f"--stride {stride} is larger than --context {context}", param_hint="--stride")
     if stride is not None and mode != "sliding":
@@ -109,29 +111,29 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     _check_bounds(fail_if_below, fail_if_above, per_line, per_token)
     if compare is not None:
         base_cls = backend_class(compare)
-        if "compare" in base_cls.inapplicable:
+        if Capability.LOGITS not in base_cls.capabilities:
             raise click.UsageError(f"--compare does not apply to {base_cls.described} "
-                                   f"({base_cls.inapplicable['compare']}): {compare}")
+                                   f"({base_cls.why_not[Capability.LOGITS]}): {compare}")
         if per_line:
             raise click.UsageError("--compare summarizes whole files: --per-line does not apply")
 
-    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                             warn=lambda m: warn(m, quiet))
+    lm = load_language_model(model, warn=lambda m: warn(m, quiet))
     if verbose:
         say_loaded(lm)
     base = None
     if compare is not None:   # what makes the comparison impossible comes first, before any window setting
+        import dataclasses
+
         from nlpkit.errors import NlpkitError
 
         try:
-            base = load_language_model(compare, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                                       warn=lambda m: warn(m, quiet))
+            base = load_language_model(dataclasses.replace(model, path=compare), warn=lambda m: warn(m, quiet))
         except NlpkitError as e:
             raise NlpkitError(f"--compare {compare}: {e}") from None
         if verbose:
             say_loaded(base)
         _check_comparable(lm, base, add_bos)
-    ctx = lm.window_context(context)
+    ctx = lm.window_context(context) if Capability.WINDOWS in lm.capabilities else None
     if stride is not None and ctx is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
     run = _run(lm, base, paths, mode, ctx, stride, add_bos, per_line, per_token, encoding_errors, quiet)
@@ -142,7 +144,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
 def _run(lm, base, paths, mode, ctx, stride, add_bos, per_line, per_token, encoding_errors, quiet):
     """The core's run: `compare_run` of the model against `base`, else `perplexity_run` of the model."""
     if base is not None:
-        from nlpkit.lm.comparison import compare_run
+        from nlpkit.lm.perplexity.comparison import compare_run
 
         run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
                           per_token=per_token, errors=encoding_errors)
@@ -244,7 +246,7 @@ PROBE = "The quick brown fox, 1234 \u2014 na\u00efve caf\u00e9, \u6771\u4eac \U0
 def _check_comparable(lm, base, add_bos: bool | None) -> None:
     """--compare needs the same tokenizer (id for id on a mixed probe text), vocabulary size and prefix token: checked
     before the windows, so that a base that cannot be compared is said so rather than its context refused."""
-    from nlpkit.lm.comparison import check_pair, check_same_ids
+    from nlpkit.lm.perplexity.comparison import check_pair, check_same_ids
 
     from nlpkit.errors import NlpkitError
 

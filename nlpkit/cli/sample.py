@@ -1,6 +1,6 @@
 """`nlpkit sample [PROMPT] -n N`: N continuations in one batch, as records with their log-probabilities;
-`--dist` prints the next-token distribution after the filters instead (core: nlpkit/lm/generation.py);
-`--prompts FILE`: N continuations of every prompt, decoded together (core: nlpkit/lm/batch_sampling.py;
+`--dist` prints the next-token distribution after the filters instead (core: nlpkit/lm/generation/__init__.py);
+`--prompts FILE`: N continuations of every prompt, decoded together (core: nlpkit/lm/generation/batch_sampling.py;
 options shared with `generate`: nlpkit/cli/decoding.py)."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_scaling, rope_factor, verbose, decoding,
-            fmt, no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
+def command(prompt, n, dist, prompts_file, field, batch_size, model, verbose, decoding, fmt,
+            no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
     its KV cache shared by the N rows. Each record has the text, its token count, and its total
     log-probability under the model (logprob) and under the filtered distribution it was drawn from
@@ -68,7 +68,7 @@ def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_s
     check_chat(chat, system, messages_file)
     lines = read_prompts(prompts_file, encoding_errors, field) if prompts_file is not None else None
     opts = decoding
-    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet, verbose)
+    lm = load_for_decoding(model, quiet, verbose)
     cfg = sampling_config(lm, opts)
     seed = opts.drawn_seed() if not dist else None  # a distribution draws nothing: no seed to record
     if lines is not None:
@@ -118,8 +118,8 @@ def _prompts(lm, lines, field, n, batch_size, opts, cfg, seed, fmt, no_signature
     --no-kv-cache or --sliding one prompt at a time, `sample_batch` as for a PROMPT), records in input order, each
     prompt's written as soon as it and every earlier one are done."""
     from nlpkit.cli.common import warn
-    from nlpkit.lm.batch_generation import DEFAULT_BATCH, BatchStats
-    from nlpkit.lm.batch_sampling import sample_prompts
+    from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH, BatchStats
+    from nlpkit.lm.generation.batch_sampling import sample_prompts
     from nlpkit.lm.generation import GenerationStats, sample_batch
 
     warm = lm.warm_up() if opts.stats else None

@@ -1,7 +1,7 @@
 """`nlpkit score`: log-likelihoods, multiple-choice accuracy, preference pairs and generated answers of JSONL items,
 as lm-evaluation-harness computes them, with standard errors and paired comparisons of several models
 (core: nlpkit/evaluation/, nlpkit/lm/transformer/packed_scoring.py, nlpkit/lm/ngram/ngram_continuations.py,
-nlpkit/lm/batch_generation.py)."""
+nlpkit/lm/generation/batch_generation.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from nlpkit.cli.bounds import ABOVE_HELP, BELOW_HELP, parse_bounds, score_bounds
 from nlpkit.cli.generate_checks import complete_metric_list, warn_generate
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
-                               no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
+                               load_spec, no_cache_option, open_writer, refuse_inapplicable, weights_option, progress, resolve_format, warn)
 
 ITEM_COLUMNS = {  # the table's columns, `id` only when some item has one (machine formats: every field)
     "loglikelihood": ["model", "file", "index", "id", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
@@ -173,8 +173,9 @@ def _complete_bound(ctx, param, incomplete: str) -> list:
 @named_flags(window="--context", metrics="--metric", ignore_regex="--ignore-regex")
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
             fail_if_worse, gate_metric, fail_if_below, fail_if_above, summary_only, chat, system, until, max_gen_toks,
-            extract, extract_group, ignore_case, ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p, min_p, repetition_penalty,
-            batch_size, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors):
+            extract, extract_group, ignore_case, ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p,
+            min_p, repetition_penalty, batch_size, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors,
+            weights=None, no_cache=False):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy,
     preference pairs and generated answers, as lm-evaluation-harness computes them.
 
@@ -232,12 +233,13 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
         warn_generate(until, extract, ignore_regex, dict(temperature=temperature, top_k=top_k, top_p=top_p,
                                                          min_p=min_p), quiet)
     gen = found == "generate"
-    if gen:  # the generate task decodes a token per step: `--weights auto` weighs it as `generate` does
-        from nlpkit.lm.transformer.loaders.native import set_purpose
+    purpose = "decode" if gen else "score"   # the generate task decodes a token per step, as `generate` does
 
-        set_purpose("decode")
-    specs = {name: ModelSpec(path, window, chat, system, gen) for name, path in zip(names, models)}
-    ref_spec = ModelSpec(reference, window, chat, system) if reference is not None else None
+    def spec(path):  # how a model is loaded (`--weights auto` weighs the purpose)
+        return load_spec(path, weights, no_cache, purpose)
+
+    specs = {name: ModelSpec(path, window, chat, system, gen, spec(path)) for name, path in zip(names, models)}
+    ref_spec = ModelSpec(reference, window, chat, system, load=spec(reference)) if reference is not None else None
     scorers, ref = _load(specs, ref_spec, quiet, verbose)
     evaluation = Evaluation(scorers, options, ref)
     evaluation.check(found, items)  # what a model could not score, before any record
@@ -293,9 +295,9 @@ def _generation_options(until, max_gen_toks, extract, extract_group, ignore_case
     """The generate task's `GenerationOptions`, checked (a usage error naming the option)."""
     from nlpkit.evaluation.answer_filters import MatchOptions
     from nlpkit.evaluation.generation_task import DEFAULT_MAX_GEN_TOKS, GenerationOptions
-    from nlpkit.lm.batch_generation import DEFAULT_BATCH
+    from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH
     from nlpkit.cli.generate_checks import refuse_patterns
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     if extract_group is not None and extract is None:
         raise click.UsageError("--extract-group needs --extract")
@@ -354,10 +356,15 @@ def _load(specs: dict, ref_spec, quiet: bool, verbose: bool = False) -> tuple[di
     path and settings) is loaded once, and its one scorer scores for both names. --verbose: a line per model
     loaded (in this process: with --dask too, the workers load their own)."""
     from nlpkit.evaluation.models import check_model_path
+    from nlpkit.lm.interface import Capability
+    from nlpkit.lm.load import backend_class
 
-    for spec in [*specs.values(), ref_spec]:
-        if spec is not None:
-            check_model_path(spec.path)
+    given = [spec for spec in [*specs.values(), ref_spec] if spec is not None]
+    for spec in given:
+        check_model_path(spec.path)
+    backends = [backend_class(spec.path) for spec in given]
+    if not any(Capability.WEIGHTS_LAYOUT in b.capabilities for b in backends):   # --weights applies to none
+        refuse_inapplicable(click.get_current_context(), backends[0], ("weights",))
     loaded: dict = {}
     for spec in specs.values():
         if spec.absolute() not in loaded:

@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.evaluation.answer_filters import MatchOptions, RegexFilter, compile_regex, exact_match
 from nlpkit.evaluation.corpus_stats import CORPUS_METRICS  # noqa: F401 (one number over all items: bleu, chrf)
-from nlpkit.lm.batch_generation import DEFAULT_BATCH
+from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH
 
 GENERATE_METRICS = ("exact_match", "bleu", "chrf")
 DEFAULT_MAX_GEN_TOKS = 256  # lm-evaluation-harness's HFLM max_gen_toks
@@ -83,7 +83,7 @@ class Generation:
 
 class Generator:
     """Answers generation items with one model (any `LanguageModel`: its `generation_prompt` and `until_stream`,
-    decoded by `nlpkit.lm.batch_generation.generate_batched`). `window` is lm-evaluation-harness's max_length [the
+    decoded by `nlpkit.lm.generation.batch_generation.generate_batched`). `window` is lm-evaluation-harness's max_length [the
     model's context]; `render` the chat template around a context (`chat`), or None."""
 
     def __init__(self, lm, window: int | None = None, render: Callable[[str], str] | None = None,
@@ -98,7 +98,7 @@ class Generator:
 
     def request(self, context: str, options: GenerationOptions):
         """(Request, finish) for one context: `finish(Generated)` -> `Generation`."""
-        from nlpkit.lm.batch_generation import Request
+        from nlpkit.lm.generation.batch_generation import Request
 
         text = self.render(context) if self.render is not None else context
         prompt = self.lm.generation_prompt(text, options.max_gen_toks, self.window, self.chat)
@@ -114,8 +114,8 @@ class Generator:
 
     def generate(self, contexts: Sequence[str], options: GenerationOptions, stats=None) -> list[Generation]:
         """The `Generation` of each context, decoded `options.batch_size` at a time, in order."""
-        from nlpkit.lm.batch_generation import generate_batched
-        from nlpkit.lm.sampling import SamplingConfig
+        from nlpkit.lm.generation.batch_generation import generate_batched
+        from nlpkit.lm.generation.sampling import SamplingConfig
 
         self.check(options)
         pairs = [self.request(c, options) for c in contexts]

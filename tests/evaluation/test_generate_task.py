@@ -153,7 +153,7 @@ def test_corpus_bleu_and_chrf_are_sacrebleus():
 
 def test_ngram_models_answer_in_words():
     from nlpkit.lm.load import load_language_model
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     lm = load_language_model(str(FIXTURES / "ngram" / "tiny-3.arpa"))
     gen = Generator(lm)

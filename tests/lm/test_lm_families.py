@@ -24,7 +24,7 @@ from nlpkit.lm.transformer import families
 from nlpkit.lm.transformer.config import config_from_hf
 from nlpkit.lm.generation import generate_ids
 from nlpkit.lm.transformer.loaders import load_model
-from nlpkit.lm.sampling import SamplingConfig
+from nlpkit.lm.generation.sampling import SamplingConfig
 from nlpkit.lm.perplexity import score_ids
 
 FAM = Path(__file__).resolve().parents[1] / "fixtures" / "lm" / "families"

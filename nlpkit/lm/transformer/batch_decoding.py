@@ -10,7 +10,7 @@ matrix products have one row per sequence, so the weights are read once for all 
   runs each layer's projections and MLP (`model.layer_rows()`, the closures `Model.forward` runs) on all n rows at
   once, and attention per sequence, each query against its own cache's keys only (no wasted attention);
 - sequences `join` (their prompt prefilled alone, `Model.forward` with their own cache: the same bits as a
-  one-sequence prefill) and `leave` between steps, so a driver keeps the batch full (`nlpkit.lm.batch_generation`);
+  one-sequence prefill) and `leave` between steps, so a driver keeps the batch full (`nlpkit.lm.generation.batch_generation`);
 - sequences joining together (`join_many`) are prefilled in one packed forward: their prompts end to end, each
   layer's products over all their rows at once (split over the free CPUs in ROW_MIN-row shares, one BLAS thread, as
   a long prefill is), attention per prompt under its own causal mask, each prompt's keys and values written into
@@ -49,8 +49,7 @@ def supports_batching(model) -> bool:
     """Whether `DecodingBatch` can run this model: not longrope (its keys are recomputed when a sequence first
     passes the original context, one sequence at a time). Native weights (`--weights native`) are expanded a layer
     at a time as `Model.forward` does, once per step for all the live rows: batching is where they pay."""
-    rope = getattr(model, "rope", None)
-    return rope is None or getattr(rope, "long", None) is None
+    return model.rope is None or model.rope.long is None
 
 
 KV_SHARE = 0.25  # of the memory available when a batch starts: what its sequences' KV caches may take together
@@ -63,6 +62,9 @@ class DecodingBatch:
     each sized for its prompt and token budget) stay within KV_SHARE of the memory available when the batch started
     (`kv_budget` bytes; None: no bound). A driver asks it before a sequence joins, so a batch size chosen for a
     small model cannot exhaust the memory with a large one's caches."""
+
+    forks = True   # `fork`: a sequence shares a live one's prompt cache
+    full = ()      # no step finds a sequence without room: a driver asks `room` first
 
     def __init__(self, model, context: int | None = None, kv_budget: int | None = -1):
         if not supports_batching(model):

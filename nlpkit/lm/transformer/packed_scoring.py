@@ -30,8 +30,8 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.continuations import ContinuationScore
-from nlpkit.lm.perplexity_windows import prefix_token
-from nlpkit.lm.window_scoring import row_log_normalizers
+from nlpkit.lm.transformer.conventions import prefix_token
+from nlpkit.lm.perplexity.window_scoring import row_log_normalizers
 from nlpkit.lm.transformer.packing import pack, packed_starts, tree, tree_starts
 
 
@@ -250,7 +250,7 @@ class PackedScorer:
     def _rope_limit(self) -> float:
         """The sequence length past which the model's RoPE tables change for the whole sequence (longrope's long
         factors, dynamic NTK scaling); infinite when they never do."""
-        rope = getattr(self.model, "rope", None)
+        rope = self.model.rope
         if rope is None:
             return float("inf")
         if rope.long is not None:

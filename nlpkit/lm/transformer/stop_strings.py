@@ -44,7 +44,7 @@ def eos_text(model) -> str | None:
     """The end-of-sequence token's text, or None when the model has none."""
     eos = model.config.eos_id
     if eos is None:
-        eos = getattr(model.tokenizer, "eos_id", None)
+        eos = model.tokenizer.eos_id
     return None if eos is None else model.tokenizer.decode([int(eos)])
 
 
