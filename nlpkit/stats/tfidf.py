@@ -28,7 +28,6 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.shards import moved_names
 from nlpkit.stats.codes import TRIGRAM_VOCAB, pack_ngrams, run_lengths, run_starts, unpack_ngrams
 from nlpkit.stats.counting import BREAK_DOC, BlockEncoder
 from nlpkit.stats.documents import DocNames, batch_texts
@@ -524,6 +523,3 @@ def escape_term(s: str) -> str:
 
 
 # Moved to `nlpkit.stats.tfidf_shards` in 0.4 (issue 34): still importable from here, with a DeprecationWarning.
-__getattr__ = moved_names(__name__, "nlpkit.stats.tfidf_shards", (
-    'ShardCounts', 'CountSettings', 'count_shard', 'shard_summary', 'merge_df', 'weigh_shard', 'COUNTING',
-    'shard_info', 'weigh_task', 'matrix_info', 'doc_names', 'entries_task', 'query_task', 'top_term_records'))

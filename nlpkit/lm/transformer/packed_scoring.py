@@ -278,14 +278,3 @@ class PackedScorer:
             lp = (x.astype(np.float64) - m[i]) - logsum[i]
             greedy = bool(np.all(x == m[i])) and all(int(np.argmax(logits[k])) == t for k, t in zip(i, target))
             out[where[0]][where[1]] = ContinuationScore(float(lp.sum()), list(cont), greedy, truncated, ctx)
-
-
-def __getattr__(name: str):
-    """`ContinuationScorer`, this class's old name (the protocol of that name is `nlpkit.lm.continuations`')."""
-    if name == "ContinuationScorer":
-        import warnings
-
-        warnings.warn("nlpkit.lm.transformer.packed_scoring.ContinuationScorer is now PackedScorer (the old name "
-                      "goes in the next release)", DeprecationWarning, stacklevel=2)
-        return PackedScorer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
