@@ -25,6 +25,7 @@ their interval is sacrebleu's bootstrap, and several models are compared by sacr
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -126,21 +127,23 @@ class Generator:
 
 
 def targets_of(value, key: str, where: str) -> list[str]:
-    """An item's target(s) as a list of strings: a string (an integer is read as its digits, as lm-evaluation-
-    harness casts a target to the answer's type), or a non-empty list of them (any of them right)."""
-    def one(v):
-        if isinstance(v, str):
-            return v
-        if isinstance(v, int) and not isinstance(v, bool):
-            return str(v)
-        return None
-
+    """An item's target(s) as a list of strings: a string, or a non-empty list of strings (any of them right).
+    Anything else, a number too (`2`, `["2", 2]`), is an error: strings only, as the message says (exact_match
+    compares text, and a number's text is not one answer: 2, 2.0, "02")."""
     values = value if isinstance(value, list) else [value]
-    out = [one(v) for v in values]
-    if not values or any(v is None for v in out):
+    bad = [v for v in values if not isinstance(v, str)]
+    if not values or bad:
+        got = "an empty list" if not values else _json_kind(bad[0]) + (
+            "" if bad[0] is None else f" {json.dumps(bad[0], ensure_ascii=False)}")
+        got = f"a list with {got}" if values and isinstance(value, list) else got
         raise NlpkitError(f"{where}: field {key!r} must be a string or a non-empty list of strings (any of them "
-                          "right)")
-    return out
+                          f"right); it holds {got}")
+    return list(values)
+
+
+def _json_kind(value) -> str:
+    return "null" if value is None else {dict: "an object", list: "a list", bool: "a boolean", int: "a number",
+                                         float: "a number"}.get(type(value), type(value).__name__)
 
 
 def generate_items(generator: "Generator", items: Sequence, options: GenerationOptions) -> list[tuple[dict, dict]]:
