@@ -7,10 +7,10 @@ Each subcommand's algorithm lives in its wing: `nlpkit.edit` (edit distances), `
 
 import sys as _sys
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-# Modules moved in 0.2 (issue 13). The old paths import the new modules, with a
-# DeprecationWarning, for one release; one table instead of a shim file per old path.
+# Module paths release 0.1.0 had that moved since (issue 41: only a released path keeps an alias). Each imports
+# its new module with a DeprecationWarning until the next release; one table instead of a shim file per old path.
 _MOVED = {
     "nlpkit.distance": "nlpkit.edit.distance",
     "nlpkit.bitparallel": "nlpkit.edit.bitparallel",
@@ -23,7 +23,6 @@ _MOVED = {
     "nlpkit.documents": "nlpkit.stats.documents",
     "nlpkit.retrieval.corpus": "nlpkit.stats.documents",
     "nlpkit.mt_eval": "nlpkit.mt.bleu",
-    # 0.3 (issue 24): the transformer engine's modules together; colliding names made distinct.
     "nlpkit.lm.model": "nlpkit.lm.transformer.model",
     "nlpkit.lm.config": "nlpkit.lm.transformer.config",
     "nlpkit.lm.cache": "nlpkit.lm.transformer.cache",
@@ -33,21 +32,7 @@ _MOVED = {
     "nlpkit.lm.loaders.gguf": "nlpkit.lm.transformer.loaders.gguf",
     "nlpkit.lm.loaders.safetensors": "nlpkit.lm.transformer.loaders.safetensors",
     "nlpkit.lm.scoring": "nlpkit.lm.perplexity",
-    "nlpkit.lm.ngram.model": "nlpkit.lm.ngram.ngram_model",
-    "nlpkit.lm.ngram.scoring": "nlpkit.lm.ngram.line_scoring",
-    "nlpkit.lm.ngram.counting": "nlpkit.lm.ngram.ngram_counts",
-    "nlpkit.bpe.batch": "nlpkit.bpe.parallel_encoding",
-    "nlpkit.bleu": "nlpkit.mt.bleu",              # issue 24: a wing like the others, no top-level exemption
-    # 0.4 (issue 34): the shard protocol on the ground floor, so that no wing imports `nlpkit.distributed`.
-    "nlpkit.distributed.shards": "nlpkit.shards",
-    # issue 34: names that say where they are (no two modules under nlpkit/lm/ share a basename);
-    # threads serve perplexity, divergence and the Dask stages, not only the engine.
-    "nlpkit.lm.transformer.threads": "nlpkit.lm.threads",
-    "nlpkit.lm.transformer.backend": "nlpkit.lm.transformer.transformer_lm",
-    "nlpkit.lm.transformer.continuations": "nlpkit.lm.transformer.packed_scoring",
-    "nlpkit.lm.ngram.backend": "nlpkit.lm.ngram.ngram_lm",
-    "nlpkit.lm.ngram.continuations": "nlpkit.lm.ngram.ngram_continuations",
-    "nlpkit.lm.ngram.sampling": "nlpkit.lm.ngram.ngram_sampling",
+    "nlpkit.lm.sampling": "nlpkit.lm.generation.sampling",
 }
 
 

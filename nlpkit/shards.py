@@ -229,7 +229,7 @@ def plan_shards(paths: list[str], shard_bytes: int = SHARD_BYTES, split: str = "
 
 
 __all__ = ["SHARD_BYTES", "Shard", "plan_shards", "group_shards", "auto_shard_bytes", "parse_size", "file_size",
-           "decompress", "CountShards", "CountingStage", "moved_names"]
+           "decompress", "CountShards", "CountingStage"]
 
 
 # ------------------------------------------------------------------ a counting stage's map function
@@ -258,22 +258,3 @@ class CountingStage(Generic[SettingsT, PartT]):
 
     count: CountShards[SettingsT, PartT]
     merge: Callable[[list[PartT]], PartT] | None = None
-
-
-def moved_names(module: str, new: str, names: Sequence[str]) -> Callable[[str], object]:
-    """A module-level ``__getattr__`` for `module` whose `names` moved to module `new`: each stays
-    importable from the old place, with a DeprecationWarning, for one release (0.4, issue 34: each
-    wing's shard code left its algorithm module for a ``*_shards`` module of its own)."""
-    moved = frozenset(names)
-
-    def __getattr__(name: str) -> object:
-        if name not in moved:
-            raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        import importlib
-        import warnings
-
-        warnings.warn(f"{module}.{name} moved to {new}.{name}; import it from there (the old path goes in the "
-                      "next release)", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(new), name)
-
-    return __getattr__

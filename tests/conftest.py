@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-# The prepared-model cache (nlpkit/lm/prepared.py) of every test, and of every CLI run a test starts, goes to a
+# The prepared-model cache (nlpkit/lm/prepared/) of every test, and of every CLI run a test starts, goes to a
 # temporary directory removed at the end: the suite never writes into the user's cache.
 # (Made once per process: a test module importing `tests.conftest` runs this file a second time.)
 _made = os.environ.get("NLPKIT_TEST_CACHE_DIR", "").split(":", 1)

@@ -36,7 +36,6 @@ from nlpkit.bpe.pretokenize import GPT2_BLOCK_PATTERN, PreTokenizer, byte_level,
 from nlpkit.bpe.spec import AddedToken
 from nlpkit.bpe.tokenizer import Tokenizer
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.shards import moved_names
 
 Source = Union[Path, str, TextIO]
 Progress = Callable[[int, int], None]
@@ -356,5 +355,3 @@ def _merge(words: list[list[int]], counts: list[int], id_to_word: list[str], wor
 
 
 # Moved to `nlpkit.bpe.trainer_shards` in 0.4 (issue 34): still importable from here, with a DeprecationWarning.
-__getattr__ = moved_names(__name__, "nlpkit.bpe.trainer_shards", (
-    'CountSettings', 'count_shard', 'merge_counts', 'COUNTING'))

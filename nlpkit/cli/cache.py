@@ -1,5 +1,5 @@
 """`nlpkit cache list|clear|dir`: the prepared-model cache's entries, deleting them, and where it is (as `pip cache`
-and `huggingface-cli scan-cache` / `delete-cache` do for theirs; core: nlpkit/lm/cache_listing.py)."""
+and `huggingface-cli scan-cache` / `delete-cache` do for theirs; core: nlpkit/lm/prepared/cache_listing.py)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ def list_cmd(fmt, quiet):
     file it was made from, bytes, last use, the model's paths when it was made, and whether it
     is whole (a damaged entry is rebuilt by the next load). Then, on stderr, the total, the cap
     and the directory."""
-    from nlpkit.lm.cache_listing import list_entries
-    from nlpkit.lm.cache_store import max_size
+    from nlpkit.lm.prepared.cache_listing import list_entries
+    from nlpkit.lm.prepared.cache_store import max_size
     from nlpkit.lm.prepared import cache_dir
 
     entries = list_entries()
@@ -57,7 +57,7 @@ def list_cmd(fmt, quiet):
 
 def _complete_entry(ctx, param, incomplete: str) -> list[str]:
     """ENTRY: the names of the cache's entries."""
-    from nlpkit.lm.cache_store import entry_files
+    from nlpkit.lm.prepared.cache_store import entry_files
     from nlpkit.lm.prepared import cache_dir
 
     return [p.name for p in entry_files(cache_dir()) if p.name.startswith(incomplete)]
@@ -70,7 +70,7 @@ def clear_cmd(entries, quiet):
     """Delete the ENTRY files named (as `nlpkit cache list` shows them), or, with none, every
     entry (and the memo of model files' digests). The next load of a model whose entry is
     gone prepares it from its files again."""
-    from nlpkit.lm.cache_listing import clear_entries
+    from nlpkit.lm.prepared.cache_listing import clear_entries
     from nlpkit.lm.prepared import cache_dir
 
     gone = clear_entries(entries)

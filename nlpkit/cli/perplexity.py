@@ -7,6 +7,7 @@ from contextlib import ExitStack
 
 import click
 
+from nlpkit.cli.bounds import ABOVE_HELP, BELOW_HELP, parse_bounds
 from nlpkit.cli.model_line import say_loaded, verbose_option
 from nlpkit.cli.options import Count, file_type, model_path_type
 from nlpkit.cli.results_options import open_results_cache, results_cache_option, say_results_cache
@@ -44,14 +45,20 @@ from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_optio
 @click.option("--fail-if-same-top-below", "fail_if_same_top", type=FiniteFloat(min=0, max=1), default=None,
               metavar="F", help="With --compare, a gate: exit 3 when the fraction of a file's tokens whose most "
                                 "likely next token is the base's is below F (0.99: 99%).")
+@click.option("--fail-if-below", "fail_if_below", multiple=True, metavar="METRIC=VALUE", callback=parse_bounds,
+              help=BELOW_HELP.format(what="each file's and the total's figure, e.g. same_top=0.9 with --compare",
+                                     per="file"))
+@click.option("--fail-if-above", "fail_if_above", multiple=True, metavar="METRIC=VALUE", callback=parse_bounds,
+              help=ABOVE_HELP.format(what="each file's and the total's figure, e.g. token_ppl=30, bits_per_byte=1.2",
+                                     per="file"))
 @results_cache_option
 @dask_options(shard_help="With --dask: SIZE / 4 input tokens of windows per task, at most 65536 (64M, 1G; "
                          "auto: 64M); an n-gram model: bytes of lines per task.")
 @verbose_option
 @common_options
-def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
-            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, results_cache, dask, shard_size, verbose, fmt,
-            no_signature, quiet, encoding_errors):
+def command(files, model, mode, context, stride, per_line, per_token, add_bos,
+            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, fail_if_below, fail_if_above, results_cache,
+            dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors):
     """Perplexity of text under a language model.
 
     No FILES with empty stdin, or an empty FILE, is an error.
@@ -88,9 +95,10 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
       nlpkit perplexity book.txt -m model-Q8_0.gguf --compare model_dir/
       nlpkit perplexity a.txt -m q.gguf --compare default --fail-if-kld-above 0.01
     """
-    from nlpkit.lm.load import backend_class, load_language_model
+    from nlpkit.lm.interface import Capability
+    from nlpkit.lm.load import backend_class
 
-    refuse_inapplicable(click.get_current_context(), backend_class(model_path))
+    refuse_inapplicable(click.get_current_context(), backend_class(model.path))
     if stride is not None and context is not None and stride > context:
         raise click.BadParameter(f"--stride {stride} is larger than --context {context}", param_hint="--stride")
     if stride is not None and mode != "sliding":
@@ -101,43 +109,108 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         raise click.UsageError("stdin ('-') can be given only once")
 
     thresholds = _thresholds(fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, compare, per_token)
+    _check_bounds(fail_if_below, fail_if_above, per_line, per_token)
     if compare is not None:
         base_cls = backend_class(compare)
-        if "compare" in base_cls.inapplicable:
+        if Capability.LOGITS not in base_cls.capabilities:
             raise click.UsageError(f"--compare does not apply to {base_cls.described} "
-                                   f"({base_cls.inapplicable['compare']}): {compare}")
+                                   f"({base_cls.why_not[Capability.LOGITS]}): {compare}")
         if per_line:
             raise click.UsageError("--compare summarizes whole files: --per-line does not apply")
 
-    results = None
-    if results_cache and compare is not None:   # said when asked on the command line, not for the variable
+    results = _results_cache(results_cache, compare, quiet)
+    if results is not None:   # the model loads only when a text misses the cache (`cached_perplexity`)
+        run = _cached_run(results, model, paths, mode, context, stride, add_bos, per_line, per_token, encoding_errors,
+                          verbose, quiet)
+    else:
+        lm, base = _load(model, compare, add_bos, verbose, quiet)
+        ctx = lm.window_context(context) if Capability.WINDOWS in lm.capabilities else None
+        if stride is not None and ctx is not None and stride > ctx:
+            raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
+        run = _run(lm, base, paths, mode, ctx, stride, add_bos, per_line, per_token, encoding_errors)
+    _warn_stride(run, quiet)
+    thresholds += _bounds(fail_if_below, fail_if_above, run.columns)
+    _write(run, thresholds, compare is not None, per_token, dask, shard_size, fmt, no_signature, quiet, results)
+
+
+def _load(model, compare, add_bos, verbose: bool, quiet: bool):
+    """(the model, --compare's base or None), loaded; what makes the comparison impossible said before any window
+    setting."""
+    from nlpkit.lm.load import load_language_model
+
+    lm = load_language_model(model, warn=lambda m: warn(m, quiet))
+    if verbose:
+        say_loaded(lm)
+    base = None
+    if compare is not None:
+        import dataclasses
+
+        from nlpkit.errors import NlpkitError
+
+        try:
+            base = load_language_model(dataclasses.replace(model, path=compare), warn=lambda m: warn(m, quiet))
+        except NlpkitError as e:
+            raise NlpkitError(f"--compare {compare}: {e}") from None
+        if verbose:
+            say_loaded(base)
+        _check_comparable(lm, base, add_bos)
+    return lm, base
+
+
+def _results_cache(directory, compare, quiet: bool):
+    """The `ResultsCache` of --results-cache (None: not given, or --compare, which is computed, not stored: said
+    when the option is on the command line, not for $NLPKIT_RESULTS_CACHE)."""
+    if directory and compare is not None:
         if click.get_current_context().get_parameter_source("results_cache") is click.core.ParameterSource.COMMANDLINE:
             warn("--results-cache does not apply to --compare: computed, not stored", quiet)
-    elif results_cache:
-        results = open_results_cache(results_cache, quiet)
-    if results is not None:   # the model loads only when a text misses the cache (`cached_perplexity`)
-        from nlpkit.evaluation.cached_perplexity import CachedPerplexity, Settings
+        return None
+    return open_results_cache(directory, quiet)
 
-        def load():
-            lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                                     warn=lambda m: warn(m, quiet))
-            if verbose:
-                say_loaded(lm)
-            return lm
 
-        run = CachedPerplexity(results, model_path, load, Settings(mode, context, stride, add_bos, per_line,
-                                                                   per_token, encoding_errors),
-                               (rope_scaling, rope_factor)).run(paths)
-        if stride is not None and run.context is not None and stride > run.context:
-            raise click.BadParameter(f"--stride {stride} is larger than the context {run.context}",
-                                     param_hint="--stride")
+def _cached_run(results, model, paths, mode, context, stride, add_bos, per_line, per_token, encoding_errors,
+                verbose, quiet):
+    """The run over the results cache (`cached_perplexity.CachedPerplexity`): the model loaded on first miss."""
+    from nlpkit.evaluation.cached_perplexity import CachedPerplexity, Settings
+    from nlpkit.lm.load import load_language_model
+
+    def load():
+        lm = load_language_model(model, warn=lambda m: warn(m, quiet))
+        if verbose:
+            say_loaded(lm)
+        return lm
+
+    run = CachedPerplexity(results, model, load, Settings(mode, context, stride, add_bos, per_line, per_token,
+                                                          encoding_errors)).run(paths)
+    if stride is not None and run.context is not None and stride > run.context:
+        raise click.BadParameter(f"--stride {stride} is larger than the context {run.context}", param_hint="--stride")
+    return run
+
+
+def _run(lm, base, paths, mode, ctx, stride, add_bos, per_line, per_token, encoding_errors):
+    """The core's run: `compare_run` of the model against `base`, else `perplexity_run` of the model."""
+    if base is not None:
+        from nlpkit.lm.perplexity.comparison import compare_run
+
+        run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
+                          per_token=per_token, errors=encoding_errors)
     else:
-        run = _run(model_path, rope_scaling, rope_factor, compare, add_bos, paths, mode, context, stride, per_line,
-                   per_token, encoding_errors, verbose, quiet)
+        from nlpkit.lm.perplexity import perplexity_run
+
+        run = perplexity_run(lm, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos, per_line=per_line,
+                             per_token=per_token, errors=encoding_errors)
+    return run
+
+
+def _warn_stride(run, quiet: bool) -> None:
     if run.stride is not None and run.stride >= run.context:
         warn(f"--stride {run.stride} equal to the context {run.context}: as in the transformers guide, the first "
              "token of each window after the first is not scored (a smaller --stride, or --mode disjoint, scores "
              "every token)", quiet)
+
+
+def _write(run, thresholds, comparing, per_token, dask, shard_size, fmt, no_signature, quiet, results=None) -> None:
+    """Score the run (here, or on Dask through the mappers handed to the core) and write its records, the results
+    cache's summary line, then the gate's verdicts and exit 3 when one failed."""
     verdicts = None
     with ExitStack() as stack:
         client = size = None
@@ -165,7 +238,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
 
         if out.fmt != "table" or per_token:
             out.write_many(records)
-        elif compare is not None:  # a line per statistic, a column per file
+        elif comparing:  # a line per statistic, a column per file
             out.columns, out.labels, rows = compare_table(list(records))
             out.write_many(rows)
         else:  # figures shown with their uncertainty
@@ -179,42 +252,6 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         if out.fmt != "json":
             write_verdicts(verdicts, THRESHOLD_COLUMNS, out.fmt, run.signature, no_signature)
         enforce(verdicts)
-
-
-def _run(model_path, rope_scaling, rope_factor, compare, add_bos, paths, mode, context, stride, per_line, per_token,
-         encoding_errors, verbose, quiet):
-    """The run without a results cache: the model (and --compare's base) loaded, the windows resolved."""
-    from nlpkit.lm.load import load_language_model
-
-    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                             warn=lambda m: warn(m, quiet))
-    if verbose:
-        say_loaded(lm)
-    if compare is not None:   # what makes the comparison impossible comes first, before any window setting
-        from nlpkit.errors import NlpkitError
-
-        try:
-            base = load_language_model(compare, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                                       warn=lambda m: warn(m, quiet))
-        except NlpkitError as e:
-            raise NlpkitError(f"--compare {compare}: {e}") from None
-        if verbose:
-            say_loaded(base)
-        _check_comparable(lm, base, add_bos)
-    ctx = lm.window_context(context)
-    if stride is not None and ctx is not None and stride > ctx:
-        raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
-    if compare is not None:
-        from nlpkit.lm.comparison import compare_run
-
-        run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
-                          per_token=per_token, errors=encoding_errors)
-    else:
-        from nlpkit.lm.perplexity import perplexity_run
-
-        run = perplexity_run(lm, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos, per_line=per_line,
-                             per_token=per_token, errors=encoding_errors)
-    return run
 
 
 def _thresholds(kld, ppl_ratio, same_top, compare, per_token) -> list:
@@ -233,13 +270,32 @@ def _thresholds(kld, ppl_ratio, same_top, compare, per_token) -> list:
     return [t for _, t in given]
 
 
+def _check_bounds(below, above, per_line: bool, per_token: bool) -> None:
+    """--fail-if-below/--fail-if-above gate each file's figures (and the total's): not per line or token."""
+    if below or above:
+        flag = "--fail-if-below" if below else "--fail-if-above"
+        for other, on in (("--per-line", per_line), ("--per-token", per_token)):
+            if on:
+                raise click.UsageError(f"{flag} gates each file's figures: {other} does not apply")
+
+
+def _bounds(below, above, columns) -> list:
+    """--fail-if-below/--fail-if-above as `Threshold`s on the run's figures (its numeric columns)."""
+    if not below and not above:
+        return []
+    from nlpkit.cli.bounds import bound_thresholds
+
+    figures = [c for c in columns if c not in ("file", "total", "signature", "line", "model", "base")]
+    return bound_thresholds(below, above, figures, "perplexity records")
+
+
 PROBE = "The quick brown fox, 1234 \u2014 na\u00efve caf\u00e9, \u6771\u4eac \U0001f600\n  indented\tlines\n"
 
 
 def _check_comparable(lm, base, add_bos: bool | None) -> None:
     """--compare needs the same tokenizer (id for id on a mixed probe text), vocabulary size and prefix token: checked
     before the windows, so that a base that cannot be compared is said so rather than its context refused."""
-    from nlpkit.lm.comparison import check_pair, check_same_ids
+    from nlpkit.lm.perplexity.comparison import check_pair, check_same_ids
 
     from nlpkit.errors import NlpkitError
 

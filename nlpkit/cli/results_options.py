@@ -15,7 +15,7 @@ def results_cache_option(f):
     return click.option("--results-cache", "results_cache", default=None, metavar="DIR", envvar="NLPKIT_RESULTS_CACHE",
                         type=click.Path(file_okay=False),
                         help="Keep each request's result in DIR, keyed by the model's content (not its path), "
-                             "weights layout, the request and every setting that changes it: a rerun prints the "
+                             "weights layout, the BLAS kernel, the request and every setting that changes it: a rerun prints the "
                              "same bytes, computes only what is missing and loads no model when nothing is; a "
                              "killed run resumes where it stopped. Corrupt entries are ignored with a warning "
                              "[$NLPKIT_RESULTS_CACHE; see docs/evaluation.md].")(f)

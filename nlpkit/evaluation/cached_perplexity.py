@@ -1,8 +1,8 @@
 """`perplexity --results-cache`: each text's figures (and each window's log-probabilities) taken from the results cache
 (`nlpkit.evaluation.results_cache`) where they are; the model loaded only when something is missing.
 
-Entries (every key also holds the code's identity, the model's content, the weights layout asked for and the RoPE
-override):
+Entries (every key also holds the code's identity and the BLAS kernel, the model's content and how it is loaded:
+its `LoadSpec`'s weights layout, purpose and RoPE override):
 - the run's settings -> what `perplexity_run` resolved: columns, signature, window and stride (a fully cached
   rerun prints its signature without loading the model to resolve them; this key also holds the model's path,
   which names it in the signature);
@@ -13,7 +13,7 @@ override):
 - an n-gram model: the whole run, keyed by every input's content (its scoring is quick; inputs read from stdin are
   not cached).
 
-The records are `nlpkit.lm.perplexity_records`' own (the same fields, the same corpus total) and come out of the
+The records are `nlpkit.lm.perplexity.records`' own (the same fields, the same corpus total) and come out of the
 cache with the bytes a first run printed.
 """
 
@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from nlpkit.errors import NlpkitError
-from nlpkit.evaluation.results_cache import ResultsCache, code_identity, layout_requested, make_key, model_identity
+from nlpkit.evaluation.results_cache import ResultsCache, computation_identity, load_part, make_key, model_identity
 from nlpkit.lm.interface import PerplexityRun
-from nlpkit.lm.perplexity_records import TOTAL, perplexity_stats
-from nlpkit.lm.perplexity_windows import TooShort, Window
-from nlpkit.lm.text_perplexity import Perplexity
+from nlpkit.lm.perplexity.records import TOTAL, perplexity_stats
+from nlpkit.lm.perplexity.text_perplexity import Perplexity
+from nlpkit.lm.perplexity.windows import TooShort, Window
+from nlpkit.lm.spec import LoadSpec
 
 PERPLEXITY_FIELDS = ("tokens", "nll", "mean_nll", "words", "bytes", "nll_sq")
 
@@ -48,13 +49,12 @@ class Settings:
 @dataclass
 class CachedPerplexity:
     """A `perplexity` run over `results`: `load()` gives the `LanguageModel` (called at most once, when an entry
-    is missing); `model_path` the -m path (None: $NLPKIT_MODEL or the shipped model); `rope` the RoPE override."""
+    is missing); `spec` how it is loaded (its path None: $NLPKIT_MODEL or the shipped model)."""
 
     results: ResultsCache
-    model_path: str | None
+    spec: LoadSpec
     load: Callable[[], object]
     settings: Settings
-    rope: tuple = (None, None)
     _lm: object = field(default=None, repr=False)
     _model: str | None = field(default=None, repr=False)
 
@@ -70,22 +70,22 @@ class CachedPerplexity:
     def _base(self) -> list | None:
         """The key parts every entry shares (None: the model has no local files; nothing is cached)."""
         if self._model is None:
-            self._model = model_identity(self.results, self.model_path) or ""
+            self._model = model_identity(self.results, self.spec.path) or ""
         if not self._model:
             return None
-        return [code_identity(), self._model, layout_requested(), list(self.rope)]
+        return [computation_identity(), self._model, load_part(self.spec)]
 
     def run(self, paths: Sequence[str]) -> PerplexityRun:
         """The `PerplexityRun` of `paths`: its settings from the cache (else resolved by the loaded model, then
         stored), its records from `records` (cached texts, the rest computed)."""
-        from nlpkit.lm.load import resolve_path
-        from nlpkit.lm.transformer.loaders import resolve_model_path
+        from nlpkit.lm.model_files import resolve_model_path
+        from nlpkit.lm.spec import resolve_path
 
         base = self._base()
         if base is None:
             return self._plain_run(paths)
         s = self.settings
-        where = resolve_path(self.model_path) or str(resolve_model_path(None))
+        where = resolve_path(self.spec.path) or str(resolve_model_path(None))
         key = make_key("perplexity-run", base, where, s.mode, s.context, s.stride, s.add_bos, s.per_line,
                        s.per_token)
         meta = self.results.get_many([key], check=_valid_meta, count=None).get(key)
@@ -113,8 +113,11 @@ class CachedPerplexity:
     def _plain_run(self, paths: Sequence[str]) -> PerplexityRun:
         from nlpkit.lm.perplexity import perplexity_run
 
-        s = self.settings
-        return perplexity_run(self.lm(), paths, mode=s.mode, context=self.lm().window_context(s.context),
+        from nlpkit.lm.interface import Capability
+
+        s, lm = self.settings, self.lm()
+        ctx = lm.window_context(s.context) if Capability.WINDOWS in lm.capabilities else None
+        return perplexity_run(lm, paths, mode=s.mode, context=ctx,
                               stride=s.stride, add_bos=s.add_bos, per_line=s.per_line, per_token=s.per_token,
                               errors=s.errors)
 
@@ -129,7 +132,7 @@ class CachedPerplexity:
     def _score_text(self, text: str, w: "_Resolved", progress=None, map_windows=None, windows_cached=False):
         """(Perplexity, Scored) of a text, computed (`text_perplexity`), its windows through the cache when
         `windows_cached`."""
-        from nlpkit.lm.text_perplexity import text_perplexity
+        from nlpkit.lm.perplexity.text_perplexity import text_perplexity
 
         lm = self.lm()
         mapper = map_windows
@@ -150,7 +153,7 @@ class CachedPerplexity:
         return entry
 
     def _text_records(self, paths, w: "_Resolved", progress, map_windows) -> Iterator[dict]:
-        """`perplexity_records._text_records` over the cache: each file whole."""
+        """`records._text_records` over the cache: each file whole."""
         from nlpkit.io import display_name, read_text
 
         s = self.settings
@@ -183,11 +186,11 @@ class CachedPerplexity:
             yield {"file": TOTAL, **perplexity_stats(p), "total": True}
 
     def _elsewhere(self, map_windows):
-        """`perplexity_records`' window mapper on the workers (each loads the model from `worker_key`)."""
+        """`records`' window mapper on the workers (each loads the model from `worker_key`)."""
         if map_windows is None:
             return None
         from nlpkit.lm.threads import blas_threads
-        from nlpkit.lm.window_scoring import score_windows_task
+        from nlpkit.lm.perplexity.window_scoring import score_windows_task
 
         key = self.lm().worker_key
 
@@ -200,7 +203,7 @@ class CachedPerplexity:
         (here: `local_windows`; or by `elsewhere`) and stored one by one as they come."""
         import numpy as np
 
-        from nlpkit.lm.window_scoring import local_windows
+        from nlpkit.lm.perplexity.window_scoring import local_windows
 
         def mapped(seq: list[int], windows: list[Window]) -> Iterator[np.ndarray]:
             keys = [make_key("perplexity-window", text_key, k, w.start, w.end, w.first, w.swap) for k, w in
@@ -222,7 +225,7 @@ class CachedPerplexity:
 
     # ------------------------------------------------------------------ lines
     def _line_records(self, paths, w: "_Resolved", progress) -> Iterator[dict]:
-        """`perplexity_records._line_records` over the cache: each line a text of its own."""
+        """`records._line_records` over the cache: each line a text of its own."""
         from nlpkit.io import display_name, iter_lines
 
         s = self.settings

@@ -3,8 +3,8 @@
 
 A model is loaded only when some item misses it (`LazyScorer`): a fully cached rerun reads the items, stats the
 model files and prints, without loading any weights. An item's key (`CachedEvaluation.item_key`) holds the model's
-identity (`ScorerIdentity`: its content, the weights layout asked for and the scoring settings: window, chat,
-system message), the reference model's for DPO rewards, the task, every task option that changes a per-item number
+identity (`ScorerIdentity`: its content, how it is loaded -- its `LoadSpec`'s weights layout, purpose and RoPE
+override -- and the scoring settings: window, chat, system message), the code and BLAS kernel that compute, the reference model's for DPO rewards, the task, every task option that changes a per-item number
 (the generate task's batch size and summary metrics do not: they change no record) and the item's own content
 (context, continuations, gold) -- never its file, line or id, which the record gets from the item at hand.
 Items missing are checked (`tasks.check_item`) before any record is printed, as without the cache; the cached
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from nlpkit.evaluation.evaluate import Evaluation, blocks
 from nlpkit.evaluation.items import Item
-from nlpkit.evaluation.results_cache import ResultsCache, plain, code_identity, encode_value, make_key
+from nlpkit.evaluation.results_cache import ResultsCache, computation_identity, encode_value, load_part, make_key, plain
 from nlpkit.evaluation.tasks import check_item, metric_names, score_items
 
 ITEM_FIELDS = ("file", "index", "id")  # what a record takes from its item, not from the cache
@@ -53,24 +53,29 @@ class LazyScorer:
 @dataclass(frozen=True)
 class ScorerIdentity:
     """What makes a scorer's numbers besides the item: the model's content (`results_cache.model_identity`; None:
-    not cached), the weights layout asked for, what the weights are loaded for (score, decode) and the settings of
-    the scorer (`models.ModelSpec` without its path)."""
+    not cached), how it is loaded (`results_cache.load_part` of its `LoadSpec`: weights layout, purpose, RoPE) and
+    the settings of the scorer (`models.ModelSpec` without its path)."""
 
     content: str | None
-    layout: str
-    purpose: str
+    load: tuple
     settings: tuple
 
     def part(self) -> list | None:
-        return None if self.content is None else [self.content, self.layout, self.purpose, list(self.settings)]
+        return None if self.content is None else [self.content, list(self.load), list(self.settings)]
 
 
-def spec_identity(cache: ResultsCache, spec, layout: str, purpose: str) -> ScorerIdentity:
-    """The `ScorerIdentity` of a `models.ModelSpec`."""
+def spec_identity(cache: ResultsCache, spec) -> ScorerIdentity:
+    """The `ScorerIdentity` of a `models.ModelSpec` (its `load` spec says the layout and purpose)."""
     from nlpkit.evaluation.results_cache import model_identity
 
-    return ScorerIdentity(model_identity(cache, spec.path), layout, purpose,
+    return ScorerIdentity(model_identity(cache, spec.path), tuple(load_part(spec.load)),
                           (spec.window, spec.chat, spec.system, spec.generate))
+
+
+class Window(NamedTuple):
+    """A scorer's window as `score`'s signature reads it (`generate_checks.window_setting`), without the scorer."""
+
+    window: int | None
 
 
 @dataclass
@@ -101,7 +106,7 @@ class CachedEvaluation(Evaluation):
             ref = self.reference_identity.part() if self.reference_identity is not None else None
             if ref is None:
                 return None
-        return make_key("score-item", code_identity(), model, ref, task, _options_part(task, self.options),
+        return make_key("score-item", computation_identity(), model, ref, task, _options_part(task, self.options),
                         item.context, list(item.continuations), list(item.gold))
 
     def _lookup(self, task: str, items: list[Item]) -> None:
@@ -123,6 +128,31 @@ class CachedEvaluation(Evaluation):
             if key in found:
                 rec, metrics = found[key]
                 self._values[where] = (rec, metrics)
+
+    def windows(self) -> dict[str, Window]:
+        """name -> the window each model's scorer keeps, for the signature (read as `window_setting` reads a loaded
+        scorer's): from the cache (stored when the scorer first loaded), else the scorer loaded to ask it (and
+        stored), so that a fully cached rerun prints the signature of an uncached run without loading a model."""
+        distinct = self._distinct()
+        keys = {name: self._window_key(name) for name in distinct}
+        found = {} if self.results is None else self.results.get_many(
+            [k for k in keys.values() if k is not None], count=None,
+            check=lambda v: isinstance(v, dict) and (v.get("window") is None or type(v.get("window")) is int))
+        got: dict[str, Window] = {}
+        for name, lazy in distinct.items():
+            key = keys[name]
+            if key in found:
+                got[name] = Window(found[key]["window"])
+            else:   # the scorer loads: a generate task's `Generator` and a continuation scorer both keep `window`
+                got[name] = Window(getattr(lazy, "window", None))
+                if key is not None and self.results is not None:
+                    self.results.put(key, {"window": got[name].window}, count=None)
+        owner = {id(lazy): name for name, lazy in distinct.items()}
+        return {name: got[owner[id(lazy)]] for name, lazy in self.scorers.items()}
+
+    def _window_key(self, name: str) -> str | None:
+        model = self.identities[name].part()
+        return None if model is None else make_key("score-window", computation_identity(), model)
 
     def missing(self, items: Iterable[Item], name: str) -> list[Item]:
         return [item for item in items if (id(item), name) not in self._values]

@@ -4,8 +4,9 @@ what is missing, and a run killed mid-way (Ctrl-C, SIGKILL, a CI job's timeout) 
 
 What a key holds (`make_key` hashes a JSON list of parts): the model's *content* (`model_identity`: a sha256 of
 every file the loader reads, not its path: a file changed in place is a new model; the tokenizer's files are among
-them, so the request's text stands for its tokens), the weights layout asked for, the code that computes
-(`code_identity`: nlpkit's sources and numpy's version), the request's text and every setting that changes the
+them, so the request's text stands for its tokens), how it is loaded (`load_part` of its `LoadSpec`: the weights
+layout asked for, the purpose, the RoPE override), what computes (`computation_identity`: nlpkit's sources, numpy's
+version and the BLAS kernel, whose last bits may differ from another's), the request's text and every setting that changes the
 number. lm-evaluation-harness's `--use_cache` keys on the request alone and serves stale results once the weights
 change; this cache cannot: other weights are another key.
 
@@ -320,24 +321,18 @@ def _sha256_file(path: Path) -> str:
 # ---------------------------------------------------------------------- identities
 
 def model_files(path: str | os.PathLike | None) -> list[Path] | None:
-    """The files a model's load reads, as `load_model` / the n-gram loader resolve `path` (None: $NLPKIT_MODEL,
-    else the shipped model): a Hugging Face directory's top-level files (config, tokenizer, weights, chat
-    template: all of them, hidden files aside), else the one file (GGUF, ARPA, counts). None for a model that is
-    not a local path (a URL): such a model has no content key and is not cached."""
-    from nlpkit.lm.load import resolve_path
+    """The files a model's load reads, as `nlpkit.lm.model_files.model_format` resolves `path` (None: $NLPKIT_MODEL,
+    else the shipped model): a Hugging Face directory's top-level files (config, tokenizer, weights, chat template:
+    all of them, hidden files aside), else the one file (GGUF, ARPA, counts). None for a model that is not a local
+    path (a URL): such a model has no content key and is not cached."""
+    from nlpkit.lm.model_files import HF, model_format
+    from nlpkit.lm.spec import resolve_path
 
     given = resolve_path(path)
     if given is not None and "://" in given:
         return None
-    if given is None:
-        from nlpkit.lm.transformer.loaders import resolve_model_path
-
-        p = resolve_model_path(None)
-    else:
-        p = Path(given)
-    if p.is_file() and (p.name in ("config.json", "model.safetensors") or p.suffix == ".safetensors"):
-        p = p.parent
-    if p.is_dir():
+    kind, p = model_format(given)
+    if kind == HF:
         return sorted(f for f in p.iterdir() if f.is_file() and not f.name.startswith("."))
     return [p]
 
@@ -370,11 +365,29 @@ def code_identity() -> str:
     return _CODE
 
 
-def layout_requested() -> str:
-    """The weights layout asked for (--weights, else $NLPKIT_WEIGHTS, else auto): part of every key (a layout may
-    change the last bits of a transformer's numbers)."""
-    return os.environ.get("NLPKIT_WEIGHTS") or "auto"
+def load_part(spec) -> list:
+    """What of a `nlpkit.lm.spec.LoadSpec` changes a result, as a key part: the weights layout asked for (--weights,
+    else $NLPKIT_WEIGHTS, else auto: a layout may change the last bits of a transformer's numbers), what the model is
+    loaded for (auto weighs it) and the RoPE override. Its path is not (the model's content is), nor its use of the
+    prepared-model cache (the same arrays either way)."""
+    return [spec.weights, spec.purpose, spec.rope_scaling, spec.rope_factor]
+
+
+def blas_kernel() -> list:
+    """The BLAS library and kernel the numbers are multiplied with (`nlpkit.lm.threads.blas_info`): the engine's
+    bits are the same on one kernel, but may differ in their last bits on another (another machine), so a cache
+    restored elsewhere misses rather than serving the other kernel's bits. Not memoized (OPENBLAS_CORETYPE is read
+    when numpy loads, but a test may stand in another `blas_info`)."""
+    from nlpkit.lm import threads
+
+    info = threads.blas_info()
+    return [info.get("library"), info.get("kernel")]
+
+
+def computation_identity() -> list:
+    """What computes a result, as a key part: the code (`code_identity`) and the BLAS kernel (`blas_kernel`)."""
+    return [code_identity(), *blas_kernel()]
 
 
 __all__ = ["ResultsCache", "make_key", "encode_value", "plain", "cache_directory", "model_files", "model_identity",
-           "code_identity", "layout_requested", "ENV", "FILE_NAME"]
+           "code_identity", "load_part", "blas_kernel", "computation_identity", "ENV", "FILE_NAME"]

@@ -46,7 +46,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.shards import moved_names
 from nlpkit.stats.codes import count_runs
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -470,6 +469,3 @@ def gc_paused():
 
 
 # Moved to `nlpkit.retrieval.bm25_shards` in 0.4 (issue 34): still importable from here, with a DeprecationWarning.
-__getattr__ = moved_names(__name__, "nlpkit.retrieval.bm25_shards", (
-    'ShardPostings', 'CountSettings', 'count_shard', 'COUNTING', 'shard_summary', 'merge_summaries', 'shard_ids',
-    'PART_ARRAYS', 'write_part', 'merge_parts', 'score_shard'))

@@ -34,7 +34,6 @@ from typing import Callable, Iterable
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.shards import moved_names
 from nlpkit.stats.codes import TRIGRAM_VOCAB, count_runs, pack_ngram, pack_ngrams, sum_by_key, unpack_ngrams
 from nlpkit.stats.counting import (BLOCK_BYTES, BREAK_LINE, BREAK_SENTENCE, BREAK_SENTENCE_LINE,
                                    BlockEncoder, iter_blocks)
@@ -375,5 +374,3 @@ def count_matrix(co: Cooccurrence, word_ids: np.ndarray) -> np.ndarray:  # [k] -
 
 
 # Moved to `nlpkit.stats.pmi_shards` in 0.4 (issue 34): still importable from here, with a DeprecationWarning.
-__getattr__ = moved_names(__name__, "nlpkit.stats.pmi_shards", (
-    'PartialCooccurrence', 'CountSettings', 'count_shard', 'merge_cooccurrences', 'add_boundaries', 'COUNTING'))

@@ -28,7 +28,6 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.shards import moved_names
 from nlpkit.stats.codes import TRIGRAM_VOCAB, pack_ngrams, run_lengths, run_starts, unpack_ngrams
 from nlpkit.stats.counting import BREAK_DOC, BlockEncoder
 from nlpkit.stats.documents import DocNames, batch_texts
@@ -62,8 +61,8 @@ class Weighting:
                 raise UsageError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
-def parse_smart(smart: str) -> Weighting:
-    """gensim SMART letters -> Weighting (log base 2). ``parse_smart("ltc")``."""
+def smart_weighting(smart: str) -> Weighting:
+    """gensim SMART letters -> Weighting (log base 2). ``smart_weighting("ltc")``."""
     code = smart
     if len(code) != 3:
         raise UsageError(f"`smart` expects three letters (tf, idf, norm) such as ntc; got {code!r}")
@@ -516,11 +515,11 @@ def matrix_market_entries(m: TfidfMatrix, row_offset: int = 0, chunk: int = 1 <<
 
 
 def escape_term(s: str) -> str:
-    """A term on one line of a vocabulary file: backslash, tab, newline and carriage return escaped."""
-    return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    """A term on one line of a vocabulary file: backslash, tab, newline and carriage return escaped as in a TSV
+    cell (`nlpkit.io.escape_tsv`)."""
+    from nlpkit.io import escape_tsv
+
+    return escape_tsv(s)
 
 
 # Moved to `nlpkit.stats.tfidf_shards` in 0.4 (issue 34): still importable from here, with a DeprecationWarning.
-__getattr__ = moved_names(__name__, "nlpkit.stats.tfidf_shards", (
-    'ShardCounts', 'CountSettings', 'count_shard', 'shard_summary', 'merge_df', 'weigh_shard', 'COUNTING',
-    'shard_info', 'weigh_task', 'matrix_info', 'doc_names', 'entries_task', 'query_task', 'top_term_records'))

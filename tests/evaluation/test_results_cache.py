@@ -185,8 +185,8 @@ def test_a_killed_score_run_resumes_where_it_stopped(files, tmp_path):
     many = tmp_path / "many.jsonl"
     many.write_text(items(64 * 12))
     args = ["score", "--format", "jsonl", str(many)]
-    _kill_after(args, files["cache"], 64)  # the first block stored
-    stored = _entries(files["cache"])
+    _kill_after(args, files["cache"], 65)  # the model's window (for the signature) and the first block stored
+    stored = _entries(files["cache"]) - 1
     resumed = run(*args, "--results-cache", files["cache"])
     assert resumed.returncode == 0, resumed.stderr
     hits, computed = summary(resumed.stderr)
@@ -301,3 +301,51 @@ def test_an_unwritable_cache_directory_still_runs(files, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "results cache not used" in r.stderr
     assert r.stdout == run(*PPL, files["a.txt"]).stdout
+
+
+def test_the_weights_layout_is_read_from_the_load_spec_not_the_environment(files):
+    """`--weights` and $NLPKIT_WEIGHTS build the same `LoadSpec`: the same key; the layout is the spec's."""
+    a = run(*SCORE, files["items.jsonl"], "--results-cache", files["cache"], env={"NLPKIT_WEIGHTS": "float32"})
+    assert a.returncode == 0, a.stderr
+    b = run(*SCORE, files["items.jsonl"], "--weights", "float32", "--results-cache", files["cache"])
+    assert summary(b.stderr) == (20, 0) and b.stdout == a.stdout
+
+
+def test_a_cached_score_rerun_prints_the_window_in_force_in_its_signature(files):
+    """The signature's `ctx` is each scorer's window: stored with the results, so that a rerun that loads no model
+    prints the signature of an uncached run, byte for byte."""
+    for extra in ((), ("--context", "8")):
+        plain = run("score", files["items.jsonl"], "--format", "tsv", *extra)
+        assert "ctx" in plain.stdout.splitlines()[1]   # the signature column holds the window in force
+        for _ in range(2):
+            got = run("score", files["items.jsonl"], "--format", "tsv", "-v", *extra,
+                      "--results-cache", files["cache"])
+            assert got.stdout == plain.stdout
+        assert "nlpkit: model" not in got.stderr
+
+
+def test_another_blas_kernel_is_a_miss(files, monkeypatch):
+    """Bits may differ in their last places on another BLAS kernel: a cache restored on a machine with another
+    kernel computes again rather than serving the first machine's bits."""
+    from click.testing import CliRunner
+
+    from nlpkit.cli.main import cli
+    from nlpkit.evaluation import results_cache
+    from nlpkit.lm import threads
+
+    monkeypatch.delenv("NLPKIT_RESULTS_CACHE", raising=False)
+    real = threads.blas_info()
+    args = ["perplexity", files["b.txt"], "--format", "jsonl", "--context", "64", "--results-cache", files["cache"]]
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(cli, args)
+    assert summary(again.stderr)[1] == 0
+    before = results_cache.computation_identity()
+    monkeypatch.setattr(threads, "blas_info", lambda: {**real, "kernel": "SomeOtherKernel"})
+    assert results_cache.computation_identity() != before
+    other = CliRunner().invoke(cli, args)
+    assert other.exit_code == 0, other.output
+    assert summary(other.stderr)[0] == 0 and summary(other.stderr)[1] > 0
+    assert other.stdout == first.stdout   # this machine computes the same bits again
+    monkeypatch.setattr(threads, "blas_info", lambda: {**real, "library": "OtherBLAS"})
+    assert results_cache.computation_identity() != before

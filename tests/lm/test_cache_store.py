@@ -1,5 +1,5 @@
 """The prepared-model cache keyed by content, capped (least recently used out), listed and cleared
-(nlpkit/lm/cache_store.py, nlpkit/lm/cache_listing.py, `nlpkit cache list|clear|dir`)."""
+(nlpkit/lm/prepared/cache_store.py, nlpkit/lm/prepared/cache_listing.py, `nlpkit cache list|clear|dir`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The prepared-model cache (nlpkit/lm/prepared.py): a second load maps what the first one built, gives the same
+"""The prepared-model cache (nlpkit/lm/prepared/): a second load maps what the first one built, gives the same
 arrays and the same numbers (KenLM's, transformers'), and a corrupt, truncated or stale entry is rebuilt.
 
 Every test points $NLPKIT_CACHE_DIR at its own tmp_path (the suite's conftest already keeps it out of the

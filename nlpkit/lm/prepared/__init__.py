@@ -25,8 +25,9 @@ Where: `$NLPKIT_CACHE_DIR`, else the platform's user cache directory (`$XDG_CACH
 `~/.cache/nlpkit` on Linux, `~/Library/Caches/nlpkit` on macOS, `%LOCALAPPDATA%\\nlpkit\\Cache` on
 Windows). One entry per model *content* (the same model in two environments is one entry), about the size of its
 arrays, named by it; the least recently used entries go when the whole passes `$NLPKIT_CACHE_MAX_SIZE` [10G]
-(`nlpkit.lm.cache_store`); `nlpkit cache list` / `nlpkit cache clear` show and delete them.
-`$NLPKIT_NO_CACHE=1` (the CLI's `--no-cache`) loads without reading or writing it.
+(`nlpkit.lm.prepared.cache_store`); `nlpkit cache list` / `nlpkit cache clear` show and delete them.
+A load with `use_cache=False` (the CLI's `--no-cache`: `LoadSpec.use_cache`), or with use_cache None and
+`$NLPKIT_NO_CACHE=1` in the environment, loads without reading or writing it.
 
     >>> entry = load_prepared([Path("model.arpa")], "ngram", build)   # doctest: +SKIP
     >>> entry.arrays["keys.2"], entry.meta["vocab_size"]              # doctest: +SKIP
@@ -80,7 +81,7 @@ def cache_dir() -> Path:
 def fingerprint(sources: Sequence[Path]) -> list[list]:
     """[sha256, size] of each source file's content (`cache_store.content_prints`: read once, then memoized by
     path, size, mtime, ctime and inode): a change to any of them makes another entry."""
-    from nlpkit.lm.cache_store import content_prints
+    from nlpkit.lm.prepared.cache_store import content_prints
 
     return content_prints(sources, cache_dir())
 
@@ -108,7 +109,8 @@ def code_version(*files: str | os.PathLike) -> str:
 
 
 def cache_enabled() -> bool:
-    """False when $NLPKIT_NO_CACHE is set to anything but "" or "0" (the CLI's --no-cache sets it)."""
+    """False when $NLPKIT_NO_CACHE is set to anything but "" or "0" (a load whose `use_cache` is None asks it; the
+    CLI's --no-cache says use_cache=False instead)."""
     return os.environ.get("NLPKIT_NO_CACHE", "") in ("", "0")
 
 
@@ -131,7 +133,7 @@ def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepar
     tag = f"{kind}/{version}"
     entry = read_entry(path, tag, prints)
     if entry is not None:
-        from nlpkit.lm.cache_store import touch
+        from nlpkit.lm.prepared.cache_store import touch
 
         touch(path)   # used now: the last to go when the cache passes its cap
         return _said(entry, "read")
@@ -142,7 +144,7 @@ def load_prepared(sources: Sequence[Path], kind: str, build: Callable[[], Prepar
     except OSError:
         return _said(prepared, "not written")
     size = sum(_align(np.asarray(a).nbytes) for a in prepared.arrays.values())
-    from nlpkit.lm.cache_store import MAX_ENV, max_size
+    from nlpkit.lm.prepared.cache_store import MAX_ENV, max_size
 
     cap = max_size()
     if cap is not None and size > cap:
@@ -197,7 +199,7 @@ def _no_room(warn: Callable[[str], None] | None, directory: Path, size: int, roo
 
 def _write_quietly(path: Path, tag: str, prints: list[list], prepared: Prepared,
                    warn: Callable[[str], None] | None = None, made_from: list[str] | None = None) -> None:
-    from nlpkit.lm.cache_store import evict
+    from nlpkit.lm.prepared.cache_store import evict
 
     try:
         write_entry(path, tag, prints, prepared, made_from)

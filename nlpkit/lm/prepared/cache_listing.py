@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from nlpkit.errors import UsageError
-from nlpkit.lm.cache_store import DIGESTS, entry_files
+from nlpkit.lm.prepared.cache_store import DIGESTS, entry_files
 from nlpkit.lm.prepared import cache_dir, read_header
 
 
