@@ -380,3 +380,29 @@ def test_the_shared_lm_layer_needs_no_backend_at_import():
     assert not {m for m in top if m and m.startswith(("nlpkit.lm.transformer", "nlpkit.lm.ngram"))}
     assert not {m for m in _imports(mods["nlpkit.lm.perplexity"], "nlpkit.lm.perplexity", known)
                 if m.startswith("nlpkit.lm.transformer")}
+
+
+# ----------------------------------------------------------------- the server (issue 45)
+
+def _third_party_imports(path: Path) -> set[str]:
+    """Top-level names of every module `path` imports, at any depth."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_the_server_is_a_top_floor_adapter():
+    """`nlpkit.serve` sits beside `nlpkit.cli`: only `nlpkit.cli.serve` imports it, and only the two of them import
+    the web framework (fastapi, starlette, uvicorn)."""
+    mods = _modules()
+    known = set(mods)
+    web = {"fastapi", "starlette", "uvicorn"}
+    importers = sorted(m for m, p in mods.items() if not m.startswith("nlpkit.serve")
+                       and any(t == "nlpkit.serve" or t.startswith("nlpkit.serve.") for t in _imports(p, m, known)))
+    assert importers == ["nlpkit.cli.serve"]
+    web_users = sorted(m for m, p in mods.items() if _third_party_imports(p) & web)
+    assert all(m.startswith("nlpkit.serve") or m == "nlpkit.cli.serve" for m in web_users), web_users
