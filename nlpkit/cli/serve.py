@@ -84,10 +84,10 @@ def command(model_path, host, port, batch_size, api_key, timeout, grace, quiet):
     served = load_served_model(model_path, warn=lambda m: warn(m, quiet))
     engine = Engine(served, batch_size or DEFAULT_BATCH)
     app = create_app(served, engine, api_key=api_key, timeout=timeout, grace=grace)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=grace,
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=grace + 10,
                             lifespan="on")
     server = _Server(config)
-    _stop_on_signal(server, quiet)
+    _stop_on_signal(server, engine, grace, quiet)
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     if not quiet:
@@ -115,9 +115,12 @@ def _bind(host: str, port: int):
     return sock
 
 
-def _stop_on_signal(server, quiet: bool) -> None:
-    """The first SIGTERM or Ctrl-C asks uvicorn to stop (`nlpkit.cli.shutdown.stop_gracefully`): no new
-    connections, running requests get --grace seconds, then the engine cancels what is left; exit 0."""
+def _stop_on_signal(server, engine, grace: float, quiet: bool) -> None:
+    """The first SIGTERM or Ctrl-C stops the server (`nlpkit.cli.shutdown.stop_gracefully`): no new connections or
+    requests (503), running requests get --grace seconds, then the engine fails what is left (503) and uvicorn
+    closes the connections; exit 0."""
+    import threading
+
     from nlpkit.cli.shutdown import stop_gracefully
 
     def stop(signum: int) -> None:
@@ -125,7 +128,9 @@ def _stop_on_signal(server, quiet: bool) -> None:
             import os
 
             os.write(2, b"nlpkit: stopping (finishing running requests; signal again to exit at once)\n")
+        engine.accepting = False
         server.should_exit = True
+        threading.Thread(target=engine.stop, args=(grace,), name="nlpkit-serve-stop", daemon=True).start()
 
     stop_gracefully(stop)
 

@@ -91,16 +91,20 @@ class Run:
     async def events(self, watch: bool = True) -> AsyncIterator[tuple]:
         """(tag, result) of every job until each has finished; a failed job raises its `ApiError`; past the
         deadline 504; with `watch`, a client gone raises `Disconnected` (the jobs cancelled either way)."""
+        checked = time.monotonic()
         try:
             while self.open:
-                left = self.deadline - time.monotonic()
+                now = time.monotonic()
+                left = self.deadline - now
                 if left <= 0:
                     raise ApiError(504, "the request took longer than the server's timeout", None, "timeout")
+                if watch and now - checked >= POLL:
+                    checked = now
+                    if await self.request.is_disconnected():
+                        raise Disconnected()
                 try:
                     tag, item = await asyncio.wait_for(self.queue.get(), min(POLL, left))
                 except asyncio.TimeoutError:
-                    if watch and await self.request.is_disconnected():
-                        raise Disconnected() from None
                     continue
                 if isinstance(item, Exception):
                     raise engine_error(item)
@@ -110,6 +114,38 @@ class Run:
         except BaseException:
             self.cancel()
             raise
+
+
+class Guard:
+    """The API key on every route but /health, and the last resort: any failure a one-line 500, no traceback. A
+    plain ASGI middleware: the route still sees its client disconnect (`Request.is_disconnected`)."""
+
+    def __init__(self, app, api_key: str | None = None):
+        self.app, self.api_key = app, api_key
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if self.api_key is not None and scope["path"] not in OPEN_PATHS:
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            given = headers.get("authorization", "")
+            token = given[7:].strip() if given[:7].lower() == "bearer " else headers.get("x-api-key", "")
+            if not hmac.compare_digest(token.encode(), self.api_key.encode()):
+                e = ApiError(401, "a valid API key is required (Authorization: Bearer KEY)", None, "invalid_api_key")
+                return await error_response(e)(scope, receive, send)
+        started = False
+
+        async def tracked(message):
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as e:  # noqa: BLE001 - a one-line error, the server goes on
+            if not started:
+                await error_response(engine_error(e))(scope, receive, send)
 
 
 async def read_json(request: Request, limit: int):
@@ -152,20 +188,7 @@ def create_app(served, engine, *, api_key: str | None = None, max_body: int = MA
         message = "no such route: " + request.url.path if e.status_code == 404 else str(e.detail)
         return error_response(ApiError(e.status_code, message, None, "not_found" if e.status_code == 404 else None))
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        try:
-            if api_key is not None and request.url.path not in OPEN_PATHS:
-                given = request.headers.get("authorization", "")
-                token = given[7:].strip() if given[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
-                if not hmac.compare_digest(token.encode(), api_key.encode()):
-                    raise ApiError(401, "a valid API key is required (Authorization: Bearer KEY)", None,
-                                   "invalid_api_key")
-            return await call_next(request)
-        except ApiError as e:
-            return error_response(e)
-        except Exception as e:  # noqa: BLE001 - the last resort: a one-line error, the server goes on
-            return error_response(engine_error(e))
+    app.add_middleware(Guard, api_key=api_key)
 
     def model_entry() -> dict:
         return {"id": served.name, "object": "model", "created": 0, "owned_by": "nlpkit",

@@ -71,3 +71,57 @@ def lm_eval_loglikelihood(choice: dict, ctxlen: int) -> tuple[float, bool]:
     lps = choice["logprobs"]["token_logprobs"][ctxlen:-1]
     tops = choice["logprobs"]["top_logprobs"][ctxlen:-1]
     return sum(lps), all(lp == max(top.values()) for lp, top in zip(lps, tops))
+
+
+class Server:
+    """A real `nlpkit serve` process on 127.0.0.1 and a free port (`--port 0`: the port is read from its first
+    stderr line); `stop()` sends SIGTERM and returns the exit status."""
+
+    def __init__(self, *args: str, env: dict | None = None):
+        import os
+        import re
+        import subprocess
+        import sys
+        import time
+
+        from conftest import REPO
+
+        full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        full.pop("NLPKIT_DEBUG", None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "nlpkit", "serve", "--port", "0", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full, cwd=str(REPO))
+        line = self.proc.stderr.readline().decode()
+        m = re.search(r"on (http://[^ ]+)/v1", line)
+        if not m:
+            self.proc.kill()
+            raise AssertionError(f"no server: {line}{self.proc.stderr.read().decode()}")
+        self.url = m.group(1)
+        deadline = time.monotonic() + 60
+        import httpx
+
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+
+    def stop(self, timeout: float = 60) -> int:
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+    def stderr(self) -> str:
+        return self.proc.stderr.read().decode()
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
