@@ -253,3 +253,16 @@ def test_a_closed_engine_answers_503():
         assert client.get("/health").status_code == 503
         engine.accepting = True
         assert client.post("/v1/completions", json={"prompt": "a", "max_tokens": 1}).status_code == 200
+
+
+def test_a_request_past_the_timeout_is_504_and_its_sequences_leave():
+    client, _, engine = make_client("gpt2-bpe", timeout=0.05)
+    with client:
+        r = client.post("/v1/completions", json={"prompt": "a", "max_tokens": 60, "n": 8, "temperature": 0})
+        assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
+        import time
+
+        deadline = time.monotonic() + 10
+        while engine.load["live"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert engine.load == {"queued": 0, "live": 0}
