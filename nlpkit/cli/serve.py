@@ -16,9 +16,9 @@ EPILOG = """\b
 Examples:
   nlpkit serve -m SmolLM2-135M-Instruct.Q4_1.gguf --port 8000
   lm_eval --model local-completions --tasks hellaswag --model_args \\
-      base_url=http://127.0.0.1:8000/v1/completions,tokenizer_backend=remote,num_concurrent=4
-  curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \\
-      -d '{"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}'
+    base_url=http://127.0.0.1:8000/v1/completions,tokenizer_backend=remote
+  curl localhost:8000/v1/completions -H 'Content-Type: application/json' \\
+    -d '{"prompt": "The capital of France is", "max_tokens": 8}'
 """
 
 
