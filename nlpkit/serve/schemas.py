@@ -16,6 +16,7 @@ from typing import Any
 MAX_LOGPROBS = 20   # top log-probabilities per position (vLLM's default limit)
 MAX_N = 64          # choices per prompt
 MAX_PROMPTS = 1024  # prompts in one completions request
+MAX_CHOICES = 1024  # prompts x n in one request (each a job: a request cannot fill the engine's queue alone)
 MAX_STOPS = 16
 
 
@@ -205,6 +206,9 @@ def completion_params(body: Any) -> CompletionParams:
     logprobs = _int(body, "logprobs", None, 0, MAX_LOGPROBS)
     if isinstance(body.get("logprobs"), bool):
         raise _bad("logprobs", "an integer", body["logprobs"])
+    if len(prompts) * sampling.n > MAX_CHOICES:
+        raise ApiError(400, f"{len(prompts)} prompts x n {sampling.n} make {len(prompts) * sampling.n} choices, at most "
+                       f"{MAX_CHOICES}", "n", "invalid_value")
     return CompletionParams(prompts, sampling, echo=_bool(body, "echo"), logprobs=logprobs,
                             stream=_bool(body, "stream"), include_usage=_stream_options(body))
 

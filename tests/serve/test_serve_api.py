@@ -185,6 +185,7 @@ BAD = [
     ("negative max_tokens", 400, {"prompt": "a", "max_tokens": -1}),
     ("empty prompt list", 400, {"prompt": []}),
     ("n zero", 400, {"prompt": "a", "n": 0}),
+    ("too many choices", 400, {"prompt": ["a"] * 100, "n": 20}),
     ("presence penalty", 400, {"prompt": "a", "presence_penalty": 1.0}),
     ("prompt a number", 422, {"prompt": 5}),
     ("max_tokens a string", 422, {"prompt": "a", "max_tokens": "5"}),
