@@ -34,15 +34,10 @@ import sys
 import time
 from pathlib import Path
 
+from nlpkit.workers import available_cpus
+
 REPO = Path(__file__).resolve().parents[1]
 MB = 10
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 def text_file(data: Path, out: Path, mb: float) -> Path:
@@ -96,7 +91,7 @@ def run_one(kind: str, tok_path: str, text: str, ids_out: str) -> None:
     """Child process: time one contender, print {"seconds": ..}; dump ids unless ids_out is '-'."""
     ids_out = None if ids_out == "-" else ids_out
     lines = read_lines(text)
-    n = cores()
+    n = available_cpus()
     if kind == "nlpkit":
         sys.path.insert(0, str(REPO))
         from nlpkit.bpe import Tokenizer
@@ -214,7 +209,7 @@ def main() -> None:
         print(f"{label + (' (same ids)' if same else ' (ids DIFFER)'):<58} {speed:>10.2f} MB/s {p_speed:>10.2f} MB/s "
               f"{speed / p_speed:>6.2f}")
         print(f"{'  peak RSS':<58} {rss:>13.0f} MB {p_rss:>13.0f} MB {rss / p_rss:>6.2f}")
-        print(f"({args.mb:g} MB of shared/data/gutenberg, line by line unless said, {cores()} cores)")
+        print(f"({args.mb:g} MB of shared/data/gutenberg, line by line unless said, {available_cpus()} cores)")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Each subcommand's algorithm lives in its wing: `nlpkit.edit` (edit distances), `
 
 import sys as _sys
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Modules moved in 0.2 (issue 13). The old paths import the new modules, with a
 # DeprecationWarning, for one release; one table instead of a shim file per old path.

@@ -1,7 +1,7 @@
 """Settings signatures, sacrebleu style: every result says how it was computed.
 
 >>> make_signature("bm25", variant="lucene", k1=1.2, b=0.75)
-'bm25|variant:lucene|k1:1.2|b:0.75|v:0.1.0'
+'bm25|variant:lucene|k1:1.2|b:0.75|v:0.2.0'
 
 Two runs with the same signature and the same input give the same numbers.
 """

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, REPO, run_cli
+from conftest import FIXTURES, REPO
 from nlpkit import __version__
 from nlpkit.cli.main import COMMANDS
 from nlpkit.cli.perplexity_table import plus_minus

@@ -12,7 +12,6 @@ this process.
 
 from __future__ import annotations
 
-import os
 from array import array
 from collections import deque
 from itertools import chain, islice
@@ -21,6 +20,7 @@ from typing import Iterable, Iterator
 import regex
 
 from nlpkit.bpe.tokenizer import Tokenizer
+from nlpkit.workers import available_cpus
 
 _worker_tok: Tokenizer | None = None
 _worker_kw: dict = {}
@@ -51,20 +51,12 @@ def _unpack(block: tuple[array, array]) -> list[list[int]]:
     return out
 
 
-def default_workers() -> int:
-    """Processes to use: the cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def encode_stream(tok: Tokenizer, texts: Iterable[str], *, workers: int | None = None, block: int = 2000,
                   **encode_kw) -> Iterator[list[int]]:
     """The ids of each text, in input order (`encode_kw` go to `Tokenizer.encode`). A text may also be
     a pair (text, continued), as `file_parts` gives."""
     global _worker_tok, _worker_kw
-    workers = default_workers() if workers is None else workers
+    workers = available_cpus() if workers is None else workers
     it = iter(texts)
     first = list(islice(it, block))
     if workers <= 1 or len(first) < block:  # short input: a pool costs more than it saves

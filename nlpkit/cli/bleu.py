@@ -165,21 +165,9 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
     for name, lines in systems:  # fail before any (slow) scoring
         core.check_lengths(name, lines, ref_names[0], references)
 
-    columns = ["system"] + (["line"] if sentence else []) + ["metric", "score"]
-    if confidence or paired == "bs":
-        columns += ["mean", "ci95"]
-    if paired:
-        columns += ["baseline", "p_value"]
     fmt = resolve_format(fmt)
     machine = fmt != "table"
-    if machine:
-        for name, cols in (("bleu", BLEU_COLUMNS), ("chrf", CHRF_COLUMNS), ("ter", TER_COLUMNS)):
-            if name in metrics:
-                columns += cols
-        if not no_signature:
-            columns.append("signature")
-    else:
-        columns.append("details")
+    columns = _columns(metrics, sentence, confidence, paired, machine, no_signature)
 
     if sentence:  # streamed, one record per segment and metric
         records = core.sentence_scores(systems, references, options, ref_names[0])
@@ -193,7 +181,32 @@ def command(hyps, refs, refs_tsv, metrics, tokenize, lowercase, smooth_method, s
                 records = core.corpus_scores(systems, references, options,
                                                 confidence_n if confidence else 0, seed,
                                                 ref_names[0], progress=tick, jobs=jobs)
+    _write(records, columns, fmt, no_signature)
+
+
+def _columns(metrics, sentence: bool, confidence: bool, paired: str | None, machine: bool,
+             no_signature: bool) -> list[str]:
+    """The output columns: the scores, then each metric's components and the signature (machine formats) or
+    sacrebleu's verbose details (the table)."""
+    columns = ["system"] + (["line"] if sentence else []) + ["metric", "score"]
+    if confidence or paired == "bs":
+        columns += ["mean", "ci95"]
+    if paired:
+        columns += ["baseline", "p_value"]
     if machine:
+        for name, cols in (("bleu", BLEU_COLUMNS), ("chrf", CHRF_COLUMNS), ("ter", TER_COLUMNS)):
+            if name in metrics:
+                columns += cols
+        if not no_signature:
+            columns.append("signature")
+    else:
+        columns.append("details")
+    return columns
+
+
+def _write(records, columns: list[str], fmt: str, no_signature: bool) -> None:
+    """Machine formats: each record with its signature (or none); the table: the signatures as its caption."""
+    if fmt != "table":
         with open_writer(columns, fmt, None) as out:
             for r in records:
                 if no_signature:

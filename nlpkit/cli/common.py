@@ -1,4 +1,4 @@
-"""Options and helpers every subcommand shares (the CLI half of DESIGN.md "Conventions").
+"""Options and helpers every subcommand shares (the CLI half of the README's "Conventions").
 
 A subcommand module looks like this:
 
@@ -163,19 +163,6 @@ def named_flags(**flags: str) -> Iterator[None]:
     except NlpkitError as e:
         e.flags = {**flags, **getattr(e, "flags", {})}
         raise
-
-
-def parse_number_list(value: str, name: str, n: int | None = None, cast=float) -> list:
-    """'1,2,3' -> [1.0, 2.0, 3.0]; a usage error naming the option when malformed."""
-    try:
-        items = [cast(x) for x in value.split(",")]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}",
-                                 param_hint=name) from None
-    if n is not None and len(items) != n:
-        raise click.BadParameter(f"expected {n} comma-separated numbers, got {len(items)}",
-                                 param_hint=name)
-    return items
 
 
 SHARD_HELP = ("With --dask: bytes of input per task (64M, 1G; cut at record ends; a compressed file is one task; "

@@ -14,8 +14,8 @@ from typing import Iterator
 import click
 
 from nlpkit.cli.options import Count, FiniteFloat, INT_MAX, NumberList, file_type, given
-from nlpkit.cli.common import (cli_message, common_options, input_paths, open_writer, parse_number_list, progress,
-                               resolve_format, warn)
+from nlpkit.cli.common import (cli_message, common_options, input_paths, open_writer, progress, resolve_format,
+                               warn)
 from nlpkit.errors import NlpkitError
 from nlpkit.signature import make_signature
 

@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import click
 
+from nlpkit.workers import available_cpus
+
 INT_MAX = 2**31 - 1   # the largest count or size an integer option takes (numpy int32 indices and C ints)
 
 
@@ -65,12 +67,6 @@ class Seed(Count):
 
     def __init__(self, min: int = 0) -> None:
         super().__init__(min=min, max=INT_MAX)
-
-
-def available_cpus() -> int:
-    from nlpkit.workers import available_cpus as cpus
-
-    return cpus()
 
 
 class Jobs(click.IntRange):

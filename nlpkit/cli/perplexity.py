@@ -111,6 +111,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
                              warn=lambda m: warn(m, quiet))
     if verbose:
         say_loaded(lm)
+    base = None
     if compare is not None:   # what makes the comparison impossible comes first, before any window setting
         from nlpkit.errors import NlpkitError
 
@@ -125,7 +126,13 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
     ctx = lm.window_context(context)
     if stride is not None and ctx is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
-    if compare is not None:
+    run = _run(lm, base, paths, mode, ctx, stride, add_bos, per_line, per_token, encoding_errors, quiet)
+    _write(run, thresholds, compare is not None, per_token, dask, shard_size, fmt, no_signature, quiet)
+
+
+def _run(lm, base, paths, mode, ctx, stride, add_bos, per_line, per_token, encoding_errors, quiet):
+    """The core's run: `compare_run` of the model against `base`, else `perplexity_run` of the model."""
+    if base is not None:
         from nlpkit.lm.comparison import compare_run
 
         run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
@@ -139,6 +146,12 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         warn(f"--stride {run.stride} equal to the context {run.context}: as in the transformers guide, the first "
              "token of each window after the first is not scored (a smaller --stride, or --mode disjoint, scores "
              "every token)", quiet)
+    return run
+
+
+def _write(run, thresholds, comparing, per_token, dask, shard_size, fmt, no_signature, quiet) -> None:
+    """Score the run (here, or on Dask through the mappers handed to the core) and write its records, then the
+    gate's verdicts and exit 3 when one failed."""
     verdicts = None
     with ExitStack() as stack:
         client = size = None
@@ -166,7 +179,7 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
 
         if out.fmt != "table" or per_token:
             out.write_many(records)
-        elif compare is not None:  # a line per statistic, a column per file
+        elif comparing:  # a line per statistic, a column per file
             out.columns, out.labels, rows = compare_table(list(records))
             out.write_many(rows)
         else:  # figures shown with their uncertainty

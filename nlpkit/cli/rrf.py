@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from nlpkit.cli.options import Count, FiniteFloat, NumberList, file_type
-from nlpkit.cli.common import (encoding_option, input_paths, named_flags, parse_number_list, quiet_option,
-                               signature_option, top_option, warn, FiniteFloat)
+from nlpkit.cli.common import (encoding_option, input_paths, named_flags, quiet_option, signature_option, top_option,
+                               warn)
 from nlpkit.cli.trec import emit, qrels_options, run_format_option
 
 

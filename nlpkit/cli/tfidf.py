@@ -118,7 +118,7 @@ def command(files, docs, field, id_field, tf, idf, idf_offset, norm, sublinear, 
         if tf or idf or norm or sublinear or idf_offset:
             raise UsageError("--smart sets tf, idf and norm: do not combine it with --tf/--idf/--norm/"
                              "--sublinear/--idf-offset")
-        weighting = core.parse_smart(smart)
+        weighting = core.smart_weighting(smart)
     else:
         if sublinear and tf not in (None, "log"):
             raise UsageError(f"--sublinear means --tf log; it contradicts --tf {tf}")

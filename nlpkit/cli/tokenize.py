@@ -41,6 +41,35 @@ def _parse_ids(line: str, where: str, lineno: int, vocab_size: int) -> list[int]
     return ids
 
 
+def _refuse_combinations(files, tokenizer_path, model_path, show_ids, show_pieces, count_only, per_file, decode, chat,
+                         system, messages_file) -> None:
+    """The options tokenize cannot take together: usage errors, before any input is read."""
+    if tokenizer_path is not None and model_path is not None:
+        raise click.UsageError("give --tokenizer or --model, not both")
+    if decode and (show_pieces or count_only or per_file or chat):
+        raise click.UsageError("--decode prints text: it does not combine with --pieces, --count, --per-file or --chat")
+    if count_only and (show_ids or show_pieces):
+        raise click.UsageError("--count prints counts only: drop --ids/--pieces")
+    if chat and per_file:
+        raise click.UsageError("--chat renders each line as a user message: it does not combine with --per-file")
+    if (system is not None or messages_file is not None) and not chat:
+        raise click.UsageError("--system and --messages need --chat")
+    if messages_file is not None and files:
+        raise click.UsageError("--messages holds the whole conversation: give no FILES with it")
+
+
+def _write_decoded(tok, paths: list[str], sig: str, fmt: str, no_signature: bool, encoding_errors: str) -> None:
+    """--decode: each input line of ids, as its text."""
+    from nlpkit.io import display_name, iter_lines
+
+    with open_writer(["file", "line", "text"], fmt, sig, no_signature, title="tokenize") as out:
+        for path in paths:
+            where = display_name(path)
+            for lineno, line in enumerate(iter_lines(path, errors=encoding_errors), 1):
+                out.write({"file": where, "line": lineno,
+                           "text": tok.decode(_parse_ids(line, where, lineno, tok.vocab_size))})
+
+
 @click.command("tokenize")
 @click.argument("files", nargs=-1, type=file_type())
 @click.option("-t", "--tokenizer", "tokenizer_path", default=None, metavar="PATH", type=model_path_type(),
@@ -83,18 +112,8 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
     from nlpkit.io import display_name, iter_lines
     from nlpkit.signature import make_signature
 
-    if tokenizer_path is not None and model_path is not None:
-        raise click.UsageError("give --tokenizer or --model, not both")
-    if decode and (show_pieces or count_only or per_file or chat):
-        raise click.UsageError("--decode prints text: it does not combine with --pieces, --count, --per-file or --chat")
-    if count_only and (show_ids or show_pieces):
-        raise click.UsageError("--count prints counts only: drop --ids/--pieces")
-    if chat and per_file:
-        raise click.UsageError("--chat renders each line as a user message: it does not combine with --per-file")
-    if (system is not None or messages_file is not None) and not chat:
-        raise click.UsageError("--system and --messages need --chat")
-    if messages_file is not None and files:
-        raise click.UsageError("--messages holds the whole conversation: give no FILES with it")
+    _refuse_combinations(files, tokenizer_path, model_path, show_ids, show_pieces, count_only, per_file, decode, chat,
+                         system, messages_file)
     paths = [messages_file] if messages_file is not None else input_paths(files)
     if paths.count("-") > 1:
         raise click.UsageError("stdin ('-') can be given only once")
@@ -107,12 +126,7 @@ def command(files, tokenizer_path, model_path, show_ids, show_pieces, count_only
                          unit="file" if per_file else "line", **({"chat": True} if chat else {}))
 
     if decode:
-        with open_writer(["file", "line", "text"], fmt, sig, no_signature, title="tokenize") as out:
-            for path in paths:
-                where = display_name(path)
-                for lineno, line in enumerate(iter_lines(path, errors=encoding_errors), 1):
-                    out.write({"file": where, "line": lineno,
-                               "text": tok.decode(_parse_ids(line, where, lineno, tok.vocab_size))})
+        _write_decoded(tok, paths, sig, fmt, no_signature, encoding_errors)
         return
 
     renderer = None

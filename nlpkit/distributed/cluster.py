@@ -27,13 +27,6 @@ EXTRA = "pip install 'nlpkit[dask]'"
 FAN_IN = 8                      # partial results combined per reduction task
 
 
-def resolve_address(address: str | None) -> str | None:
-    """The --dask value, else $NLPKIT_DASK, else None (no Dask)."""
-    if address:
-        return address
-    return os.environ.get("NLPKIT_DASK") or None
-
-
 def _import_distributed():
     try:
         import distributed

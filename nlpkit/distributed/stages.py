@@ -251,13 +251,12 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
     """
     import os
     import shutil
-    import tempfile
 
     import numpy as np
 
     from distributed import as_completed
 
-    from nlpkit.distributed.cluster import Ticker, map_ordered
+    from nlpkit.distributed.cluster import Ticker
     from nlpkit.errors import NlpkitError
     from nlpkit.retrieval import bm25, bm25_shards, store
     from nlpkit.stats.documents import check_unique_ids, detect_format, one_format
@@ -281,11 +280,7 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
                                                       bm25_shards.merge_summaries, ticker=tick)
     if n_docs == 0:
         raise NlpkitError("empty corpus: there are no documents to index")
-    doc_ids: list[str] = []
-    firsts = []
-    for count, ids in map_ordered(client, bm25_shards.shard_ids, parts, ticker=tick):
-        firsts.append(len(doc_ids))
-        doc_ids.extend(ids if ids is not None else map(str, range(len(doc_ids) + 1, len(doc_ids) + count + 1)))
+    doc_ids, firsts = _bm25_doc_ids(client, parts, tick)
     check_unique_ids(doc_ids, paths[0] if len(paths) == 1 else "the corpus")
     avgdl = total_len / n_docs if total_len > 0 else 1.0
     term_idf = bm25.idf(variant, np.maximum(df, 1), n_docs)
@@ -295,12 +290,7 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
     n_post = int(indptr[-1])
     doc_bits = bm25.doc_bits_for(n_docs, max_tf)
     packed = doc_bits < 32
-    parent = os.path.dirname(os.path.abspath(out_dir)) or "."
-    try:
-        os.makedirs(parent, exist_ok=True)
-        work = tempfile.mkdtemp(prefix=".nlpkit-bm25-", dir=parent)
-    except OSError as e:
-        raise NlpkitError(f"{out_dir}: cannot write the index next to it ({e.strerror or e})") from None
+    work = _work_dir_beside(out_dir)
     try:
         term_id = {t: i for i, t in enumerate(vocab)}
         args = broadcast(client, [term_id, term_idf, nonocc64])
@@ -313,18 +303,8 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
             fut.result()                     # a worker's error is raised here
             tick()
         del futures, parts, args
-        fmt_ = np.lib.format
-        postings = fmt_.open_memmap(os.path.join(work, "postings.npy"), "w+", np.uint32, (n_post,))
-        scores = fmt_.open_memmap(os.path.join(work, "scores.npy"), "w+", np.float32, (n_post,))
-        tf_extra = (None if packed else
-                    fmt_.open_memmap(os.path.join(work, "tf_extra.npy"), "w+", np.uint32, (n_post,)))
-        outputs = {"postings": postings, "scores": scores}
-        if tf_extra is not None:
-            outputs["tf_extra"] = tf_extra
-        bm25_shards.merge_parts(work, n, indptr, outputs)
-        for arr in (postings, scores, tf_extra):
-            if arr is not None:
-                arr.flush()
+        outputs = _merged_postings(work, n, indptr, packed)
+        postings, scores, tf_extra = outputs["postings"], outputs["scores"], outputs.get("tf_extra")
         index = bm25.BM25Index(variant=variant, k1=k1, b=b, delta=delta, vocab=vocab, doc_ids=doc_ids,
                                indptr=indptr, postings=postings, scores=scores,
                                nonocc=bm25.stored_nonocc(nonocc64),
@@ -335,6 +315,56 @@ def bm25_index(client, paths: str | list[str], out_dir: str, fmt: str, variant: 
         shutil.rmtree(work, ignore_errors=True)
     return {"documents": n_docs, "terms": len(vocab), "postings": n_post,
             "avgdl": total_len / n_docs, "bytes": store.index_size(out_dir)}
+
+
+def _bm25_doc_ids(client, parts, tick) -> tuple[list[str], list[int]]:
+    """Every document's id in corpus order (its number from 1 where the corpus has no ids), and each shard's first
+    document number."""
+    from nlpkit.distributed.cluster import map_ordered
+    from nlpkit.retrieval import bm25_shards
+
+    doc_ids: list[str] = []
+    firsts = []
+    for count, ids in map_ordered(client, bm25_shards.shard_ids, parts, ticker=tick):
+        firsts.append(len(doc_ids))
+        doc_ids.extend(ids if ids is not None else map(str, range(len(doc_ids) + 1, len(doc_ids) + count + 1)))
+    return doc_ids, firsts
+
+
+def _work_dir_beside(out_dir: str) -> str:
+    """A new work directory next to `out_dir` (on its filesystem, so the finished arrays move into place)."""
+    import os
+    import tempfile
+
+    from nlpkit.errors import NlpkitError
+
+    parent = os.path.dirname(os.path.abspath(out_dir)) or "."
+    try:
+        os.makedirs(parent, exist_ok=True)
+        return tempfile.mkdtemp(prefix=".nlpkit-bm25-", dir=parent)
+    except OSError as e:
+        raise NlpkitError(f"{out_dir}: cannot write the index next to it ({e.strerror or e})") from None
+
+
+def _merged_postings(work: str, n_parts: int, indptr, packed: bool) -> dict:
+    """The index arrays (`postings`, `scores`, and `tf_extra` unless `packed`) as .npy files in `work`, merged
+    from the workers' part files by streaming (`bm25_shards.merge_parts`) and flushed; name -> memmap."""
+    import os
+
+    import numpy as np
+
+    from nlpkit.retrieval import bm25_shards
+
+    n_post = int(indptr[-1])
+    fmt_ = np.lib.format
+    outputs = {"postings": fmt_.open_memmap(os.path.join(work, "postings.npy"), "w+", np.uint32, (n_post,)),
+               "scores": fmt_.open_memmap(os.path.join(work, "scores.npy"), "w+", np.float32, (n_post,))}
+    if not packed:
+        outputs["tf_extra"] = fmt_.open_memmap(os.path.join(work, "tf_extra.npy"), "w+", np.uint32, (n_post,))
+    bm25_shards.merge_parts(work, n_parts, indptr, outputs)
+    for arr in outputs.values():
+        arr.flush()
+    return outputs
 
 
 def perplexity_lines(client, shard_bytes: int | None = None, progress: Callable[..., None] | None = None) -> Callable:

@@ -243,30 +243,6 @@ def normalized_distance(a: Seq, b: Seq, metric: str = "levenshtein",
     return dist / most if most else 0.0
 
 
-def normalized_levenshtein(a: Seq, b: Seq, weights: Sequence[int] | None = None) -> float:
-    return normalized_distance(a, b, "levenshtein", weights)
-
-
-def normalized_osa(a: Seq, b: Seq) -> float:
-    return normalized_distance(a, b, "osa")
-
-
-def normalized_damerau_levenshtein(a: Seq, b: Seq) -> float:
-    return normalized_distance(a, b, "damerau")
-
-
-def normalized_indel(a: Seq, b: Seq) -> float:
-    return normalized_distance(a, b, "indel")
-
-
-def normalized_hamming(a: Seq, b: Seq) -> float:
-    return normalized_distance(a, b, "hamming")
-
-
-def normalized_lcs_seq(a: Seq, b: Seq) -> float:
-    return normalized_distance(a, b, "lcs")
-
-
 def split_level(text: str, level: str) -> Seq:
     """The units a distance counts: the string itself (``char``) or its whitespace tokens (``word``)."""
     if level == "char":

@@ -172,7 +172,7 @@ def corpus_metrics(answers: Sequence[str], targets: Sequence[Sequence[str]], met
     import numpy as np
 
     from nlpkit.evaluation.significance import Z95, resample_indices
-    from nlpkit.mt.bleu import EvalOptions, build_metrics, quiet_sacrebleu
+    from nlpkit.mt.bleu import EvalOptions, build_metrics, quiet_sacrebleu, score_of_totals, segment_statistics
 
     names = tuple(m for m in metrics if m in CORPUS_METRICS)
     if not names or not answers:
@@ -186,11 +186,11 @@ def corpus_metrics(answers: Sequence[str], targets: Sequence[Sequence[str]], met
     out = {}
     for name in names:
         metric = built[name]
-        stats = np.asarray(metric._extract_corpus_statistics(list(answers), None), dtype=np.float64)  # [n, k]
-        value = float(metric._compute_score_from_stats(list(stats.sum(axis=0))).score)
+        stats = np.asarray(segment_statistics(metric, list(answers)), dtype=np.float64)  # [n, k]
+        value = float(score_of_totals(metric, stats.sum(axis=0)).score)
         se = float("nan")
         if idx is not None:
-            boot = [float(metric._compute_score_from_stats(list(stats[i].sum(axis=0))).score) for i in idx]
+            boot = [float(score_of_totals(metric, stats[i].sum(axis=0)).score) for i in idx]
             se = float(np.std(boot, ddof=1))
         out[name] = {"value": value, "stderr": se, "low": value - Z95 * se, "high": value + Z95 * se, "n": n}
     return out

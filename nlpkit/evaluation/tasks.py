@@ -93,11 +93,6 @@ def check_item(scorer, task: str, item: Item, options: TaskOptions, reference=No
         raise type(e)(f"{item.where}: {e}") from None
 
 
-def score_item(scorer, task: str, item: Item, options: TaskOptions, reference=None) -> tuple[dict, dict]:
-    """(record, metrics) of one item (`score_items` of it alone)."""
-    return score_items(scorer, task, [item], options, reference)[0]
-
-
 def score_items(scorer, task: str, items: list[Item], options: TaskOptions, reference=None) -> list[tuple[dict, dict]]:
     """(record, metrics) of each item: the record as output (`file`, `index`, `id` first), the per-item metric
     values; all the items' requests scored in one batch (`score_requests`: the engine packs them into few

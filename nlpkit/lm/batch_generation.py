@@ -148,6 +148,26 @@ class _Live:
     ends: frozenset  # the ids that end it (the model's EOS, a chat template's end of turn)
 
 
+def _take_token(s: _Live, cfg: SamplingConfig, room: int, stats: BatchStats) -> tuple[int, str]:
+    """Choose a live sequence's next token and add it to its output: (the token, why the sequence ends: 'eos',
+    'stop', 'length', 'context' with `room` tokens left in its state, or '' while it goes on)."""
+    tid = _choose(s, cfg)
+    out = s.out
+    lp = float(token_logprobs(s.logits[None, :], np.array([tid]))[0])
+    out.logprob += lp
+    s.seen[tid] = True
+    if tid in s.ends:
+        out.end_id = tid
+        return tid, "eos"
+    out.ids.append(tid)
+    stats.new_tokens += 1
+    if s.request.on_token is not None and s.request.on_token(tid):
+        return tid, "stop"
+    if len(out.ids) >= s.request.max_new_tokens:
+        return tid, "length"
+    return tid, "context" if room <= 0 else ""
+
+
 def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAULT_BATCH,
                      sampling: SamplingConfig | None = None, seed: int | None = None, ignore_eos: bool = False,
                      context: int | None = None, stats: BatchStats | None = None) -> Iterator[Generated]:
@@ -207,19 +227,9 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
                 held.append((i, req))  # the batch's memory: it joins when a sequence leaves
                 break
             joining.append((i, req, Generated(i, prompt_tokens=len(req.prompt.ids))))
-        prefill, copies, fams = [], [], set(families)
-        for item in joining:  # a family's first joins by a prefill, the others copy it
-            fam = item[1].family
-            (copies if forks and fam is not None and fam in fams else prefill).append(item)
-            if forks and fam is not None:
-                fams.add(fam)
+        prefill, copies = _split_families(joining, set(families), forks)
         for group in _prefill_groups(prefill):
-            t0 = time.perf_counter()
-            joins = [(i, req.prompt.ids, req.max_new_tokens) for i, req, _ in group]
-            rows = batch.join_many(joins)
-            stats.prefill_seconds += time.perf_counter() - t0
-            for (i, req, out), logits in zip(group, rows):
-                stats.prompt_tokens += len(req.prompt.ids)
+            for (i, req, out), logits in zip(group, _join(batch, group, stats)):
                 enter(i, req, out, logits)
         for i, req, out in copies:
             logits, keys = families[req.family]
@@ -239,26 +249,9 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
         t0 = time.perf_counter()
         feed: list[int] = []
         for key in batch.keys:
-            s = live[key]
-            tid = _choose(s, cfg)
-            out = s.out
-            lp = float(token_logprobs(s.logits[None, :], np.array([tid]))[0])
-            out.logprob += lp
-            s.seen[tid] = True
-            finish = ""
-            if tid in s.ends:
-                finish, out.end_id = "eos", tid
-            else:
-                out.ids.append(tid)
-                stats.new_tokens += 1
-                if s.request.on_token is not None and s.request.on_token(tid):
-                    finish = "stop"
-                elif len(out.ids) >= s.request.max_new_tokens:
-                    finish = "length"
-                elif batch.room(key) <= 0:
-                    finish = "context"
+            tid, finish = _take_token(live[key], cfg, batch.room(key), stats)
             if finish:
-                out.finish = finish
+                live[key].out.finish = finish
                 retire(key)
             else:
                 feed.append(tid)
@@ -273,6 +266,28 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
                     live[key].logits = row
             stats.steps += 1
         stats.decode_seconds += time.perf_counter() - t0
+
+
+def _split_families(joining: list, live_families: set, forks: bool) -> tuple[list, list]:
+    """(the joining sequences that prefill, those that copy a family member's state): a family's first joins by a
+    prefill unless one of it is live, the others copy it (when the batch forks)."""
+    prefill, copies, fams = [], [], set(live_families)
+    for item in joining:
+        fam = item[1].family
+        (copies if forks and fam is not None and fam in fams else prefill).append(item)
+        if forks and fam is not None:
+            fams.add(fam)
+    return prefill, copies
+
+
+def _join(batch, group: list, stats: BatchStats) -> list:
+    """Prefill a group of joining sequences in one `join_many` (timed, counted in `stats`); their next-token
+    logits."""
+    t0 = time.perf_counter()
+    rows = batch.join_many([(i, req.prompt.ids, req.max_new_tokens) for i, req, _ in group])
+    stats.prefill_seconds += time.perf_counter() - t0
+    stats.prompt_tokens += sum(len(req.prompt.ids) for _, req, _ in group)
+    return rows
 
 
 def _prefill_groups(joining: list) -> list[list]:

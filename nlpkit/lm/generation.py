@@ -7,7 +7,7 @@ Three layers, each usable alone:
   keeps a word history per row); each step filters every row's next-token logits, draws one token
   per row and yields a `Step` (a token per row with its log-probabilities).
 - the model's text stream - token ids to text pieces that never show any part of a stop string
-  (`TextStream` for a tokenizer's bytes, never splitting a UTF-8 sequence; words joined by spaces
+  (`TokenTextStream` for a tokenizer's bytes, never splitting a UTF-8 sequence; words joined by spaces
   for an n-gram model).
 - `generate(...)` (one streamed continuation), `sample_batch(...)` (N continuations in one batch,
   with their total log-probabilities) and `next_token_distribution(...)` - what the CLI offers.
@@ -261,7 +261,7 @@ __all__ = ["GenerationStats", "Step", "Sample", "decode_steps", "generate_ids", 
            "sample_batch", "next_token_distribution", "as_language_model"]
 
 # Names this module used to re-export from the transformer backend; it now needs only the interface.
-_MOVED_NAMES = {"TextStream": "nlpkit.lm.transformer.text_stream",
+_MOVED_NAMES = {"TextStream": "nlpkit.lm.interface",
                 "encode_prompt": "nlpkit.lm.transformer.transformer_lm",
                 "prepare_prompt": "nlpkit.lm.transformer.transformer_lm"}
 

@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from nlpkit.workers import available_cpus
+
 
 @functools.cache
 def _openblas() -> tuple[Callable[[], int], Callable[[int], None]] | None:
@@ -77,7 +79,7 @@ def workers() -> int:
     n = blas_threads()
     if n is None:
         return 1
-    return max(1, min(n, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    return max(1, min(n, available_cpus()))
 
 
 _lock = threading.Lock()
@@ -136,11 +138,6 @@ def held_blas_threads(n: int):
         yield
     finally:
         put(before)
-
-
-def single_threaded_blas():
-    """Hold BLAS to one thread inside the block (and restore its count after)."""
-    return held_blas_threads(1)
 
 
 # ---------------------------------------------------------------- how many threads, now

@@ -150,13 +150,6 @@ def _metric_kwargs(name: str, o: EvalOptions) -> dict[str, Any]:
     raise UsageError(f"unknown metric {name!r} (choose from {', '.join(METRIC_NAMES)})")
 
 
-def tokenizer_names() -> list[str]:
-    """Every BLEU tokenizer the installed sacrebleu knows (some need extra packages)."""
-    from sacrebleu.metrics.bleu import BLEU
-
-    return list(BLEU.TOKENIZERS)
-
-
 def build_metrics(options: EvalOptions, references: Sequence[Sequence[str]] | None) -> dict:
     """{'bleu': sacrebleu.BLEU(...), ...}; with references, their statistics are cached once."""
     from sacrebleu.metrics import BLEU, CHRF, TER
@@ -263,6 +256,19 @@ def _map_systems(fn: Callable[[int], Any], n: int, jobs: int,
     return results
 
 
+def segment_statistics(metric: Any, hypotheses: Sequence[str]) -> list[list]:
+    """Each hypothesis's sufficient statistics (n-gram matches, character n-grams, edits) against the
+    references `metric` cached when it was built (`build_metrics`): sacrebleu's `_extract_corpus_statistics`.
+    This function and `score_of_totals` are the only places nlpkit reaches into sacrebleu's private API."""
+    return metric._extract_corpus_statistics(hypotheses, None)
+
+
+def score_of_totals(metric: Any, totals: Sequence[Any]) -> Any:
+    """The corpus score (a sacrebleu `Score`) of statistics summed over segments: sacrebleu's
+    `_compute_score_from_stats`. A corpus score is this of the segments' summed `segment_statistics`."""
+    return metric._compute_score_from_stats(list(totals))
+
+
 def _score_system(i: int) -> list[dict]:
     """Corpus records of system i for every metric (sacrebleu's corpus_score, bootstrap included)."""
     name, hyps = _WORK["systems"][i]
@@ -280,11 +286,13 @@ def _score_system(i: int) -> list[dict]:
 
 def _system_statistics(i: int) -> dict[str, tuple[Any, dict]]:
     """Per-segment statistics of system i and its corpus score fields, for every metric."""
+    from sacrebleu.utils import sum_of_lists
+
     hyps = _WORK["systems"][i][1]
     out = {}
     for name, metric in _WORK["metrics"].items():
-        stats = metric._extract_corpus_statistics(hyps, None)
-        out[name] = (stats, score_fields(metric._aggregate_and_compute(stats)))
+        stats = segment_statistics(metric, hyps)
+        out[name] = (stats, score_fields(score_of_totals(metric, sum_of_lists(stats))))  # sacrebleu's sum
     return out
 
 

@@ -48,14 +48,6 @@ def unpack_ngrams(codes: np.ndarray, n: int) -> np.ndarray:  # [P] int64 -> [P, 
     return np.stack(cols, axis=1)
 
 
-def unpack_ngram(code: int, n: int) -> tuple[int, ...]:
-    """The ids of one n-gram code (`unpack_ngrams` of one Python int)."""
-    if n == 1:
-        return (int(code),)
-    mask = (1 << ID_BITS[n]) - 1
-    return tuple(code >> s if k == 0 else (code >> s) & mask for k, s in enumerate(_SHIFTS[n]))
-
-
 def run_starts(*keys: np.ndarray) -> np.ndarray:  # n x [P] sorted -> [U] int64
     """Where each run of equal rows begins in sorted keys (one array, or several columns sorted
     together, as `np.lexsort` leaves them)."""

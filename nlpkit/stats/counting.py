@@ -455,8 +455,6 @@ class BlockEncoder:
             for meta, text in items:
                 yield (meta, *self.encode(text))
             return
-        import threading
-
         from nlpkit.workers import fork_is_safe, process_pool
 
         method = "fork" if fork_is_safe() else "forkserver"

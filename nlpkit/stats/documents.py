@@ -257,11 +257,6 @@ def _record_batches(records: Iterable[tuple[str, str]], names: DocNames, prefix:
         yield len(docs), join_docs(docs)
 
 
-def _json_doc(line: str, path: str, line_no: int, field: str, id_field: str | None) -> tuple[str, str]:
-    rid, text = json_record(line, f"{display_name(path)}, line {line_no}", field, id_field)
-    return (str(line_no) if rid is None else rid), text
-
-
 def detect_format(lines: Iterable[str], default: str = "lines", name: str = "input") -> str:
     """Guess a file's format from its first non-blank lines (see module docstring).
 

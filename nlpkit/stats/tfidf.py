@@ -62,8 +62,8 @@ class Weighting:
                 raise UsageError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
-def parse_smart(smart: str) -> Weighting:
-    """gensim SMART letters -> Weighting (log base 2). ``parse_smart("ltc")``."""
+def smart_weighting(smart: str) -> Weighting:
+    """gensim SMART letters -> Weighting (log base 2). ``smart_weighting("ltc")``."""
     code = smart
     if len(code) != 3:
         raise UsageError(f"`smart` expects three letters (tf, idf, norm) such as ntc; got {code!r}")

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
+from nlpkit import __version__
 
-SIG = "edit-distance|metric:levenshtein|weights:1,1,1|level:char|norm:no|v:0.1.0"
+SIG = f"edit-distance|metric:levenshtein|weights:1,1,1|level:char|norm:no|v:{__version__}"
 
 
 def tsv(r: subprocess.CompletedProcess) -> list[list[str]]:
@@ -34,7 +35,7 @@ def test_normalized_weighted_jsonl_matches_rapidfuzz(cli):
     rec = json.loads(r.stdout)
     assert rec["distance"] == Levenshtein.distance("lewenstein", "levenshtein", weights=(1, 1, 2)) == 3
     assert rec["normalized"] == Levenshtein.normalized_distance("lewenstein", "levenshtein", weights=(1, 1, 2))
-    assert rec["signature"] == "edit-distance|metric:levenshtein|weights:1,1,2|level:char|norm:yes|v:0.1.0"
+    assert rec["signature"] == f"edit-distance|metric:levenshtein|weights:1,1,2|level:char|norm:yes|v:{__version__}"
 
 
 def test_word_level_is_wer_style(cli):
@@ -164,7 +165,7 @@ def test_pairs_word_level_json_document(cli, tmp_path):
     f = tmp_path / "pairs.tsv"
     f.write_text("the cat sat on the mat\tthe cat sat on mat\na b c\tc b a\n")
     doc = json.loads(cli("edit-distance", "--pairs", str(f), "--level", "word", "--format", "json").stdout)
-    assert doc["signature"] == "edit-distance|metric:levenshtein|weights:1,1,1|level:word|norm:no|v:0.1.0"
+    assert doc["signature"] == f"edit-distance|metric:levenshtein|weights:1,1,1|level:word|norm:no|v:{__version__}"
     assert [r["distance"] for r in doc["results"]] == [
         Levenshtein.distance("the cat sat on the mat".split(), "the cat sat on mat".split()),
         Levenshtein.distance("a b c".split(), "c b a".split())]

@@ -77,7 +77,7 @@ def test_weighted_levenshtein_and_its_normalization_match_rapidfuzz(a, b, w):
     if isinstance(a, str) != isinstance(b, str):
         b = list(b) if isinstance(a, list) else "".join(b)
     assert nd.levenshtein(a, b, w) == Levenshtein.distance(a, b, weights=w)
-    assert nd.normalized_levenshtein(a, b, w) == Levenshtein.normalized_distance(a, b, weights=w)
+    assert nd.normalized_distance(a, b, "levenshtein", w) == Levenshtein.normalized_distance(a, b, weights=w)
 
 
 def test_weights_on_other_metrics_and_bad_weights_are_usage_errors():

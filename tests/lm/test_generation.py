@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.generation import (GenerationStats, decode_steps, generate, generate_ids, next_token_distribution,
-                                  sample_batch)
-from nlpkit.lm.transformer.text_stream import TextStream
+from nlpkit.lm.generation import GenerationStats, decode_steps, generate_ids, next_token_distribution, sample_batch
+from nlpkit.lm.transformer.text_stream import TokenTextStream
 from nlpkit.lm.transformer.transformer_lm import prepare_prompt
 from nlpkit.lm.transformer.loaders import load_model
 from nlpkit.lm.sampling import SamplingConfig, log_softmax
@@ -154,7 +153,7 @@ def test_empty_prompt_starts_from_bos():
 # --------------------------------------------------------------------------- detokenization
 
 class ByteTokenizer:
-    """Token i is the byte string in `table[i]` (enough to exercise TextStream)."""
+    """Token i is the byte string in `table[i]` (enough to exercise TokenTextStream)."""
 
     def __init__(self, table):
         self.table = table
@@ -164,7 +163,7 @@ class ByteTokenizer:
 
 
 def _stream(tokens, table, stop=()):
-    ts = TextStream(ByteTokenizer(table), stop)
+    ts = TokenTextStream(ByteTokenizer(table), stop)
     pieces = [ts.push(t) for t in tokens]
     return pieces, ts.finish(), ts.stopped
 

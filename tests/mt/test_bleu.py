@@ -236,3 +236,16 @@ def test_parallel_jobs_give_identical_records():
 def test_paired_test_needs_two_systems():
     with pytest.raises(UsageError, match="at least two"):
         mt_eval.paired_test(SYSTEMS[:1], REFS, EvalOptions())
+
+
+@pytest.mark.parametrize("name", ["bleu", "chrf", "ter"])
+def test_score_of_summed_segment_statistics_is_sacrebleus_corpus_score(name):
+    """The one place nlpkit reads sacrebleu's statistics (`segment_statistics`, `score_of_totals`: what `score`'s
+    bootstrap of corpus BLEU/chrF resamples) gives the corpus score sacrebleu computes itself."""
+    hyps = noisy(REFS[0], 7)
+    metric = mt_eval.build_metrics(EvalOptions(metrics=(name,)), REFS)[name]
+    stats = mt_eval.segment_statistics(metric, hyps)
+    assert len(stats) == len(hyps)
+    totals = [sum(column) for column in zip(*stats)]
+    expected = api_metrics(EvalOptions(metrics=(name,)), REFS)[name].corpus_score(hyps, REFS)
+    assert mt_eval.score_of_totals(metric, totals).score == expected.score

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from nlpkit.stats.documents import DocNames, iter_documents, iter_records, read_records, split_paragraphs
 
 PARAGRAPH_TEXT = "  \n\nFirst para\nline two\n\n \t\nSecond\n\n\nthird one\n"

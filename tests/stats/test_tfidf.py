@@ -10,7 +10,7 @@ import nlpkit.stats.counting as corpus
 from nlpkit.stats.documents import DocNames, batch_texts, iter_documents, split_paragraphs
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.text import WordTokenizer, load_stopwords, tokenize
-from nlpkit.stats.tfidf import (Weighting, idf_weights, parse_smart, rank_by_cosine, tf_weights, tfidf,
+from nlpkit.stats.tfidf import (Weighting, idf_weights, smart_weighting, rank_by_cosine, tf_weights, tfidf,
                           write_matrix_market)
 
 
@@ -133,7 +133,7 @@ def test_smart_equals_gensim(cranfield, gensim_cranfield, smart):
 
     dictionary, bows = gensim_cranfield
     model = TfidfModel(bows, smartirs=smart)
-    m = tfidf(cranfield, weighting=parse_smart(smart))
+    m = tfidf(cranfield, weighting=smart_weighting(smart))
     col = {t: j for j, t in enumerate(m.terms)}
     for i, bow in enumerate(bows):
         ref = dict(model[bow]) if bow else {}            # gensim fails on empty docs with 'a'
@@ -145,13 +145,13 @@ def test_smart_equals_gensim(cranfield, gensim_cranfield, smart):
 
 def test_smart_letters_are_checked():
     with pytest.raises(UsageError, match="unknown tf letter 'q'"):
-        parse_smart("qtc")
+        smart_weighting("qtc")
     with pytest.raises(UsageError, match="unknown idf letter"):
-        parse_smart("nzc")
+        smart_weighting("nzc")
     with pytest.raises(UsageError, match="pivoted normalization"):
-        parse_smart("ntu")
+        smart_weighting("ntu")
     with pytest.raises(UsageError, match="three letters"):
-        parse_smart("nt")
+        smart_weighting("nt")
 
 
 # ------------------------------------------------------------------------- documents, output

@@ -9,7 +9,7 @@ from typing import Sequence
 from nlpkit.errors import NlpkitError
 
 
-class TextStream:
+class TokenTextStream:
     """Token ids in, text pieces out: complete UTF-8 characters only, and never any part of a stop string.
 
     Text that could still be the start of a stop string is held back until it cannot; when a stop

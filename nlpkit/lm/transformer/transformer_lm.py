@@ -365,9 +365,9 @@ class TransformerLM:
         return frozenset(ids)
 
     def text_stream(self, prompt: Prompt | None = None, stop: Sequence[str] = ()):
-        from nlpkit.lm.transformer.text_stream import TextStream
+        from nlpkit.lm.transformer.text_stream import TokenTextStream
 
-        return TextStream(self.model.tokenizer, stop) if self.model.tokenizer is not None else None
+        return TokenTextStream(self.model.tokenizer, stop) if self.model.tokenizer is not None else None
 
     # ------------------------------------------------------------------ perplexity
     def window_context(self, context: int | None) -> int:
