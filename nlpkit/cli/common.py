@@ -308,7 +308,7 @@ def no_cache_option(f):
 
 
 WEIGHTS_CHOICES = ("auto", "native", "float32")
-_DECODING_COMMANDS = ("generate", "sample")
+_DECODING_COMMANDS = ("generate", "sample", "serve")  # auto: float32 when it fits (a token per step)
 
 
 def _weights(ctx, param, value):
