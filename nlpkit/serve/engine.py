@@ -60,11 +60,12 @@ class ScoreJob:
 
 @dataclass
 class GenStep:
-    """One generated token: its id, log-probability under the model, top (ids, log-probabilities), and the text it
-    releases (held back while it could be the start of a stop string; '' for an end token)."""
+    """One generated token: its id, log-probability under the model (None when not asked for), top (ids,
+    log-probabilities), and the text it releases (held back while it could be the start of a stop string; '' for an
+    end token)."""
 
     token: int
-    logprob: float
+    logprob: float | None
     top: tuple | None
     text: str
     end: bool = False
@@ -92,6 +93,7 @@ class GenJob:
     emit: Callable[[object], None]   # GenStep, then GenEnd; or an Exception
     cancelled: bool = False
     key: int = 0
+    logprobs: bool = True   # False: each token's log-probability is not computed (None)
 
 
 class DecodedText:
@@ -389,7 +391,7 @@ class Engine:
             self.stats.steps += 1
 
 
-def _choose(s: _Live) -> tuple[int, float, tuple | None]:
+def _choose(s: _Live) -> tuple[int, float | None, tuple | None]:
     """The next token of one sequence (greedy: the argmax; else a draw from the filtered distribution with the
     sequence's own generator, as `generate` draws), its log-probability under the model, and its row's top."""
     from nlpkit.lm.sampling import draw, log_softmax, probabilities, process_logits, token_logprobs
@@ -401,7 +403,7 @@ def _choose(s: _Live) -> tuple[int, float, tuple | None]:
     else:
         filtered = process_logits(row[None, :], None, cfg)
         tid = int(draw(probabilities(filtered, cfg), s.job.rng)[0])
-    lp = float(token_logprobs(row[None, :], np.array([tid]))[0])
+    lp = float(token_logprobs(row[None, :], np.array([tid]))[0]) if s.job.logprobs else None
     top = None
     if s.job.top:
         k = min(s.job.top, len(row))

@@ -203,7 +203,8 @@ class Completion:
                     c.finish = "length"
                     continue
                 self.run.submit(GenJob(inp.ids, s.max_tokens, self.cfg, rng(s.seed, j), s.stop, self.end_ids,
-                                       self.p.logprobs or 0, self.run.callback(("gen", c.index))))
+                                       self.p.logprobs or 0, self.run.callback(("gen", c.index)),
+                                       logprobs=self.p.logprobs is not None))
 
     def on_score(self, i: int, result: ScoreResult) -> list[Choice]:
         n = self.s.n
@@ -313,7 +314,8 @@ class Chat:
                 c.finish = "length"
                 continue
             self.run.submit(GenJob(self.inp.ids, self.max_tokens, self.cfg, rng(self.s.seed, c.index), self.s.stop,
-                                   self.end_ids, self.top, self.run.callback(("gen", c.index))))
+                                   self.end_ids, self.top, self.run.callback(("gen", c.index)),
+                                   logprobs=self.p.logprobs))
 
     def usage(self) -> dict:
         return usage(len(self.inp.ids), sum(len(c.tokens) for c in self.choices))
