@@ -70,7 +70,7 @@ def command(model_path, host, port, batch_size, api_key, timeout, grace, quiet):
     from nlpkit.lm.batch_generation import DEFAULT_BATCH
 
     try:
-        import fastapi  # noqa: F401
+        import fastapi  # noqa: F401 - the app's framework, checked before the model loads
         import uvicorn
     except ImportError:
         raise click.UsageError("serve needs FastAPI and uvicorn: pip install 'nlpkit[serve]'") from None

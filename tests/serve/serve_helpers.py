@@ -33,14 +33,6 @@ def make_client(name: str, **kw):
     return TestClient(create_app(served, engine, **kw)), served, engine
 
 
-@pytest.fixture(scope="module", params=MODELS)
-def api(request):
-    client, served, engine = make_client(request.param)
-    with client:
-        yield client, served
-    assert not engine.thread.is_alive()
-
-
 def items(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 

@@ -8,11 +8,19 @@ import json
 
 import pytest
 
-from serve_helpers import api  # noqa: F401 - the fixture
-from serve_helpers import SCORE, items, lm_eval_loglikelihood, lm_eval_pair, make_client, score_records
+from serve_helpers import MODELS, SCORE, items, lm_eval_loglikelihood, lm_eval_pair, make_client, score_records
 
 TOL = 1e-5  # per token: a prompt is scored as one sequence, `score` scores a context and its continuation
 # (attention blocked otherwise: float32 rounding, ~1e-7)
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def api(request):
+    client, served, engine = make_client(request.param)
+    with client:
+        yield client, served
+    assert not engine.thread.is_alive()
+
 
 
 def tokenize(client, text: str, add_special_tokens: bool = False) -> list[int]:
