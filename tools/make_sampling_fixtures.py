@@ -1,7 +1,7 @@
 """Regenerate tests/fixtures/sampling/*.npz: transformers' logits processors on stored logits.
 
 Needs torch==2.13.0 and transformers (test/benchmark dependencies, never imported by nlpkit).
-The tests compare nlpkit.lm.sampling against these arrays without torch.
+The tests compare nlpkit.lm.generation.sampling against these arrays without torch.
 
 Each case stores the input logits `[b, V]` (float32), the token history `[b, t]` and the output of
 each processor alone and of the whole chain that transformers' own `_get_logits_processor` builds

@@ -19,7 +19,6 @@ rich bar on stderr only when stderr is a terminal, the work has lasted ~1 s and
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import time
@@ -38,7 +37,8 @@ ProgressFn = Callable[..., None]
 def format_option(f):
     return click.option(
         "--format", "fmt", type=click.Choice(FORMATS), default=None,
-        help="Output format [default: table on a terminal, tsv otherwise].")(f)
+        help="Output format [default: table on a terminal, tsv otherwise]. TSV cells write backslash, tab, "
+             "newline and CR as \\\\, \\t, \\n, \\r; a list of text as a JSON array.")(f)
 
 
 def signature_option(f):
@@ -294,80 +294,95 @@ def progress(description: str, total: float | None = None, quiet: bool = False,
 ROPE_CHOICES = ("none", "linear", "ntk", "dynamic", "yarn", "llama3")
 
 
-def _no_cache(ctx, param, value):
-    if value:  # the loaders read it (nlpkit.lm.prepared.cache_enabled), and so do Dask workers started from here
-        os.environ["NLPKIT_NO_CACHE"] = "1"
-    return value
-
-
 def no_cache_option(f):
-    """--no-cache: load models from their files, without the prepared-model cache (sets $NLPKIT_NO_CACHE)."""
-    return click.option("--no-cache", is_flag=True, expose_value=False, callback=_no_cache,
+    """--no-cache: load models from their files, without the prepared-model cache (the command receives `no_cache`;
+    `load_spec` makes it the spec's `use_cache`)."""
+    return click.option("--no-cache", is_flag=True,
                         help="Load the model from its file without the prepared-model cache, and write no "
                              "cache entry [$NLPKIT_NO_CACHE].")(f)
 
 
 WEIGHTS_CHOICES = ("auto", "native", "float32")
-_DECODING_COMMANDS = ("generate", "sample", "serve")  # auto: float32 when it fits (a token per step)
-
-
-def _weights(ctx, param, value):
-    from nlpkit.lm.transformer.loaders.native import set_purpose
-
-    set_purpose("decode" if ctx.command.name in _DECODING_COMMANDS else "score")  # what auto weighs
-    before = os.environ.get("NLPKIT_WEIGHTS")
-    if value:  # the loaders read it (loaders/native.py), and so do Dask workers started from here
-        os.environ["NLPKIT_WEIGHTS"] = value
-
-    def restore():  # for the next command run in this process (tests, an embedding application)
-        set_purpose(None)
-        if value and before is None:
-            os.environ.pop("NLPKIT_WEIGHTS", None)
-        elif value:
-            os.environ["NLPKIT_WEIGHTS"] = before
-
-    ctx.call_on_close(restore)
-    return value
+_DECODING_COMMANDS = ("generate", "sample")
 
 
 def weights_option(f):
-    """--weights auto|native|float32: the layout a transformer's weights are held in (sets $NLPKIT_WEIGHTS)."""
-    return click.option("--weights", type=click.Choice(WEIGHTS_CHOICES), default=None, expose_value=False,
-                        callback=_weights,
+    """--weights auto|native|float32: the layout a transformer's weights are held in; $NLPKIT_WEIGHTS, when the user
+    set it, is read here, once (the command receives `weights`: None when neither says)."""
+    return click.option("--weights", type=click.Choice(WEIGHTS_CHOICES), default=None, envvar="NLPKIT_WEIGHTS",
                         help="Hold the weights as the file stores them (native: memory near the file's size, "
                              "expanded per layer as used) or as float32 (fastest decoding); auto: native for "
                              "scoring and for models whose float32 copy would not fit in memory "
                              "[$NLPKIT_WEIGHTS, else auto].")(f)
 
 
+def load_spec(path: str | None, weights: str | None = None, no_cache: bool = False, purpose: str = "score",
+              rope_scaling: str | None = None, rope_factor: float | None = None):
+    """The command's `nlpkit.lm.spec.LoadSpec`: what its options say of how to load the model at `path`, and what
+    the command does with it (`purpose`: "score" or "decode", what `--weights auto` weighs)."""
+    from nlpkit.lm.spec import LoadSpec
+
+    return LoadSpec(path, weights=weights or "auto", purpose=purpose, rope_scaling=rope_scaling,
+                    rope_factor=rope_factor, use_cache=False if no_cache else None)
+
+
+_MODEL_PARAMS = ("model_path", "rope_scaling", "rope_factor", "weights", "no_cache")
+
+
 def model_options(f):
     """-m/--model, --rope-scaling, --rope-factor, --no-cache, --weights: how perplexity, generate and sample
-    pick a model."""
-    f = weights_option(f)
-    f = no_cache_option(f)
-    f = click.option("--rope-factor", type=FiniteFloat(min=0, min_open=True), default=None,
+    pick a model; the command receives them as one `model: LoadSpec` (its purpose: decode for generate and sample,
+    else score)."""
+    import functools
+
+    @functools.wraps(f)
+    def command(*args, **kwargs):
+        path, rope_scaling, rope_factor, weights, no_cache = (kwargs.pop(name) for name in _MODEL_PARAMS)
+        purpose = "decode" if click.get_current_context().command.name in _DECODING_COMMANDS else "score"
+        kwargs["model"] = load_spec(path, weights, no_cache, purpose, rope_scaling, rope_factor)
+        return f(*args, **kwargs)
+
+    g = no_cache_option(weights_option(command))
+    g = click.option("--rope-factor", type=FiniteFloat(min=0, min_open=True), default=None,
                      help="RoPE scaling factor s: with --rope-scaling, or alone to scale the model's own "
-                          "RoPE type (linear when it has none).")(f)
-    f = click.option("--rope-scaling", type=click.Choice(ROPE_CHOICES), default=None,
+                          "RoPE type (linear when it has none).")(g)
+    g = click.option("--rope-scaling", type=click.Choice(ROPE_CHOICES), default=None,
                      help="Override RoPE scaling: linear interpolation, NTK-aware base change, "
-                          "transformers' dynamic NTK, YaRN, Llama 3.1 [the model's own].")(f)
-    f = click.option("-m", "--model", "model_path", default=None, metavar="PATH", type=model_path_type(),
+                          "transformers' dynamic NTK, YaRN, Llama 3.1 [the model's own].")(g)
+    g = click.option("-m", "--model", "model_path", default=None, metavar="PATH", type=model_path_type(),
                      help="Hugging Face model directory, .gguf file, n-gram model (ARPA, .arpa.gz, an "
                           "ngram-train counts file), or 'default' (the shipped model) [$NLPKIT_MODEL, else the "
-                          "shipped model].")(f)
-    return f
+                          "shipped model].")(g)
+    return g
 
 
 # Flag pairs named whole when an option is refused
 _FLAG_PAIRS = {"add_bos": "--add-bos/--no-add-bos"}
 
 
-def refuse_inapplicable(ctx: click.Context, backend) -> None:
-    """A usage error for the first option given that means nothing for this kind of model
-    (`backend.inapplicable`: parameter -> why), e.g. --context for an n-gram model."""
+def option_needs() -> dict:
+    """Option (parameter name) -> the `nlpkit.lm.interface.Capability` it needs, in the order they are checked."""
+    from nlpkit.lm.interface import Capability as C
+
+    return {"mode": C.WINDOWS, "context": C.WINDOWS, "stride": C.WINDOWS, "add_bos": C.WINDOWS,
+            "rope_scaling": C.POSITIONS, "rope_factor": C.POSITIONS, "no_kv_cache": C.KV_CACHE,
+            "sliding": C.CONTEXT_WINDOW, "truncate_prompt": C.PROMPT_TRUNCATION, "chat": C.CHAT, "system": C.CHAT,
+            "messages_file": C.CHAT, "compare": C.LOGITS, "weights": C.WEIGHTS_LAYOUT}
+
+
+def refuse_inapplicable(ctx: click.Context, backend, params: Sequence[str] | None = None) -> None:
+    """A usage error for the first option given (on the command line or by its environment variable) that needs a
+    capability this kind of model does not declare (`backend.capabilities`; the reason is its `why_not`), e.g.
+    --context or --weights for an n-gram model. `params`: only these (default: every option `option_needs` names)."""
     from click.core import ParameterSource
 
-    for name, why in backend.inapplicable.items():
-        if name in ctx.params and ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
-            opt = _FLAG_PAIRS.get(name) or CORE_FLAGS.get(name) or flag(name)
-            raise click.UsageError(f"{opt} does not apply to {backend.described} ({why})")
+    for name, needs in option_needs().items():
+        if needs in backend.capabilities or (params is not None and name not in params) or name not in ctx.params:
+            continue
+        source = ctx.get_parameter_source(name)
+        if source in (ParameterSource.DEFAULT, None):
+            continue
+        opt = _FLAG_PAIRS.get(name) or CORE_FLAGS.get(name) or flag(name)
+        if source is ParameterSource.ENVIRONMENT:
+            opt = "$" + next(p.envvar for p in ctx.command.params if p.name == name)
+        raise click.UsageError(f"{opt} does not apply to {backend.described} ({backend.why_not[needs]})")

@@ -111,11 +111,26 @@ def decoding_options(f):
     @functools.wraps(f)
     def command(*args, **kwargs):
         kwargs["decoding"] = DecodingOptions(**{name: kwargs.pop(name) for name in _NAMES})
+        _warn_options(kwargs["decoding"], kwargs.get("quiet", False))
         return f(*args, **kwargs)
 
     for deco in reversed(opts):
         command = deco(command)
     return command
+
+
+def _warn_options(opts: DecodingOptions, quiet: bool) -> None:
+    """Warnings on options that do not do what they seem to: a --stop holding a literal backslash sequence (a shell
+    passes "\\n" as two characters), sampling filters under --temperature 0 (greedy: they change nothing)."""
+    from nlpkit.cli.generate_checks import escape_warnings, greedy_ignored
+
+    for message in escape_warnings(opts.stops, stop_flag="--stop"):
+        warn(message, quiet)
+    if opts.temperature is not None:  # without it the model's defaults decide, and they may sample
+        ignored = greedy_ignored({"temperature": opts.temperature, "top_k": opts.top_k, "top_p": opts.top_p,
+                                  "min_p": opts.min_p})
+        if ignored is not None:
+            warn(ignored, quiet)
 
 
 _CHAT_HELP = ("Treat PROMPT as a user message: render the model's chat template (with the generation prompt) and "
@@ -173,6 +188,8 @@ def check_prompts(prompt: str | None, prompts_file: str | None, field: str | Non
         raise click.UsageError("give a PROMPT or --prompts FILE, not both")
     if prompts_file == "-" and messages_file == "-":
         raise click.UsageError("--prompts - and --messages - would both read stdin: give one of them a file")
+    if field is not None and not field.strip():
+        raise click.UsageError("--field needs the NAME of the JSONL field that holds each prompt, not an empty name")
     if prompts_file is None:
         for flag, value in (("--batch-size", batch_size), ("--field", field)):
             if value is not None:
@@ -182,36 +199,58 @@ def check_prompts(prompt: str | None, prompts_file: str | None, field: str | Non
                                "--no-kv-cache or --sliding")
 
 
-def prompt_lines(path: str, errors: str = "strict", field: str | None = None):  # -> Iterator[(id, text)]
-    """The prompts of a --prompts FILE as (id, text), streamed: one per line (an empty line is the empty prompt,
-    which starts from BOS; id None); with `field` (--field), one JSON object per line, the prompt its `field`, the id
-    its `id` or None (blank lines skipped). Undecodable bytes are an error naming the line (see --encoding-errors)."""
+def prompt_lines(path: str, errors: str = "strict", field: str | None = None):  # -> Iterator[(id, text, where)]
+    """The prompts of a --prompts FILE as (id, text, where), streamed: one per line (an empty line is the empty
+    prompt, which starts from BOS; id None); with `field` (--field), one JSON object per line, the prompt its `field`,
+    the id its `id` or None (blank lines skipped). `where` (``file, line N``) locates the prompt in messages.
+    Undecodable bytes are an error naming the line (see --encoding-errors)."""
     from nlpkit.io import display_name, iter_lines, json_record
 
     name = display_name(path)
     for lineno, line in enumerate(iter_lines(path, errors=errors), 1):
+        where = f"{name}, line {lineno}"
         if field is None:
-            yield None, line
+            yield None, line, where
         elif line.strip():
-            yield json_record(line, f"{name}, line {lineno}", field, "id", id_required=False)
+            yield (*json_record(line, where, field, "id", id_required=False), where)
 
 
-def load_for_decoding(model_path: str | None, rope_scaling: str | None = None, rope_factor: float | None = None,
-                      quiet: bool = False):
-    """The model (a `LanguageModel`), after refusing the options that mean nothing for its kind."""
+def read_prompts(path: str, errors: str = "strict", field: str | None = None):  # -> Iterator[(id, text, where)]
+    """`prompt_lines`, after checking that the FILE holds a prompt: no prompt at all (an empty file or stdin, blank
+    JSONL) is an error before the model loads, in `generate` and `sample` alike (a job that forgot its input must
+    not pass)."""
+    from itertools import chain
+
+    from nlpkit.errors import NlpkitError
+    from nlpkit.io import display_name
+
+    lines = prompt_lines(path, errors, field)
+    first = next(lines, None)
+    if first is None:
+        raise NlpkitError(f"{display_name(path)}: no prompts" + (" (blank lines only)" if field else ""))
+    return chain([first], lines)
+
+
+def load_for_decoding(spec, quiet: bool = False, verbose: bool = False):
+    """The model `spec` (a `nlpkit.lm.spec.LoadSpec`) names, as a `LanguageModel`, after refusing the options that
+    mean nothing for its kind; with `verbose` (-v) the model line on stderr (`model_line.say_loaded`), as perplexity
+    and score say it."""
     from nlpkit.lm.load import backend_class, load_language_model
 
-    refuse_inapplicable(click.get_current_context(), backend_class(model_path))
-    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                             warn=lambda m: warn(m, quiet))
+    refuse_inapplicable(click.get_current_context(), backend_class(spec.path))
+    lm = load_language_model(spec, warn=lambda m: warn(m, quiet))
     lm.require_tokenizer()
+    if verbose:
+        from nlpkit.cli.model_line import say_loaded
+
+        say_loaded(lm)
     return lm
 
 
 def sampling_config(lm, opts: DecodingOptions):
     """The sampling knobs: the options given, the rest from the model's defaults (its
     generation_config.json, else llama.cpp's; an n-gram model's own distribution)."""
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     base, source = lm.sampling_defaults()
     given = {"temperature": opts.temperature, "top_k": opts.top_k, "top_p": opts.top_p, "min_p": opts.min_p,
@@ -223,11 +262,16 @@ def sampling_config(lm, opts: DecodingOptions):
 
 def decoding_signature(name: str, lm, cfg, *, seed: int, max_new_tokens: int, stops, sliding: bool,
                        **extra) -> str:
+    """The signature of a decoding run; the stop strings hashed as `score` hashes --until (`--stop X` and
+    `--stop Y` stop at different places, so they sign differently)."""
+    from nlpkit.signature import text_hash
+
     sampled = not cfg.greedy
     return lm.signature(name, {"temp": cfg.temperature, "top_k": cfg.top_k if sampled else "none",
                                "top_p": cfg.top_p if sampled else "none", "min_p": cfg.min_p if sampled else "none",
                                "rep": cfg.repetition_penalty, "seed": seed if sampled else "none",
-                               "max_new": max_new_tokens, "stop": len(stops), "sliding": sliding}, extra)
+                               "max_new": max_new_tokens, "stop": text_hash(stops) if stops else 0,
+                               "sliding": sliding}, extra)
 
 
 def read_prompt(prompt: str | None, errors: str = "strict", required: bool = True) -> str:
@@ -253,16 +297,29 @@ def read_prompt(prompt: str | None, errors: str = "strict", required: bool = Tru
 
 
 def make_prompt(lm, text: str, opts: DecodingOptions, chat: bool = False, system: str | None = None,
-                messages_file: str | None = None, quiet: bool = False):
+                messages_file: str | None = None, quiet: bool = False, where: str | None = None):
     """The model's `Prompt` for `text` (with --chat, the rendered conversation), warning when
-    --truncate-prompt cut it."""
-    p = lm.prompt(text, max_new_tokens=opts.max_new_tokens, truncate=opts.truncate_prompt,
-                  chat=(system, messages_file) if chat else None)
-    if opts.truncate_prompt and p.full_length and len(p.ids) < p.full_length:
+    --truncate-prompt cut it (`was_cut`). `where` (``file, line N`` of a --prompts FILE) starts the messages
+    about this prompt: a too-long prompt's error, the cut's warning."""
+    from nlpkit.errors import NlpkitError
+
+    try:
+        p = lm.prompt(text, max_new_tokens=opts.max_new_tokens, truncate=opts.truncate_prompt,
+                      chat=(system, messages_file) if chat else None)
+    except NlpkitError as e:
+        if where is not None:
+            e.args = (f"{where}: {e}", *e.args[1:])
+        raise
+    if opts.truncate_prompt and was_cut(p):
         what = "the chat prompt" if chat else "the prompt"
-        warn(f"--truncate-prompt: {what} was cut from {p.full_length} to its last {len(p.ids)} tokens "
-             f"(context {lm.context_length}, --max-new-tokens {opts.max_new_tokens})", quiet)
+        warn(f"{where + ': ' if where else ''}--truncate-prompt: {what} was cut from {p.full_length} to its last "
+             f"{len(p.ids)} tokens (context {lm.context_length}, --max-new-tokens {opts.max_new_tokens})", quiet)
     return p
+
+
+def was_cut(p) -> bool:
+    """Whether --truncate-prompt dropped the start of the `Prompt` `p` (its records say so: `truncated`)."""
+    return bool(p.full_length) and len(p.ids) < p.full_length
 
 
 def print_stats(lm, stats, quiet: bool = False, show: bool = False, seed: int | None = None,
@@ -273,25 +330,16 @@ def print_stats(lm, stats, quiet: bool = False, show: bool = False, seed: int | 
              "(use --sliding to keep going, or a shorter prompt)", quiet)
     if show:
         from nlpkit.cli.model_line import weights_note
+        from nlpkit.cli.stats_line import stats_line
 
-        unit = lm.token_unit
-        per_s = "tok/s" if unit == "tokens" else f"{unit}/s"
-        rows = f" x {stats.batch} rows" if stats.batch > 1 else ""
-        warm = f"warm-up: {warm_seconds:.3f} s; " if warm_seconds is not None else ""
-        sys.stderr.write(
-            f"{warm}prefill: {stats.prompt_tokens} {unit} in {stats.prefill_seconds:.3f} s "
-            f"({stats.prefill_tps:.1f} {per_s}); "
-            f"decode: {stats.new_tokens}{rows} {unit} in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} {per_s}); "
-            f"finish: {stats.finish}" + (f"; seed: {seed}" if seed is not None else "") + weights_note(lm) + "\n")
+        sys.stderr.write(stats_line(lm.token_unit, stats, seed, warm_seconds, weights_note(lm)) + "\n")
 
 
 def print_batch_stats(lm, stats, show: bool, seed: int | None, warm_seconds: float | None = None) -> None:
     """--stats line of a batched run (`batch_generation.BatchStats`) on stderr: totals over every sequence."""
     if not show:
         return
-    unit = lm.token_unit
-    per_s = "tok/s" if unit == "tokens" else f"{unit}/s"
-    warm = f"warm-up: {warm_seconds:.3f} s; " if warm_seconds is not None else ""
-    sys.stderr.write(f"{warm}prefill: {stats.prompt_tokens} {unit} in {stats.prefill_seconds:.3f} s; decode: "
-                     f"{stats.new_tokens} {unit} in {stats.decode_seconds:.3f} s ({stats.decode_tps:.1f} {per_s}, "
-                     f"{stats.steps} steps, up to {stats.most_live} sequences at once); seed: {seed}\n")
+    from nlpkit.cli.model_line import weights_note
+    from nlpkit.cli.stats_line import batch_stats_line
+
+    sys.stderr.write(batch_stats_line(lm.token_unit, stats, seed, warm_seconds, weights_note(lm)) + "\n")

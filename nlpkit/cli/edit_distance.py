@@ -77,19 +77,22 @@ def _read_pairs(path: str, errors: str) -> Iterator[list[tuple[str, str]]]:
 
 def _write_pairs(out, chunk: list[tuple[str, str]], dist: list, norm: list | None) -> None:
     """Records a, b, distance[, normalized]; TSV lines are joined directly (same text as
-    `RecordWriter.write`, which formats cell by cell and costs more than the distances)."""
-    if out.fmt != "tsv" or out.count == 0 or any("\r" in a or "\r" in b for a, b in chunk):
+    `RecordWriter.write`, which formats cell by cell and costs more than the distances; text escaped by the same
+    `escape_tsv`)."""
+    from nlpkit.io import escape_tsv
+
+    if out.fmt != "tsv" or out.count == 0:
         for k, (a, b) in enumerate(chunk):
             rec = {"a": a, "b": b, "distance": dist[k]}
             if norm is not None:
                 rec["normalized"] = norm[k]
             out.write(rec)
         return
-    tail = "\t" + out.signature if out.signature else ""
+    tail = "\t" + escape_tsv(out.signature) if out.signature else ""
     if norm is None:
-        lines = [f"{a}\t{b}\t{d}{tail}\n" for (a, b), d in zip(chunk, dist)]
+        lines = [f"{escape_tsv(a)}\t{escape_tsv(b)}\t{d}{tail}\n" for (a, b), d in zip(chunk, dist)]
     else:
-        lines = [f"{a}\t{b}\t{d}\t{n!r}{tail}\n" for (a, b), d, n in zip(chunk, dist, norm)]
+        lines = [f"{escape_tsv(a)}\t{escape_tsv(b)}\t{d}\t{n!r}{tail}\n" for (a, b), d, n in zip(chunk, dist, norm)]
     out.stream.write("".join(lines))
     out.count += len(lines)
 

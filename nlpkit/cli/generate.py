@@ -1,4 +1,4 @@
-"""`nlpkit generate [PROMPT]`: stream one continuation of a prompt to stdout (core: nlpkit/lm/generation.py;
+"""`nlpkit generate [PROMPT]`: stream one continuation of a prompt to stdout (core: nlpkit/lm/generation/__init__.py;
 options shared with `sample`: nlpkit/cli/decoding.py)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import click
 
 from nlpkit.cli.common import common_options, model_options, open_writer, stream_line
 from nlpkit.cli.decoding import (chat_options, check_chat, check_prompts, decoding_options, decoding_signature,
-                                 load_for_decoding, make_prompt, print_batch_stats, print_stats, prompt_lines,
-                                 prompts_options, read_prompt, sampling_config)
+                                 load_for_decoding, make_prompt, print_batch_stats, print_stats, prompts_options,
+                                 read_prompt, read_prompts, sampling_config, was_cut)
+from nlpkit.cli.model_line import verbose_option
 
 
 @click.command("generate")
@@ -19,16 +20,19 @@ from nlpkit.cli.decoding import (chat_options, check_chat, check_prompts, decodi
 @click.option("--echo/--no-echo", default=None,
               help="Print the prompt before the continuation [default: on a terminal].")
 @model_options
+@verbose_option
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scaling, rope_factor, decoding, fmt,
+def command(prompt, prompts_file, field, batch_size, echo, model, verbose, decoding, fmt,
             no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Stream one continuation of PROMPT (argument, or piped stdin) to stdout as it is generated.
 
-    No PROMPT with empty stdin is an error (PROMPT '' starts from the BOS token); an empty
-    --prompts file gives no rows. With --field NAME the --prompts file is JSONL: the prompt is
-    each record's field NAME, and its `id` is carried to the record.
+    No PROMPT with empty stdin is an error (PROMPT '' starts from the BOS token); so is a --prompts
+    FILE without a prompt (empty, or blank lines only with --field), as in `sample`. With --field NAME
+    the --prompts file is JSONL: the prompt is each record's field NAME, and its `id` is carried to
+    the record. A --prompts line too long for the context is an error naming its file and line; with
+    --truncate-prompt it is cut (a warning names the line) and the records carry `truncated`.
 
     The text goes to stdout as plain text, ended by a newline; on a terminal the prompt is printed
     first (--echo/--no-echo). --format asks for records instead (prompt, text, tokens, finish,
@@ -58,8 +62,9 @@ def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scal
 
     check_prompts(prompt, prompts_file, field, batch_size, decoding, messages_file)
     check_chat(chat, system, messages_file)
+    prompts = read_prompts(prompts_file, encoding_errors, field) if prompts_file is not None else None
     opts = decoding
-    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
+    lm = load_for_decoding(model, quiet, verbose)
     cfg = sampling_config(lm, opts)
     seed = opts.drawn_seed()
     warm = lm.warm_up() if opts.stats else None
@@ -67,25 +72,26 @@ def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scal
     sig = decoding_signature("generate", lm, cfg, seed=seed, max_new_tokens=opts.max_new_tokens, stops=opts.stops,
                              sliding=opts.sliding, **({"chat": True} if chat else {}))
 
-    def encode(text: str):
-        return make_prompt(lm, text, opts, chat, system, messages_file, quiet)
+    def encode(text: str, where: str | None = None):
+        return make_prompt(lm, text, opts, chat, system, messages_file, quiet, where)
 
-    if prompts_file is not None or fmt is not None:
-        if prompts_file is not None:
-            prompts = prompt_lines(prompts_file, encoding_errors, field)
-        else:
+    if prompts is not None or fmt is not None:
+        if prompts is None:
             prompts = [(None, prompt if messages_file == "-"
-                        else read_prompt(prompt, encoding_errors, messages_file is None))]
+                        else read_prompt(prompt, encoding_errors, messages_file is None), None)]
         ids = ["id"] if field is not None else []
-        with open_writer(["index", *ids, "prompt", "text", "tokens", "finish"], fmt, sig, no_signature) as out:
+        cut = ["truncated"] if opts.truncate_prompt else []   # --truncate-prompt: each record says whether it cut
+        with open_writer(["index", *ids, "prompt", "text", "tokens", "finish", *cut], fmt, sig, no_signature) as out:
             if prompts_file is not None and not opts.no_kv_cache and not opts.sliding:
                 _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, warm, bool(ids))
                 return
-            for i, (pid, line) in enumerate(prompts):
+            for i, (pid, line, where) in enumerate(prompts):
                 st = GenerationStats()
-                text = "".join(generate(lm, encode(line), stats=st, **kwargs))
+                p = encode(line, where)
+                text = "".join(generate(lm, p, stats=st, **kwargs))
                 out.write({"index": i, **({"id": pid} if ids else {}), "prompt": line, "text": text,
-                           "tokens": st.new_tokens - (st.finish == "eos"), "finish": st.finish})
+                           "tokens": st.new_tokens - (st.finish == "eos"), "finish": st.finish,
+                           **({"truncated": was_cut(p)} if cut else {})})
                 print_stats(lm, st, quiet, opts.stats, seed, warm)
                 warm = None
         return
@@ -100,18 +106,18 @@ def command(prompt, prompts_file, field, batch_size, echo, model_path, rope_scal
 
 
 def _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, warm, with_ids) -> None:
-    """--prompts decoded together (`nlpkit.lm.batch_generation`): each record written as soon as it and the ones
+    """--prompts decoded together (`nlpkit.lm.generation.batch_generation`): each record written as soon as it and the ones
     before it are done; with --stats one line for the whole run."""
     from nlpkit.cli.common import warn
-    from nlpkit.lm.batch_generation import DEFAULT_BATCH, BatchStats, Request, generate_batched
+    from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH, BatchStats, Request, generate_batched
 
     lines: dict[int, tuple] = {}
     streams: dict[int, object] = {}
 
     def requests():
-        for i, (pid, line) in enumerate(prompts):
-            p = encode(line)
-            lines[i] = pid, line
+        for i, (pid, line, where) in enumerate(prompts):
+            p = encode(line, where)
+            lines[i] = pid, line, was_cut(p)
             stream = streams[i] = lm.text_stream(p, kwargs["stop"])
 
             def on_token(tid, stream=stream):
@@ -124,9 +130,9 @@ def _batched(lm, prompts, encode, opts, kwargs, batch_size, out, quiet, seed, wa
     for g in generate_batched(lm, requests(), batch_size=batch_size or DEFAULT_BATCH, sampling=kwargs["sampling"],
                               seed=kwargs["seed"], ignore_eos=kwargs["ignore_eos"], stats=st):
         stream = streams.pop(g.index)
-        pid, line = lines.pop(g.index)
+        pid, line, cut = lines.pop(g.index)
         out.write({"index": g.index, **({"id": pid} if with_ids else {}), "prompt": line, "text": stream.text(),
-                   "tokens": len(g.ids), "finish": g.finish})
+                   "tokens": len(g.ids), "finish": g.finish, **({"truncated": cut} if opts.truncate_prompt else {})})
         if g.finish == "context":
             warn(f"prompt {g.index}: the context is full ({g.prompt_tokens} prompt + {len(g.ids)} new tokens): "
                  "stopped (use a shorter prompt)", quiet)

@@ -1,9 +1,13 @@
-"""`-v/--verbose` of the scoring commands (`perplexity`, `score`): after each model loads, one line on stderr saying
-what was loaded and how (the model's `describe()`, `nlpkit.lm.interface.ModelDescription`), and the weights note
+"""`-v/--verbose` of the model commands (`perplexity`, `score`, `generate`, `sample`): after each model loads, one
+line on stderr saying what was loaded and how (the model's `describe()`, `nlpkit.lm.interface.ModelDescription`), and the weights note
 `generate`/`sample --stats` end with. Formatting only: every fact comes from the model.
 
     nlpkit: model m.gguf: llama, 1.10B parameters, weights native (auto: scoring, ...), 1.14 GB as stored,
     2 threads, prepared-model cache: not used
+    nlpkit: BLAS OpenBLAS 0.3.31.188.0, kernel SkylakeX, 2 threads
+
+The BLAS line follows a transformer model's (`nlpkit.lm.threads.blas_info`): its numbers are the same bits at any
+thread count or load on one BLAS kernel, and may differ in their last bits on another (another machine).
 """
 
 from __future__ import annotations
@@ -24,8 +28,43 @@ def verbose_option(f):
 
 
 def say_loaded(lm) -> None:
-    """The --verbose line of a loaded model, on stderr (even with --quiet: it was asked for)."""
-    sys.stderr.write(model_line(lm.describe()) + "\n")
+    """The --verbose line of a loaded model, on stderr (even with --quiet: it was asked for); after an engine
+    model's (one with threads), the BLAS its products run on."""
+    d = lm.describe()
+    sys.stderr.write(model_line(_named(d)) + "\n")
+    if d.threads is not None:
+        from nlpkit.lm.threads import blas_line
+
+        sys.stderr.write(f"nlpkit: BLAS {blas_line()}\n")
+
+
+ENV = "NLPKIT_WEIGHTS"
+
+
+def weights_from_environment() -> bool:
+    """Whether the running command's weights layout came from $NLPKIT_WEIGHTS rather than --weights: click's
+    parameter source of `weights` (ENVIRONMENT, or DEFAULT with the variable set, whichever way the option reads
+    it), never the loader's globals."""
+    import os
+
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return False
+    source = ctx.get_parameter_source("weights")
+    if source == ParameterSource.ENVIRONMENT:
+        return True
+    return source in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP) and bool(os.environ.get(ENV))
+
+
+def _named(d):
+    """`d` with "asked for" saying who asked: ``set by NLPKIT_WEIGHTS`` when the layout came from the environment."""
+    if d.layout_why == "asked for" and weights_from_environment():
+        import dataclasses
+
+        return dataclasses.replace(d, layout_why=f"set by {ENV}={d.layout}")
+    return d
 
 
 def model_line(d) -> str:
@@ -45,7 +84,7 @@ def model_line(d) -> str:
 
 def weights_note(lm) -> str:
     """"; weights: native (why)" for a model with a weights layout its loader chose (`--stats`), else ""."""
-    d = lm.describe()
+    d = _named(lm.describe())
     return f"; weights: {d.layout} ({d.layout_why})" if d.layout and d.layout_why else ""
 
 
@@ -65,4 +104,4 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
-__all__ = ["model_line", "say_loaded", "verbose_option", "weights_note"]
+__all__ = ["model_line", "say_loaded", "verbose_option", "weights_from_environment", "weights_note"]

@@ -7,6 +7,7 @@ from contextlib import ExitStack
 
 import click
 
+from nlpkit.cli.bounds import ABOVE_HELP, BELOW_HELP, parse_bounds
 from nlpkit.cli.model_line import say_loaded, verbose_option
 from nlpkit.cli.options import Count, file_type, model_path_type
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, model_options, open_writer,
@@ -43,12 +44,19 @@ from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_optio
 @click.option("--fail-if-same-top-below", "fail_if_same_top", type=FiniteFloat(min=0, max=1), default=None,
               metavar="F", help="With --compare, a gate: exit 3 when the fraction of a file's tokens whose most "
                                 "likely next token is the base's is below F (0.99: 99%).")
+@click.option("--fail-if-below", "fail_if_below", multiple=True, metavar="METRIC=VALUE", callback=parse_bounds,
+              help=BELOW_HELP.format(what="each file's and the total's figure, e.g. same_top=0.9 with --compare",
+                                     per="file"))
+@click.option("--fail-if-above", "fail_if_above", multiple=True, metavar="METRIC=VALUE", callback=parse_bounds,
+              help=ABOVE_HELP.format(what="each file's and the total's figure, e.g. token_ppl=30, bits_per_byte=1.2",
+                                     per="file"))
 @dask_options(shard_help="With --dask: SIZE / 4 input tokens of windows per task, at most 65536 (64M, 1G; "
                          "auto: 64M); an n-gram model: bytes of lines per task.")
 @verbose_option
 @common_options
-def command(files, model_path, rope_scaling, rope_factor, mode, context, stride, per_line, per_token, add_bos,
-            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, dask, shard_size, verbose, fmt, no_signature,
+def command(files, model, mode, context, stride, per_line, per_token, add_bos,
+            compare, fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, fail_if_below, fail_if_above, dask, shard_size,
+            verbose, fmt, no_signature,
             quiet, encoding_errors):
     """Perplexity of text under a language model.
 
@@ -86,9 +94,10 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
       nlpkit perplexity book.txt -m model-Q8_0.gguf --compare model_dir/
       nlpkit perplexity a.txt -m q.gguf --compare default --fail-if-kld-above 0.01
     """
+    from nlpkit.lm.interface import Capability
     from nlpkit.lm.load import backend_class, load_language_model
 
-    refuse_inapplicable(click.get_current_context(), backend_class(model_path))
+    refuse_inapplicable(click.get_current_context(), backend_class(model.path))
     if stride is not None and context is not None and stride > context:
         raise click.BadParameter(f"--stride {stride} is larger than --context {context}", param_hint="--stride")
     if stride is not None and mode != "sliding":
@@ -99,41 +108,43 @@ def command(files, model_path, rope_scaling, rope_factor, mode, context, stride,
         raise click.UsageError("stdin ('-') can be given only once")
 
     thresholds = _thresholds(fail_if_kld, fail_if_ppl_ratio, fail_if_same_top, compare, per_token)
+    _check_bounds(fail_if_below, fail_if_above, per_line, per_token)
     if compare is not None:
         base_cls = backend_class(compare)
-        if "compare" in base_cls.inapplicable:
+        if Capability.LOGITS not in base_cls.capabilities:
             raise click.UsageError(f"--compare does not apply to {base_cls.described} "
-                                   f"({base_cls.inapplicable['compare']}): {compare}")
+                                   f"({base_cls.why_not[Capability.LOGITS]}): {compare}")
         if per_line:
             raise click.UsageError("--compare summarizes whole files: --per-line does not apply")
 
-    lm = load_language_model(model_path, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                             warn=lambda m: warn(m, quiet))
+    lm = load_language_model(model, warn=lambda m: warn(m, quiet))
     if verbose:
         say_loaded(lm)
     base = None
     if compare is not None:   # what makes the comparison impossible comes first, before any window setting
+        import dataclasses
+
         from nlpkit.errors import NlpkitError
 
         try:
-            base = load_language_model(compare, rope_scaling=rope_scaling, rope_factor=rope_factor,
-                                       warn=lambda m: warn(m, quiet))
+            base = load_language_model(dataclasses.replace(model, path=compare), warn=lambda m: warn(m, quiet))
         except NlpkitError as e:
             raise NlpkitError(f"--compare {compare}: {e}") from None
         if verbose:
             say_loaded(base)
         _check_comparable(lm, base, add_bos)
-    ctx = lm.window_context(context)
+    ctx = lm.window_context(context) if Capability.WINDOWS in lm.capabilities else None
     if stride is not None and ctx is not None and stride > ctx:
         raise click.BadParameter(f"--stride {stride} is larger than the context {ctx}", param_hint="--stride")
     run = _run(lm, base, paths, mode, ctx, stride, add_bos, per_line, per_token, encoding_errors, quiet)
+    thresholds += _bounds(fail_if_below, fail_if_above, run.columns)
     _write(run, thresholds, compare is not None, per_token, dask, shard_size, fmt, no_signature, quiet)
 
 
 def _run(lm, base, paths, mode, ctx, stride, add_bos, per_line, per_token, encoding_errors, quiet):
     """The core's run: `compare_run` of the model against `base`, else `perplexity_run` of the model."""
     if base is not None:
-        from nlpkit.lm.comparison import compare_run
+        from nlpkit.lm.perplexity.comparison import compare_run
 
         run = compare_run(lm, base, paths, mode=mode, context=ctx, stride=stride, add_bos=add_bos,
                           per_token=per_token, errors=encoding_errors)
@@ -210,13 +221,32 @@ def _thresholds(kld, ppl_ratio, same_top, compare, per_token) -> list:
     return [t for _, t in given]
 
 
+def _check_bounds(below, above, per_line: bool, per_token: bool) -> None:
+    """--fail-if-below/--fail-if-above gate each file's figures (and the total's): not per line or token."""
+    if below or above:
+        flag = "--fail-if-below" if below else "--fail-if-above"
+        for other, on in (("--per-line", per_line), ("--per-token", per_token)):
+            if on:
+                raise click.UsageError(f"{flag} gates each file's figures: {other} does not apply")
+
+
+def _bounds(below, above, columns) -> list:
+    """--fail-if-below/--fail-if-above as `Threshold`s on the run's figures (its numeric columns)."""
+    if not below and not above:
+        return []
+    from nlpkit.cli.bounds import bound_thresholds
+
+    figures = [c for c in columns if c not in ("file", "total", "signature", "line", "model", "base")]
+    return bound_thresholds(below, above, figures, "perplexity records")
+
+
 PROBE = "The quick brown fox, 1234 \u2014 na\u00efve caf\u00e9, \u6771\u4eac \U0001f600\n  indented\tlines\n"
 
 
 def _check_comparable(lm, base, add_bos: bool | None) -> None:
     """--compare needs the same tokenizer (id for id on a mixed probe text), vocabulary size and prefix token: checked
     before the windows, so that a base that cannot be compared is said so rather than its context refused."""
-    from nlpkit.lm.comparison import check_pair, check_same_ids
+    from nlpkit.lm.perplexity.comparison import check_pair, check_same_ids
 
     from nlpkit.errors import NlpkitError
 

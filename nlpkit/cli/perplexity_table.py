@@ -2,7 +2,7 @@
 
 - A figure with its uncertainty beside it (`token_ppl` and `token_ppl_unc`, ...) is one cell, `34.88 ± 0.52`:
   the uncertainty to 2 significant digits, the figure to the same place.
-- `--compare` records (nlpkit.lm.comparison) turn into one line per statistic and a column per file, with
+- `--compare` records (nlpkit.lm.perplexity.comparison) turn into one line per statistic and a column per file, with
   llama.cpp's labels, digits and percentages (Δp and same top), so the summary reads at 80 columns.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 
-from nlpkit.lm.divergence import DP_PERCENTILES, KLD_PERCENTILES
+from nlpkit.lm.perplexity.divergence import DP_PERCENTILES, KLD_PERCENTILES
 
 UNCERTAINTY = {"mean_nll": "mean_nll_se", "token_ppl": "token_ppl_unc", "ppl": "ppl_unc"}
 

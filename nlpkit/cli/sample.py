@@ -1,6 +1,6 @@
 """`nlpkit sample [PROMPT] -n N`: N continuations in one batch, as records with their log-probabilities;
-`--dist` prints the next-token distribution after the filters instead (core: nlpkit/lm/generation.py);
-`--prompts FILE`: N continuations of every prompt, decoded together (core: nlpkit/lm/batch_sampling.py;
+`--dist` prints the next-token distribution after the filters instead (core: nlpkit/lm/generation/__init__.py);
+`--prompts FILE`: N continuations of every prompt, decoded together (core: nlpkit/lm/generation/batch_sampling.py;
 options shared with `generate`: nlpkit/cli/decoding.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import click
 
 from nlpkit.cli.common import common_options, model_options, open_writer
 from nlpkit.cli.decoding import (chat_options, check_chat, check_prompts, decoding_options, decoding_signature,
-                                 load_for_decoding, make_prompt, print_batch_stats, print_stats, prompt_lines,
-                                 prompts_options, read_prompt, sampling_config)
+                                 load_for_decoding, make_prompt, print_batch_stats, print_stats, prompts_options,
+                                 read_prompt, read_prompts, sampling_config, was_cut)
+from nlpkit.cli.model_line import verbose_option
 from nlpkit.cli.options import Count
 
 MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
@@ -26,10 +27,11 @@ MAX_BATCH = 4096   # continuations decoded together: each row holds a KV cache
                  "--prompts: decode up to N continuations together (every prompt's -n), one forward per step for "
                  "all (a finished one's place goes to the next); the draws do not depend on it [32, fewer while their KV caches would take over a quarter of the free memory].")
 @model_options
+@verbose_option
 @decoding_options
 @chat_options
 @common_options
-def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_scaling, rope_factor, decoding, fmt,
+def command(prompt, n, dist, prompts_file, field, batch_size, model, verbose, decoding, fmt,
             no_signature, quiet, encoding_errors, chat=False, system=None, messages_file=None):
     """Draw N continuations of PROMPT (argument, or stdin) in one batch: the prompt is prefilled once and
     its KV cache shared by the N rows. Each record has the text, its token count, and its total
@@ -64,11 +66,11 @@ def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_s
     if dist and prompts_file is not None:
         raise click.UsageError("--dist shows one prompt's next-token distribution: not with --prompts")
     check_chat(chat, system, messages_file)
-    lines = _read_prompts(prompts_file, field, encoding_errors) if prompts_file is not None else None
+    lines = read_prompts(prompts_file, encoding_errors, field) if prompts_file is not None else None
     opts = decoding
-    lm = load_for_decoding(model_path, rope_scaling, rope_factor, quiet)
+    lm = load_for_decoding(model, quiet, verbose)
     cfg = sampling_config(lm, opts)
-    seed = opts.drawn_seed()
+    seed = opts.drawn_seed() if not dist else None  # a distribution draws nothing: no seed to record
     if lines is not None:
         _prompts(lm, lines, field, n, batch_size, opts, cfg, seed, fmt, no_signature, quiet, chat, system,
                  messages_file)
@@ -92,9 +94,10 @@ def command(prompt, n, dist, prompts_file, field, batch_size, model_path, rope_s
     samples = sample_batch(lm, p, n, stats=st, **opts.decode_kwargs(cfg))
     sig = decoding_signature("sample", lm, cfg, seed=seed, max_new_tokens=opts.max_new_tokens, stops=opts.stops,
                              sliding=opts.sliding, n=n, **chat_sig)
-    with open_writer(_COLUMNS, fmt, sig, no_signature) as out:
+    cut = {"truncated": was_cut(p)} if opts.truncate_prompt else {}   # --truncate-prompt: whether it cut
+    with open_writer(_COLUMNS + [*cut], fmt, sig, no_signature) as out:
         for s in samples:
-            out.write(_record(s))
+            out.write({**_record(s), **cut})
     if any(s.finish == "context" for s in samples):
         st.finish = "context"
     print_stats(lm, st, quiet, opts.stats, seed, warm)
@@ -109,29 +112,14 @@ def _record(s) -> dict:
             "logprob_filtered": s.logprob_filtered, "finish": s.finish, "ids": s.ids}
 
 
-def _read_prompts(prompts_file, field, encoding_errors):  # -> Iterator[(id, text)]
-    """The --prompts FILE's (id, text) pairs, streamed (`decoding.prompt_lines`, as `generate` reads them); a FILE
-    without any prompt is an error before the model loads (a job that forgot its input must not pass)."""
-    from itertools import chain
-
-    from nlpkit.errors import NlpkitError
-    from nlpkit.io import display_name
-
-    lines = prompt_lines(prompts_file, encoding_errors, field)
-    first = next(lines, None)
-    if first is None:
-        raise NlpkitError(f"{display_name(prompts_file)}: no prompts" + (" (blank lines only)" if field else ""))
-    return chain([first], lines)
-
-
 def _prompts(lm, lines, field, n, batch_size, opts, cfg, seed, fmt, no_signature, quiet, chat, system,
              messages_file) -> None:
     """--prompts: every prompt's N continuations, decoded together (`batch_sampling.sample_prompts`; with
     --no-kv-cache or --sliding one prompt at a time, `sample_batch` as for a PROMPT), records in input order, each
     prompt's written as soon as it and every earlier one are done."""
     from nlpkit.cli.common import warn
-    from nlpkit.lm.batch_generation import DEFAULT_BATCH, BatchStats
-    from nlpkit.lm.batch_sampling import sample_prompts
+    from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH, BatchStats
+    from nlpkit.lm.generation.batch_sampling import sample_prompts
     from nlpkit.lm.generation import GenerationStats, sample_batch
 
     warm = lm.warm_up() if opts.stats else None
@@ -141,18 +129,21 @@ def _prompts(lm, lines, field, n, batch_size, opts, cfg, seed, fmt, no_signature
                              sliding=opts.sliding, n=n, **({"chat": True} if chat else {}))
     pids: dict[int, object] = {}
     prompt_tokens: dict[int, int] = {}
+    cut = ["truncated"] if opts.truncate_prompt else []   # --truncate-prompt: each record says whether it cut
+    cuts: dict[int, bool] = {}
 
     def prompts():
-        for i, (pid, text) in enumerate(lines):
-            p = make_prompt(lm, text, opts, chat, system, messages_file, quiet)
-            pids[i], prompt_tokens[i] = pid, len(p.ids)
+        for i, (pid, text, where) in enumerate(lines):
+            p = make_prompt(lm, text, opts, chat, system, messages_file, quiet, where)
+            pids[i], prompt_tokens[i], cuts[i] = pid, len(p.ids), was_cut(p)
             yield p
 
-    with open_writer(["prompt_index", *ids_col, *_COLUMNS], fmt, sig, no_signature) as out:
+    with open_writer(["prompt_index", *ids_col, *_COLUMNS, *cut], fmt, sig, no_signature) as out:
         def write(i, samples):
             for s in samples:
-                out.write({"prompt_index": i, **({"id": pids[i]} if ids_col else {}), **_record(s)})
-            del pids[i]
+                out.write({"prompt_index": i, **({"id": pids[i]} if ids_col else {}), **_record(s),
+                           **({"truncated": cuts[i]} if cut else {})})
+            del pids[i], cuts[i]
 
         if opts.no_kv_cache or opts.sliding:
             for i, p in enumerate(prompts()):

@@ -1,7 +1,7 @@
 """`nlpkit score`: log-likelihoods, multiple-choice accuracy, preference pairs and generated answers of JSONL items,
 as lm-evaluation-harness computes them, with standard errors and paired comparisons of several models
 (core: nlpkit/evaluation/, nlpkit/lm/transformer/packed_scoring.py, nlpkit/lm/ngram/ngram_continuations.py,
-nlpkit/lm/batch_generation.py)."""
+nlpkit/lm/generation/batch_generation.py)."""
 
 from __future__ import annotations
 
@@ -14,24 +14,28 @@ import click
 from nlpkit.cli.options import INT_MAX, Count, Seed, file_type, model_path_type
 from nlpkit.cli.decoding import MAX_FACTOR
 from nlpkit.cli.model_line import say_loaded, verbose_option
+from nlpkit.cli.bounds import ABOVE_HELP, BELOW_HELP, parse_bounds, score_bounds
+from nlpkit.cli.generate_checks import complete_metric_list, warn_generate
 
 from nlpkit.cli.common import (FiniteFloat, common_options, dask_for, dask_options, input_paths, named_flags,
-                               no_cache_option, open_writer, weights_option, progress, resolve_format, warn)
+                               load_spec, no_cache_option, open_writer, refuse_inapplicable, weights_option, progress, resolve_format, warn)
 
 ITEM_COLUMNS = {  # the table's columns, `id` only when some item has one (machine formats: every field)
     "loglikelihood": ["model", "file", "index", "id", "logprob", "tokens", "is_greedy", "chars", "bytes", "truncated"],
     "multiple-choice": ["model", "file", "index", "id", "gold", "pred", "pred_norm", "acc", "acc_norm", "acc_bytes", "acc_tokens",
                         "logprobs", "tokens"],
     "preference": ["model", "file", "index", "id", "logprob_chosen", "logprob_rejected", "margin", "accuracy"],
-    "generate": ["model", "file", "index", "id", "generation", "answer", "target", "exact_match", "tokens", "finish"],
+    "generate": ["model", "file", "index", "id", "generation", "answer", "target", "exact_match", "tokens", "finish",
+                 "truncated"],
 }
 GENERATE_OPTIONS = ("until", "max_gen_toks", "extract", "extract_group", "ignore_case", "ignore_punctuation",
                     "ignore_regex", "metric", "temperature", "top_k", "top_p", "min_p", "repetition_penalty",
                     "batch_size")
 SAMPLING_OPTIONS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")
 SUMMARY_COLUMNS = ["model", "metric", "value", "stderr", "low", "high", "n"]
-COMPARISON_COLUMNS = ["model", "baseline", "metric", "difference", "p_value", "low", "high", "mcnemar_p"]
+COMPARISON_COLUMNS = ["model", "baseline", "metric", "difference", "low", "high", "test", "p_value"]
 PAIRED_OPTIONS = ("fail_if_worse", "gate_metric", "bootstrap", "seed")
+BOUND_COLUMNS = ["model", "metric", "value", "fails_if", "threshold", "pass"]
 MAX_RESAMPLES = 100_000  # as bleu --confidence-n: each resample holds n item indices
 MAX_BETA = 1e6  # DPO uses 0.01-1; rewards beta * log-ratio stay far from float overflow
 
@@ -43,7 +47,7 @@ Examples:
   echo '{"context": "The sky is", "continuation": " blue"}' | nlpkit score
   nlpkit score -m policy/ --reference sft/ --beta 0.1 pairs.jsonl \\
       --field prompt=question
-  nlpkit score -m SmolLM2-135M/ qa.jsonl --until "\\n" --max-gen-toks 32 \\
+  nlpkit score -m SmolLM2-135M/ qa.jsonl --until $'\\n' --max-gen-toks 32 \\
       --ignore-case --ignore-punctuation
   nlpkit score -m base/ -m tuned/ gsm.jsonl --until "Question:" \\
       --extract "#### (\\-?[0-9.,]+)"
@@ -60,12 +64,20 @@ def _complete_field(ctx, param, incomplete):
 
 
 def _metric_names(ctx, param, incomplete: str) -> list[str]:
-    """--gate-metric's completions: every task's metric names."""
+    """--gate-metric's completions: every task's metric names (corpus BLEU and chrF too)."""
     from nlpkit.evaluation.gate import PRIMARY_METRICS
+    from nlpkit.evaluation.generation_task import GENERATE_METRICS
     from nlpkit.evaluation.tasks import TaskOptions, metric_names
 
     names = [m for task in PRIMARY_METRICS for m in metric_names(task, TaskOptions(mutual_info=True), True)]
-    return [m for m in dict.fromkeys(names) if m.startswith(incomplete)]
+    return [m for m in dict.fromkeys(names + list(GENERATE_METRICS)) if m.startswith(incomplete)]
+
+
+def _complete_bound(ctx, param, incomplete: str) -> list:
+    """--fail-if-below/--fail-if-above: ``METRIC=`` for every metric name (the value follows)."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(f"{m}=") for m in _metric_names(ctx, param, "") if f"{m}=".startswith(incomplete)]
 
 
 @click.command("score", epilog=EPILOG)
@@ -102,11 +114,20 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
 @click.option("--fail-if-worse", type=FiniteFloat(min=0, max=1, min_open=True, max_open=True), default=None,
               metavar="ALPHA",
               help="Gate: exit 3 when a later model is worse than the first on a --gate-metric with a two-sided "
-                   "p-value below ALPHA (McNemar's exact test for right/wrong metrics, else the paired bootstrap); "
-                   "a verdict record per model and metric, the reason on stderr.")
+                   "p-value below ALPHA, a significance level (0.05), not a margin: any significant drop fails "
+                   "(McNemar's exact test for right/wrong metrics, else the paired bootstrap; sacrebleu's on BLEU "
+                   "and chrF); a verdict record per model and metric, the reason on stderr. For a bound on the "
+                   "value itself: --fail-if-below.")
 @click.option("--gate-metric", "gate_metric", multiple=True, metavar="NAME", shell_complete=_metric_names,
               help="With --fail-if-worse: the metric to gate on (repeatable) [the task's primary one: acc, logprob, "
-                   "accuracy, or reward_accuracy with --reference].")
+                   "accuracy, or reward_accuracy with --reference; the generate task: every --metric].")
+@click.option("--fail-if-below", "fail_if_below", multiple=True, metavar="METRIC=VALUE", callback=parse_bounds,
+              shell_complete=_complete_bound,
+              help=BELOW_HELP.format(what="each model's summary value, e.g. acc=0.6, exact_match=0.5, bleu=20",
+                                     per="model"))
+@click.option("--fail-if-above", "fail_if_above", multiple=True, metavar="METRIC=VALUE", callback=parse_bounds,
+              shell_complete=_complete_bound,
+              help=ABOVE_HELP.format(what="each model's summary value", per="model"))
 @click.option("--summary-only", is_flag=True, help="Print only the summaries (and comparisons), not each item.")
 @click.option("--chat", is_flag=True,
               help="Render each context (prompt) as a user turn with the model's chat template and score the "
@@ -129,7 +150,7 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
 @click.option("--ignore-regex", multiple=True, metavar="REGEX",
               help="Generate: exact_match removes REGEX from answer and target first (regexes_to_ignore); "
                    "repeatable.")
-@click.option("--metric", default=None, metavar="LIST",
+@click.option("--metric", default=None, metavar="LIST", shell_complete=complete_metric_list,
               help="Generate: summary metrics, comma-separated: exact_match, bleu, chrf (corpus, sacrebleu's) "
                    "[exact_match].")
 @click.option("--temperature", type=FiniteFloat(min=0, max=MAX_FACTOR), default=None,
@@ -151,9 +172,10 @@ def _metric_names(ctx, param, incomplete: str) -> list[str]:
 @common_options
 @named_flags(window="--context", metrics="--metric", ignore_regex="--ignore-regex")
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
-            fail_if_worse, gate_metric, summary_only, chat, system, until, max_gen_toks, extract, extract_group,
-            ignore_case, ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p, min_p, repetition_penalty,
-            batch_size, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors):
+            fail_if_worse, gate_metric, fail_if_below, fail_if_above, summary_only, chat, system, until, max_gen_toks,
+            extract, extract_group, ignore_case, ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p,
+            min_p, repetition_penalty, batch_size, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors,
+            weights=None, no_cache=False):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy,
     preference pairs and generated answers, as lm-evaluation-harness computes them.
 
@@ -165,13 +187,16 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     lm-evaluation-harness's; an empty context is conditioned on the model's BOS (else EOS). One
     record per item and model, then per model and metric the mean, standard error (sample sd /
     sqrt n) and 95% interval; with several -m, each later model against the first: difference,
-    paired bootstrap p-value and interval, McNemar's exact test.
+    its paired bootstrap interval, and p_value, the test a gate uses (test: McNemar's exact test
+    for right/wrong metrics, else the paired bootstrap), bootstrap_p and mcnemar_p beside it.
 
     --fail-if-worse ALPHA makes the run a gate: after the results, a verdict record per later
     model and gate metric (p-value, threshold, pass), and exit status 3 when one failed (0 when
     all passed; 1 stays an error, 2 a usage error). Right/wrong metrics are gated on McNemar's
     exact p-value (the bootstrap's is not valid on a few items), real-valued ones on the paired
-    bootstrap's. -m default is the shipped model (./default for a path of that name).
+    bootstrap's. --fail-if-below METRIC=VALUE and --fail-if-above METRIC=VALUE gate each model's
+    summary value the same way (a verdict per model and bound). -m default is the shipped model
+    (./default for a path of that name).
 
     -v/--verbose says on stderr, after each model loads, what it is and how it was
     loaded: architecture, parameters, weights layout (--weights) and why, bytes held,
@@ -195,28 +220,34 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     from nlpkit.evaluation.models import ModelSpec
     from nlpkit.evaluation.tasks import TaskOptions
 
-    found, items = read_items(paths, task, parse_fields(fields), encoding_errors)  # every item read and checked
+    found, items = read_items(paths, task, parse_fields(fields), encoding_errors,  # every item read, checked
+                              warn=lambda m: warn(m, quiet))
     _check_task_options(found, mutual_info, delimiter_given, reference)
     models = list(models) or [None]
     names = _names(models)
     options = TaskOptions(delimiter=delimiter, mutual_info=mutual_info, beta=0.1 if beta is None else beta,
                           generation=generation)
     gated = _gate_metrics(found, options, reference, gate_metric) if fail_if_worse is not None else ()
+    bounds = score_bounds(found, options, reference, fail_if_below, fail_if_above)
+    if found == "generate":
+        warn_generate(until, extract, ignore_regex, dict(temperature=temperature, top_k=top_k, top_p=top_p,
+                                                         min_p=min_p), quiet)
     gen = found == "generate"
-    if gen:  # the generate task decodes a token per step: `--weights auto` weighs it as `generate` does
-        from nlpkit.lm.transformer.loaders.native import set_purpose
+    purpose = "decode" if gen else "score"   # the generate task decodes a token per step, as `generate` does
 
-        set_purpose("decode")
-    specs = {name: ModelSpec(path, window, chat, system, gen) for name, path in zip(names, models)}
-    ref_spec = ModelSpec(reference, window, chat, system) if reference is not None else None
+    def spec(path):  # how a model is loaded (`--weights auto` weighs the purpose)
+        return load_spec(path, weights, no_cache, purpose)
+
+    specs = {name: ModelSpec(path, window, chat, system, gen, spec(path)) for name, path in zip(names, models)}
+    ref_spec = ModelSpec(reference, window, chat, system, load=spec(reference)) if reference is not None else None
     scorers, ref = _load(specs, ref_spec, quiet, verbose)
     evaluation = Evaluation(scorers, options, ref)
     evaluation.check(found, items)  # what a model could not score, before any record
     out = Output(resolve_format(fmt), _signature(found, names, options, delimiter, reference, window, chat, system,
-                                                 bootstrap, seed), no_signature, summary_only)
+                                                 bootstrap, seed, scorers), no_signature, summary_only)
     item_rows = _run(evaluation, [(found, item) for item in items], names, out,
                      _item_columns(found, items), quiet, dask, shard_size, specs, ref_spec)
-    _write_results(evaluation, item_rows, names, out, bootstrap, seed, fail_if_worse, gated)
+    _write_results(evaluation, item_rows, names, out, bootstrap, seed, fail_if_worse, gated, bounds)
 
 
 class Output(NamedTuple):
@@ -264,8 +295,9 @@ def _generation_options(until, max_gen_toks, extract, extract_group, ignore_case
     """The generate task's `GenerationOptions`, checked (a usage error naming the option)."""
     from nlpkit.evaluation.answer_filters import MatchOptions
     from nlpkit.evaluation.generation_task import DEFAULT_MAX_GEN_TOKS, GenerationOptions
-    from nlpkit.lm.batch_generation import DEFAULT_BATCH
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH
+    from nlpkit.cli.generate_checks import refuse_patterns
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     if extract_group is not None and extract is None:
         raise click.UsageError("--extract-group needs --extract")
@@ -275,7 +307,8 @@ def _generation_options(until, max_gen_toks, extract, extract_group, ignore_case
         cfg = SamplingConfig(temperature=0.0 if temperature is None else temperature, top_k=top_k or 0,
                              top_p=1.0 if top_p is None else top_p, min_p=min_p or 0.0,
                              repetition_penalty=1.0 if rep is None else rep).validate()
-    metrics = tuple(m.strip() for m in metric.split(",")) if metric is not None else ("exact_match",)
+    metrics = tuple(dict.fromkeys(m.strip() for m in metric.split(","))) if metric is not None else ("exact_match",)
+    refuse_patterns(extract, ignore_regex, extract_group or 0)
     return GenerationOptions(until=tuple(until), max_gen_toks=DEFAULT_MAX_GEN_TOKS if max_gen_toks is None
                              else max_gen_toks, extract=extract, extract_group=extract_group or 0,
                              match=MatchOptions(ignore_case, ignore_punctuation, tuple(ignore_regex)), metrics=metrics,
@@ -306,11 +339,15 @@ def _gate_metrics(task: str, options, reference, requested) -> tuple[str, ...]:
     from nlpkit.evaluation.gate import gate_metrics
     from nlpkit.evaluation.tasks import metric_names
 
+    available = metric_names(task, options, reference is not None)
+    if task == "generate":  # the generate task's metrics are --metric's (corpus BLEU and chrF too): each gated
+        available = tuple(dict.fromkeys(options.generation.metrics))
+        requested = requested or available
     try:
-        return gate_metrics(task, metric_names(task, options, reference is not None), requested,
-                            reference is not None)
+        return gate_metrics(task, available, requested, reference is not None)
     except UsageError as e:
-        raise click.BadParameter(str(e).replace("`gate_metrics`: ", ""), param_hint="--gate-metric") from None
+        hint = " (--metric names the metrics the generate task computes)" if task == "generate" else ""
+        raise click.BadParameter(str(e).replace("`gate_metrics`: ", "") + hint, param_hint="--gate-metric") from None
 
 
 def _load(specs: dict, ref_spec, quiet: bool, verbose: bool = False) -> tuple[dict, object]:
@@ -319,10 +356,15 @@ def _load(specs: dict, ref_spec, quiet: bool, verbose: bool = False) -> tuple[di
     path and settings) is loaded once, and its one scorer scores for both names. --verbose: a line per model
     loaded (in this process: with --dask too, the workers load their own)."""
     from nlpkit.evaluation.models import check_model_path
+    from nlpkit.lm.interface import Capability
+    from nlpkit.lm.load import backend_class
 
-    for spec in [*specs.values(), ref_spec]:
-        if spec is not None:
-            check_model_path(spec.path)
+    given = [spec for spec in [*specs.values(), ref_spec] if spec is not None]
+    for spec in given:
+        check_model_path(spec.path)
+    backends = [backend_class(spec.path) for spec in given]
+    if not any(Capability.WEIGHTS_LAYOUT in b.capabilities for b in backends):   # --weights applies to none
+        refuse_inapplicable(click.get_current_context(), backends[0], ("weights",))
     loaded: dict = {}
     for spec in specs.values():
         if spec.absolute() not in loaded:
@@ -339,22 +381,22 @@ def _item_columns(task: str, items: list) -> list[str]:
     return columns
 
 
-def _signature(task, names, options, delimiter, reference, window, chat, system, bootstrap, seed) -> str:
+def _signature(task, names, options, delimiter, reference, window, chat, system, bootstrap, seed,
+               scorers=None) -> str:
+    """Every setting that changes a number: the task's, the generate task's (`generate_checks.generate_settings`:
+    stop strings and patterns hashed) and the window in force (`ctx`, each model's)."""
+    from nlpkit.cli.generate_checks import generate_settings, window_setting
     from nlpkit.signature import make_signature
 
     norms = "chars,bytes,tokens" + (",mutual-info" if options.mutual_info else "") if task == "multiple-choice" \
         else None
     g = options.generation
     gen = task == "generate"
-    match = ",".join(k for k, on in (("case", g.match.ignore_case), ("punct", g.match.ignore_punctuation),
-                                     ("regex", bool(g.match.regexes_to_ignore))) if on) or "exact"
     settings = {"task": task, "delimiter": repr(delimiter) if task == "multiple-choice" else None, "norm": norms,
-                "until": len(g.until) if gen else None, "max_gen": g.max_gen_toks if gen else None,
-                "extract": (g.extract_group if g.extract is not None else "none") if gen else None,
-                "match": match if gen else None,
-                "temp": (g.sampling.temperature if g.sampling is not None else 0.0) if gen else None,
+                **(generate_settings(g) if gen else {}),
                 "models": ",".join(names), "reference": _names([reference])[0] if reference else None,
-                "beta": options.beta if reference else None, "ctx": window or "model-max-1024", "chat": chat or None,
+                "beta": options.beta if reference else None,
+                "ctx": window_setting(scorers) if scorers else window or "model-max-1024", "chat": chat or None,
                 "system": _text_hash(system),
                 "bootstrap": bootstrap if len(names) > 1 else None,
                 "seed": seed if len(names) > 1 or (gen and g.sampling is not None and not g.sampling.greedy) else None}
@@ -381,8 +423,15 @@ def _run(evaluation, pairs, names, out: "Output", columns, quiet, dask, shard_si
             map_items = score_items(client, score_chunk, (*absolute, evaluation.options),
                                     parse_size(shard_size), tick, BLOCK_ITEMS)
         item_out = None
+        warned: set[int] = set()
         for item, name, rec in evaluation.run(pairs, progress=tick, map_items=map_items):
-            if rec.get("truncated") and name == names[0]:
+            if rec.get("truncated") and "generation" in rec and id(item) not in warned:
+                from nlpkit.cli.generate_checks import truncation_warning
+
+                warned.add(id(item))
+                warn(truncation_warning(item.where, name, getattr(evaluation.scorers[name], "window", None),
+                                        evaluation.options.generation.max_gen_toks), quiet)
+            elif rec.get("truncated") and name == names[0] and "generation" not in rec:
                 warn(f"{item.where}: context and continuation exceed the window: the context loses its left end "
                      "(as lm-evaluation-harness truncates)", quiet)
             row = {"model": name, **rec}   # a model column whatever the model count: columns never shift
@@ -407,17 +456,25 @@ def _record_columns(row: dict, columns: list[str]) -> list[str]:
     return cols
 
 
-def _write_results(evaluation, item_rows, names, out: "Output", bootstrap, seed, alpha, gated) -> None:
+def _write_results(evaluation, item_rows, names, out: "Output", bootstrap, seed, alpha, gated, bounds=()) -> None:
     """The summaries and comparisons after the items, then with --fail-if-worse (`alpha`) the verdicts on the
-    `gated` metrics (json: all in the one document); exit 3 (`GateFailed`) when a verdict failed."""
+    `gated` metrics and with --fail-if-below/--fail-if-above (`bounds`) each model's verdict per bound (json: all in
+    the one document); exit 3 (`GateFailed`) when a verdict failed."""
     from nlpkit.cli.gate import enforce, write_verdicts
-    from nlpkit.evaluation.gate import WORSE_COLUMNS, worse_verdicts
+    from nlpkit.evaluation.gate import WORSE_COLUMNS, threshold_verdicts, worse_verdicts
 
     summary = evaluation.summaries()
     comparisons = evaluation.comparisons(bootstrap, seed)
     verdicts = worse_verdicts(comparisons, alpha, gated) if alpha is not None else None
+    bound_verdicts = None
+    if bounds:
+        per_model: dict[str, dict] = {}
+        for row in summary:
+            per_model.setdefault(row["model"], {"model": row["model"]})[row["metric"]] = row["value"]
+        bound_verdicts = threshold_verdicts(per_model.values(), bounds, where="model")
     if out.fmt == "json":
-        _write_json({"items": item_rows}, summary, comparisons, out.sig, out.no_signature, verdicts)
+        both = None if verdicts is None and bound_verdicts is None else (verdicts or []) + (bound_verdicts or [])
+        _write_json({"items": item_rows}, summary, comparisons, out.sig, out.no_signature, both)
     else:
         _write_section(summary, SUMMARY_COLUMNS, out.fmt, out.sig, out.no_signature, "summary",
                        separate=not out.summary_only)
@@ -426,18 +483,17 @@ def _write_results(evaluation, item_rows, names, out: "Output", bootstrap, seed,
                            separate=True)
         if verdicts is not None:
             write_verdicts(verdicts, WORSE_COLUMNS, out.fmt, out.sig, out.no_signature)
-    if verdicts is not None:
-        enforce(verdicts)
+        if bound_verdicts is not None:
+            write_verdicts(bound_verdicts, BOUND_COLUMNS, out.fmt, out.sig, out.no_signature)
+    if verdicts is not None or bound_verdicts is not None:
+        enforce((verdicts or []) + (bound_verdicts or []))
 
 
 def _text_hash(text: str | None) -> str | None:
-    """A --system message as the signature records it: sha256's first 12 hex digits (lm-evaluation-harness records
-    `system_instruction_sha`), so that runs with different system messages never share a signature."""
-    import hashlib
+    """A --system message as the signature records it (`nlpkit.signature.text_hash`)."""
+    from nlpkit.signature import text_hash
 
-    if text is None:
-        return None
-    return "sha256-" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return text_hash(text)
 
 
 def _names(models: list[str | None]) -> list[str]:

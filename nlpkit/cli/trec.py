@@ -21,7 +21,8 @@ def run_format_option(f):
     return click.option(
         "--format", "fmt", type=click.Choice(RUN_FORMATS), default=None,
         help="Output: trec (qid Q0 docid rank score tag), table, tsv, jsonl or json "
-             "[default: table on a terminal, trec otherwise; with --qrels: table/tsv].")(f)
+             "[default: table on a terminal, trec otherwise; with --qrels: table/tsv]. TSV cells write backslash, "
+             "tab, newline and CR as \\\\, \\t, \\n, \\r.")(f)
 
 
 def qrels_options(f):

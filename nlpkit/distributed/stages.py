@@ -438,7 +438,7 @@ WINDOW_TASK_TOKENS = 65536   # at most this many input tokens of windows per tas
 
 
 def perplexity_windows(client, shard_bytes: int | None = None, progress: Callable[..., None] | None = None) -> Callable:
-    """A `map_windows` for `nlpkit.lm.perplexity.perplexity_run` and `nlpkit.lm.comparison.compare_run`: the windows
+    """A `map_windows` for `nlpkit.lm.perplexity.perplexity_run` and `nlpkit.lm.perplexity.comparison.compare_run`: the windows
     of a whole text, `map_windows(task, windows, args)` with `windows` a list of (window tokens, first scored),
     scored on the workers as `task(chunk, *args)` (each loads the model once) in tasks of consecutive windows
     holding about `shard_bytes / 4` input tokens (at most `WINDOW_TASK_TOKENS`, at least one window), each

@@ -6,4 +6,5 @@
 - `models`: a model path -> its continuation scorer; the check of every path before any model loads.
 - `evaluate`: one run: every item checked, then scored in blocks; summaries and paired comparisons.
 - `significance`: mean, standard error, 95% interval; paired bootstrap (sacrebleu's procedure); McNemar's exact test.
+- `corpus_stats`: corpus BLEU / chrF of generated answers: sacrebleu's bootstrap interval and paired bootstrap.
 """

@@ -34,6 +34,30 @@ def compile_regex(pattern: str, param: str) -> re.Pattern:
         raise UsageError(f"`{param}` {pattern!r} is not a valid regular expression: {e}") from None
 
 
+_PROBES = ("Paris", "42", "The answer is 42.", "a b\tc")  # answers an --ignore-regex must leave something of
+_GENERATIONS = (" Paris", " 42", "The answer is 42.", "\nParis", " a b\tc")  # an --extract must find text in one
+
+
+def pattern_problem(pattern: str, role: str, group_select: int = 0) -> str | None:
+    """Why a pattern would make every item's result the same, or None: an `extract` pattern that matches the empty
+    string and gives an empty answer for any text (`''`, `(\\d*)`: findall's first match is the empty one before the
+    first digit), an `ignore_regex` that is empty (it removes nothing) or removes every character of any answer
+    (every answer then equals every target: exact_match 1). `score` refuses these as it refuses an empty stop string;
+    lm-evaluation-harness runs them."""
+    regex = compile_regex(pattern, role)
+    if role == "extract" and regex.fullmatch("") is not None:
+        probe = RegexFilter(pattern, group_select)
+        if all(probe.apply(p) == "" for p in _GENERATIONS):
+            return (f"{pattern!r} matches the empty string, and the match it takes is empty in any answer (every "
+                    "answer would be ''): give a pattern that needs some text, such as '(\\d+)'")
+    if role == "ignore_regex" and pattern == "":
+        return "'' removes nothing: leave it out, or give the text to remove"
+    if role == "ignore_regex" and all(regex.sub("", p) == "" for p in _PROBES):
+        return (f"{pattern!r} removes every character of any answer and target, so every answer would equal every "
+                "target (exact_match 1)")
+    return None
+
+
 @dataclass(frozen=True)
 class RegexFilter:
     """lm-evaluation-harness's `regex` filter followed by `take_first` (one generation per item).

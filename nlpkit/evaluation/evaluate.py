@@ -82,7 +82,7 @@ class Evaluation:
     def summaries(self) -> list[dict]:
         """One record per model and metric: value, stderr, 95% interval (Wilson's for accuracies), n."""
         out = []
-        wanted = self.options.generation.metrics if self.task == "generate" else self.metrics
+        wanted = self.compared_metrics()
         for name in self.scorers:
             for m in self.metrics:
                 if m not in wanted:
@@ -97,26 +97,55 @@ class Evaluation:
                 out += [{"model": name, "metric": m, **corpus[m]} for m in wanted if m in corpus]
         return out
 
+    def compared_metrics(self) -> tuple[str, ...]:
+        """The metrics the summaries, comparisons and gates cover: the generate task's `--metric` list (corpus BLEU
+        and chrF included), every other task's metrics."""
+        if self.task == "generate":
+            return tuple(dict.fromkeys(self.options.generation.metrics))
+        return self.metrics
+
     def comparisons(self, n_samples: int = BOOTSTRAP_SAMPLES, seed: int | None = SEED) -> list[dict]:
-        """Every later model against the first, per metric: difference, bootstrap p and interval, McNemar."""
+        """Every later model against the first, per metric: difference, its bootstrap interval, and `p_value`, the
+        test a gate uses (`test`: McNemar's exact test for right/wrong metrics, valid on a few items; else the
+        paired bootstrap, sacrebleu's on corpus BLEU / chrF), with `bootstrap_p` and `mcnemar_p` (None for a
+        real-valued metric) beside it in every record."""
         names = list(self.scorers)
         if len(names) < 2:
             return []
         base = names[0]
         n = len(self.values[base][self.metrics[0]])
+        corpus = {}
+        if self.task == "generate":
+            from nlpkit.evaluation.corpus_stats import corpus_scorers
+
+            corpus = corpus_scorers(self.targets, self.compared_metrics())
         out = []
         for other in names[1:]:
             idx = resample_indices(n, n_samples, seed)  # the same resamples for every metric, as sacrebleu
-            for m in self.metrics:
+            for m in self.compared_metrics():
+                if m in corpus:
+                    out.append(self._corpus_comparison(corpus[m], m, base, other, idx))
+                    continue
                 a, b = np.asarray(self.values[base][m]), np.asarray(self.values[other][m])
                 p = paired_bootstrap(a, b, indices=idx)
                 rec = {"model": other, "baseline": base, "metric": m, "baseline_value": p.base, "value": p.other,
-                       "difference": p.difference, "p_value": p.p_value, "low": p.low, "high": p.high}
+                       "difference": p.difference, "low": p.low, "high": p.high, "test": "bootstrap",
+                       "p_value": p.p_value, "bootstrap_p": p.p_value, "mcnemar_p": None}
                 if is_accuracy(m):
                     t = mcnemar(a > 0.5, b > 0.5)
-                    rec.update({"mcnemar_p": t.p_value, "only_baseline": t.b, "only_model": t.c})
+                    rec.update({"test": "mcnemar", "p_value": t.p_value, "mcnemar_p": t.p_value,
+                                "only_baseline": t.b, "only_model": t.c})
                 out.append(rec)
         return out
+
+    def _corpus_comparison(self, scorer, metric: str, base: str, other: str, idx: np.ndarray) -> dict:
+        """A corpus metric's comparison record: sacrebleu's paired bootstrap on the answers."""
+        from nlpkit.evaluation.corpus_stats import corpus_paired
+
+        p = corpus_paired(scorer, self.answers.get(base, []), self.answers.get(other, []), idx)
+        return {"model": other, "baseline": base, "metric": metric, "baseline_value": p.base, "value": p.other,
+                "difference": p.difference, "low": p.low, "high": p.high, "test": "bootstrap", "p_value": p.p_value,
+                "bootstrap_p": p.p_value, "mcnemar_p": None}
 
 
 def blocks(items: Iterable[tuple[str, Item]], size: int = BLOCK_ITEMS) -> Iterator[list[tuple[str, Item]]]:

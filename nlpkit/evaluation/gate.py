@@ -9,9 +9,13 @@ Two gates share the verdict records (`"record": "verdict"` in the machine format
   higher-is-better) with a two-sided p-value below ALPHA. The p-value is McNemar's exact test for right/wrong
   metrics (acc, accuracy, is_greedy, ...): exact at any number of items, where the paired bootstrap is not (on 3
   items its p-value is 1/1001 while McNemar's is 0.25). Real-valued metrics (logprob, margin) use the paired
-  bootstrap. A model compared with itself has difference 0 and p = 1: it passes.
-- `threshold_verdicts` (`perplexity --compare` with `--fail-if-*`): a statistic of each file's comparison (and the
-  corpus total's) against a bound: mean KLD above X, PPL ratio above R, same-top fraction below F fail.
+  bootstrap (sacrebleu's on corpus BLEU / chrF). A comparison record's `p_value` is already that test's (`test`
+  names it; `bootstrap_p` and `mcnemar_p` stand beside it), so a verdict's `p_value` is its comparison's. A model
+  compared with itself has difference 0 and p = 1: it passes.
+- `threshold_verdicts` (`perplexity --compare` with `--fail-if-*`; `score` and `perplexity` with
+  `--fail-if-below/--fail-if-above METRIC=VALUE`): a statistic of each record (a file's comparison or figures, the
+  corpus total's, a model's summary) against a bound: mean KLD above X, PPL ratio above R, same-top fraction below
+  F, acc below 0.6, token_ppl above 30 fail.
 """
 
 from __future__ import annotations
@@ -71,11 +75,6 @@ def gate_metrics(task: str, available: Sequence[str], requested: Sequence[str] =
     return tuple(dict.fromkeys(requested))
 
 
-def is_binary(comparison: dict) -> bool:
-    """A right/wrong metric: the comparison carries McNemar's exact test."""
-    return comparison.get("mcnemar_p") is not None
-
-
 def worse_verdicts(comparisons: Iterable[dict], alpha: float, metrics: Sequence[str]) -> list[Verdict]:
     """A verdict per comparison (a later model against the first, one metric) on `metrics`: fail when the model is
     lower with p < `alpha` (McNemar's exact p for right/wrong metrics, else the paired bootstrap's)."""
@@ -85,11 +84,11 @@ def worse_verdicts(comparisons: Iterable[dict], alpha: float, metrics: Sequence[
     for c in comparisons:
         if c["metric"] not in metrics:
             continue
-        test, p = ("mcnemar", c["mcnemar_p"]) if is_binary(c) else ("bootstrap", c["p_value"])
+        test, p = c["test"], c["p_value"]  # the comparison's headline: the test the gate uses
         failed = c["difference"] < 0 and p < alpha
         rec = {"model": c["model"], "baseline": c["baseline"], "metric": c["metric"], "value": c["value"],
                "baseline_value": c["baseline_value"], "difference": c["difference"], "test": test, "p_value": p,
-               "bootstrap_p": c["p_value"], "mcnemar_p": c.get("mcnemar_p"), "threshold": alpha,
+               "bootstrap_p": c["bootstrap_p"], "mcnemar_p": c.get("mcnemar_p"), "threshold": alpha,
                "pass": not failed}
         reason = None
         if failed:

@@ -19,7 +19,8 @@ words with spaces (no tokenizer tail to decode).
 
 Corpus BLEU and chrF of the answers against the targets (`--metric bleu,chrf`) are sacrebleu's, as `nlpkit bleu`
 computes them (`nlpkit.mt.bleu`; lm-evaluation-harness's `bleu`/`chrf` aggregations call sacrebleu's defaults too);
-their standard error is the deviation over bootstrap resamples of the items (`corpus_metrics`).
+their interval is sacrebleu's bootstrap, and several models are compared by sacrebleu's paired bootstrap
+(`corpus_stats`).
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from typing import Callable, Sequence
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.evaluation.answer_filters import MatchOptions, RegexFilter, compile_regex, exact_match
-from nlpkit.lm.batch_generation import DEFAULT_BATCH
+from nlpkit.evaluation.corpus_stats import CORPUS_METRICS  # noqa: F401 (one number over all items: bleu, chrf)
+from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH
 
 GENERATE_METRICS = ("exact_match", "bleu", "chrf")
-CORPUS_METRICS = ("bleu", "chrf")  # one number over all items (no per-item value)
 DEFAULT_MAX_GEN_TOKS = 256  # lm-evaluation-harness's HFLM max_gen_toks
 
 
@@ -77,11 +78,12 @@ class Generation:
     answer: str
     tokens: int
     finish: str
+    truncated: int = 0  # the context's tokens when it lost its left end to the window (0: whole)
 
 
 class Generator:
     """Answers generation items with one model (any `LanguageModel`: its `generation_prompt` and `until_stream`,
-    decoded by `nlpkit.lm.batch_generation.generate_batched`). `window` is lm-evaluation-harness's max_length [the
+    decoded by `nlpkit.lm.generation.batch_generation.generate_batched`). `window` is lm-evaluation-harness's max_length [the
     model's context]; `render` the chat template around a context (`chat`), or None."""
 
     def __init__(self, lm, window: int | None = None, render: Callable[[str], str] | None = None,
@@ -96,7 +98,7 @@ class Generator:
 
     def request(self, context: str, options: GenerationOptions):
         """(Request, finish) for one context: `finish(Generated)` -> `Generation`."""
-        from nlpkit.lm.batch_generation import Request
+        from nlpkit.lm.generation.batch_generation import Request
 
         text = self.render(context) if self.render is not None else context
         prompt = self.lm.generation_prompt(text, options.max_gen_toks, self.window, self.chat)
@@ -106,14 +108,14 @@ class Generator:
         def finish(g) -> Generation:
             generation = until.text(g.ids)
             return Generation(generation, filt.apply(generation) if filt is not None else generation, len(g.ids),
-                              g.finish)
+                              g.finish, prompt.full_length)
 
         return Request(prompt, options.max_gen_toks, until.push), finish
 
     def generate(self, contexts: Sequence[str], options: GenerationOptions, stats=None) -> list[Generation]:
         """The `Generation` of each context, decoded `options.batch_size` at a time, in order."""
-        from nlpkit.lm.batch_generation import generate_batched
-        from nlpkit.lm.sampling import SamplingConfig
+        from nlpkit.lm.generation.batch_generation import generate_batched
+        from nlpkit.lm.generation.sampling import SamplingConfig
 
         self.check(options)
         pairs = [self.request(c, options) for c in contexts]
@@ -157,40 +159,22 @@ def score_generation(gen: Generation, targets: Sequence[str], options: Generatio
     em = exact_match(gen.answer, targets, options.match)
     rec = {"generation": gen.generation, "answer": gen.answer,
            "target": targets[0] if len(targets) == 1 else list(targets), "exact_match": em,
-           "tokens": gen.tokens, "finish": gen.finish}
+           "tokens": gen.tokens, "finish": gen.finish, "truncated": bool(gen.truncated)}
     return rec, {"exact_match": em}
 
 
 def corpus_metrics(answers: Sequence[str], targets: Sequence[Sequence[str]], metrics: Sequence[str],
                    n_bootstrap: int = 1000, seed: int | None = 12345) -> dict[str, dict]:
     """metric -> {value, stderr, low, high, n} of corpus BLEU / chrF of the answers against the targets, by
-    sacrebleu with its defaults (as `nlpkit bleu` builds them, and lm-evaluation-harness's aggregations call
-    `sacrebleu.corpus_bleu` / `corpus_chrf`): each item's targets are its references (a shorter list repeats its first
-    target: a reference twice changes neither metric). The standard error is the standard deviation of the corpus
-    score over `n_bootstrap` resamples of the items (lm-evaluation-harness's bootstrap stderr; the resamples are
-    sacrebleu's, `significance.resample_indices`), the interval the value +- 1.96 of it."""
-    import numpy as np
+    sacrebleu with its defaults (lm-evaluation-harness's aggregations call `sacrebleu.corpus_bleu` / `corpus_chrf`):
+    the interval is sacrebleu's bootstrap (`corpus_stats.corpus_summary`: the 2.5/97.5 percentiles of
+    `n_bootstrap` resampled corpus scores, inside [0, 100])."""
+    from nlpkit.evaluation.corpus_stats import corpus_scorers, corpus_summary
+    from nlpkit.evaluation.significance import resample_indices
 
-    from nlpkit.evaluation.significance import Z95, resample_indices
-    from nlpkit.mt.bleu import EvalOptions, build_metrics, quiet_sacrebleu, score_of_totals, segment_statistics
-
-    names = tuple(m for m in metrics if m in CORPUS_METRICS)
-    if not names or not answers:
+    scorers = corpus_scorers(targets, metrics)
+    if not scorers or not answers:
         return {}
-    quiet_sacrebleu()
-    width = max(len(t) for t in targets)
-    refs = [[t[j] if j < len(t) else t[0] for t in targets] for j in range(width)]  # [width][items]
-    built = build_metrics(EvalOptions(metrics=names), refs)
     n = len(answers)
     idx = resample_indices(n, n_bootstrap, seed) if n > 1 else None  # [B, n]
-    out = {}
-    for name in names:
-        metric = built[name]
-        stats = np.asarray(segment_statistics(metric, list(answers)), dtype=np.float64)  # [n, k]
-        value = float(score_of_totals(metric, stats.sum(axis=0)).score)
-        se = float("nan")
-        if idx is not None:
-            boot = [float(score_of_totals(metric, stats[i].sum(axis=0)).score) for i in idx]
-            se = float(np.std(boot, ddof=1))
-        out[name] = {"value": value, "stderr": se, "low": value - Z95 * se, "high": value + Z95 * se, "n": n}
-    return out
+    return {name: corpus_summary(scorer, answers, idx) for name, scorer in scorers.items()}

@@ -6,9 +6,10 @@ Four tasks (field names are roles; a file may call them anything, mapped with `f
 - multiple-choice: `context`, `choices` (a non-empty list of strings), `gold` (an index, a choice string, or a list
   of indices: any of them is right);
 - preference: `prompt`, `chosen`, `rejected`;
-- generate (lm-evaluation-harness `generate_until`): `context`, `target` (a string, or a list of strings: any of
-  them is right), and neither `choices` nor `continuation` (an item with both is an error naming it);
-- any task: an optional `id` (a string or a number), the item's own name, carried into its records.
+- generate (lm-evaluation-harness `generate_until`): `context`, `target` (a string, or a non-empty list of strings:
+  any of them is right; a number is refused, as any other non-string), and neither `choices` nor `continuation` (an item with both is an error naming it);
+- any task: an optional `id` (a string or an integer), the item's own name, carried into its records (an id two
+  items share is warned about, naming both lines).
 
 Without an explicit task, the first record decides: `choices` -> multiple-choice, `chosen` and `rejected` ->
 preference, `continuation` -> loglikelihood, `target` -> generate; a later record whose fields call for another task is an error naming
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from nlpkit.errors import NlpkitError, UsageError
 
@@ -254,18 +255,52 @@ def iter_items(lines: Iterator[str], name: str, task: str | None = None,
 
 
 def read_items(paths: Sequence[str], task: str | None = None, fields: dict[str, str] | None = None,
-               errors: str = "strict") -> tuple[str, list[Item]]:
+               errors: str = "strict", warn: Callable[[str], None] | None = None) -> tuple[str, list[Item]]:
     """(task, items) of every file in turn ('-': stdin), all read and checked before anything is scored: one task
     for all (each file's first record decides its task; another file's is an error naming both lines), indices
-    counting on across files."""
+    counting on across files. `warn` hears of each `id` given to two items (`DuplicateIds`)."""
     from nlpkit.io import display_name, iter_lines
 
     found, decided, items = task, "", []
+    duplicates = DuplicateIds()
     for path in paths:
         for t, item in iter_items(iter_lines(path, errors=errors), display_name(path), task, fields, len(items)):
             if found is not None and t != found:
                 raise mixed_tasks(item.where, t, found, decided or "`task`")
             if found is None or not decided:
                 found, decided = t, decided or item.where
+            duplicates.add(item)
             items.append(item)
+    if warn is not None:
+        for message in duplicates.messages():
+            warn(message)
     return found, items  # type: ignore[return-value]
+
+
+class DuplicateIds:
+    """The items whose `id` an earlier item already has (ids name items in the records, so two alike are almost
+    always a mistake: a file concatenated twice, ids restarting per part). 2 and "2" are alike (a TSV cell shows
+    both as 2). Messages name both lines: the first `SHOWN` duplicates one by one, then a count of the rest."""
+
+    SHOWN = 5
+
+    def __init__(self) -> None:
+        self.first: dict[str, str] = {}          # id -> where the first item with it is
+        self.found: list[tuple[str, str, str]] = []   # (where, id, first where)
+
+    def add(self, item: Item) -> None:
+        if item.id is None:
+            return
+        key = str(item.id)
+        if key in self.first:
+            self.found.append((item.where, key, self.first[key]))
+        else:
+            self.first[key] = item.where
+
+    def messages(self) -> list[str]:
+        out = [f"{where}: id {json.dumps(key, ensure_ascii=False)} is also the id of {first} (ids name items in "
+               "the records: make them unique)" for where, key, first in self.found[:self.SHOWN]]
+        rest = len(self.found) - self.SHOWN
+        if rest > 0:
+            out.append(f"{rest} more item{'s' * (rest != 1)} repeat an earlier item's id")
+        return out

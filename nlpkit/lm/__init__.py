@@ -1,14 +1,18 @@
-"""Language models: the transformer engine (`transformer/`) and n-gram models (`ngram/`), and what serves both.
+"""Language models: the interface, how a model is loaded, the tasks built on it, and two backends.
 
-    interface.py      `LanguageModel`: what a model is (tokens, logprobs, logits, decoding state)
-    load.py           `load_language_model`: sniff a path, return its backend
-    perplexity.py     perplexity over windows chosen the way three references do; `perplexity_run`'s records
-    comparison.py     `perplexity --compare` (divergence.py: KLD, top-token agreement)
+    interface.py      `LanguageModel` (identity, tokens, logprobs, continuation scoring) and the `Capability`s a
+                      backend declares (windows, logits, sentences, decoding, RoPE, weights layout, chat, ...)
+    spec.py           `LoadSpec` (how to load a model: the CLI builds it), `cached_model` (the one model cache)
+    model_files.py    `model_format`: what a model path is, decided in one place
+    load.py           `load_language_model(spec)`: the backend that reads it
     continuations.py  `ContinuationScore` and the `ContinuationScorer` protocol `nlpkit score` is written on
-    sampling.py       logits processors and token selection
-    generation.py     prefill, decode step by step, stop, detokenize
+    decoding.py       `StateBatch`, `StreamStops`: decoding adapters any backend can return
     chat.py           chat templates
     threads.py        row-parallel numpy, BLAS held to one thread; a Dask worker's BLAS threads as the driver's
+    uncertainty.py    llama.cpp's standard errors
+    prepared.py       the prepared-model cache
+    perplexity/       perplexity over windows chosen the way three references do; `--compare` (KLD, top tokens)
+    generation/       sampling, prefill, decode step by step, stop, detokenize; many prompts together
     transformer/      the numpy engine (`transformer_lm.TransformerLM`): config, model, cache, rope, loaders/
     ngram/            n-gram models (`ngram_lm.NgramLM`): counting, Kneser-Ney, ARPA, scoring, sampling, training
     default/          the model shipped with nlpkit

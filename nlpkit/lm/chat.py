@@ -61,7 +61,7 @@ class ChatTemplate:
     @classmethod
     def for_tokenizer(cls, tok, where: str = "model", name: str | None = None) -> "ChatTemplate":
         """The tokenizer's own template (`name` picks one of several named templates; else "default")."""
-        template = getattr(tok, "chat_template", None)
+        template = tok.chat_template
         if template is None:
             raise UsageError(f"{where}: the model has no chat template (no chat_template.jinja, no chat_template in "
                               "tokenizer_config.json, no tokenizer.chat_template in the GGUF); give a plain prompt "
@@ -96,22 +96,22 @@ class ChatTemplate:
 
 
 def special_token_variables(tok) -> dict[str, str]:
-    """bos_token, eos_token, unk_token, pad_token as templates see them (when the tokenizer knows them)."""
+    """bos_token, eos_token, unk_token as templates see them (when the tokenizer knows them; an nlpkit `Tokenizer`
+    has no pad token)."""
     out = {}
-    for name in ("bos", "eos", "unk", "pad"):
-        i = getattr(tok, f"{name}_id", None)
+    for name, i in (("bos", tok.bos_id), ("eos", tok.eos_id)):
         text = tok.id_to_token(i) if isinstance(i, int) else None
-        if name == "unk" and text is None:
-            text = getattr(tok, "unk_token", None)
         if text is not None:
             out[f"{name}_token"] = text
+    if tok.unk_token is not None:
+        out["unk_token"] = tok.unk_token
     return out
 
 
 def end_of_turn_ids(tok, eos_ids: Sequence[int] = ()) -> set[int]:
     """Ids generation stops at in a chat: the model's EOS id(s) and the template's end-of-turn tokens."""
     ids = {i for i in eos_ids if isinstance(i, int)}
-    if isinstance(getattr(tok, "eos_id", None), int):
+    if isinstance(tok.eos_id, int):
         ids.add(tok.eos_id)
     for t in END_OF_TURN:
         i = tok.special_tokens.get(t)

@@ -7,49 +7,47 @@ Hugging Face directory or a GGUF file, `nlpkit.lm.ngram.ngram_lm.NgramLM` for an
 counts file). Nothing above this module asks which kind of model it holds.
 
     >>> lm = load_language_model("lm.arpa")                 # nlpkit.lm.load; a model directory/GGUF too
+    >>> Capability.GENERATE in lm.capabilities
+    True
     >>> state = lm.start(lm.prompt("It is a truth").ids, 1)
     >>> state.logits().shape                               # [rows, V] next-token logits
     (1, 5000)
 
 What a model is (the members below); what is built on it lives beside it, as functions over these:
 perplexity and its records (`nlpkit.lm.perplexity.perplexity_run`), the model comparison
-(`nlpkit.lm.comparison`), sampling and generation (`nlpkit.lm.generation`), continuation scoring for
+(`nlpkit.lm.perplexity.comparison`), sampling and generation (`nlpkit.lm.generation`), continuation scoring for
 `nlpkit score` (a `nlpkit.lm.continuations.ContinuationScorer`).
 
-- **identity** (`ModelIdentity`) - `kind` ("transformer" or "ngram", for messages and signatures only),
-  `described`, `name` (as signatures name it), `signature(...)` (the settings line of a result, with the fields this kind
-  records), `inapplicable` (parameters that mean nothing for this kind, with the reason: the CLI refuses
-  them when given), `worker_key` (a (loader, arguments) tuple a Dask worker loads the same model with:
-  `nlpkit.lm.perplexity.cached_model(*worker_key)`), `describe()` (a `ModelDescription`: what the model is and how
-  it was loaded -- architecture, size, weights layout and why, threads, what the prepared-model cache did -- as
-  `--verbose` and `--stats` say it).
-- **tokens** (`ModelTokens`) - `encode(text)` (as perplexity tokenizes), `token_text(id)` (how a token reads),
-  `token_bytes(id)` (its bytes, which perplexity's byte counts use), `prefix_id` (the token the first
-  token of a text is predicted from: BOS, else EOS; ``<s>`` for an n-gram model), `vocab_size`,
-  `token_unit` ("tokens" or "words"), `require_tokenizer()`.
-- **scoring** (`ModelScoring`) - `logprobs(ids, first)`: log p(ids[j] | ids[:j]) for j >= first, natural log, one
-  window: the primitive every window-based evaluation is built on (`parallel_windows`: whether windows
-  may run on threads); `window_logits(ids, first)`: the same positions' logits rows, a chunk at a time
-  (what `perplexity --compare` compares; the transformer only); `next_logits(ids)`: the next token's
-  logits after a prompt (`sample --dist`); `window_context(context)`: the window length perplexity uses,
-  None when the model has no windows and scores each line as one sentence its own way
-  (`sentence_perplexity(paths, ...)`, KenLM query's figures: the n-gram model only).
-- **continuations** (`ModelScoring`) - `continuation_scorer(window, chat, system)` -> a
-  `nlpkit.lm.continuations.ContinuationScorer` (one scoring method, `score_requests`; batching declared by
-  its `batched`; `render(context)`).
-- **decoding state** (`ModelDecoding`) - `prompt(text, ...)` -> `Prompt` (ids and what goes between the
-  prompt and the first new text), `context_length`, `start(prompt_ids, rows, ...)` -> a `DecodingState` (the next-token logits of
-  every row, advanced one token per row at a time), `text_stream(prompt, stop)` -> a `TextStream` (token ids
-  to text pieces), `end_ids(ignore_eos)`, `sampling_defaults()`, `warm_up()`; `decoding_batch(context)` -> many
-  sequences advanced together (`nlpkit.lm.batch_generation`: `generate --prompts`, `score`'s generate task; the
-  transformer advances them in one forward per step), `generation_prompt(text, ...)` and `until_stream(prompt,
-  until)`: a generation task's prompt and stop test as lm-evaluation-harness's `generate_until` makes them.
+`LanguageModel` is what every backend answers, as lm-evaluation-harness's requests:
+- **identity** - `kind` ("transformer" or "ngram", for messages and signatures only), `described`, `name` (as
+  signatures name it), `signature(...)` (the settings line of a result), `capabilities` (what it does beyond this
+  protocol, a frozenset of `Capability`) and `why_not` (each capability it lacks -> why: the CLI refuses an option
+  that needs one, as a usage error), `spec` (the `nlpkit.lm.spec.LoadSpec` it was loaded by), `worker_key` (a
+  (loader, LoadSpec) pair a Dask worker loads the same model with: `nlpkit.lm.spec.cached_model(*worker_key)`),
+  `describe()` (a `ModelDescription`: architecture, size, weights layout and why, threads, the prepared-model
+  cache, as `--verbose` and `--stats` say it).
+- **tokens** - `encode(text)` (as perplexity tokenizes), `token_text(id)`, `token_bytes(id)` (which perplexity's
+  byte counts use), `prefix_id` (the token a text's first token is predicted from: BOS, else EOS; ``<s>`` for an
+  n-gram model), `vocab_size`, `token_unit` ("tokens" or "words"), `require_tokenizer()`.
+- **requests** - `logprobs(ids, first)`: log p(ids[j] | ids[:j]) for j >= first, natural log, one window (the
+  rolling log-likelihood every window-based evaluation is built on); `continuation_scorer(window, chat, system)`
+  -> a `ContinuationScorer` (`score_requests`; batching declared by its `batched`; `render(context)`).
+
+What only some backends do is a `Capability` the class declares, with the protocol of its members:
+`WindowScoring` (WINDOWS: `window_context(context)`, the window length perplexity uses, checked;
+`parallel_windows`), `TokenLogits` (LOGITS: `window_logits(ids, first)`, what `perplexity --compare` compares),
+`SentenceScoring` (SENTENCES: `sentence_perplexity(paths, ...)`, KenLM query's figures, each line a sentence),
+`Decoder` (GENERATE: `prompt`, `start` -> a `DecodingState`, `text_stream`, `end_ids`, `decoding_batch` -> a
+`DecodingBatch`, `generation_prompt`/`until_stream` (lm-evaluation-harness's `generate_until`), `next_logits`,
+`sampling_defaults`, `warm_up`, `context_length`), and the options a transformer takes and an n-gram model does
+not (POSITIONS: RoPE, WEIGHTS_LAYOUT: --weights, KV_CACHE, CONTEXT_WINDOW, PROMPT_TRUNCATION, CHAT). Code asks
+``Capability.X in lm.capabilities``; it never probes a member with hasattr, and never asks ``lm.kind``.
 
 The rule for the next feature: write it first as a function over these members, in its own module under
-`nlpkit/lm/` (as perplexity, the comparison and generation are). Add a member here (and one in each backend:
-`nlpkit/lm/transformer/transformer_lm.py`, `nlpkit/lm/ngram/ngram_lm.py`) only when a backend must do it its
-own way (as `sentence_perplexity`: an n-gram model's KenLM figures; `continuation_scorer`: the engine packs
-many requests into one forward) or needs what no member gives. Never an ``if lm.kind == ...`` in a command.
+`nlpkit/lm/` (as perplexity, the comparison and generation are). Add a member (and one in each backend that has
+it: `nlpkit/lm/transformer/transformer_lm.py`, `nlpkit/lm/ngram/ngram_lm.py`) only when a backend must do it its
+own way; a member only some backends can have is a new `Capability` with its protocol, declared by the classes
+that have it, and refused (with the others' `why_not`) where an option asks for it.
 
 Conventions every scoring method keeps: ids include the prefix token (`prefix_id`) when the first
 text token is to be scored; `first` is the first position whose prediction is returned; natural logs.
@@ -58,11 +56,13 @@ text token is to be scored; `first` is the first position whose prediction is re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from nlpkit.lm.continuations import ContinuationScorer
+from nlpkit.lm.spec import LoadSpec
 
 KINDS = ("transformer", "ngram")
 
@@ -136,23 +136,43 @@ class TextStream(Protocol):
     def text(self) -> str: ...
 
 
-class ModelIdentity(Protocol):
-    """How results and messages name a model, and what does not apply to its kind."""
+class Capability(str, Enum):
+    """What a backend can do beyond what every `LanguageModel` does, declared by its class (`capabilities`, a
+    frozenset): code asks ``Capability.X in lm.capabilities``, never probes a member. What a backend cannot do
+    it says why in `why_not` (capability -> reason), which the CLI words as a usage error (exit 2)."""
 
+    WINDOWS = "windows"                  # scores a text in context windows (`WindowScoring`: --mode, --context, ...)
+    SENTENCES = "sentences"              # scores each line as one sentence, its own way (`SentenceScoring`)
+    LOGITS = "logits"                    # distributions over a token vocabulary two models share (`TokenLogits`)
+    GENERATE = "generate"                # decodes: prompt, state, streams (`Decoder`: generate, sample, score's task)
+    POSITIONS = "positions"              # positions a RoPE scaling can stretch (--rope-scaling, --rope-factor)
+    WEIGHTS_LAYOUT = "weights"           # weights held as stored or as float32 (--weights, $NLPKIT_WEIGHTS)
+    KV_CACHE = "kv_cache"                # a KV cache decoding may go without (--no-kv-cache)
+    CONTEXT_WINDOW = "context_window"    # a context that fills, and may slide (--sliding)
+    PROMPT_TRUNCATION = "prompt_truncation"   # a prompt longer than the context, cut (--truncate-prompt)
+    CHAT = "chat"                        # a chat template (--chat, --system, --messages)
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """A language model of either kind: its identity, tokens and the requests every backend answers (see the
+    module docstring); what only some backends do is a capability, declared by `capabilities`, with a protocol
+    below."""
+
+    # identity
     kind: str                             # "transformer" or "ngram": for messages and signatures only
     described: str                        # "an n-gram model": how messages name this kind
     name: str                             # as signatures name the model
-    inapplicable: Mapping[str, str]       # parameter -> why it means nothing for this kind
-    worker_key: tuple                     # (loader, *arguments): the same model in a Dask worker
+    capabilities: frozenset[Capability]   # what it does beyond this protocol (the protocols below)
+    why_not: Mapping[Capability, str]     # each capability it lacks -> why (a usage error's reason)
+    spec: LoadSpec                        # how it was loaded
+    worker_key: tuple                     # (loader, LoadSpec): the same model in a Dask worker
 
     def signature(self, command: str, settings: Mapping[str, Any], extra: Mapping[str, Any] = ...) -> str: ...
 
     def describe(self) -> ModelDescription: ...
 
-
-class ModelTokens(Protocol):
-    """Text to token ids and back."""
-
+    # tokens
     vocab_size: int
     prefix_id: int | None                 # the token a text's first token is predicted from
     token_unit: str                       # "tokens" or "words", as --stats counts them
@@ -165,32 +185,41 @@ class ModelTokens(Protocol):
 
     def token_bytes(self, token_id: int) -> bytes: ...
 
-
-class ModelScoring(Protocol):
-    """Log-probabilities and logits of given tokens: what perplexity, the comparison and `score` are built on."""
-
-    parallel_windows: bool                # True: `logprobs` releases the GIL, windows may run on threads
-
+    # requests: rolling log-likelihood (one window at a time) and continuation scoring
     def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray: ...
-
-    def window_logits(self, ids: Sequence[int], first: int) -> Iterator[np.ndarray]: ...
-
-    def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray: ...
-
-    def window_context(self, context: int | None) -> int | None: ...
-
-    def sentence_perplexity(self, paths: Sequence[str], *, per_line: bool = False, per_token: bool = False,
-                            errors: str = "strict") -> PerplexityRun: ...
 
     def continuation_scorer(self, window: int | None = None, chat: bool = False,
                             system: str | None = None) -> ContinuationScorer: ...
 
 
-class ModelDecoding(Protocol):
-    """A prompt, then the next-token logits of every row, one token per row at a time: what sampling and
-    generation are built on."""
+class WindowScoring(Protocol):
+    """`Capability.WINDOWS`: perplexity over context windows (`nlpkit.lm.perplexity.perplexity_run`)."""
+
+    parallel_windows: bool                # True: `logprobs` releases the GIL, windows may run on threads
+
+    def window_context(self, context: int | None) -> int: ...   # the window length in force, checked
+
+
+class TokenLogits(Protocol):
+    """`Capability.LOGITS`: a window's logits rows, what `perplexity --compare` compares."""
+
+    def window_logits(self, ids: Sequence[int], first: int) -> Iterator[np.ndarray]: ...
+
+
+class SentenceScoring(Protocol):
+    """`Capability.SENTENCES`: each line scored as one sentence, the backend's own perplexity (KenLM query's)."""
+
+    def sentence_perplexity(self, paths: Sequence[str], *, per_line: bool = False, per_token: bool = False,
+                            errors: str = "strict") -> PerplexityRun: ...
+
+
+class Decoder(Protocol):
+    """`Capability.GENERATE`: a prompt, then the next-token logits of every row, one token per row at a time: what
+    sampling and generation are built on."""
 
     context_length: int | None            # positions a prompt and its continuation may fill (None: no limit)
+
+    def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray: ...
 
     def prompt(self, text: str, *, max_new_tokens: int = 0, truncate: bool = False, chat: Any = None) -> Prompt: ...
 
@@ -201,7 +230,7 @@ class ModelDecoding(Protocol):
 
     def end_ids(self, ignore_eos: bool, extra: Sequence[int] = ()) -> frozenset[int]: ...
 
-    def decoding_batch(self, context: int | None = None) -> Any: ...   # many sequences, one step for all
+    def decoding_batch(self, context: int | None = None) -> DecodingBatch: ...   # many sequences, one step for all
 
     def generation_prompt(self, text: str, max_new_tokens: int, window: int | None = None,
                           chat: bool = False) -> Prompt: ...            # a generation task's prompt (lm-eval's)
@@ -213,7 +242,11 @@ class ModelDecoding(Protocol):
     def warm_up(self) -> float | None: ...
 
 
-@runtime_checkable
-class LanguageModel(ModelIdentity, ModelTokens, ModelScoring, ModelDecoding, Protocol):
-    """A language model of either kind: its identity, tokens, scoring and decoding (see the module docstring for
-    what each member is for; a function needing only a part can ask for that part's protocol)."""
+class DecodingBatch(Protocol):
+    """Many sequences decoded together (`Decoder.decoding_batch`): `forks` says whether `fork` (a new sequence
+    sharing a live one's prompt cache) is offered; `full` names the sequences whose last `step` found no room."""
+
+    forks: bool
+    full: Sequence
+
+    def step(self, tokens: Sequence[int]) -> np.ndarray: ...   # [n] -> [n, V]

@@ -1,4 +1,4 @@
-"""`load_language_model(path)`: sniff a model path and load the backend that reads it.
+"""`load_language_model(spec)`: sniff a model path and load the backend that reads it, as a `LoadSpec` says.
 
 An ARPA or nlpkit counts file (plain or .gz) is an n-gram model (`NgramLM`); anything else -- a Hugging
 Face directory, a GGUF file, or None ($NLPKIT_MODEL, else the model shipped in `nlpkit/lm/default/`) --
@@ -14,19 +14,21 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-
-def resolve_path(path: str | os.PathLike | None) -> str | None:
-    """The model path: `path`, else $NLPKIT_MODEL, else None (the shipped model)."""
-    return str(path) if path else (os.environ.get("NLPKIT_MODEL") or None)
+from nlpkit.lm.model_files import NGRAM, model_format
+from nlpkit.lm.spec import LoadSpec
 
 
 def backend_class(path: str | os.PathLike | None) -> type:
-    """The backend that reads `path`, found by sniffing the file without loading it: a class with
-    `kind`, `described` and `inapplicable` (the parameters that mean nothing for it, with why)."""
-    from nlpkit.lm.ngram import is_ngram_model
+    """The backend that reads `path`, found by sniffing the file without loading it (`nlpkit.lm.model_files.model_format`):
+    a class with `kind`, `described`, `capabilities` and `why_not` (what it cannot do, with why). A path that is no
+    model goes to the transformer, whose load says why."""
+    from nlpkit.errors import NlpkitError
 
-    p = resolve_path(path)
-    if p and is_ngram_model(p):
+    try:
+        fmt, _ = model_format(path)
+    except NlpkitError:
+        fmt = None
+    if fmt == NGRAM:
         from nlpkit.lm.ngram.ngram_lm import NgramLM
 
         return NgramLM
@@ -35,12 +37,11 @@ def backend_class(path: str | os.PathLike | None) -> type:
     return TransformerLM
 
 
-def load_language_model(path: str | os.PathLike | None = None, *, rope_scaling: str | None = None,
+def load_language_model(spec: LoadSpec | str | os.PathLike | None = None, *, rope_scaling: str | None = None,
                         rope_factor: float | None = None, warn: Callable[[str], None] | None = None):
-    """The model at `path` behind `LanguageModel`. `rope_scaling`/`rope_factor` apply to a transformer
-    (an n-gram model has no positions); `warn` receives a loader's warnings (an n-gram model without
-    ``<unk>``, ...)."""
-    cls = backend_class(path)
-    if cls.kind == "ngram":
-        return cls.load(resolve_path(path), warn=warn)
-    return cls.load(path, rope_scaling=rope_scaling, rope_factor=rope_factor, warn=warn)
+    """The model `spec` names behind `LanguageModel`, loaded as it says (a path alone: `LoadSpec(path)` with
+    these RoPE options). RoPE options and the weights layout apply to a transformer (an n-gram model has no
+    positions and no layout); `warn` receives a loader's warnings (an n-gram model without ``<unk>``, ...)."""
+    if not isinstance(spec, LoadSpec):
+        spec = LoadSpec(spec, rope_scaling=rope_scaling, rope_factor=rope_factor)
+    return backend_class(spec.path).load(spec, warn=warn)

@@ -29,8 +29,8 @@ from nlpkit.workers import available_cpus
 
 
 @functools.cache
-def _openblas() -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    """(get_num_threads, set_num_threads) of numpy's OpenBLAS, or None when it is not found."""
+def _openblas_lib() -> tuple[ctypes.CDLL, str, str] | None:
+    """(numpy's OpenBLAS library, its symbol prefix, its symbol suffix), or None when it is not found."""
     try:
         import numpy
         libdir = Path(numpy.__file__).resolve().parent.parent / "numpy.libs"
@@ -44,13 +44,74 @@ def _openblas() -> tuple[Callable[[], int], Callable[[int], None]] | None:
             continue
         for prefix in ("scipy_openblas_", "openblas_"):
             for suffix in ("64_", ""):
-                get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
-                put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
-                if get is not None and put is not None:
-                    get.restype, get.argtypes = ctypes.c_int, []
-                    put.restype, put.argtypes = None, [ctypes.c_int]
-                    return get, put
+                if getattr(lib, f"{prefix}get_num_threads{suffix}", None) is not None:
+                    return lib, prefix, suffix
     return None
+
+
+@functools.cache
+def _openblas() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """(get_num_threads, set_num_threads) of numpy's OpenBLAS, or None when it is not found."""
+    found = _openblas_lib()
+    if found is None:
+        return None
+    lib, prefix, suffix = found
+    get = getattr(lib, f"{prefix}get_num_threads{suffix}", None)
+    put = getattr(lib, f"{prefix}set_num_threads{suffix}", None)
+    if get is None or put is None:
+        return None
+    get.restype, get.argtypes = ctypes.c_int, []
+    put.restype, put.argtypes = None, [ctypes.c_int]
+    return get, put
+
+
+def _openblas_text(name: str) -> str | None:
+    """The string OpenBLAS's `openblas_get_NAME` returns (corename, config), or None."""
+    found = _openblas_lib()
+    if found is None:
+        return None
+    lib, prefix, suffix = found
+    fn = getattr(lib, f"{prefix}get_{name}{suffix}", None)
+    if fn is None:
+        return None
+    fn.restype, fn.argtypes = ctypes.c_char_p, []
+    value = fn()
+    return value.decode("ascii", errors="replace").strip() if value else None
+
+
+def blas_info() -> dict:
+    """The BLAS numpy multiplies with: {"library", "version", "kernel", "threads"}. The kernel is OpenBLAS's core
+    (the processor's own, or the one OPENBLAS_CORETYPE forces): the engine's numbers are the same bits at any thread
+    count, load or packing on one kernel, but may differ in their last bits on another (another machine), so a
+    result records it. For a BLAS other than numpy's OpenBLAS, numpy's build information (kernel None).
+
+    >>> blas_info()  # doctest: +SKIP
+    {'library': 'OpenBLAS', 'version': '0.3.31.188.0', 'kernel': 'SkylakeX', 'threads': 2}
+    """
+    config = _openblas_text("config")
+    if config:  # "OpenBLAS 0.3.31.188.0  USE64BITINT DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64"
+        words = config.split()
+        return {"library": words[0], "version": words[1] if len(words) > 1 else None,
+                "kernel": _openblas_text("corename"), "threads": blas_threads()}
+    library = version = None
+    try:
+        import numpy
+        deps = numpy.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
+        library, version = deps.get("name"), deps.get("version")
+    except Exception:  # numpy < 1.26 has no dict mode
+        pass
+    return {"library": library, "version": version, "kernel": None, "threads": blas_threads()}
+
+
+def blas_line() -> str:
+    """`blas_info` as one line for `-v`: "OpenBLAS 0.3.31.188.0, kernel SkylakeX, 2 threads"."""
+    info = blas_info()
+    parts = [" ".join(str(x) for x in (info["library"] or "unknown BLAS", info["version"]) if x)]
+    if info["kernel"]:
+        parts.append(f"kernel {info['kernel']}")
+    if info["threads"]:
+        parts.append(f"{info['threads']} thread{'s' if info['threads'] != 1 else ''}")
+    return ", ".join(parts)
 
 
 def blas_threads() -> int | None:
@@ -158,7 +219,7 @@ class CpuShare:
     count to its user (`-t`, default the physical cores) and slows down the same way; here the count
     follows the machine, all CPUs while they are free and fewer while they are not. Thread counts
     never change a number of a prefill, a score or a perplexity: every matrix product but a decode
-    step's runs on one BLAS thread, in row shares of at least `model.ROW_MIN` rows
+    step's runs on one BLAS thread, in row shares cut as `lm/transformer/products.py` cuts them
     (tests/lm/test_determinism.py); a decode step's matrix-vector products run on OpenBLAS's threads.
 
     ``CpuShare().threads(2) -> 1`` while another process keeps one of 2 CPUs busy.

@@ -85,7 +85,7 @@ class GenEnd:
 class GenJob:
     ids: list[int]
     max_tokens: int
-    sampling: object            # nlpkit.lm.sampling.SamplingConfig
+    sampling: object            # nlpkit.lm.generation.sampling.SamplingConfig
     rng: np.random.Generator
     stop: tuple[str, ...]
     end_ids: frozenset
@@ -161,7 +161,7 @@ class Engine:
     """The worker thread and its queues (see the module docstring)."""
 
     def __init__(self, served, batch_size: int = 32, max_queued: int = MAX_QUEUED):
-        from nlpkit.lm.batch_generation import PREFILL_TOKENS
+        from nlpkit.lm.generation.batch_generation import PREFILL_TOKENS
 
         self.served = served
         self.batch_size = batch_size
@@ -394,7 +394,7 @@ class Engine:
 def _choose(s: _Live) -> tuple[int, float | None, tuple | None]:
     """The next token of one sequence (greedy: the argmax; else a draw from the filtered distribution with the
     sequence's own generator, as `generate` draws), its log-probability under the model, and its row's top."""
-    from nlpkit.lm.sampling import draw, log_softmax, probabilities, process_logits, token_logprobs
+    from nlpkit.lm.generation.sampling import draw, log_softmax, probabilities, process_logits, token_logprobs
 
     row = s.logits
     cfg = s.job.sampling

@@ -136,15 +136,15 @@ class ServedModel:
                 "vocab_size": self.lm.vocab_size, "tokenizer_class": "nlpkit"}
 
 
-def load_served_model(path: str | None, warn: Callable[[str], None] | None = None) -> ServedModel:
-    """The model at `path` ready to serve: loaded behind `LanguageModel` (`nlpkit.lm.load`), its continuation scorer
-    over the whole context (no window shorter than the model's: a prompt longer than the context is refused, never
-    cut). The one place the server loads a model. A model whose scorer cannot score token ids (an n-gram model)
-    is refused."""
+def load_served_model(spec, warn: Callable[[str], None] | None = None) -> ServedModel:
+    """The model `spec` names (a `nlpkit.lm.spec.LoadSpec`, or a path) ready to serve: loaded behind
+    `LanguageModel` (`nlpkit.lm.load`), its continuation scorer over the whole context (no window shorter than the
+    model's: a prompt longer than the context is refused, never cut). The one place the server loads a model. A
+    model whose scorer cannot score token ids (an n-gram model) is refused."""
     from nlpkit.lm.load import load_language_model
     from nlpkit.lm.transformer.packed_scoring import PackedScorer
 
-    lm = load_language_model(path, warn=warn)
+    lm = load_language_model(spec, warn=warn)
     scorer = lm.continuation_scorer(int(lm.context_length)) if lm.context_length else None
     if not isinstance(scorer, PackedScorer):
         raise UsageError(f"serve needs a transformer model (a Hugging Face directory or a GGUF file); {lm.name} is "

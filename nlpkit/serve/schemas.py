@@ -50,7 +50,7 @@ class Sampling:
     max_tokens: int = 16
 
     def config(self):
-        from nlpkit.lm.sampling import SamplingConfig
+        from nlpkit.lm.generation.sampling import SamplingConfig
 
         return SamplingConfig(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
                               min_p=self.min_p).validate()

@@ -516,8 +516,11 @@ def matrix_market_entries(m: TfidfMatrix, row_offset: int = 0, chunk: int = 1 <<
 
 
 def escape_term(s: str) -> str:
-    """A term on one line of a vocabulary file: backslash, tab, newline and carriage return escaped."""
-    return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    """A term on one line of a vocabulary file: backslash, tab, newline and carriage return escaped as in a TSV
+    cell (`nlpkit.io.escape_tsv`)."""
+    from nlpkit.io import escape_tsv
+
+    return escape_tsv(s)
 
 
 # Moved to `nlpkit.stats.tfidf_shards` in 0.4 (issue 34): still importable from here, with a DeprecationWarning.

@@ -143,7 +143,8 @@ def test_three_items_bootstrap_p_0_000999_but_mcnemar_0_25_the_gate_passes(cli, 
                "--summary-only", "--format", "jsonl", "--quiet"))
     acc = next(c for c in jsonl(r, "comparison") if c["metric"] == "acc")
     assert (acc["difference"], acc["only_baseline"], acc["only_model"]) == (-1, 3, 0)
-    assert acc["p_value"] == pytest.approx(1 / 1001) and acc["mcnemar_p"] == pytest.approx(0.25)
+    assert acc["bootstrap_p"] == pytest.approx(1 / 1001) and acc["mcnemar_p"] == pytest.approx(0.25)
+    assert (acc["test"], acc["p_value"]) == ("mcnemar", pytest.approx(0.25))  # one meaning, the gate's
     (v,) = jsonl(r, "verdict")
     assert (v["metric"], v["test"], v["p_value"], v["bootstrap_p"], v["pass"]) == (
         "acc", "mcnemar", pytest.approx(0.25), pytest.approx(1 / 1001), True)
@@ -186,7 +187,8 @@ def test_preference_with_a_reference_is_gated_on_reward_accuracy(cli):
 
 
 def test_worse_verdicts_fail_only_a_lower_score():
-    base = {"model": "B", "baseline": "A", "baseline_value": 0.5, "mcnemar_p": 0.01, "p_value": 0.001}
+    base = {"model": "B", "baseline": "A", "baseline_value": 0.5, "mcnemar_p": 0.01, "bootstrap_p": 0.001,
+            "test": "mcnemar", "p_value": 0.01}
     better = worse_verdicts([{**base, "metric": "acc", "value": 0.9, "difference": 0.4}], 0.05, ["acc"])
     worse = worse_verdicts([{**base, "metric": "acc", "value": 0.1, "difference": -0.4}], 0.05, ["acc"])
     assert better[0].passed and not worse[0].passed and worse[0].record["p_value"] == 0.01

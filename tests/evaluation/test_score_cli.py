@@ -93,9 +93,10 @@ def test_two_models_summaries_and_comparison_equal_the_statistics_of_their_items
     acc = {m: [r["acc"] for r in items if r["model"] == m] for m in ("gpt2-bpe", "llama-spm")}
     comp = {r["metric"]: r for r in records(out, "comparison")}["acc"]
     want = paired_bootstrap(acc["gpt2-bpe"], acc["llama-spm"], n_samples=500, seed=7)
-    assert (comp["p_value"], comp["low"], comp["high"]) == (want.p_value, want.low, want.high)
+    assert (comp["bootstrap_p"], comp["low"], comp["high"]) == (want.p_value, want.low, want.high)
     assert comp["difference"] == pytest.approx(np.mean(acc["llama-spm"]) - np.mean(acc["gpt2-bpe"]))
-    assert comp["mcnemar_p"] == mcnemar(acc["gpt2-bpe"], acc["llama-spm"]).p_value
+    assert comp["mcnemar_p"] == comp["p_value"] == mcnemar(acc["gpt2-bpe"], acc["llama-spm"]).p_value
+    assert comp["test"] == "mcnemar"
     assert (comp["model"], comp["baseline"]) == ("llama-spm", "gpt2-bpe")
 
 

@@ -1,4 +1,4 @@
-"""Batched decoding (nlpkit/lm/transformer/batch_decoding.py, nlpkit/lm/batch_generation.py): many sequences of
+"""Batched decoding (nlpkit/lm/transformer/batch_decoding.py, nlpkit/lm/generation/batch_generation.py): many sequences of
 different lengths advanced in one forward per step give what one-sequence-at-a-time decoding gives."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pytest
 
 from conftest import FIXTURES
 
-from nlpkit.lm.batch_generation import Request, generate_batched
+from nlpkit.lm.generation.batch_generation import Request, generate_batched
 from nlpkit.lm.generation import GenerationStats, generate_ids
 from nlpkit.lm.interface import Prompt
-from nlpkit.lm.sampling import SamplingConfig
+from nlpkit.lm.generation.sampling import SamplingConfig
 from nlpkit.lm.transformer.transformer_lm import TransformerLM, last_logits
 from nlpkit.lm.transformer.batch_decoding import DecodingBatch
 from nlpkit.lm.transformer.loaders import load_model
@@ -203,7 +203,7 @@ def test_a_forked_sequence_continues_as_its_source_and_bad_forks_are_named(model
 def test_the_kv_budget_admits_what_fits_and_the_results_stay_the_same(model, monkeypatch):
     """A batch size larger than the memory allows: sequences join only while their KV caches fit the budget
     (the first always does), later ones wait for a place, and every continuation is what it is unbounded."""
-    from nlpkit.lm.batch_generation import BatchStats
+    from nlpkit.lm.generation.batch_generation import BatchStats
 
     lm = TransformerLM(model)
     ps = prompts(model, 7, seed=6)

@@ -99,7 +99,7 @@ def test_generate_chat_greedy_equals_transformers_and_stops_at_im_end(cli, smoll
 def test_generate_ids_with_end_of_turn(smollm2_tok):
     from nlpkit.lm.generation import GenerationStats, generate_ids
     from nlpkit.lm.transformer.loaders import load_model
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     greedy = CHAT["greedy"]
     model = load_model(smollm2_gguf())

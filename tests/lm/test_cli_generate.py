@@ -24,7 +24,7 @@ def api_greedy_text(prompt: str, n: int, **kw) -> str:
     from nlpkit.lm.generation import generate
     from nlpkit.lm.transformer.transformer_lm import encode_prompt
     from nlpkit.lm.transformer.loaders import load_model
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     model = load_model(MODEL)
     return "".join(generate(model, encode_prompt(model, prompt), max_new_tokens=n,
@@ -140,7 +140,7 @@ def test_sample_n8_reproducible_distinct_with_records_and_signature(cli):
 
     from nlpkit.lm.transformer.transformer_lm import encode_prompt
     from nlpkit.lm.transformer.loaders import load_model
-    from nlpkit.lm.sampling import log_softmax
+    from nlpkit.lm.generation.sampling import log_softmax
 
     model = load_model(MODEL)
     prompt = encode_prompt(model, "Once upon")

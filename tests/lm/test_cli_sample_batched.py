@@ -79,7 +79,7 @@ def test_a_row_generator_takes_every_nth_number_of_the_seeds_stream():
     """`RowGenerator(seed, j, n)` gives the numbers row j of an n-row `draw` takes from `default_rng(seed)`."""
     import numpy as np
 
-    from nlpkit.lm.batch_sampling import RowGenerator
+    from nlpkit.lm.generation.batch_sampling import RowGenerator
 
     stream = np.random.default_rng(11).random(4 * 5)  # 4 steps of 5 rows
     for j in range(5):
@@ -142,11 +142,11 @@ def test_continuations_copying_a_siblings_prefill_draw_the_same(size):
     """`DecodingBatch.fork`: a prompt's continuations are prefilled once (while a sibling is live) and draw
     what `sample_batch` draws, whatever the batch size; the prefill counts a prompt's tokens once when all its
     continuations fit in the batch together."""
-    from nlpkit.lm.batch_generation import BatchStats
-    from nlpkit.lm.batch_sampling import sample_prompts
+    from nlpkit.lm.generation.batch_generation import BatchStats
+    from nlpkit.lm.generation.batch_sampling import sample_prompts
     from nlpkit.lm.generation import sample_batch
     from nlpkit.lm.load import load_language_model
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
     from nlpkit.lm.transformer.batch_decoding import supports_batching
 
     lm = load_language_model(MODEL)

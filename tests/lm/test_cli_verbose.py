@@ -135,3 +135,35 @@ def test_dask_runs_say_the_line_from_the_client(gguf, text):
     assert loud.stdout == run_cli("perplexity", "-m", str(gguf), str(text), "--format", "tsv").stdout
     (line,) = model_lines(loud.stderr.decode())
     assert "weights native (auto: scoring" in line
+
+
+def test_verbose_names_the_blas_library_version_and_kernel_after_an_engine_model_only(gguf, text):
+    """Bits can differ across BLAS kernels (another machine): -v records which one ran (`threads.blas_info`)."""
+    from nlpkit.lm.threads import blas_info
+
+    info = blas_info()
+    assert set(info) == {"library", "version", "kernel", "threads"}
+    for args in (("perplexity", "-m", gguf, text), ("score", "-m", gguf, FIX / "score" / "mc.jsonl")):
+        lines = [x for x in invoke(*args, "-v").stderr.splitlines() if x.startswith("nlpkit: BLAS ")]
+        assert len(lines) == 1, lines
+        if info["library"]:
+            assert info["library"] in lines[0]
+        if info["kernel"]:
+            assert f"kernel {info['kernel']}" in lines[0]
+    assert not [x for x in invoke("perplexity", "-m", KENLM, text, "-v").stderr.splitlines() if "BLAS" in x]
+
+
+def test_blas_info_names_the_kernel_openblas_was_told_to_use():
+    """OPENBLAS_CORETYPE (set in a child process only) is the kernel blas_info reports."""
+    import os
+    import subprocess
+    import sys
+
+    from nlpkit.lm.threads import blas_info
+
+    if blas_info()["kernel"] is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS nlpkit can query")
+    env = {**os.environ, "OPENBLAS_CORETYPE": "SandyBridge"}
+    out = subprocess.run([sys.executable, "-c", "from nlpkit.lm.threads import blas_info; print(blas_info()['kernel'])"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip().lower() == "sandybridge"

@@ -84,7 +84,7 @@ def test_default_model_logits_equal_transformers_fixture(model, fixture):
 
 def test_default_model_greedy_continuation_equals_transformers_generate(model, fixture):
     from nlpkit.lm.generation import generate_ids
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
     prompt = fixture["greedy_prompt_ids"].tolist()
     want = fixture["greedy_ids"].tolist()
     got = list(generate_ids(model, prompt, max_new_tokens=len(want), sampling=SamplingConfig(temperature=0.0),

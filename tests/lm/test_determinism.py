@@ -5,7 +5,9 @@ the machine's load) and whatever else shares a packed forward: `score` (every ta
 OpenBLAS gives a row of a matrix product other bits when the product has one row, a few rows (its small-matrix
 kernel) or several BLAS threads with a K between 384 and 768 (the default model's 688-wide MLP): `model.ROW_MIN`.
 The default model (nlpkit/lm/default) is the one whose shapes showed every one of these; the runs are in process
-(click's runner) so that each stays under a few seconds."""
+(click's runner) so that each stays under a few seconds. Other kernels block rows otherwise (Haswell and Zen: a row's
+bits depend on its index modulo 12 in its product, `lm/transformer/products.py`): the last test runs a compact set of
+these checks under each OPENBLAS_CORETYPE, in a child process."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import FIXTURES, REPO, run_cli
+from kernel_determinism import first_difference
 
 THREADS = ("1", "2", "4")
 SCORE = FIXTURES / "score"
@@ -32,9 +35,12 @@ def run(threads: str, *args: str, input: str | None = None) -> str:
 
 
 def same_on_every_thread_count(*args: str, input: str | None = None) -> str:
+    """The output on 1 thread, after checking 2 and 4 give the same bytes: a difference is reported as its first
+    differing record (never a diff of the whole outputs, which pytest would take minutes to build)."""
     outs = {n: run(n, *args, input=input) for n in THREADS}
-    assert outs["2"] == outs["1"]
-    assert outs["4"] == outs["1"]
+    for n in THREADS[1:]:
+        diff = first_difference(outs["1"], outs[n])
+        assert diff is None, f"1 thread vs {n}: {diff}"
     return outs["1"]
 
 
@@ -126,9 +132,12 @@ def test_a_packed_block_scores_each_item_as_it_scores_alone(items, monkeypatch):
         monkeypatch.setenv("NLPKIT_LM_THREADS", "1")
         alone = [scorer.score_requests([request])[0] for request in requests]
         each = [[scorer.score_requests([(context, [c])])[0][0] for c in choices] for context, choices in requests]
-        assert [[(s.logprob, s.is_greedy) for s in r] for r in packed] == \
-               [[(s.logprob, s.is_greedy) for s in r] for r in alone] == \
-               [[(s.logprob, s.is_greedy) for s in r] for r in each]
+        got = {"packed": [[(s.logprob, s.is_greedy) for s in r] for r in packed],
+               "alone": [[(s.logprob, s.is_greedy) for s in r] for r in alone],
+               "each": [[(s.logprob, s.is_greedy) for s in r] for r in each]}
+        for how in ("alone", "each"):
+            bad = [i for i, (a, b) in enumerate(zip(got["packed"], got[how])) if a != b]
+            assert not bad, f"request {bad[0]}: packed {got['packed'][bad[0]]} != {how} {got[how][bad[0]]}"
 
 
 def test_score_on_dask_local_2_equals_the_local_run(items):
@@ -137,4 +146,39 @@ def test_score_on_dask_local_2_equals_the_local_run(items):
     local = run_cli(*args, env={"NLPKIT_LM_THREADS": "2"})
     dask = run_cli(*args, "--dask", "local:2", "--shard-size", "1k", env={"NLPKIT_LM_THREADS": "2"})
     assert local.returncode == 0 and dask.returncode == 0, (local.stderr, dask.stderr)
-    assert dask.stdout == local.stdout
+    diff = first_difference(local.stdout, dask.stdout)
+    assert diff is None, f"local vs --dask local:2: {diff}"
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8").read()
+    except OSError:
+        return set()
+    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+
+
+# the instruction sets each OpenBLAS kernel needs: a kernel this processor cannot run is skipped
+KERNELS = {"Haswell": {"avx2", "fma"}, "Zen": {"avx2", "fma"}, "SkylakeX": {"avx512f", "avx512bw", "avx512vl"},
+           "SandyBridge": {"avx"}, "": set()}
+
+
+@pytest.mark.parametrize("kernel", list(KERNELS), ids=[k or "own" for k in KERNELS])
+def test_every_check_is_the_same_bits_on_each_openblas_kernel(kernel):
+    """OPENBLAS_CORETYPE=kernel in a child process only (this run's own BLAS stays as it is): score, perplexity and
+    sample --dist on 1 and 2 threads, packed items against each alone, native weights against float32
+    (tests/lm/kernel_determinism.py, which prints the first differing record of a check that fails)."""
+    import os
+    import subprocess
+    import sys
+
+    flags = _cpu_flags()
+    if flags and not KERNELS[kernel] <= flags:
+        pytest.skip(f"this processor cannot run OpenBLAS's {kernel} kernel")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_CORETYPE")}
+    if kernel:
+        env["OPENBLAS_CORETYPE"] = kernel
+    env.pop("NLPKIT_LM_THREADS", None)
+    r = subprocess.run([sys.executable, str(REPO / "tests" / "lm" / "kernel_determinism.py")], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"{kernel or 'own'} kernel:\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"

@@ -1,4 +1,4 @@
-"""KL divergence, Δp, top agreement and llama.cpp's summary statistics (nlpkit.lm.divergence, nlpkit.lm.uncertainty),
+"""KL divergence, Δp, top agreement and llama.cpp's summary statistics (nlpkit.lm.perplexity.divergence, nlpkit.lm.uncertainty),
 against tools/make_compare_fixtures.py's numpy transcription of llama.cpp's kl_divergence on transformers' logits."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlpkit.lm.divergence import TokenComparison, compare_logits, summarize
+from nlpkit.lm.perplexity.divergence import TokenComparison, compare_logits, summarize
 from nlpkit.lm.uncertainty import (covariance, mean_and_uncertainty, percentile, perplexity_uncertainty,
                                    standard_error)
 

@@ -14,7 +14,7 @@ from nlpkit.lm.generation import GenerationStats, decode_steps, generate_ids, ne
 from nlpkit.lm.transformer.text_stream import TokenTextStream
 from nlpkit.lm.transformer.transformer_lm import prepare_prompt
 from nlpkit.lm.transformer.loaders import load_model
-from nlpkit.lm.sampling import SamplingConfig, log_softmax
+from nlpkit.lm.generation.sampling import SamplingConfig, log_softmax
 
 from conftest import FIXTURES
 

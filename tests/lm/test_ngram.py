@@ -608,7 +608,7 @@ def test_mle_sampling_backs_off_from_an_unseen_history_as_nltk(tmp_path):
 
     from nlpkit.lm.generation import next_token_distribution
     from nlpkit.lm.ngram.ngram_lm import NgramLM
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     sents = ["I am Sam", "Sam I am", "I do not like green eggs and ham"]
     corpus = tmp_path / "c.txt"

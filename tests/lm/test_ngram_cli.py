@@ -171,7 +171,7 @@ def test_generate_from_ngram_model_follows_the_generate_conventions(tmp_path):
 def test_greedy_generation_follows_the_most_likely_word():
     from nlpkit.lm.generation import generate
     from nlpkit.lm.load import load_language_model
-    from nlpkit.lm.sampling import SamplingConfig
+    from nlpkit.lm.generation.sampling import SamplingConfig
 
     lm = load_language_model(FIX / "kenlm-2.arpa.gz")
     prompt = lm.prompt("of")

@@ -22,7 +22,7 @@ from nlpkit.lm.generation import next_token_distribution
 from nlpkit.lm.ngram.ngram_lm import NgramLM
 from nlpkit.lm.ngram.ngram_sampling import prompt_history
 from nlpkit.lm.ngram.line_scoring import score_lines
-from nlpkit.lm.sampling import SamplingConfig
+from nlpkit.lm.generation.sampling import SamplingConfig
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "ngram"
 ARPA = FIX / "kenlm-test.arpa"

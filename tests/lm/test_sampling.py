@@ -1,4 +1,4 @@
-"""nlpkit.lm.sampling against transformers' logits processors (stored fixtures, no torch needed)."""
+"""nlpkit.lm.generation.sampling against transformers' logits processors (stored fixtures, no torch needed)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from nlpkit.errors import UsageError
-from nlpkit.lm import sampling as S
+from nlpkit.lm.generation import sampling as S
 
 from conftest import FIXTURES
 

@@ -7,6 +7,7 @@ one-row decode step. Tiny Llama GGUFs are written here with `gguf`'s writer: qua
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -247,12 +248,39 @@ def test_auto_chooses_native_for_scoring_and_for_a_model_that_does_not_fit():
     assert choose("float32", 7 * 10**9, "score") == ("float32", "asked for")
 
 
-def test_weights_environment_variable_and_bad_values(monkeypatch):
+def test_weights_is_a_parameter_the_environment_variable_read_by_the_cli_alone(monkeypatch):
+    from click.testing import CliRunner
+
+    from nlpkit.cli.main import cli
+    from nlpkit.lm.spec import LoadSpec
+
     monkeypatch.setenv("NLPKIT_WEIGHTS", "native")
-    assert choose(None, 10, "decode")[0] == "native"
+    assert choose(None, 10, "decode")[0] == "float32"   # the loaders read no environment
+    with pytest.raises(NlpkitError, match=r"`weights` must be one of auto, native, float32"):
+        choose("int4", 10, "decode")
+    with pytest.raises(NlpkitError, match=r"`weights` must be one of auto, native, float32"):
+        LoadSpec("m.gguf", weights="int4")
+    args = ["generate", "-m", str(LM / "llama-gqa"), "hello", "--max-new-tokens", "2", "--seed", "1", "--stats"]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0 and "weights: native (asked for" in r.stderr, r.output
+    assert os.environ["NLPKIT_WEIGHTS"] == "native"      # read, never written
     monkeypatch.setenv("NLPKIT_WEIGHTS", "int4")
-    with pytest.raises(NlpkitError, match=r"\$NLPKIT_WEIGHTS must be one of auto, native, float32"):
-        choose(None, 10, "decode")
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 2 and "'int4' is not one of" in r.stderr and "Traceback" not in r.output
+
+
+def test_worker_key_carries_the_load_spec_so_a_worker_loads_the_same_layout(tmp_path):
+    from nlpkit.lm.load import load_language_model
+    from nlpkit.lm.spec import LoadSpec, cached_model
+
+    path = write_llama_gguf(tmp_path / "m.gguf", "Q8_0")
+    spec = LoadSpec(str(path), weights="native", purpose="decode", use_cache=False)
+    lm = load_language_model(spec)
+    assert lm.spec == spec and lm.describe().layout == "native"
+    load, worker_spec = lm.worker_key
+    assert worker_spec == spec    # the path already absolute here
+    worker = cached_model(*lm.worker_key)
+    assert worker.describe().layout == "native" and worker is cached_model(*lm.worker_key)
 
 
 def test_cli_weights_option_is_said_by_stats_and_leaves_the_signature(tmp_path):

@@ -101,22 +101,15 @@ def score_source(model: NgramModel, source, errors: str = "strict",
         yield b
 
 
-_MODEL_CACHE: dict = {}
-
-
-def score_shard(shard, model_path: str, errors: str = "strict", per_token: bool = False,
+def score_shard(shard, model_key: tuple, errors: str = "strict", per_token: bool = False,
                 per_line: bool = False) -> list:
-    """A Dask task: the shard's lines scored with the model at `model_path` (loaded once per
-    process): a `ScoredBatch` a batch with `per_token`, else its `LineSums` (with each line's bytes
-    for `per_line`)."""
-    from nlpkit.lm.ngram.ngram_model import load_ngram_model
+    """A Dask task: the shard's lines scored with the model of `model_key` (an `NgramLM.worker_key`, loaded once
+    per process by `nlpkit.lm.spec.cached_model`): a `ScoredBatch` a batch with `per_token`, else its `LineSums`
+    (with each line's bytes for `per_line`)."""
+    from nlpkit.lm.spec import cached_model
 
-    if model_path not in _MODEL_CACHE:
-        _MODEL_CACHE.clear()
-        model = load_ngram_model(model_path)
-        _MODEL_CACHE[model_path] = model, line_transform(model)
-    model, transform = _MODEL_CACHE[model_path]
-    return [b if per_token else b.line_sums(per_line) for b in score_source(model, shard, errors, transform)]
+    lm = cached_model(*model_key)
+    return [b if per_token else b.line_sums(per_line) for b in score_source(lm.model, shard, errors, lm.transform)]
 
 
 _RESOLVE = object()

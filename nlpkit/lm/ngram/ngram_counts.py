@@ -28,7 +28,6 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.lm.ngram.heap import trim_heap
-from nlpkit.shards import moved_names
 
 UNK, BOS, EOS = 0, 1, 2
 SPECIALS = ("<unk>", "<s>", "</s>")
@@ -326,8 +325,3 @@ class EmptyCorpus(NlpkitError):
 
 __all__ = ["NgramCounts", "NgramRows", "count_ngrams", "count_orders", "ngram_keys", "sorted_unique",
            "sentences_array", "UNK", "BOS", "EOS", "SPECIALS", "TRAIN_TOKEN_PATTERN"]
-
-
-# Moved to `nlpkit.lm.ngram.ngram_count_shards` in 0.4 (issue 34): still importable from here, with a DeprecationWarning.
-__getattr__ = moved_names(__name__, "nlpkit.lm.ngram.ngram_count_shards", (
-    'CountSettings', 'count_shard', 'merge_counts', 'COUNTING'))

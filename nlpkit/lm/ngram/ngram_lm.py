@@ -14,8 +14,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from nlpkit.lm.interface import PerplexityRun, Prompt
+from nlpkit.lm.interface import Capability, PerplexityRun, Prompt
 from nlpkit.lm.ngram.ngram_model import NgramModel, log10_to_nats
+from nlpkit.lm.spec import LoadSpec, resolve_path
 
 
 _SENTENCE = "each line is scored whole, as one sentence <s> ... </s>, as KenLM's query scores it"
@@ -105,22 +106,25 @@ class NgramLM:
 
     kind = "ngram"
     token_unit = "words"
-    inapplicable: Mapping[str, str] = {
-        "mode": _SENTENCE, "context": _SENTENCE, "stride": _SENTENCE, "add_bos": _SENTENCE,
-        "rope_scaling": _NO_POSITIONS, "rope_factor": _NO_POSITIONS,
-        "no_kv_cache": "it keeps no cache: each step looks up the last words",
-        "sliding": "it has no context window: it sees the last n-1 words",
-        "truncate_prompt": "it reads only the last n-1 words of a prompt",
-        "chat": _NO_TEMPLATE, "system": _NO_TEMPLATE, "messages_file": _NO_TEMPLATE,
-        "compare": "neural models only: an n-gram model's probabilities are over words, not over a token "
-                     "vocabulary that two models share",
+    capabilities = frozenset({Capability.SENTENCES, Capability.GENERATE})
+    why_not: Mapping[Capability, str] = {
+        Capability.WINDOWS: _SENTENCE,
+        Capability.POSITIONS: _NO_POSITIONS,
+        Capability.KV_CACHE: "it keeps no cache: each step looks up the last words",
+        Capability.CONTEXT_WINDOW: "it has no context window: it sees the last n-1 words",
+        Capability.PROMPT_TRUNCATION: "it reads only the last n-1 words of a prompt",
+        Capability.CHAT: _NO_TEMPLATE,
+        Capability.LOGITS: "neural models only: an n-gram model's probabilities are over words, not over a token "
+                           "vocabulary that two models share",
+        Capability.WEIGHTS_LAYOUT: "its n-grams are held as read, it has no weights layout",
     }
 
-    def __init__(self, model: NgramModel):
+    def __init__(self, model: NgramModel, spec: LoadSpec | None = None):
         from nlpkit.lm.ngram.line_scoring import line_transform
         from nlpkit.lm.ngram.train import piece_detokenizer, recorded_tokenizer
 
         self.model = model
+        self.spec = spec if spec is not None else LoadSpec(model.source)   # how it was loaded
         tok = recorded_tokenizer(model.options, model.source)        # found (and its sha256 checked) once
         self.transform = line_transform(model, tok)
         self.detok = piece_detokenizer(tok) if tok else None
@@ -130,16 +134,18 @@ class NgramLM:
 
     def continuation_scorer(self, window: int | None = None, chat: bool = False, system: str | None = None):
         """Continuation scoring (`nlpkit score`): words after `<s>` as KenLM's full_scores scores them
-        (`continuations.NgramContinuationScorer`). `window` and `chat` do not apply (see `inapplicable`)."""
+        (`continuations.NgramContinuationScorer`). `window` and `chat` do not apply (see `why_not`)."""
         from nlpkit.lm.ngram.ngram_continuations import NgramContinuationScorer
 
         return NgramContinuationScorer(self.model, self.transform)
 
     @classmethod
-    def load(cls, path, *, warn: Callable[[str], None] | None = None) -> "NgramLM":
+    def load(cls, spec: LoadSpec, *, warn: Callable[[str], None] | None = None) -> "NgramLM":
+        """The n-gram model `spec` names ($NLPKIT_MODEL when it names none); its layout, purpose and RoPE options
+        mean nothing here (the CLI refuses them when given)."""
         from nlpkit.lm.ngram import load_ngram_model
 
-        return cls(load_ngram_model(path, warn=warn))
+        return cls(load_ngram_model(resolve_path(spec.path), use_cache=spec.use_cache, warn=warn), spec)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -190,16 +196,14 @@ class NgramLM:
     def token_bytes(self, token_id: int) -> bytes:
         return self.model.vocab[token_id].encode("utf-8")
 
-    parallel_windows = False   # scoring is Python loops: threads would only queue
-
     @property
     def worker_key(self) -> tuple:
-        """How a Dask worker loads the same model (`nlpkit.lm.perplexity.cached_model(*worker_key)`)."""
+        """How a Dask worker loads the same model (`nlpkit.lm.spec.cached_model(*worker_key)`): the loader and this
+        model's `LoadSpec` with its absolute path."""
+        import dataclasses
         import os
 
-        from nlpkit.lm.ngram.ngram_model import load_ngram_model
-
-        return (load_ngram_model, os.path.abspath(self.model.source))
+        return (NgramLM.load, dataclasses.replace(self.spec, path=os.path.abspath(self.model.source)))
 
     # ------------------------------------------------------------------ scoring
     def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray:  # [t] -> [t - first]
@@ -207,12 +211,6 @@ class NgramLM:
         seq = np.asarray(ids, dtype=np.int64)
         log10, _ = self.model.score_sequence(seq, np.arange(len(seq), dtype=np.int64))
         return np.asarray(log10_to_nats(log10[max(first, 1) - 1:]), dtype=np.float64)
-
-    def window_logits(self, ids: Sequence[int], first: int):
-        """Not offered (see `inapplicable["compare"]`): comparing distributions is for neural models."""
-        from nlpkit.errors import NlpkitError
-
-        raise NlpkitError(f"{self.described} has no token distributions to compare ({self.inapplicable['compare']})")
 
     def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray:  # [P] -> [V]
         from nlpkit.lm.ngram.ngram_sampling import next_logits
@@ -248,8 +246,8 @@ class NgramLM:
         return WordStream(self.model, prompt.lead if prompt is not None else "", stop, self.detok)
 
     def decoding_batch(self, context: int | None = None):
-        """Sequences decoded together: one word history each (`batch_generation.StateBatch`)."""
-        from nlpkit.lm.batch_generation import StateBatch
+        """Sequences decoded together: one word history each (`nlpkit.lm.decoding.StateBatch`)."""
+        from nlpkit.lm.decoding import StateBatch
 
         return StateBatch(self, context)
 
@@ -261,15 +259,11 @@ class NgramLM:
     def until_stream(self, prompt: Prompt, until: Sequence[str] = ()):
         """A generation task's stop test and text: the word stream (`push` -> True at a stop string; `text` the
         words joined, cut before it)."""
-        from nlpkit.lm.batch_generation import StreamStops
+        from nlpkit.lm.decoding import StreamStops
 
         return StreamStops(self.text_stream(prompt, until))
 
     # ------------------------------------------------------------------ perplexity
-    def window_context(self, context: int | None) -> None:
-        """None: an n-gram model scores each line whole, with no window."""
-        return None
-
     def sentence_perplexity(self, paths: Sequence[str], *, per_line: bool = False, per_token: bool = False,
                             errors: str = "strict", **_windows) -> PerplexityRun:
         """KenLM query's figures plus NLL and bits per byte, per file (then a corpus total), per line or per token
@@ -277,4 +271,5 @@ class NgramLM:
         from nlpkit.lm.ngram.ngram_perplexity import sentence_perplexity_run
 
         return sentence_perplexity_run(self.model, self.transform, self.signature("perplexity", {}), paths,
-                                       per_line=per_line, per_token=per_token, errors=errors)
+                                       per_line=per_line, per_token=per_token, errors=errors,
+                                       worker_key=self.worker_key)

@@ -23,22 +23,21 @@ TOTAL = "(total)"  # the file cell of the corpus total row, as for a transformer
 
 def sentence_perplexity_run(model: NgramModel, transform: Callable[[str], str] | None, signature: str,
                             paths: Sequence[str], *, per_line: bool = False, per_token: bool = False,
-                            errors: str = "strict") -> PerplexityRun:
+                            errors: str = "strict", worker_key: tuple | None = None) -> PerplexityRun:
     """Per-token records always name their line (each line is a sentence, positions count from its first word).
     `records(progress, map_windows, map_lines)`: with `map_lines` (`nlpkit.distributed.stages.perplexity_lines`)
-    the workers score line shards (`line_scoring.score_shard`): the same records, digit for digit."""
+    the workers score line shards (`line_scoring.score_shard`, the model loaded from `worker_key`): the same
+    records, digit for digit."""
     columns = PERPLEXITY_PER_TOKEN if per_token else PERPLEXITY_PER_LINE if per_line else PERPLEXITY_SUMMARY
 
     def records(progress=None, map_windows: Callable | None = None,
                 map_lines: Callable | None = None) -> Iterator[dict]:
-        return _records(model, transform, paths, per_line, per_token, errors, map_lines)
+        return _records(model, transform, paths, per_line, per_token, errors, map_lines, worker_key)
 
     return PerplexityRun(columns, signature, records, digits=6)
 
 
-def _records(model, transform, paths, per_line, per_token, errors, map_lines) -> Iterator[dict]:
-    import os
-
+def _records(model, transform, paths, per_line, per_token, errors, map_lines, worker_key) -> Iterator[dict]:
     from nlpkit.io import display_name
     from nlpkit.lm.ngram.line_scoring import NgramPerplexity, score_shard, score_source
 
@@ -46,8 +45,7 @@ def _records(model, transform, paths, per_line, per_token, errors, map_lines) ->
     corpus = NgramPerplexity()
     if map_lines is not None:
         results = ((k, part) for k, _, parts in map_lines(list(paths), score_shard,
-                                                          (os.path.abspath(model.source), errors, per_token,
-                                                           per_line))
+                                                          (worker_key, errors, per_token, per_line))
                    for part in parts)
     else:
         results = ((k, b if per_token else b.line_sums(per_line)) for k, path in enumerate(paths)

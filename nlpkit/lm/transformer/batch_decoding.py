@@ -10,7 +10,7 @@ matrix products have one row per sequence, so the weights are read once for all 
   runs each layer's projections and MLP (`model.layer_rows()`, the closures `Model.forward` runs) on all n rows at
   once, and attention per sequence, each query against its own cache's keys only (no wasted attention);
 - sequences `join` (their prompt prefilled alone, `Model.forward` with their own cache: the same bits as a
-  one-sequence prefill) and `leave` between steps, so a driver keeps the batch full (`nlpkit.lm.batch_generation`);
+  one-sequence prefill) and `leave` between steps, so a driver keeps the batch full (`nlpkit.lm.generation.batch_generation`);
 - sequences joining together (`join_many`) are prefilled in one packed forward: their prompts end to end, each
   layer's products over all their rows at once (split over the free CPUs in ROW_MIN-row shares, one BLAS thread, as
   a long prefill is), attention per prompt under its own causal mask, each prompt's keys and values written into
@@ -35,6 +35,8 @@ from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.model import (ROW_MIN, Model, attention, causal_mask, layer_norm, output_rows, rms_norm,
                                          softcap_)
 from nlpkit.lm.threads import SERIAL, engine_threads, held_blas_threads
+from nlpkit.lm.transformer.packing import packed_starts
+from nlpkit.lm.transformer.products import aligned_split
 
 
 @dataclass
@@ -47,8 +49,7 @@ def supports_batching(model) -> bool:
     """Whether `DecodingBatch` can run this model: not longrope (its keys are recomputed when a sequence first
     passes the original context, one sequence at a time). Native weights (`--weights native`) are expanded a layer
     at a time as `Model.forward` does, once per step for all the live rows: batching is where they pay."""
-    rope = getattr(model, "rope", None)
-    return rope is None or getattr(rope, "long", None) is None
+    return model.rope is None or model.rope.long is None
 
 
 KV_SHARE = 0.25  # of the memory available when a batch starts: what its sequences' KV caches may take together
@@ -61,6 +62,9 @@ class DecodingBatch:
     each sized for its prompt and token budget) stay within KV_SHARE of the memory available when the batch started
     (`kv_budget` bytes; None: no bound). A driver asks it before a sequence joins, so a batch size chosen for a
     small model cannot exhaust the memory with a large one's caches."""
+
+    forks = True   # `fork`: a sequence shares a live one's prompt cache
+    full = ()      # no step finds a sequence without room: a driver asks `room` first
 
     def __init__(self, model, context: int | None = None, kv_budget: int | None = -1):
         if not supports_batching(model):
@@ -128,11 +132,14 @@ class DecodingBatch:
                 raise NlpkitError(f"the prompt is {len(ids)} tokens but the context is {self.ctx} tokens")
             if any(s.key == key for s in self.seqs) or keys.count(key) > 1:
                 raise NlpkitError(f"sequence {key!r} is already in the batch")
-        toks = np.concatenate(prompts)  # [T]
-        if toks.min() < 0 or toks.max() >= c.vocab_size:
+        starts = packed_starts([len(p) for p in prompts])  # each prompt at a multiple of ROW_ALIGN (`packing`)
+        ends = np.asarray([s + len(p) for s, p in zip(starts, prompts)])
+        spans = list(zip(starts, ends.tolist()))  # each prompt's rows [s, e)
+        toks = np.zeros(int(ends[-1]), np.int64)  # [T], padding rows token 0 (never read)
+        for (s, e), ids in zip(spans, prompts):
+            toks[s:e] = ids
+        if min(int(p.min()) for p in prompts) < 0 or max(int(p.max()) for p in prompts) >= c.vocab_size:
             raise NlpkitError(f"token id out of range 0..{c.vocab_size - 1}")
-        ends = np.cumsum([len(p) for p in prompts])
-        spans = list(zip(np.concatenate([[0], ends[:-1]]).tolist(), ends.tolist()))  # each prompt's rows [s, e)
         caches = [model.new_cache(1, min(self.ctx, len(ids) + max(n_new, 1))) for (_, ids, n_new) in joins]
         x = w.embed_tokens(toks[None, :])  # [1, T, d]
         if c.embed_scale is not None:
@@ -141,13 +148,16 @@ class DecodingBatch:
             pool, blas = Model._thread_policy(1, len(toks), 0)
             with held_blas_threads(blas):
                 if c.uses_rope:
-                    cs = _tables(model.rope, prompts)
-                    local_cs = _tables(model.local_rope, prompts) if model.local_rope is not model.rope else cs
+                    cs = _tables(model.rope, prompts, spans)
+                    local_cs = _tables(model.local_rope, prompts, spans) if model.local_rope is not model.rope else cs
                     kinds = model.layer_kinds()
                 else:
                     if max(len(p) for p in prompts) > c.max_seq_len:
                         raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions")
-                    x = x + np.concatenate([w.pos_embed[:len(p)] for p in prompts])[None]
+                    pos = np.zeros(len(toks), np.int64)
+                    for s, e in spans:
+                        pos[s:e] = np.arange(e - s)
+                    x = x + w.pos_embed[pos][None]
                 for li, (project, finish) in _expanded_layers(model):
                     sliding = c.uses_rope and kinds[li] == "sliding"
                     x = _packed_layer(x, c, li, project, finish, pool, spans, caches,
@@ -156,7 +166,7 @@ class DecodingBatch:
                 x = x[:, ends - 1]  # [1, n, d] each prompt's last row
                 x = rms_norm(x, w.norm_g, c.norm_eps) if c.uses_rope and c.norm == "rms" \
                     else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
-                logits = output_rows(x, w.lm_head, SERIAL)[0]  # [n, V]
+                logits = output_rows(x, w.lm_head, SERIAL, ends - 1)[0]  # [n, V]
         if c.final_softcap is not None:
             softcap_(logits, c.final_softcap)
         for key, ids, cache in zip(keys, prompts, caches):
@@ -281,8 +291,8 @@ def _packed_layer(x, c, li, project, finish, pool, spans, caches, cs, window, so
         with np.errstate(over="ignore"):  # errstate is per thread
             project(x[:, s:e], s, e, q, k, v, cs)
 
-    pool.map(run_project, pool.split(T, ROW_MIN))
-    o = np.empty_like(q)
+    pool.map(run_project, aligned_split(T, pool.n, ROW_MIN))
+    o = np.zeros_like(q)  # padding rows between prompts stay zero
     for (s, e), cache in zip(spans, caches):
         keys, values = cache.write(li, k[:, :, s:e], v[:, :, s:e])  # [1, kv, n, hd]
         n = e - s
@@ -296,14 +306,18 @@ def _packed_layer(x, c, li, project, finish, pool, spans, caches, cs, window, so
             heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(1, e - s, c.n_heads * c.head_dim)
             out[:, s:e] = finish(x[:, s:e], heads)
 
-    pool.map(run_finish, pool.split(T, ROW_MIN))
+    pool.map(run_finish, aligned_split(T, pool.n, ROW_MIN))
     return out
 
 
-def _tables(rope, prompts) -> tuple[np.ndarray, np.ndarray]:  # -> [T, rot/2] x2
-    """RoPE tables of packed prompts, each prompt's positions 0.. as its own prefill asks for them."""
-    tables = [rope.cos_sin(0, len(p)) for p in prompts]
-    return np.concatenate([t[0] for t in tables]), np.concatenate([t[1] for t in tables])
+def _tables(rope, prompts, spans) -> tuple[np.ndarray, np.ndarray]:  # -> [T, rot/2] x2
+    """RoPE tables of packed prompts (rows `spans`), each prompt's positions 0.. as its own prefill asks for them;
+    zeros on the padding rows between."""
+    cos = np.zeros((spans[-1][1], rope.cos_sin(0, 1)[0].shape[-1]), np.float32)
+    sin = np.zeros_like(cos)
+    for p, (s, e) in zip(prompts, spans):
+        cos[s:e], sin[s:e] = rope.cos_sin(0, len(p))
+    return cos, sin
 
 
 def attend_one(q, k, v, softcap=None):  # [1, kv, g, 1, hd], [1, kv, L, hd] x2 -> [1, kv, g, 1, hd]

@@ -32,6 +32,8 @@ from nlpkit.lm.transformer.layer_ops import (ACTIVATIONS, causal_mask, erf, gelu
                                              rms_norm, silu, softcap_)
 from nlpkit.lm.transformer.layer_weights import GPT2Layer, LlamaLayer, Weights
 from nlpkit.lm.transformer.packing import Packing
+from nlpkit.lm.transformer.products import (ROW_ALIGN, aligned_split, head_tiles, matmul_rows, padded_rows,
+                                           slot_rows)
 from nlpkit.lm.transformer.rope import RoPE
 from nlpkit.lm.transformer.stored_weights import LayerExpander, has_stored, is_stored
 
@@ -43,12 +45,12 @@ __all__ = ["ACTIVATIONS", "ATTN_BLOCK", "GPT2Layer", "LlamaLayer", "Model", "PAR
 
 
 PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits its rows over threads (threads.py)
-# Same bits whatever the thread count (tests/lm/test_determinism.py). Measured with numpy's OpenBLAS (0.3.31,
-# SkylakeX kernels): a row of a matrix product gets other bits when the product has one row (gemv), a few rows (its
-# small-matrix kernel, M*N*K <= 1e6, differs once K reaches ~384: the default model's 688-wide MLP below 6 rows), or
-# runs on several BLAS threads (they cut K elsewhere for some K: 688, 700, 769, 1000 differ, 576 and 1536 do not);
-# any other row count gives each row the same bits. So every product but a decode step's runs on one BLAS thread,
-# and a thread's share of the rows is never under ROW_MIN rows.
+# Same bits whatever the thread count, packing or weights layout, on every OpenBLAS kernel
+# (tests/lm/test_determinism.py): every product but a decode step's runs on one BLAS thread, with its rows padded
+# and each row at an index fixed by its place in its own sequence (`products`: a row's bits may depend on its index
+# modulo ROW_ALIGN, on the product's row count when that is small or not a multiple of ROW_ALIGN, and on several BLAS
+# threads); a thread's share of the rows starts at a multiple of ROW_ALIGN and is never under ROW_MIN rows (fewer
+# would only add hand-offs).
 ROW_MIN = 32
 
 
@@ -77,7 +79,7 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
         return finish(x[:, keep:], heads)
     k = np.empty((b, nkv, t, hd), np.float32)
     v = np.empty((b, nkv, t, hd), np.float32)
-    parts = pool.split(t, ROW_MIN)
+    parts = aligned_split(t, pool.n, ROW_MIN)
 
     def run_project(part):
         s, e = part
@@ -96,7 +98,7 @@ def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None,
             heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(b, e - s, cfg.n_heads * hd)
             out[:, s:e] = finish(x[:, keep + s:keep + e], heads)
 
-    pool.map(run_finish, pool.split(t - keep, ROW_MIN))
+    pool.map(run_finish, aligned_split(t - keep, pool.n, ROW_MIN))
     return out
 
 
@@ -109,24 +111,39 @@ def decode_blas_threads(rows: int, past: int, n: int) -> int:
     return n if rows == 1 and past > 0 else 1
 
 
-def output_rows(x: np.ndarray, w: np.ndarray, pool: RowPool) -> np.ndarray:  # [b, t, d], [d, V] -> [b, t, V]
-    """`linear(x, w)` of the output projection, its rows split over pool's threads (each at least ROW_MIN rows,
-    one BLAS thread each: the same bits as one thread)."""
-    b, t, d = x.shape
-    if is_stored(w):  # native weights: tiles of vocabulary rows expanded, each tile's product split the same way
-        return w.matmul_t(x.reshape(b * t, d), rows_pool=pool, row_min=ROW_MIN).reshape(b, t, w.rows)
-    parts = pool.split(b * t, ROW_MIN)
-    if len(parts) == 1:
+def output_rows(x: np.ndarray, w, pool: RowPool, index: np.ndarray | None = None
+                ) -> np.ndarray:  # [b, r, d], [d, V] | StoredMatrix -> [b, r, V]
+    """The output projection of rows x. With `index` (each row's row in its forward: [r], the same for every
+    sequence of the batch), a scoring forward's: the rows laid out by their residue modulo ROW_ALIGN
+    (`products.slot_rows`), the columns in `products.head_tiles` (float32 and native weights alike), the rows
+    split over pool's threads at multiples of ROW_ALIGN, one BLAS thread each: a row's logits are the same bits
+    whatever else is projected with it. Without: one plain product (a decode step's matrix-vector product)."""
+    b, r, d = x.shape
+    if index is None:
+        if is_stored(w):
+            return w.matmul_t(x.reshape(b * r, d)).reshape(b, r, w.rows)
         return linear(x, w)
-    rows = x.reshape(b * t, d)
-    out = np.empty((b * t, w.shape[1]), np.float32)
+    v = w.rows if is_stored(w) else w.shape[1]
+    out = np.empty((b, r, v), np.float32) if b > 1 else None
+    tiles = head_tiles(v, d)
+    for bi in range(b):
+        xs, pick = slot_rows(x[bi], index)  # [p, d]
+        least = max(padded_rows(xs.shape[0], c1 - c0, d) for c0, c1 in tiles)
+        if least > xs.shape[0]:  # a small model's products: rows enough to stay off the small-matrix kernels
+            xs = np.concatenate([xs, np.zeros((least - xs.shape[0], d), np.float32)])
+        y = np.empty((xs.shape[0], v), np.float32)
+        parts = aligned_split(xs.shape[0], pool.n, max(ROW_MIN, least))
+        operands = w.tiles_t(tiles) if is_stored(w) else ((c0, c1, w[:, c0:c1]) for c0, c1 in tiles)
+        for c0, c1, wt in operands:
+            def run(part, c0=c0, c1=c1, wt=wt):
+                s, e = part
+                matmul_rows(xs[s:e], wt, out=y[s:e, c0:c1])
 
-    def run(part):
-        s, e = part
-        np.matmul(rows[s:e], w, out=out[s:e])
-
-    pool.map(run, parts)
-    return out.reshape(b, t, w.shape[1])
+            pool.map(run, parts)
+        if out is None:
+            return y[pick][None]  # one sequence: a view of y when its rows are contiguous
+        out[bi] = y[pick]
+    return out
 
 
 class Model:
@@ -236,8 +253,9 @@ class Model:
         if cache is not None:
             cache.tokens[:, past:past + t] = tokens
             cache.advance(t)
-        x = self._read_rows(x, last_only, rows, logits_from, keep)  # [b, r, d]
-        return self._logits(x, blas, pool)  # [b, r, V]
+        x, index = self._read_rows(x, last_only, rows, logits_from, keep)  # [b, r, d], [r]
+        decode_step = t == 1 and past > 0  # one matrix-vector product per weight: its documented exception
+        return self._logits(x, blas, pool, None if decode_step else index)  # [b, r, V]
 
     # ---- the steps of forward
 
@@ -317,7 +335,9 @@ class Model:
         if packing is not None or rows is not None:
             return 0
         keep = t - 1 if last_only else min(logits_from, t - 1)
-        return min(keep - keep % attention_ops.ATTN_BLOCK, max(t - attention_ops.ATTN_BLOCK, 0))
+        step = np.lcm(attention_ops.ATTN_BLOCK, ROW_ALIGN)  # and the rows keep their index modulo ROW_ALIGN
+        most = max(t - attention_ops.ATTN_BLOCK, 0)
+        return int(min(keep - keep % step, most - most % step))
 
     @staticmethod
     def _thread_policy(b: int, t: int, past: int) -> tuple[RowPool, int]:
@@ -340,22 +360,25 @@ class Model:
 
     @staticmethod
     def _read_rows(x: np.ndarray, last_only: bool, rows: np.ndarray | None, logits_from: int,
-                   keep: int) -> np.ndarray:  # [b, t - keep, d] -> [b, r, d]
-        """The rows whose logits are asked for (x starts at row `keep` of the input)."""
+                   keep: int) -> tuple[np.ndarray, np.ndarray]:  # [b, t - keep, d] -> [b, r, d], [r]
+        """The rows whose logits are asked for (x starts at row `keep` of the input), and their rows in the input."""
+        t = keep + x.shape[1]
         if last_only:
-            return x[:, -1:]
+            return x[:, -1:], np.array([t - 1])
         if rows is not None:
-            return x[:, rows]
-        return x[:, max(logits_from - keep, 0):]  # [b, t - logits_from, d]
+            return x[:, rows], np.asarray(rows)
+        first = max(logits_from, keep)
+        return x[:, first - keep:], np.arange(first, t)  # [b, t - logits_from, d]
 
-    def _logits(self, x: np.ndarray, blas_threads: int, pool: RowPool) -> np.ndarray:  # [b, r, d] -> [b, r, V]
+    def _logits(self, x: np.ndarray, blas_threads: int, pool: RowPool,
+                index: np.ndarray | None = None) -> np.ndarray:  # [b, r, d] -> [b, r, V]
         """The final norm and the output projection (soft-capped where the family caps it), its rows split over
-        pool's threads."""
+        pool's threads (`output_rows`; `index`: the rows' rows in the input, None for a decode step)."""
         c, w = self.config, self.weights
         x = rms_norm(x, w.norm_g, c.norm_eps) if c.uses_rope and c.norm == "rms" \
             else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
         with held_blas_threads(blas_threads):
-            logits = output_rows(x, w.lm_head, pool)  # [b, r, V]
+            logits = output_rows(x, w.lm_head, pool, index)  # [b, r, V]
         if c.final_softcap is not None:
             softcap_(logits, c.final_softcap)
         return logits

@@ -22,23 +22,29 @@ from nlpkit.lm.interface import Prompt
 
 def generation_prompt_ids(model, text: str, max_new_tokens: int, window: int | None = None) -> list[int]:
     """The context's ids as lm-evaluation-harness's `generate_until` feeds them (see the module docstring)."""
+    return _context_ids(model, text, max_new_tokens, window)[0]
+
+
+def _context_ids(model, text: str, max_new_tokens: int, window: int | None = None) -> tuple[list[int], int]:
+    """(the context's ids as `generate_until` feeds them, its token count before the cut)."""
     from nlpkit.lm.transformer.packed_scoring import tok_encode
 
     window = window or model.config.positions
-    ids = tok_encode(model, text)[-(window - max_new_tokens):]
+    full = tok_encode(model, text)
+    ids = full[-(window - max_new_tokens):]
     if not ids:  # an empty context: the prefix token, as `generate` starts
         start = model.config.bos_id if model.config.bos_id is not None else model.config.eos_id
         if start is None:
             raise NlpkitError("the context is empty and the model has no BOS (or EOS) token to start from")
         ids = [int(start)]
-    return ids
+    return ids, len(full)
 
 
 def eos_text(model) -> str | None:
     """The end-of-sequence token's text, or None when the model has none."""
     eos = model.config.eos_id
     if eos is None:
-        eos = getattr(model.tokenizer, "eos_id", None)
+        eos = model.tokenizer.eos_id
     return None if eos is None else model.tokenizer.decode([int(eos)])
 
 
@@ -97,4 +103,5 @@ def generation_prompt(model, text: str, max_new_tokens: int, window: int | None 
         from nlpkit.lm.chat import end_of_turn_ids
 
         end = tuple(sorted(end_of_turn_ids(model.tokenizer, model.config.eos_ids)))
-    return Prompt(generation_prompt_ids(model, text, max_new_tokens, window), end_ids=end, echo=text)
+    ids, full = _context_ids(model, text, max_new_tokens, window)
+    return Prompt(ids, end_ids=end, echo=text, full_length=full if full > len(ids) else 0)

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from nlpkit.errors import NlpkitError
+from nlpkit.lm.transformer.products import HEAD_TILE, SMALL_HEAD, matmul_rows
 from nlpkit.lm.transformer.quant_blocks import DECODERS, check_type, expand_rows
 from nlpkit.lm.threads import SERIAL, RowPool, engine_threads
 
 TILE_WEIGHTS = 1 << 17  # weights per expansion chunk: its code temporaries stay in the CPU's cache
-HEAD_TILE_ROWS = 2048  # vocabulary rows of the output projection expanded at a time
-SMALL_MATRIX = 1 << 20  # weights: at most this, a matrix is expanded [in, out] in C order (see LayerExpander)
+HEAD_TILE_ROWS = HEAD_TILE  # vocabulary rows of the output projection expanded at a time
+SMALL_MATRIX = SMALL_HEAD  # weights: at most this, a matrix is expanded [in, out] in C order (see LayerExpander)
 
 
 @dataclass
@@ -146,39 +147,34 @@ class StoredMatrix:
         out[:] = got[inv.reshape(-1)]
         return out
 
-    def matmul_t(self, x: np.ndarray, tile: int = HEAD_TILE_ROWS, rows_pool: RowPool | None = None,
-                 row_min: int = 1) -> np.ndarray:
-        """x @ self.T, a tile of rows at a time (the output projection: no [V, d] float32 copy); with
-        `rows_pool`, each tile's product split over its threads in row ranges of at least `row_min` rows (as
-        `model.output_rows` splits the float32 layout's). # [n, cols] -> [n, rows]"""
-        parts = (rows_pool or SERIAL).split(x.shape[0], row_min)
-        if self.rows * self.cols <= SMALL_MATRIX:  # the float32 layout's C-order [in, out]: its bits
-            return _split_matmul(x, np.ascontiguousarray(self.expand(pool=SERIAL).T), parts, rows_pool)
-        direct = self.direct()
-        if direct is not None:
-            return _split_matmul(x, direct.T, parts, rows_pool)
+    def matmul_t(self, x: np.ndarray, tile: int = HEAD_TILE_ROWS) -> np.ndarray:
+        """x @ self.T, a tile of rows at a time (no [rows, cols] float32 copy), each tile's product with its rows
+        padded as `products.matmul_rows` pads them. # [n, cols] -> [n, rows]"""
         y = np.empty((x.shape[0], self.rows), np.float32)
-        scratch = np.empty((min(tile, self.rows), self.cols), np.float32)
-        pool = _pool()
-        for r0 in range(0, self.rows, tile):
-            r1 = min(r0 + tile, self.rows)
-            w = self.expand(r0, r1, scratch[:r1 - r0], pool)
-            y[:, r0:r1] = _split_matmul(x, w.T, parts, rows_pool)
+        tiles = [(0, self.rows)] if self.rows * self.cols <= SMALL_MATRIX else \
+            [(r, min(r + tile, self.rows)) for r in range(0, self.rows, tile)]
+        for r0, r1, w in self.tiles_t(tiles):
+            matmul_rows(x, w, out=y[:, r0:r1])
         return y
 
-
-def _split_matmul(x: np.ndarray, w: np.ndarray, parts: list, pool: RowPool | None) -> np.ndarray:
-    """x @ w, the row ranges `parts` on pool's threads.  # [n, k], [k, m] -> [n, m]"""
-    if len(parts) == 1 or pool is None:
-        return x @ w
-    out = np.empty((x.shape[0], w.shape[1]), np.float32)
-
-    def run(part):
-        s, e = part
-        np.matmul(x[s:e], w, out=out[s:e])
-
-    pool.map(run, parts)
-    return out
+    def tiles_t(self, tiles: list[tuple[int, int]]):
+        """(r0, r1, rows r0:r1 transposed: a float32 [cols, r1 - r0] operand) for each tile, in order: a small
+        matrix expanded whole in the float32 layout's C order, a mapped F32 file's rows themselves, else each
+        tile expanded into one scratch buffer (valid until the next tile)."""
+        if self.rows * self.cols <= SMALL_MATRIX:  # the float32 layout's C-order [in, out]
+            w = np.ascontiguousarray(self.expand(pool=SERIAL).T)
+            for r0, r1 in tiles:
+                yield r0, r1, w[:, r0:r1]
+            return
+        direct = self.direct()
+        if direct is not None:
+            for r0, r1 in tiles:
+                yield r0, r1, direct[r0:r1].T
+            return
+        scratch = np.empty((max(r1 - r0 for r0, r1 in tiles), self.cols), np.float32)
+        pool = _pool()
+        for r0, r1 in tiles:
+            yield r0, r1, self.expand(r0, r1, scratch[:r1 - r0], pool).T
 
 
 def _pool() -> RowPool:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.interface import Prompt
+from nlpkit.lm.interface import Capability, Prompt
+from nlpkit.lm.spec import LoadSpec
 
 
 
@@ -69,7 +70,7 @@ def render_chat(model, text: str | None, system: str | None, messages_file: str 
     else:
         messages = conversation(text, system, None)
     rendered = template.render(messages, special_token_variables(model.tokenizer))
-    return rendered, end_of_turn_ids(model.tokenizer, getattr(model.config, "eos_ids", ()))
+    return rendered, end_of_turn_ids(model.tokenizer, model.config.eos_ids)
 
 
 def generation_config(model) -> dict:
@@ -84,15 +85,6 @@ def generation_config(model) -> dict:
     except (OSError, ValueError) as e:
         raise NlpkitError(f"{path}: not readable JSON ({e})") from None
     return data if isinstance(data, dict) else {}
-
-
-def load_engine(path: str, rope_scaling: str | None = None, rope_factor: float | None = None):
-    """The engine `Model` at `path` with these RoPE options: the loader of `TransformerLM.worker_key` (positional
-    arguments, so that a Dask task can hand them on)."""
-    from nlpkit.lm.transformer.loaders import load_model
-
-    # a worker scores (perplexity windows and lines, score's items): `weights` auto is native, as the driver's
-    return load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor, purpose="score")
 
 
 class TransformerState:
@@ -157,21 +149,23 @@ class TransformerLM:
 
     kind = "transformer"
     token_unit = "tokens"
-    inapplicable: Mapping[str, str] = {}
+    capabilities = frozenset(Capability) - {Capability.SENTENCES}   # windows, logits, decoding, RoPE, layouts, chat
+    why_not: Mapping[Capability, str] = {
+        Capability.SENTENCES: "it scores windows of tokens, not a line as one sentence"}
 
     described = "a transformer model"
 
-    def __init__(self, model, rope_scaling: str | None = None, rope_factor: float | None = None):
+    def __init__(self, model, spec: LoadSpec | None = None):
         self.model = model
-        self.load_options = (rope_scaling, rope_factor)   # how a Dask worker loads the same model
+        self.spec = spec if spec is not None else LoadSpec(model.source)   # how it was loaded
 
     @classmethod
-    def load(cls, path=None, *, rope_scaling: str | None = None, rope_factor: float | None = None,
-             warn: Callable[[str], None] | None = None) -> "TransformerLM":
+    def load(cls, spec: LoadSpec, *, warn: Callable[[str], None] | None = None) -> "TransformerLM":
+        """The engine `Model` `spec` names, loaded as it says (path, weights layout and purpose, RoPE, cache)."""
         from nlpkit.lm.transformer.loaders import load_model
 
-        return cls(load_model(path, rope_scaling=rope_scaling, rope_factor=rope_factor, warn=warn), rope_scaling,
-                   rope_factor)
+        return cls(load_model(spec.path, rope_scaling=spec.rope_scaling, rope_factor=spec.rope_factor,
+                              use_cache=spec.use_cache, weights=spec.weights, purpose=spec.purpose, warn=warn), spec)
 
     def require_tokenizer(self):
         return self.model.require_tokenizer()
@@ -232,7 +226,7 @@ class TransformerLM:
         m = self.model
         arrays = [getattr(obj, f.name) for obj in [m.weights, *m.weights.layers] for f in dataclasses.fields(obj)
                   if f.name != "layers"]   # float32 arrays, or StoredMatrix (native): both have nbytes
-        held = sum(int(getattr(w, "nbytes", 0)) for w in arrays if w is not None)
+        held = sum(int(w.nbytes) for w in arrays if w is not None)
         layout, why = m.weights_layout
         return ModelDescription(self.name, m.config.family or m.config.arch, m.config.n_params, "parameters", held,
                                 layout, why, workers(), m.weights_cache)
@@ -244,7 +238,7 @@ class TransformerLM:
 
     @property
     def prefix_id(self) -> int | None:
-        from nlpkit.lm.perplexity_windows import prefix_token
+        from nlpkit.lm.transformer.conventions import prefix_token
 
         return prefix_token(self.model.config)
 
@@ -261,13 +255,13 @@ class TransformerLM:
 
     # ------------------------------------------------------------------ scoring
     def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray:  # [t] -> [t - first]
-        from nlpkit.lm.window_scoring import window_logprobs
+        from nlpkit.lm.perplexity.window_scoring import window_logprobs
 
         return window_logprobs(self.model, list(ids), first)
 
     def window_logits(self, ids: Sequence[int], first: int) -> Iterator[np.ndarray]:  # [t] -> chunks of [n, V]
         """The logits rows `logprobs(ids, first)` scores, a chunk at a time (`perplexity --compare`)."""
-        from nlpkit.lm.window_scoring import window_logits
+        from nlpkit.lm.perplexity.window_scoring import window_logits
 
         return window_logits(self.model, list(ids), first)
 
@@ -279,9 +273,11 @@ class TransformerLM:
 
     @property
     def worker_key(self) -> tuple:
-        """How a Dask worker loads the same engine `Model` (`nlpkit.lm.perplexity.cached_model(*worker_key)`): the
-        loader, the absolute path (workers have their own cwd) and the RoPE options."""
-        return (load_engine, os.path.abspath(str(self.model.source)), *self.load_options)
+        """How a Dask worker loads the same model (`nlpkit.lm.spec.cached_model(*worker_key)`): the loader and this
+        model's `LoadSpec` with its absolute path (workers have their own cwd), the same layout and options."""
+        import dataclasses
+
+        return (TransformerLM.load, dataclasses.replace(self.spec, path=os.path.abspath(str(self.model.source))))
 
     def next_logits(self, prompt_ids: Sequence[int], context: int | None = None) -> np.ndarray:  # [P] -> [V]
         ctx = context or self.model.config.positions
@@ -293,7 +289,7 @@ class TransformerLM:
     def sampling_defaults(self) -> tuple[dict, str | None]:
         """The model's sampling settings (its generation_config.json, else llama.cpp's), and the file
         they came from (named when one of them is invalid)."""
-        from nlpkit.lm.sampling import sampling_defaults
+        from nlpkit.lm.transformer.conventions import sampling_defaults
 
         base, _ = sampling_defaults(generation_config(self.model))
         return base, f"{self.model.source}/generation_config.json"
@@ -328,8 +324,8 @@ class TransformerLM:
 
     def decoding_batch(self, context: int | None = None):
         """Many sequences decoded together (`batch_decoding.DecodingBatch`: one forward per step for all); a
-        longrope model one state per sequence (`batch_generation.StateBatch`)."""
-        from nlpkit.lm.batch_generation import StateBatch
+        longrope model one state per sequence (`nlpkit.lm.decoding.StateBatch`)."""
+        from nlpkit.lm.decoding import StateBatch
         from nlpkit.lm.transformer.batch_decoding import DecodingBatch, supports_batching
 
         return DecodingBatch(self.model, context) if supports_batching(self.model) else StateBatch(self, context)
@@ -358,8 +354,8 @@ class TransformerLM:
         model = self.model
         eos = model.config.eos_id
         if eos is None and model.tokenizer is not None:
-            eos = getattr(model.tokenizer, "eos_id", None)
-        ids = {*getattr(model.config, "eos_ids", ()), *extra}
+            eos = model.tokenizer.eos_id
+        ids = {*model.config.eos_ids, *extra}
         if eos is not None:
             ids.add(eos)
         return frozenset(ids)
@@ -373,13 +369,8 @@ class TransformerLM:
     def window_context(self, context: int | None) -> int:
         """The window length perplexity uses: `context`, else the model's (at most 1024), checked
         against the model's positions."""
-        from nlpkit.lm.perplexity import check_context, default_context
+        from nlpkit.lm.transformer.conventions import check_context, default_context
 
         ctx = context or default_context(self.model)
         check_context(self.model, ctx)
         return ctx
-
-    def sentence_perplexity(self, paths: Sequence[str], **_options):
-        """Not offered: a transformer scores windows (`nlpkit.lm.perplexity.perplexity_run`), never a line as a
-        sentence (`window_context` is never None)."""
-        raise NlpkitError(f"{self.described} scores windows, not sentences")

@@ -1,7 +1,8 @@
 """`load_model(path)`: a Hugging Face model directory or a GGUF file -> `Model`.
 
-None means `$NLPKIT_MODEL`, else the default model shipped in `nlpkit/lm/default/`.
-Pickled checkpoints (.bin/.pt/.pth/.ckpt) are refused: unpickling runs arbitrary code.
+None means `$NLPKIT_MODEL`, else the default model shipped in `nlpkit/lm/default/`. What the path is (and the error
+for a path that is no model nlpkit reads, a pickled checkpoint among them) is decided in one place,
+`nlpkit.lm.model_files.model_format`.
 """
 
 from __future__ import annotations
@@ -12,25 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from nlpkit.errors import NlpkitError
-
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[2] / "default"
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
-
-
-def resolve_model_path(path: str | os.PathLike | None) -> Path:
-    """The path to load: the argument, else $NLPKIT_MODEL, else the shipped default model."""
-    if path is None or str(path) == "":
-        env = os.environ.get("NLPKIT_MODEL")
-        if env:
-            return Path(env)
-        if not (DEFAULT_MODEL_DIR / "config.json").is_file():
-            raise NlpkitError(f"no model given and the default model is not installed ({DEFAULT_MODEL_DIR} has no "
-                              "config.json); pass `model` PATH or set NLPKIT_MODEL")
-        return DEFAULT_MODEL_DIR
-    return Path(path)
-
-
-NGRAM_SUFFIXES = (".arpa", ".arpa.gz", ".lm", ".lm.gz", ".ngram", ".ngram.gz")   # what n-gram models are named
+from nlpkit.lm.model_files import DEFAULT_MODEL_DIR, NGRAM, model_format, resolve_model_path  # noqa: F401 - the API
 
 
 def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | None = None,
@@ -39,36 +22,21 @@ def load_model(path: str | os.PathLike | None = None, *, rope_scaling: str | Non
     """Load a model: HF directory (config.json + safetensors) or .gguf file; optional RoPE scaling override.
     The prepared weights come from the prepared-model cache (`nlpkit.lm.prepared`) when they were made
     before from the same files; use_cache=False neither reads nor writes it (None: unless $NLPKIT_NO_CACHE).
-    `weights` (auto|native|float32, else $NLPKIT_WEIGHTS) and `purpose` (score|decode) choose the layout
+    `weights` (auto|native|float32; None: auto) and `purpose` (score|decode) choose the layout
     (`loaders/native.py`); `model.weights_layout` says which and why; `warn` gets the
     loaders' warnings (a cache directory without room).
 
     >>> model = load_model("tests/fixtures/lm/llama-gqa")   # doctest: +SKIP
     """
-    p = resolve_model_path(path)
-    if not p.exists():
-        raise NlpkitError(f"model path {str(p)!r} does not exist")
-    if p.is_file() and p.suffix.lower() in PICKLE_SUFFIXES:
-        raise NlpkitError(f"{p}: pickled checkpoints are refused, because loading one can execute arbitrary code; "
-                          "use a model.safetensors directory or a .gguf file")
-    if p.is_file() and p.name in ("config.json", "model.safetensors") or p.suffix == ".safetensors":
-        p = p.parent
+    fmt, p = model_format(path)
+    if fmt == NGRAM:
+        raise NlpkitError(f"{p}: an n-gram model, not a transformer: load it with "
+                          "`nlpkit.lm.load.load_language_model`")
     if p.is_dir():
         from nlpkit.lm.transformer.loaders.hf import load_hf_dir
         with _named(p / "config.json", p / "model.safetensors"):
             model = load_hf_dir(p, use_cache, weights, purpose, warn)
     else:
-        try:
-            with open(p, "rb") as f:
-                magic = f.read(4)
-        except OSError as e:
-            raise NlpkitError(f"{p}: cannot read: {e.strerror or e}") from None
-        if magic != b"GGUF":
-            if any(p.name.lower().endswith(s) for s in NGRAM_SUFFIXES):
-                raise NlpkitError(f"{p}: not an n-gram model: no \\data\\ (ARPA) or \\counts\\ (nlpkit) line "
-                                  f"before its first entry{_why_not_text(p, magic)}")
-            raise NlpkitError(f"{p}: not a GGUF file or a model directory (expected a Hugging Face directory with "
-                              "config.json, a .gguf file, or an n-gram model: ARPA or nlpkit counts)")
         from nlpkit.lm.transformer.loaders.gguf import load_gguf
         with _named(p, p):
             model = load_gguf(p, use_cache, weights, purpose, warn)
@@ -90,21 +58,6 @@ def _named(config_file: Path, weights_file: Path) -> Iterator[None]:
             if msg.startswith(prefix):
                 raise NlpkitError(f"{file}: {msg[len(prefix):]}") from None
         raise
-
-
-def _why_not_text(p: Path, magic: bytes) -> str:
-    """Why a file named like an n-gram model has no text to read, when that is the reason."""
-    if p.stat().st_size == 0:
-        return " (the file is empty)"
-    if magic[:2] == b"\x1f\x8b":
-        import gzip
-
-        try:
-            with gzip.open(p) as f:
-                return " (it decompresses to nothing)" if not f.read(1) else ""
-        except (OSError, EOFError):
-            return " (a gzip file that does not decompress)"
-    return ""
 
 
 __all__ = ["load_model", "resolve_model_path", "DEFAULT_MODEL_DIR"]

@@ -311,7 +311,7 @@ def _tokenizer(meta: dict, c: ModelConfig, where: str):
 def load_gguf(path: str | Path, use_cache: bool | None = None, weights: str | None = None,
               purpose: str | None = None, warn=None) -> Model:
     """Read a GGUF file of a supported architecture. Layout (`native.choose`: `weights` auto|native|float32,
-    else $NLPKIT_WEIGHTS; `purpose` score|decode for auto): native maps the tensors as stored; float32
+    None: auto; `purpose` score|decode for auto): native maps the tensors as stored; float32
     dequantizes them once, at load, and keeps them in the prepared-model cache (use_cache None: unless
     $NLPKIT_NO_CACHE; False: neither read nor write)."""
     path = Path(path)

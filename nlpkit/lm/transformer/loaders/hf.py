@@ -75,7 +75,7 @@ def _special_id(tok, value) -> int | None:
     if isinstance(value, dict):
         value = value.get("content")
     if isinstance(value, str) and tok is not None:
-        return getattr(tok, "special_tokens", {}).get(value)
+        return tok.special_tokens.get(value)
     return None
 
 

@@ -8,39 +8,24 @@ dequantized and transposed once and kept in the prepared-model cache (fastest pe
 weight). `auto` takes native for scoring (perplexity, score: batched forwards, where one expansion per
 layer is spread over hundreds of rows) and for any model whose float32 copy would not fit comfortably in
 the memory available; float32 for decoding a model that fits (a decode step reads every weight once, and
-expanding them on each step costs more than reading float32). The CLI says which its command does
-(`set_purpose`); a Python caller passes `purpose` to `load_model`, else a model that fits is float32.
+expanding them on each step costs more than reading float32). The layout asked for and what the model is for
+are parameters (`nlpkit.lm.spec.LoadSpec`'s `weights` and `purpose`, which the CLI builds from --weights or
+$NLPKIT_WEIGHTS and its command); a caller who says no purpose gets float32 for a model that fits.
 """
 
 from __future__ import annotations
 
-import os
-
 from nlpkit.errors import UsageError
+from nlpkit.lm.spec import WEIGHTS as LAYOUTS
 from nlpkit.lm.transformer.stored_weights import Part, StoredMatrix
 
-LAYOUTS = ("auto", "native", "float32")
-ENV = "NLPKIT_WEIGHTS"
 FIT_SHARE = 0.6  # auto: float32 only when its copy takes at most this share of the memory available
 
-_purpose: str | None = None  # "score" or "decode": what the running command does with the model (the CLI sets it)
-
-
-def set_purpose(purpose: str | None) -> None:
-    """Tell `auto` what models are loaded for: "score" (batched forwards), "decode" (a token per step), or
-    None (not said: as decoding, so a model that fits is float32 as it always was)."""
-    global _purpose
-    if purpose not in ("score", "decode", None):
-        raise UsageError(f"`purpose` must be score or decode, got {purpose!r}")
-    _purpose = purpose
-
-
 def requested(weights: str | None = None) -> str:
-    """The layout asked for: `weights`, else $NLPKIT_WEIGHTS, else auto."""
-    value = weights if weights is not None else (os.environ.get(ENV) or "auto")
+    """The layout asked for: `weights`, else auto."""
+    value = weights if weights is not None else "auto"
     if value not in LAYOUTS:
-        where = "`weights`" if weights is not None else f"${ENV}"
-        raise UsageError(f"{where} must be one of {', '.join(LAYOUTS)}, got {value!r}")
+        raise UsageError(f"`weights` must be one of {', '.join(LAYOUTS)}, got {value!r}")
     return value
 
 
@@ -69,7 +54,6 @@ def choose(weights: str | None, n_weights: int, purpose: str | None = None, memo
         return asked, "asked for"
     if unsupported:
         return "float32", f"auto: its {', '.join(sorted(unsupported))} tensors cannot be kept as stored"
-    purpose = purpose or _purpose
     float32 = 4 * n_weights
     if purpose == "score":
         return "native", "auto: scoring, where a batched forward expands each layer once for all its rows"
@@ -104,4 +88,4 @@ class NativeSource:
         return self.ts.part(name, shape)
 
 
-__all__ = ["LAYOUTS", "NativeSource", "available_memory", "choose", "requested", "set_purpose"]
+__all__ = ["LAYOUTS", "NativeSource", "available_memory", "choose", "requested"]

@@ -1,7 +1,7 @@
 """N continuations of each of many prompts, decoded together (continuous batching): what `sample --prompts` runs.
 
 `sample_prompts(lm, prompts, n, batch_size=B)` gives each prompt's `n` continuations (`Sample`s, as
-`nlpkit.lm.generation.sample_batch` gives one prompt's) through `nlpkit.lm.batch_generation.generate_batched`: every
+`nlpkit.lm.generation.sample_batch` gives one prompt's) through `nlpkit.lm.generation.batch_generation.generate_batched`: every
 continuation is a sequence of its own in the model's decoding batch (its own KV cache, prefilled with its prompt;
 the transformer's `DecodingBatch`, an n-gram model's one state per sequence), at most `B` of them live at once, the
 next one joining as soon as one ends. A prompt's continuations are one `Request.family`: on a batch that can `fork`
@@ -27,15 +27,15 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from nlpkit.errors import UsageError
-from nlpkit.lm.batch_generation import DEFAULT_BATCH, BatchStats, Generated, Request, generate_batched
+from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH, BatchStats, Generated, Request, generate_batched
 from nlpkit.lm.generation import Sample
 from nlpkit.lm.interface import Prompt
-from nlpkit.lm.sampling import SamplingConfig
+from nlpkit.lm.generation.sampling import SamplingConfig
 
 
 class RowGenerator:
     """Row `row`'s share of the stream `np.random.default_rng(seed)` gives a batch of `rows` rows that draws one number
-    per row and step (`nlpkit.lm.sampling.draw`): its numbers row, row + rows, row + 2*rows, ... (seed None: a fresh
+    per row and step (`nlpkit.lm.generation.sampling.draw`): its numbers row, row + rows, row + 2*rows, ... (seed None: a fresh
     random stream)."""
 
     def __init__(self, seed: int | None, row: int, rows: int):

@@ -3,9 +3,9 @@
 Both models read the same token ids (their tokenizers must agree id for id, and so must their vocabulary
 size and, when it is used, their prefix token) through the same windows as perplexity (`mode`, `context`,
 `stride`). Window by window, each model's logits for the scored rows come a chunk at a time
-(`LanguageModel.window_logits`) and are compared at once (`nlpkit.lm.divergence.compare_logits`): the
+(`LanguageModel.window_logits`) and are compared at once (`nlpkit.lm.perplexity.divergence.compare_logits`): the
 base's logits are never kept for the whole text, only five numbers per token. Two models are in memory at
-once; that is the cost. The records are llama.cpp's statistics (`nlpkit.lm.divergence.summarize`).
+once; that is the cost. The records are llama.cpp's statistics (`nlpkit.lm.perplexity.divergence.summarize`).
 
     >>> run = compare_run(load_language_model("q8.gguf"), load_language_model("f32/"), ["book.txt"])
     >>> next(run.records())["kld"]                                  # doctest: +SKIP
@@ -20,10 +20,10 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.divergence import DP_PERCENTILES, KLD_PERCENTILES, TokenComparison, compare_logits, summarize
+from nlpkit.lm.perplexity.divergence import DP_PERCENTILES, KLD_PERCENTILES, TokenComparison, compare_logits, summarize
 from nlpkit.lm.interface import PerplexityRun
-from nlpkit.lm.perplexity_windows import TooShort, check_window, default_stride, window_plan
-from nlpkit.lm.window_scoring import cached_model, logits_primitive
+from nlpkit.lm.perplexity.windows import TooShort, check_window, default_stride, window_plan
+from nlpkit.lm.spec import cached_model
 from nlpkit.lm.threads import blas_threads, match_blas_threads
 
 TOTAL = "(total)"  # the file cell of the corpus total row, as perplexity's
@@ -74,10 +74,10 @@ def check_pair(model, base, add_bos: bool) -> None:
 
 def compare_window(model, base, ids: list[int], first: int) -> TokenComparison:
     """Both models over one window (input ids, first scored position): ids[first:] token by token.
-    `model`/`base`: language models, or bare transformer models (a Dask worker's cached ones)."""
+    `model`/`base`: language models declaring `Capability.LOGITS` (a Dask worker's: its cached ones)."""
     targets = np.asarray(ids[max(first, 1):], dtype=np.int64)
     parts, done = [], 0
-    for x, xb in zip(logits_primitive(model)(ids, first), logits_primitive(base)(ids, first)):  # [n, V] each
+    for x, xb in zip(model.window_logits(ids, first), base.window_logits(ids, first)):  # [n, V] each
         parts.append(compare_logits(x, xb, targets[done:done + len(x)]))
         done += len(x)
     return TokenComparison.concat(parts)
@@ -86,7 +86,7 @@ def compare_window(model, base, ids: list[int], first: int) -> TokenComparison:
 def compare_windows_task(chunks: list[tuple[list[int], int]], model_key: tuple, base_key: tuple,
                          blas_threads: int | None = None) -> list[TokenComparison]:
     """A Dask task: `compare_window` of each (window tokens, first scored) on this worker's cached model
-    and base (`nlpkit.lm.perplexity.cached_model` keeps both), with the driver's BLAS thread count."""
+    and base (`nlpkit.lm.spec.cached_model` keeps both), with the driver's BLAS thread count."""
     match_blas_threads(blas_threads)
     model, base = cached_model(*model_key), cached_model(*base_key)
     return [compare_window(model, base, ids, first) for ids, first in chunks]

@@ -31,7 +31,7 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError, UsageError
 from nlpkit.lm.interface import Prompt
-from nlpkit.lm.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
+from nlpkit.lm.generation.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
 
 FINISH_REASONS = ("eos", "stop", "length", "context")
 
@@ -71,7 +71,9 @@ class Step:
 
 def as_language_model(model):
     """`model` itself when it is a `LanguageModel`; a bare transformer `Model` wrapped as one."""
-    if hasattr(model, "start"):
+    from nlpkit.lm.transformer.model import Model
+
+    if not isinstance(model, Model):
         return model
     from nlpkit.lm.transformer.transformer_lm import TransformerLM
 
@@ -259,21 +261,3 @@ def next_token_distribution(model, prompt_ids, sampling: SamplingConfig | None =
 
 __all__ = ["GenerationStats", "Step", "Sample", "decode_steps", "generate_ids", "generate",
            "sample_batch", "next_token_distribution", "as_language_model"]
-
-# Names this module used to re-export from the transformer backend; it now needs only the interface.
-_MOVED_NAMES = {"TextStream": "nlpkit.lm.interface",
-                "encode_prompt": "nlpkit.lm.transformer.transformer_lm",
-                "prepare_prompt": "nlpkit.lm.transformer.transformer_lm"}
-
-
-def __getattr__(name: str):
-    """The old re-exports, with a DeprecationWarning naming their home (they go in the next release)."""
-    if name in _MOVED_NAMES:
-        import importlib
-        import warnings
-
-        home = _MOVED_NAMES[name]
-        warnings.warn(f"nlpkit.lm.generation.{name} is {home}.{name}; import it from there (the old path goes in "
-                      "the next release)", DeprecationWarning, stacklevel=2)
-        return getattr(importlib.import_module(home), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,7 +3,7 @@
 A window's logits come a chunk of rows at a time through a KV cache (`window_logits`), their targets'
 log-softmax in float64 (`log_softmax_at`); `local_windows` runs a plan's windows on this machine (a bare engine
 `Model` several at a time on threads), `score_windows` gathers them, and `score_windows_task` is the same on a
-Dask worker's cached model (`cached_model`). The plans themselves are `nlpkit.lm.perplexity_windows`'.
+Dask worker's cached model (`nlpkit.lm.spec.cached_model`). The plans themselves are `nlpkit.lm.perplexity.windows`'.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from nlpkit.lm.perplexity_windows import Window
+from nlpkit.lm.perplexity.windows import Window
+from nlpkit.lm.spec import cached_model
 from nlpkit.lm.threads import RowPool, engine_threads, held_blas_threads, match_blas_threads, serial_here
 
 CHUNK = 512  # tokens per forward call inside a window (bounds the [t, vocab] logits buffer)
@@ -97,19 +98,13 @@ def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
 
 
 def window_primitive(model) -> Callable[[list[int], int], np.ndarray]:
-    """`LanguageModel.logprobs` (ids, first) -> log-probabilities of ids[first:], for a language model of
-    either kind; for a bare transformer `Model`, `window_logprobs` on it."""
-    if hasattr(model, "logprobs"):
-        return model.logprobs
-    return lambda ids, first: window_logprobs(model, ids, first)
+    """`LanguageModel.logprobs` (ids, first) -> log-probabilities of ids[first:]; for a bare transformer `Model`
+    (`score_ids(model, ...)`, the engine's own API), `window_logprobs` on it."""
+    from nlpkit.lm.transformer.model import Model
 
-
-def logits_primitive(model) -> Callable[[list[int], int], Iterator[np.ndarray]]:
-    """`LanguageModel.window_logits` (ids, first) -> chunks of logits rows for ids[first:]; for a bare
-    transformer `Model` (a Dask worker's cached model), `window_logits` on it."""
-    if hasattr(model, "window_logits"):
-        return model.window_logits
-    return lambda ids, first: window_logits(model, ids, first)
+    if isinstance(model, Model):
+        return lambda ids, first: window_logprobs(model, ids, first)
+    return model.logprobs
 
 
 def local_windows(model, seq: list[int], windows: list[Window]) -> Iterator[np.ndarray]:
@@ -167,24 +162,8 @@ def score_windows(model, seq: list[int], windows: list[Window], progress=None,
 
 def score_windows_task(chunks: list[tuple[list[int], int]], model_key: tuple,
                        blas_threads: int | None = None) -> list[np.ndarray]:
-    """A Dask task: `window_logprobs` of each (window tokens, first scored) on this worker's cached
-    model, with the driver's BLAS thread count (see `score_lines_shard`)."""
+    """A Dask task: `LanguageModel.logprobs` of each (window tokens, first scored) on this worker's cached
+    model (`model_key`: a `worker_key`), with the driver's BLAS thread count (see `score_lines_shard`)."""
     match_blas_threads(blas_threads)
-    model = cached_model(*model_key)
-    return [window_logprobs(model, ids, first) for ids, first in chunks]
-
-
-_MODEL_CACHE: dict[tuple, object] = {}
-
-
-def cached_model(load: Callable, *args):
-    """`load(*args)`, once per process (a Dask worker scores many shards): a `LanguageModel.worker_key` is such a
-    (loader, arguments) tuple, the loader a module-level function (it travels by name). The last two stay
-    loaded (perplexity --compare runs a model and its base in every task)."""
-    key = (load, *args)
-    model = _MODEL_CACHE.get(key)
-    if model is None:
-        while len(_MODEL_CACHE) >= 2:  # a model and its base (perplexity --compare) stay loaded
-            _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
-        model = _MODEL_CACHE[key] = load(*args)
-    return model
+    lm = cached_model(*model_key)
+    return [lm.logprobs(ids, first) for ids, first in chunks]

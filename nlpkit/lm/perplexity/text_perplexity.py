@@ -1,7 +1,7 @@
 """Perplexity of one text or token-id list: its windows scored, and the tokens, bytes and words they cover.
 
 `perplexity` (an engine `Model`) and `text_perplexity` (a `LanguageModel`) tokenize a text, run its window plan
-(`nlpkit.lm.perplexity_windows`) through `nlpkit.lm.window_scoring`, and summarize it as a `Perplexity`
+(`nlpkit.lm.perplexity.windows`) through `nlpkit.lm.perplexity.window_scoring`, and summarize it as a `Perplexity`
 (`covered`: the bytes and words the scored tokens cover); `score_lines_shard` is ``--per-line`` on a Dask worker.
 The figures are the ones the `nlpkit.lm.perplexity` docstring defines.
 """
@@ -15,12 +15,13 @@ from typing import Callable
 
 import numpy as np
 
-from nlpkit.errors import NlpkitError, UsageError
-from nlpkit.lm.perplexity_windows import TooShort, check_window, default_context, default_stride, prefix_token, \
-    window_plan
+from nlpkit.errors import NlpkitError
+from nlpkit.lm.perplexity.windows import TooShort, check_window, default_stride, window_plan
 from nlpkit.lm.threads import match_blas_threads
 from nlpkit.lm.uncertainty import standard_error
-from nlpkit.lm.window_scoring import Scored, cached_model, score_windows
+from nlpkit.lm.spec import cached_model
+from nlpkit.lm.perplexity.window_scoring import Scored, score_windows
+from nlpkit.lm.transformer.conventions import check_context, default_context, prefix_token
 
 @dataclass
 class Perplexity:
@@ -117,21 +118,6 @@ def covered(text: str, token_bytes: list[int], scored: list[int]) -> tuple[int, 
     return nbytes, words
 
 
-def check_context(model, context: int) -> None:
-    """A usage error when `context` exceeds the model's positions (`ModelConfig.positions`: trained
-    positions, or original positions times a RoPE scaling's factor)."""
-    c = model.config
-    if context > c.positions:
-        if c.positions > c.max_seq_len:
-            raise UsageError(f"`context` {context} exceeds the {c.positions} positions of this model with its RoPE "
-                             f"scaling ({c.rope_scaling.get('rope_type')} x{c.rope_scaling.get('factor')}): use "
-                             f"`context` {c.positions} or less, or a larger `rope_factor`")
-        hint = " or set a RoPE scaling (`rope_scaling`, `rope_factor`)" if c.uses_rope and not c.rope_scaling \
-            else ""
-        raise UsageError(f"`context` {context} exceeds the {c.max_seq_len} positions this model was trained on: "
-                         f"use `context` {c.max_seq_len} or less{hint}")
-
-
 def perplexity(model, text: str, *, mode: str = "sliding", context: int | None = None, stride: int | None = None,
                add_bos: bool | None = None, progress: Callable | None = None,
                map_windows: Callable | None = None) -> tuple[Perplexity, Scored]:
@@ -190,11 +176,11 @@ def score_lines_shard(shard, model_key: tuple, mode: str, context: int, stride: 
     from nlpkit.io import iter_lines
 
     match_blas_threads(blas_threads)
-    model = cached_model(*model_key)
+    lm = cached_model(*model_key)
     out: list = []
     for line in iter_lines(shard, errors=errors, strip_bom=getattr(shard, "first", True)):
         try:
-            p, scored = perplexity(model, line, mode=mode, context=context, stride=stride, add_bos=add_bos)
+            p, scored = text_perplexity(lm, line, mode=mode, context=context, stride=stride, add_bos=add_bos)
         except TooShort:
             p = scored = None
         out.append((p, scored) if per_token and p is not None else p)

@@ -10,7 +10,7 @@ the next prompt joins at once, so the batch stays full.
 Each sequence decodes exactly as it would alone (`nlpkit.lm.generation.generate_ids`): its own repetition-penalty
 history and its own random generator seeded with `seed`, so a seeded run draws the same tokens whatever the batch
 size, and every prompt's continuation equals `generate PROMPT --seed SEED`'s (a request may bring its own generator:
-`sample --prompts`, nlpkit.lm.batch_sampling). Results come out in input order, each as soon as it and every earlier
+`sample --prompts`, nlpkit.lm.generation.batch_sampling). Results come out in input order, each as soon as it and every earlier
 one are done. Requests of one `family` share their prompt: a batch with `fork(source, key, length, max_new_tokens)`
 gives a joining member a copy of a live member's first `length` keys and values instead of a prefill.
 """
@@ -25,7 +25,7 @@ import numpy as np
 
 from nlpkit.errors import UsageError
 from nlpkit.lm.interface import Prompt
-from nlpkit.lm.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
+from nlpkit.lm.generation.sampling import SamplingConfig, draw, probabilities, process_logits, token_logprobs
 
 DEFAULT_BATCH = 32  # live sequences, at most (the batch's KV budget may admit fewer): SmolLM2-135M decoded 48 short
 # generate items in 6.2 s at 16, 4.5 s at 32, 3.9 s at 48 (benchmarks/score.py --generate), its decode steps 6.3x one
@@ -79,64 +79,6 @@ class BatchStats:
         return self.new_tokens / self.decode_seconds if self.decode_seconds > 0 else float("inf")
 
 
-class StateBatch:
-    """The batch interface over a model without batched decoding: one `DecodingState` per sequence."""
-
-    def __init__(self, lm, context: int | None = None):
-        self.lm, self.context = lm, context
-        self.states: dict = {}
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    @property
-    def keys(self) -> list:
-        return list(self.states)
-
-    def room(self, key) -> int:
-        return 1  # a state says itself when it is full (`advance` -> False)
-
-    def can_take(self, positions: list[int]) -> bool:
-        return True  # a state holds what its model needs; no shared budget
-
-    def join(self, key, prompt_ids, max_new_tokens: int) -> np.ndarray:  # -> [V]
-        state = self.lm.start(prompt_ids, 1, context=self.context)
-        self.states[key] = state
-        return state.logits()[0]
-
-    def join_many(self, joins) -> list[np.ndarray]:  # -> n x [V]
-        return [self.join(*j) for j in joins]
-
-    def leave(self, key) -> None:
-        self.states.pop(key, None)
-
-    def step(self, tokens) -> np.ndarray:  # [n] -> [n, V]; a full state's row is None-filled (NaN)
-        rows = []
-        for (key, state), t in zip(list(self.states.items()), tokens):
-            if state.advance(np.array([int(t)])):
-                rows.append(state.logits()[0])
-            else:
-                rows.append(None)
-        self.full = [k for k, r in zip(self.states, rows) if r is None]
-        width = next((len(r) for r in rows if r is not None), 0)
-        return np.stack([r if r is not None else np.full(width, np.nan) for r in rows]) if rows else np.empty((0, 0))
-
-
-class StreamStops:
-    """A `TextStream` as a generation task's stop test (`LanguageModel.until_stream` of a model whose text is its
-    stream's: an n-gram model's words): `push(id)` -> True at a stop string; `text(ids)` the text, cut before it."""
-
-    def __init__(self, stream):
-        self.stream = stream
-
-    def push(self, token_id: int) -> bool:
-        self.stream.push(token_id)
-        return self.stream.stopped
-
-    def text(self, ids=None) -> str:
-        return self.stream.text()
-
-
 @dataclass
 class _Live:
     index: int
@@ -183,7 +125,7 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
     live: dict[int, _Live] = {}
     done: dict[int, Generated] = {}
     next_out = 0
-    forks = hasattr(batch, "fork")
+    forks = batch.forks
     families: dict = {}  # family -> (its prompt's next-token logits, its live keys), while one is live
 
     def enter(i: int, req: Request, out: Generated, logits: np.ndarray) -> None:
@@ -257,7 +199,7 @@ def generate_batched(lm, requests: Iterable[Request], *, batch_size: int = DEFAU
                 feed.append(tid)
         if feed:
             logits = batch.step(feed)  # [n, V]
-            full = set(getattr(batch, "full", ()))
+            full = set(batch.full)
             for key, row in zip(batch.keys, logits):
                 if key in full:  # a state whose context is full: the token chosen cannot be fed
                     live[key].out.finish = "context"

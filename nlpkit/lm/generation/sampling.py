@@ -70,36 +70,6 @@ class SamplingConfig:
         return self.temperature == 0
 
 
-# ------------------------------------------------------------------------ default settings
-
-SAMPLING_KEYS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty")
-LLAMA_CPP_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repetition_penalty": 1.0}
-TRANSFORMERS_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0}
-
-
-def sampling_defaults(generation_config: dict | None) -> tuple[dict, str]:
-    """The sampling values to use when the user gives none, and where they come from.
-
-    A model whose generation_config.json sets sampling values gets them, as transformers'
-    `generate` applies them (its defaults for the keys the file leaves out; ``do_sample: false``
-    means greedy). Otherwise llama.cpp's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05.
-
-    >>> sampling_defaults({})
-    ({'temperature': 0.8, 'top_k': 40, 'top_p': 0.95, 'min_p': 0.05, 'repetition_penalty': 1.0}, 'llama.cpp')
-    >>> sampling_defaults({"do_sample": True, "temperature": 0.7, "top_p": 0.8})[0]["top_k"]
-    50
-    """
-    gc = generation_config or {}
-    given = {k: gc[k] for k in SAMPLING_KEYS if gc.get(k) is not None}
-    if not given and "do_sample" not in gc:
-        return dict(LLAMA_CPP_DEFAULTS), "llama.cpp"
-    values = {**TRANSFORMERS_DEFAULTS, **given}
-    if gc.get("do_sample") is False:
-        values["temperature"] = 0.0
-    values["top_k"] = int(values["top_k"])
-    return values, "generation_config"
-
-
 # ------------------------------------------------------------------------ the processors
 
 def repetition_penalty(logits: np.ndarray, seen: np.ndarray, penalty: float) -> np.ndarray:

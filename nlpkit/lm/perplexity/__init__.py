@@ -24,29 +24,32 @@ after trailing whitespace to the span of the text's last byte). When every token
 exactly lm-evaluation-harness: words = len(re.split(r"\\s+", text)), bytes = the text's UTF-8 bytes.
 Word perplexity exp(NLL / words), byte perplexity exp(NLL / bytes), bits per byte NLL / bytes / ln 2.
 
-The code lives in four modules, all re-exported here (`from nlpkit.lm.perplexity import X` keeps working):
-`nlpkit.lm.perplexity_windows` (the window plans), `nlpkit.lm.window_scoring` (a plan's windows scored under a
-model), `nlpkit.lm.text_perplexity` (a text's `Perplexity`) and `nlpkit.lm.perplexity_records` (`perplexity_run`:
-what `nlpkit perplexity` prints).
+The package: `windows` (the window plans), `window_scoring` (a plan's windows scored under a model),
+`text_perplexity` (a text's `Perplexity`), `records` (`perplexity_run`: what `nlpkit perplexity` prints),
+`comparison` and `divergence` (`perplexity --compare`: KLD, top-token agreement); llama.cpp's standard errors are
+`nlpkit.lm.uncertainty` (an n-gram model's perplexity uses them too). The names of the first four are re-exported
+here (`from nlpkit.lm.perplexity import X`, as release 0.1.0's `nlpkit.lm.scoring`), with a transformer's window
+conventions (`prefix_token`, `default_context`, `check_context`: `nlpkit.lm.transformer.conventions`).
 """
 
 from __future__ import annotations
 
-from nlpkit.lm.perplexity_records import (PERPLEXITY_PER_LINE, PERPLEXITY_PER_TOKEN, PERPLEXITY_SUMMARY, TOTAL,
+from nlpkit.lm.perplexity.records import (PERPLEXITY_PER_LINE, PERPLEXITY_PER_TOKEN, PERPLEXITY_SUMMARY, TOTAL,
                                           perplexity_run)
-from nlpkit.lm.perplexity_windows import (MODES, TooShort, Window, check_window, default_context, default_stride,
-                                          disjoint_windows, prefix_token, second_half_windows, sliding_windows,
-                                          window_plan)
-from nlpkit.lm.text_perplexity import (Perplexity, check_context, count_words, covered, perplexity, score_ids,
-                                       score_lines_shard, summarize_scored, text_perplexity)
-from nlpkit.lm.window_scoring import (CHUNK, Scored, cached_model, local_windows, log_softmax_at, logits_primitive,
-                                      row_log_normalizers, score_windows, score_windows_task, window_logits,
-                                      window_logprobs, window_primitive)
+from nlpkit.lm.perplexity.text_perplexity import (Perplexity, count_words, covered, perplexity, score_ids,
+                                                  score_lines_shard, summarize_scored, text_perplexity)
+from nlpkit.lm.perplexity.window_scoring import (CHUNK, Scored, local_windows, log_softmax_at, row_log_normalizers,
+                                                 score_windows, score_windows_task, window_logits, window_logprobs,
+                                                 window_primitive)
+from nlpkit.lm.perplexity.windows import (MODES, TooShort, Window, check_window, default_stride, disjoint_windows,
+                                          second_half_windows, sliding_windows, window_plan)
+from nlpkit.lm.spec import cached_model
+from nlpkit.lm.transformer.conventions import check_context, default_context, prefix_token
 
 __all__ = ["CHUNK", "MODES", "PERPLEXITY_PER_LINE", "PERPLEXITY_PER_TOKEN", "PERPLEXITY_SUMMARY", "TOTAL", "Perplexity",
            "Scored", "TooShort", "Window", "cached_model", "check_context", "check_window", "count_words", "covered",
            "default_context", "default_stride", "disjoint_windows", "local_windows", "log_softmax_at",
-           "logits_primitive", "perplexity", "perplexity_run", "prefix_token", "row_log_normalizers", "score_ids",
+           "perplexity", "perplexity_run", "prefix_token", "row_log_normalizers", "score_ids",
            "score_lines_shard", "score_windows", "score_windows_task", "second_half_windows", "sliding_windows",
            "summarize_scored", "text_perplexity", "window_logits", "window_logprobs", "window_plan",
            "window_primitive"]

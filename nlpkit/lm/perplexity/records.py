@@ -1,7 +1,7 @@
 """What `nlpkit perplexity` prints: its columns, and the records of a run per file, per line or per token.
 
 `perplexity_run` resolves the window settings for a `LanguageModel` and yields its records, here or with the
-mappers the caller built (a Dask cluster); the scoring is `nlpkit.lm.text_perplexity`'s.
+mappers the caller built (a Dask cluster); the scoring is `nlpkit.lm.perplexity.text_perplexity`'s.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from nlpkit.errors import NlpkitError
-from nlpkit.lm.interface import PerplexityRun
-from nlpkit.lm.perplexity_windows import TooShort, Window, default_stride
-from nlpkit.lm.text_perplexity import Perplexity, score_lines_shard, text_perplexity
+from nlpkit.lm.interface import Capability, PerplexityRun
+from nlpkit.lm.perplexity.windows import TooShort, Window, default_stride
+from nlpkit.lm.perplexity.text_perplexity import Perplexity, score_lines_shard, text_perplexity
 from nlpkit.lm.threads import blas_threads
-from nlpkit.lm.window_scoring import Scored, score_windows_task
+from nlpkit.lm.perplexity.window_scoring import Scored, score_windows_task
 
 PERPLEXITY_SUMMARY = ["file", "tokens", "mean_nll", "mean_nll_se", "token_ppl", "token_ppl_unc", "word_ppl",
                       "byte_ppl", "bits_per_byte", "words", "bytes"]
@@ -29,16 +29,16 @@ def perplexity_run(lm, paths: Sequence[str], *, mode: str = "sliding", context: 
                    stride: int | None = None, add_bos: bool | None = None, per_line: bool = False,
                    per_token: bool = False, errors: str = "strict") -> PerplexityRun:
     """What `nlpkit perplexity` prints for a `LanguageModel`: each text scored in windows (`mode`), a record per
-    file (then a corpus total), per line (`per_line`) or per scored token (`per_token`). A model without windows
-    (`window_context` None: an n-gram model) scores each line as one sentence, its own way
+    file (then a corpus total), per line (`per_line`) or per scored token (`per_token`). A model that declares
+    `Capability.SENTENCES` (an n-gram model) scores each line as one sentence, its own way
     (`lm.sentence_perplexity`: KenLM query's figures, the columns it has always printed).
 
     `records(progress, map_windows, map_lines)` runs locally, or with the mappers the caller built
     (`nlpkit.distributed.stages.perplexity_windows` / `perplexity_lines`: on a Dask cluster, each worker loading
     the model once from `lm.worker_key`)."""
-    ctx = lm.window_context(context)
-    if ctx is None:
+    if Capability.SENTENCES in lm.capabilities:   # an n-gram model: each line one sentence, its own figures
         return lm.sentence_perplexity(paths, per_line=per_line, per_token=per_token, errors=errors)
+    ctx = lm.window_context(context)
     strd = (stride or default_stride(ctx)) if mode == "sliding" else None
     bos = lm.prefix_id is not None if add_bos is None else add_bos
     columns = PERPLEXITY_PER_LINE if per_line else PERPLEXITY_SUMMARY

@@ -2,7 +2,7 @@
 
 The three modes the `nlpkit.lm.perplexity` docstring describes (`sliding`, `disjoint`, `second-half`) as lists of
 `Window`s over the sequence with its prefix token (`window_plan`), the checks on their settings, and the defaults.
-No model runs here: `nlpkit.lm.window_scoring` runs the plans.
+No model runs here: `nlpkit.lm.perplexity.window_scoring` runs the plans.
 """
 
 from __future__ import annotations
@@ -93,16 +93,10 @@ def check_window(mode: str, context: int, stride: int | None) -> None:
         raise UsageError(f"`stride` {stride} must be between 1 and `context` {context}")
 
 
-def prefix_token(config) -> int | None:
-    """The token a text's first token is predicted from: BOS when the model defines one, else EOS/EOT
-    (lm-evaluation-harness `prefix_token_id`); None when the model has neither."""
-    return config.bos_id if config.bos_id is not None else config.eos_id
-
-
 def window_plan(ids: list[int], prefix: int | None, *, mode: str, context: int,
                 stride: int | None) -> tuple[list[int], list[Window]]:
     """The sequence (prefix token first, when given) and the windows `mode` scores it in: the one plan
-    that perplexity (`score_ids`) and the model comparison (`nlpkit.lm.comparison`) both run."""
+    that perplexity (`score_ids`) and the model comparison (`nlpkit.lm.perplexity.comparison`) both run."""
     seq = ([prefix] if prefix is not None else []) + list(ids)
     if mode in ("sliding", "disjoint") and len(seq) < 2:
         raise TooShort("text too short: at least 2 tokens (or 1 after the prefix token) are needed to score one")
@@ -113,11 +107,6 @@ def window_plan(ids: list[int], prefix: int | None, *, mode: str, context: int,
     else:
         windows = second_half_windows(len(seq), context, prefix)
     return seq, windows
-
-
-def default_context(model) -> int:
-    """The model's context length, capped at 1024 tokens to bound memory and time."""
-    return min(model.config.max_seq_len, 1024)
 
 
 def default_stride(context: int) -> int:

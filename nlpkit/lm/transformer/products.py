@@ -1,0 +1,109 @@
+"""The matrix products of a forward, shaped so that a row's bits do not depend on the BLAS kernel's row blocking.
+
+Why: numpy's OpenBLAS gives a row of `x @ w` bits that depend on where the row sits in the product, and on the
+product's shape, in ways that differ by kernel (`OPENBLAS_CORETYPE`; measured on OpenBLAS 0.3.31, one BLAS thread):
+- Haswell and Zen multiply the rows in groups of 12 (the first 6 and the last 6 of a group sum in other orders) and
+  a tail of fewer than 12 rows with other kernels again;
+- SkylakeX runs a product of at most ~1e6 multiply-adds (M*N*K) with its small-matrix kernels, which sum otherwise;
+- every kernel runs a one-row product as a matrix-vector product (gemv);
+- Haswell and Zen give an output column other bits when the product has another number of columns.
+What holds on every one of them (Haswell, Zen, SkylakeX, SandyBridge; tests/lm/test_determinism.py): in a product
+whose row count is a multiple of ROW_ALIGN and whose M*N*K is over SMALL_PRODUCT, a row's bits depend only on its
+content and on its index modulo ROW_ALIGN — not on the other rows, on the row count, or on the layout of `w` (C order
+or a transposed view: native weights). So every scoring product here:
+- has its rows padded (zeros) to such a count (`padded_rows`), and its row ranges cut at multiples of ROW_ALIGN
+  when they are split over threads (`aligned_split`);
+- keeps each row at an index fixed by the row's place in its own sequence: a sequence starts at a multiple of
+  ROW_ALIGN of the forward's rows (packed segments and their branches: `packing`), and the output projection's
+  rows keep their residue modulo ROW_ALIGN (`slot_rows`);
+- multiplies the output projection in tiles of HEAD_TILE columns whether the weights are float32 or native
+  (`head_tiles`), so both give the same column blocking.
+A one-row product (a decode step) stays a matrix-vector product: its documented exception (`model`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ROW_ALIGN = 12  # rows: a sequence starts, and a thread's share of rows starts, at a multiple of this
+SMALL_PRODUCT = 1_000_000  # multiply-adds (M*N*K): at most this, OpenBLAS (SkylakeX) takes its small-matrix kernels
+HEAD_TILE = 2048  # output-projection columns (vocabulary entries) per product
+SMALL_HEAD = 1 << 20  # weights: an output projection this small is one tile (`stored_weights.SMALL_MATRIX`)
+
+
+def round_up(n: int, step: int = ROW_ALIGN) -> int:
+    return -(-n // step) * step
+
+
+def padded_rows(m: int, n: int, k: int) -> int:
+    """The rows a product of `m` rows by a [k, n] matrix runs with: m for one row (gemv, a decode step), else m
+    rounded up to a multiple of ROW_ALIGN and to over SMALL_PRODUCT multiply-adds."""
+    if m <= 1:
+        return m
+    return max(round_up(m), round_up(SMALL_PRODUCT // max(1, n * k) + 1))
+
+
+def matmul_rows(x: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """x @ w with x's rows padded to `padded_rows` (a row's bits: its content and index mod ROW_ALIGN only).
+
+    # [m, k] @ [k, n] -> [m, n]  (into `out` when given)"""
+    m, k = x.shape
+    p = padded_rows(m, w.shape[1], k)
+    if p == m:
+        return np.matmul(x, w, out=out) if out is not None else x @ w
+    xp = np.zeros((p, k), np.float32)
+    xp[:m] = x
+    y = xp @ w
+    if out is None:
+        return y[:m]
+    out[...] = y[:m]
+    return out
+
+
+def aligned_split(n_rows: int, parts: int, least: int = 1) -> list[tuple[int, int]]:
+    """At most `parts` contiguous [start, end) ranges covering n_rows, every start a multiple of ROW_ALIGN, none
+    under `least` rows (fewer ranges when that would be)."""
+    units = -(-n_rows // ROW_ALIGN)
+    parts = max(1, min(parts, n_rows // max(1, least), units))
+    bounds = [min(n_rows, units * i // parts * ROW_ALIGN) for i in range(parts + 1)]
+    return [(s, e) for s, e in zip(bounds, bounds[1:]) if e > s]
+
+
+def head_tiles(v: int, d: int) -> list[tuple[int, int]]:
+    """The output projection's column tiles [c0, c1) of a [d, v] matrix: one when it is small, else HEAD_TILE
+    columns each (float32 and native weights alike: the same products, the same bits)."""
+    if v * d <= SMALL_HEAD:
+        return [(0, v)]
+    return [(c, min(c + HEAD_TILE, v)) for c in range(0, v, HEAD_TILE)]
+
+
+def slot_rows(x: np.ndarray, index: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | slice]:
+    """Rows x (at forward rows `index`, sorted or not; None: 0, 1, ...) laid out for a product: each at a slot
+    with the residue its forward row has modulo ROW_ALIGN, slots padded to a multiple of ROW_ALIGN. Contiguous
+    rows keep their order (a leading gap of index[0] % ROW_ALIGN rows); other rows go to the next free slot of
+    their residue. -> (padded rows [p, d], where each row of x went: a slice or an index array)
+
+    # [r, d], [r] -> [p, d], slice | [r]"""
+    r, d = x.shape
+    if index is None or r == 0:
+        lead = 0
+    else:
+        index = np.asarray(index, dtype=np.int64)
+        lead = int(index[0]) % ROW_ALIGN
+        if not (r == 1 or np.all(np.diff(index) == 1)):
+            res = index % ROW_ALIGN
+            order = np.argsort(res, kind="stable")
+            counts = np.bincount(res, minlength=ROW_ALIGN)
+            first = np.cumsum(counts) - counts  # where each residue's rows start in `order`
+            rank = np.empty(r, np.int64)
+            rank[order] = np.arange(r) - np.repeat(first, counts)
+            slots = rank * ROW_ALIGN + res
+            xs = np.zeros((round_up(int(slots.max()) + 1), d), np.float32)
+            xs[slots] = x
+            return xs, slots
+    p = round_up(lead + r)
+    if lead == 0 and p == r:
+        return np.ascontiguousarray(x), slice(0, r)
+    xs = np.zeros((p, d), np.float32)
+    xs[lead:lead + r] = x
+    return xs, slice(lead, lead + r)
