@@ -94,6 +94,8 @@ class GenJob:
     cancelled: bool = False
     key: int = 0
     logprobs: bool = True   # False: each token's log-probability is not computed (None)
+    stream: bool = True     # False: the steps are handed over with the end, in one call (no per-token wake-up)
+    held: list = field(default_factory=list)
 
 
 class DecodedText:
@@ -361,20 +363,20 @@ class Engine:
             tid, lp, top = _choose(s)
             finish = ""
             if tid in job.end_ids:
-                _send(job.emit, GenStep(tid, lp, top, "", end=True))
+                _deliver(job, GenStep(tid, lp, top, "", end=True))
                 finish = "stop"
             else:
                 s.ids.append(tid)
                 self.stats.generated_tokens += 1
                 piece = s.stream.push(tid)
-                _send(job.emit, GenStep(tid, lp, top, piece))
+                _deliver(job, GenStep(tid, lp, top, piece))
                 if s.stream.stopped:
                     finish = "stop"
                 elif len(s.ids) >= job.max_tokens or self.batch.room(key) <= 0:
                     finish = "length"
             if finish:
                 rest = "" if s.stream.stopped else s.stream.finish()
-                _send(job.emit, GenEnd(finish, rest, list(s.ids)))
+                _deliver(job, GenEnd(finish, rest, list(s.ids)))
                 self._leave(key)
             else:
                 feed.append(tid)
@@ -384,7 +386,7 @@ class Engine:
             for key, row in zip(self.batch.keys, logits):
                 s = self.live[key]
                 if key in full:   # a state whose context is full
-                    _send(s.job.emit, GenEnd("length", s.stream.finish(), list(s.ids)))
+                    _deliver(s.job, GenEnd("length", s.stream.finish(), list(s.ids)))
                     self._leave(key)
                 else:
                     s.logits = row
@@ -412,6 +414,18 @@ def _choose(s: _Live) -> tuple[int, float | None, tuple | None]:
         ids = ids[np.lexsort((ids, -row[ids]))]
         top = (tuple(int(i) for i in ids), tuple(float(lsm[i]) for i in ids))
     return tid, lp, top
+
+
+def _deliver(job: GenJob, item: GenStep | GenEnd) -> None:
+    """A generation event to its job: at once when it streams, else held until the end and handed over with it (a
+    list: one wake-up of the web layer per request instead of one per token)."""
+    if job.stream:
+        _send(job.emit, item)
+    elif isinstance(item, GenEnd):
+        _send(job.emit, [*job.held, item])
+        job.held.clear()
+    else:
+        job.held.append(item)
 
 
 def _send(callback: Callable[[object], None], item: object) -> None:

@@ -62,8 +62,13 @@ class Run:
         self.deadline = time.monotonic() + timeout
 
     def callback(self, tag):
-        def deliver(item, loop=self.loop, q=self.queue):
-            loop.call_soon_threadsafe(q.put_nowait, (tag, item))
+        """What the engine calls with a result, an event, or a list of events (one wake-up for all)."""
+        def put(item, q=self.queue):
+            for one in item if isinstance(item, list) else [item]:
+                q.put_nowait((tag, one))
+
+        def deliver(item, loop=self.loop):
+            loop.call_soon_threadsafe(put, item)
         return deliver
 
     def submit(self, job) -> None:
@@ -204,7 +209,7 @@ class Completion:
                     continue
                 self.run.submit(GenJob(inp.ids, s.max_tokens, self.cfg, rng(s.seed, j), s.stop, self.end_ids,
                                        self.p.logprobs or 0, self.run.callback(("gen", c.index)),
-                                       logprobs=self.p.logprobs is not None))
+                                       logprobs=self.p.logprobs is not None, stream=self.p.stream))
 
     def on_score(self, i: int, result: ScoreResult) -> list[Choice]:
         n = self.s.n
@@ -315,7 +320,7 @@ class Chat:
                 continue
             self.run.submit(GenJob(self.inp.ids, self.max_tokens, self.cfg, rng(self.s.seed, c.index), self.s.stop,
                                    self.end_ids, self.top, self.run.callback(("gen", c.index)),
-                                   logprobs=self.p.logprobs))
+                                   logprobs=self.p.logprobs, stream=self.p.stream))
 
     def usage(self) -> dict:
         return usage(len(self.inp.ids), sum(len(c.tokens) for c in self.choices))
