@@ -89,7 +89,7 @@ def test_stats_never_prints_inf_and_counts_in_the_singular(cli, args):
 
 def test_stats_line_formatting_by_itself():
     from nlpkit.cli.stats_line import batch_stats_line, stats_line
-    from nlpkit.lm.batch_generation import BatchStats
+    from nlpkit.lm.generation.batch_generation import BatchStats
     from nlpkit.lm.generation import GenerationStats
 
     one = stats_line("tokens", GenerationStats(prompt_tokens=1, new_tokens=1, prefill_seconds=0.5,
