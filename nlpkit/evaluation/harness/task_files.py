@@ -208,7 +208,8 @@ class TaskRegistry:
         texts = self._texts()
         pat = re.compile(r"(?<![\w-])" + re.escape(name) + r"(?![\w-])")
         hits = [p for p, t in texts if pat.search(t)]
-        templates = {p.name for p in hits if not re.search(r"^(task|group):", dict(texts)[p], re.M)}
+        text_of = dict(texts)
+        templates = {p.name for p in hits if not re.search(r"^[\"']?(task|group)[\"']?\s*:", text_of[p], re.M)}
         if templates:
             inc = re.compile(r"^include:.*(" + "|".join(re.escape(t) for t in templates) + ")", re.M)
             hits += [p for p, t in texts if p not in hits and inc.search(t)]
@@ -224,7 +225,7 @@ class TaskRegistry:
         their top level (`task:`/`group:`/`tag:` lines; no parse)."""
         names = set(self._local)
         if self.lmeval_dir is not None:
-            line = re.compile(r"^(?:task|group|tag):\s*([\w.-]+)\s*$", re.M)
+            line = re.compile(r"^[\"']?(?:task|group|tag)[\"']?\s*:\s*[\"']?([\w.-]+)[\"']?\s*$", re.M)
             for _, t in self._texts():
                 names.update(line.findall(t))
         return sorted(names)
