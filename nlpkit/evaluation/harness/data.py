@@ -23,6 +23,11 @@ def offline_datasets():
     except ImportError:
         raise NlpkitError("lm-evaluation-harness tasks need Hugging Face datasets: pip install 'nlpkit[tasks]'") \
             from None
+    try:  # progress bars and info logs of datasets are not ours to print
+        datasets.utils.logging.disable_progress_bar()
+        datasets.utils.logging.set_verbosity_error()
+    except AttributeError:
+        pass
     cfg = datasets.config
     for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
         if hasattr(cfg, name):
