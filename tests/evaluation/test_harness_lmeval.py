@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "tasks"
 MODEL = "tests/fixtures/score/models/gpt2-bpe"
 RUNS = {"suite": ([], "suite_group,suite_ll,suite_ll_ppl,suite_rolling,suite_gen,suite_gen_prefix,suite_wino,suite_proc"),
-        "limit": (["--limit", "3", "--num-fewshot", "1"], "suite_tag,suite_gen")}
+        "limit": (["--limit", "3", "--num-fewshot", "1"], "suite_tag,suite_gen"),
+        # lm-eval's own task files (read from its installation) around our documents (real_task_data.py)
+        "real": ([], "arc_easy,hellaswag,winogrande,mmlu_mini,lambada_openai,wikitext,truthfulqa_mc2,piqa")}
 
 
 def _files(folder: Path) -> tuple[dict, dict]:
@@ -39,11 +41,19 @@ def both(request, tmp_path_factory):
 
     extra, tasks = RUNS[request.param]
     out = tmp_path_factory.mktemp(request.param)
+    include = "tests/fixtures/tasks/suite"
+    if request.param == "real":
+        lm_eval = pytest.importorskip("lm_eval")
+        import sys
+        sys.path.insert(0, str(Path(__file__).parent))
+        from real_task_data import write_wrappers
+
+        include = str(write_wrappers(tmp_path_factory.mktemp("wrappers"), Path(lm_eval.__file__).parent / "tasks"))
     import os
     cwd = os.getcwd()
     os.chdir(ROOT)   # the task files name their data relative to the repository root, as lm-eval read them
     try:
-        res = CliRunner().invoke(command, ["-m", MODEL, "--tasks", tasks, "--include-path", "tests/fixtures/tasks/suite",
+        res = CliRunner().invoke(command, ["-m", MODEL, "--tasks", tasks, "--include-path", include,
                                            "--output-path", str(out), "--log-samples", "--format", "jsonl", "--quiet",
                                            *extra], catch_exceptions=False)
     finally:
