@@ -63,7 +63,10 @@ def import_function(qual: str, base_dir: Path) -> Callable:
 
 
 def hook_name(fn: Callable) -> str:
-    return f"{getattr(fn, '__module__', '?').rpartition('.')[2]}.{getattr(fn, '__name__', repr(fn))}"
+    """`module.function` as the task file names it (the module by its file's name)."""
+    code = getattr(fn, "__code__", None)
+    module = Path(code.co_filename).stem if code is not None else getattr(fn, "__module__", "?").rpartition(".")[2]
+    return f"{module}.{getattr(fn, '__name__', repr(fn))}"
 
 
 def call_hook(task: str, what: str, fn: Callable, *args):

@@ -138,13 +138,17 @@ def _yaml_files(root: Path) -> list[Path]:
                   key=lambda p: p.as_posix())
 
 
-def _index_files(files: list[Path], index: dict[str, Entry]) -> None:
-    """Add the entries of `files` (one folder's, in path order) to `index`: the first definition of a name wins."""
+def _index_files(files: list[Path], index: dict[str, Entry], broken: list | None = None) -> None:
+    """Add the entries of `files` (one folder's, in path order) to `index`: the first definition of a name wins.
+    A file that cannot be read is skipped, as lm-eval skips it, and kept in `broken` with its error (asking for a
+    name it mentions reports that error rather than an unknown task)."""
     for path in files:
         try:
             cfg = load_yaml(path, resolve=False)
-        except TaskFileError:
-            continue  # lm-eval skips a file it cannot read when indexing; naming it directly raises
+        except TaskFileError as e:
+            if broken is not None:
+                broken.append((path, e))
+            continue
         kind = kind_of(cfg)
         if kind == "group":
             name = cfg["group"]
@@ -171,9 +175,10 @@ class TaskRegistry:
                 raise TaskFileError(f"{p}: --include-path is not a folder")
         self.lmeval_dir = lmeval_tasks_dir() if lmeval_dir is True else (lmeval_dir or None)
         self._local: dict[str, Entry] = {}
+        self.broken: list[tuple[Path, TaskFileError]] = []
         for root in self.include_paths:  # later paths win
             one: dict[str, Entry] = {}
-            _index_files(_yaml_files(root), one)
+            _index_files(_yaml_files(root), one, self.broken)
             for name, e in one.items():
                 if name in self._local and e.kind == "tag" and self._local[name].kind == "tag":
                     e.members |= self._local[name].members
@@ -231,6 +236,15 @@ class TaskRegistry:
         return sorted(names)
 
     def unknown(self, name: str) -> TaskFileError:
+        """The error of asking for `name`: a broken task file of the include paths that mentions it, else an unknown
+        task with the closest names."""
+        pat = re.compile(r"(?<![\w-])" + re.escape(name) + r"(?![\w-])")
+        for path, err in self.broken:
+            try:
+                if pat.search(path.read_text(encoding="utf-8", errors="replace")):
+                    return err
+            except OSError:
+                continue
         close = difflib.get_close_matches(name, self.all_names(), n=3, cutoff=0.6)
         where = ", ".join(str(p) for p in self.include_paths) or "no --include-path"
         lm = f" and lm-evaluation-harness's tasks ({self.lmeval_dir})" if self.lmeval_dir else \
