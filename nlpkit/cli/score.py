@@ -198,7 +198,7 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     if tasks is not None:  # lm-evaluation-harness task files (nlpkit/cli/score_tasks.py)
         from nlpkit.cli.score_tasks import run_tasks
 
-        return run_tasks(files, models, tasks, include_paths, num_fewshot, limit, output_path, log_samples, chat,
+        return run_tasks(files, models, _names(list(models) or [None]), _text_hash(system), tasks, include_paths, num_fewshot, limit, output_path, log_samples, chat,
                          system, fewshot_as_multiturn, bootstrap, seed, fail_if_worse, gate_metric, batch_size,
                          verbose, fmt, no_signature, quiet)
     from nlpkit.cli.score_tasks import check_item_options

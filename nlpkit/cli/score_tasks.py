@@ -33,7 +33,7 @@ def check_item_options() -> None:
             raise click.UsageError(f"{flag} applies to --tasks runs only")
 
 
-def run_tasks(files, models, tasks: str, include_paths, num_fewshot, limit, output_path, log_samples, chat, system,
+def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: str, include_paths, num_fewshot, limit, output_path, log_samples, chat, system,
               fewshot_as_multiturn, bootstrap, seed, fail_if_worse, gate_metric, batch_size, verbose, fmt,
               no_signature, quiet) -> None:
     from click.core import ParameterSource
@@ -60,7 +60,6 @@ def run_tasks(files, models, tasks: str, include_paths, num_fewshot, limit, outp
     if not names:
         raise click.BadParameter("no task name", param_hint="--tasks")
 
-    from nlpkit.cli.score import _names
     from nlpkit.errors import UsageError
     from nlpkit.evaluation.harness.results import planned_files, results_document, write_run
     from nlpkit.evaluation.harness.run import RunOptions, evaluate_model, prepare
@@ -81,7 +80,6 @@ def run_tasks(files, models, tasks: str, include_paths, num_fewshot, limit, outp
 
     for m in models:
         check_model_path(m)
-    labels = _names(models)
     runs, docs = {}, {}
     total = sum(len(p.docs) for p in prepared.values())
     from nlpkit.evaluation.harness.model_adapter import HarnessModel
@@ -109,7 +107,7 @@ def run_tasks(files, models, tasks: str, include_paths, num_fewshot, limit, outp
         runs[label] = run
         docs[label] = results_document(run, selection, model.describe(), options, start, template)
     del total
-    sig = _signature(names, labels, options, bootstrap, seed)
+    sig = _signature(names, labels, options, bootstrap, seed, system_hash)
     out_fmt = resolve_format(fmt)
     summary = _summaries(runs, selection)
     comparisons = _comparisons(runs, labels, bootstrap, seed) if len(labels) > 1 else []
@@ -126,17 +124,18 @@ def run_tasks(files, models, tasks: str, include_paths, num_fewshot, limit, outp
         enforce(verdicts)
 
 
-def _signature(names, labels, options, bootstrap, seed) -> str:
+def _signature(names, labels, options, bootstrap, seed, system_hash) -> str:
     from nlpkit.signature import make_signature
 
-    settings = {"tasks": ",".join(names), "fewshot": options.num_fewshot, "limit": options.limit,
+    limit = options.limit
+    if limit is not None and limit >= 1 and float(limit).is_integer():
+        limit = int(limit)
+    settings = {"tasks": ",".join(names), "fewshot": options.num_fewshot, "limit": limit,
                 "chat": options.chat or None, "multiturn": options.fewshot_as_multiturn or None,
                 "models": ",".join(labels), "bootstrap": bootstrap if len(labels) > 1 else None,
                 "seed": seed if len(labels) > 1 else None}
-    if options.system is not None:
-        from nlpkit.cli.score import _text_hash
-
-        settings["system"] = _text_hash(options.system)
+    if system_hash is not None:
+        settings["system"] = system_hash
     return make_signature("score", **{k: v for k, v in settings.items() if v is not None})
 
 

@@ -110,7 +110,7 @@ class HarnessModel:
         inner = getattr(self.lm, "model", None)
         tok = inner.require_tokenizer() if inner is not None and hasattr(inner, "require_tokenizer") else None
         if tok is None:
-            raise NlpkitError(f"{self.path}: --chat needs a model with a tokenizer and a chat template")
+            raise NlpkitError(f"{self.path}: `chat` needs a model with a tokenizer and a chat template")
         template = ChatTemplate.for_tokenizer(tok, getattr(inner, "source", None) or "model")
         variables = special_token_variables(inner.tokenizer)
 

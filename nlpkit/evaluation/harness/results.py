@@ -80,14 +80,12 @@ def run_config(model_info: dict, options, limit) -> dict:
 
 def results_document(run, selection, model_info: dict, options, start: float, chat_template: str | None) -> dict:
     """lm-eval's results dict for one model's run (`ModelRun`)."""
-    from nlpkit.evaluation.harness.run import _bottom_up
-
     groups = selection.groups
     versions = {n: p for n, p in ((n, c.metadata.get("version", "Yaml") if isinstance(c.metadata, dict) else "Yaml")
                                   for n, c in selection.tasks.items())}
     nshot = {n: run.configs[n].get("num_fewshot", 0) for n in selection.tasks}
     hib = dict(run.higher_is_better)
-    for g in (groups[n] for n in _bottom_up(selection)):
+    for g in (groups[n] for n in selection.bottom_up()):
         versions[g.name] = g.version
         vals = {nshot[c] for c in g.child_names if c in nshot}
         if len(vals) == 1:

@@ -115,7 +115,7 @@ def evaluate_model(prepared: dict[str, PreparedTask], selection: Selection, mode
     run = ModelRun()
     for name, p in prepared.items():
         _score_task(run, name, p, per_task[name], options, keep_samples)
-    for gname in _bottom_up(selection):
+    for gname in selection.bottom_up():
         group = selection.groups[gname]
         run.results[gname] = group_metrics(group, run.results)
     return run
@@ -165,24 +165,3 @@ def _score_task(run: ModelRun, name: str, p: PreparedTask, docs_insts: list[list
     run.configs[name] = cfg
     run.higher_is_better[name] = dict(p.metrics.higher_is_better)
     run.n_samples[name] = {"original": len(task.eval_docs), "effective": sample_len}
-
-
-def _bottom_up(selection: Selection) -> list[str]:
-    """Group names, children before parents."""
-    from nlpkit.evaluation.harness.selection import Group
-
-    children = {c.name for g in selection.groups.values() for c in g.children if isinstance(c, Group)}
-    order: list[str] = []
-
-    def visit(g: Group) -> None:
-        if g.name in order:
-            return
-        for c in g.children:
-            if isinstance(c, Group):
-                visit(c)
-        order.append(g.name)
-
-    for name, g in selection.groups.items():
-        if name not in children:
-            visit(g)
-    return order

@@ -13,7 +13,7 @@ from typing import Any
 
 from nlpkit.errors import NlpkitError
 from nlpkit.evaluation.harness.config import TaskConfig
-from nlpkit.evaluation.harness.task_files import Entry, TaskFileError, TaskRegistry, kind_of, load_yaml
+from nlpkit.evaluation.harness.task_files import Entry, TaskFileError, TaskRegistry, category_of, load_yaml
 
 GROUP_FIELDS = ("group", "group_alias", "task", "aggregate_metric_list", "metadata")
 
@@ -60,6 +60,24 @@ class Selection:
     groups: dict[str, Group] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # task -> its YAML file (error messages)
 
+    def bottom_up(self) -> list[str]:
+        """Group names, children before parents (lm-eval aggregates subgroups first)."""
+        children = {c.name for g in self.groups.values() for c in g.children if isinstance(c, Group)}
+        order: list[str] = []
+
+        def visit(g: Group) -> None:
+            if g.name in order:
+                return
+            for c in g.children:
+                if isinstance(c, Group):
+                    visit(c)
+            order.append(g.name)
+
+        for name, g in self.groups.items():
+            if name not in children:
+                visit(g)
+        return order
+
 
 def select(names: list[str], registry: TaskRegistry, meta: dict | None = None) -> Selection:
     """Build every task and group `names` asks for (each one line of error when it cannot)."""
@@ -77,11 +95,11 @@ def select(names: list[str], registry: TaskRegistry, meta: dict | None = None) -
 
 def _entry_from_path(path: Path) -> Entry:
     cfg = load_yaml(path, resolve=False)
-    kind = kind_of(cfg)
-    name = cfg.get("task") if kind != "group" else cfg.get("group")
-    if kind == "unknown" or not isinstance(name, str):
+    category = category_of(cfg)
+    name = cfg.get("task") if category != "group" else cfg.get("group")
+    if category == "unknown" or not isinstance(name, str):
         raise TaskFileError(f"{path}: neither a task (task: NAME) nor a group (group: NAME)")
-    return Entry(name, kind, path.resolve(), cfg)
+    return Entry(name, category, path.resolve(), cfg)
 
 
 class _Builder:
@@ -98,16 +116,16 @@ class _Builder:
         return cfg
 
     def build_top(self, entry: Entry):
-        if entry.kind == "tag":
+        if entry.category == "tag":
             for name in sorted(entry.members):
                 self.build_task(self.registry.lookup(name), None)
-        elif entry.kind == "group":
+        elif entry.category == "group":
             self.build_group(entry.name, self.full_config(entry, None), None)
         else:
             self.build_task(entry, None)
 
     def build_task(self, entry: Entry, overrides: dict | None) -> str:
-        if entry.kind == "python":
+        if entry.category == "python":
             raise NlpkitError(f"{entry.path}: task {entry.name} is a Python class task (class: ...): nlpkit runs "
                               "YAML tasks only")
         cfg = self.full_config(entry, overrides)
@@ -155,7 +173,7 @@ class _Builder:
         if isinstance(item, dict) and "group" in item:
             sub = item["group"]
             entry = self.registry.lookup(sub)
-            if entry is not None and entry.kind == "group":
+            if entry is not None and entry.category == "group":
                 merged = {**overrides, **{k: v for k, v in item.items() if k != "group"}}
                 raw = self.full_config(entry, None)
                 return [self.build_group(entry.name, raw, merged)]
@@ -175,9 +193,9 @@ class _Builder:
                 cfg["metadata"] = cfg.get("metadata", {}) | self.meta
                 return [self.add_task(cfg, f"group {group_name}")]
             raise self.registry.unknown(base)
-        if entry.kind == "group":
+        if entry.category == "group":
             return [self.build_group(entry.name, self.full_config(entry, None), item_overrides)]
-        if entry.kind == "tag":
+        if entry.category == "tag":
             return [self.build_task(self.registry.lookup(t), {"task": t, **item_overrides})
                     for t in sorted(entry.members)]
         return [self.build_task(entry, {"task": base, **item_overrides})]

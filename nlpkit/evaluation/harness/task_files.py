@@ -114,16 +114,16 @@ def load_yaml(path: str | Path, *, resolve: bool = True, _seen: set | None = Non
 
 @dataclass
 class Entry:
-    """A name the registry knows: `kind` task, group or tag; a tag's `members` are task names."""
+    """A name the registry knows: `category` task, group or tag; a tag's `members` are task names."""
 
     name: str
-    kind: str
+    category: str
     path: Path | None
     cfg: dict | None = None
     members: set = field(default_factory=set)
 
 
-def kind_of(cfg: dict) -> str:
+def category_of(cfg: dict) -> str:
     if "class" in cfg:
         return "python"
     if "group" in cfg:
@@ -149,16 +149,16 @@ def _index_files(files: list[Path], index: dict[str, Entry], broken: list | None
             if broken is not None:
                 broken.append((path, e))
             continue
-        kind = kind_of(cfg)
-        if kind == "group":
+        category = category_of(cfg)
+        if category == "group":
             name = cfg["group"]
             if isinstance(name, str) and name not in index:
                 index[name] = Entry(name, "group", path, cfg)
-        elif kind in ("task", "python"):
+        elif category in ("task", "python"):
             name = cfg["task"]
             if not isinstance(name, str) or name in index:
                 continue
-            index[name] = Entry(name, kind, path, cfg)
+            index[name] = Entry(name, category, path, cfg)
             tags = cfg.get("tag")
             for tag in ([tags] if isinstance(tags, str) else tags or []):
                 index.setdefault(tag, Entry(tag, "tag", None)).members.add(name)
@@ -172,7 +172,7 @@ class TaskRegistry:
         self.include_paths = [Path(p) for p in include_paths]
         for p in self.include_paths:
             if not p.is_dir():
-                raise TaskFileError(f"{p}: --include-path is not a folder")
+                raise TaskFileError(f"{p}: an include path must be a folder of task files")
         self.lmeval_dir = lmeval_tasks_dir() if lmeval_dir is True else (lmeval_dir or None)
         self._local: dict[str, Entry] = {}
         self.broken: list[tuple[Path, TaskFileError]] = []
@@ -180,7 +180,7 @@ class TaskRegistry:
             one: dict[str, Entry] = {}
             _index_files(_yaml_files(root), one, self.broken)
             for name, e in one.items():
-                if name in self._local and e.kind == "tag" and self._local[name].kind == "tag":
+                if name in self._local and e.category == "tag" and self._local[name].category == "tag":
                     e.members |= self._local[name].members
                 self._local[name] = e
         self._lm: dict[str, Entry] = {}
@@ -223,7 +223,7 @@ class TaskRegistry:
         for n, e in found.items():
             if n == name or n not in self._lm:
                 self._lm[n] = e
-        self._lm_looked.update(n for n, e in found.items() if e.kind != "tag")
+        self._lm_looked.update(n for n, e in found.items() if e.category != "tag")
 
     def all_names(self) -> list[str]:
         """Every task and group name (for suggestions): the include paths' and the names lm-eval's files define at
@@ -246,7 +246,7 @@ class TaskRegistry:
             except OSError:
                 continue
         close = difflib.get_close_matches(name, self.all_names(), n=3, cutoff=0.6)
-        where = ", ".join(str(p) for p in self.include_paths) or "no --include-path"
+        where = ", ".join(str(p) for p in self.include_paths) or "no include path"
         lm = f" and lm-evaluation-harness's tasks ({self.lmeval_dir})" if self.lmeval_dir else \
             " (lm-evaluation-harness is not installed: its task names are unknown)"
         hint = f"; did you mean {', '.join(close)}?" if close else ""
