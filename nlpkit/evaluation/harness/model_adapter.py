@@ -5,7 +5,9 @@ answered by nlpkit's engines, through today's public entry points (`nlpkit.lm.lo
 changes.
 
 - loglikelihood: (context, continuation) -> (log-probability, is_greedy), lm-eval's HF encoding; requests that share
-  a context are handed to the packed scorer together (the context runs once, its choices as branches);
+  a context are handed to the packed scorer together (the context runs once, its choices as branches), and contexts
+  that share a long token prefix (few-shot examples, a description) compute it once
+  (`nlpkit.lm.transformer.prefix_scoring`);
 - loglikelihood_rolling: a text -> its log-likelihood over lm-eval's disjoint windows of the model's positions
   (`--context` of perplexity, mode disjoint), the first token predicted from the prefix token;
 - generate_until: (context, generation_kwargs) -> the generation, cut at `until` (and the end-of-sequence text), at
@@ -50,10 +52,10 @@ class HarnessModel:
         groups: "OrderedDict[str, list[int]]" = OrderedDict()
         for i, (ctx, _) in enumerate(requests):
             groups.setdefault(ctx, []).append(i)
+        from nlpkit.lm.transformer.prefix_scoring import score_shared
+
         batch = [(ctx, [requests[i][1] for i in idx]) for ctx, idx in groups.items()]
-        for ctx, conts in batch:
-            self.scorer.check(ctx, conts)
-        scores = self.scorer.score_requests(batch)
+        scores = score_shared(self.scorer, batch)  # contexts sharing few-shot examples compute them once
         out: list = [None] * len(requests)
         for (ctx, idx), ss in zip(groups.items(), scores):
             for i, s in zip(idx, ss):
