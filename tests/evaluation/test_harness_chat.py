@@ -45,7 +45,7 @@ def _lmeval(chat_model: Path, system, multiturn) -> dict:
         return tok.apply_chat_template(history, tokenize=False, add_generation_prompt=add_generation_prompt,
                                        continue_final_message=not add_generation_prompt)
 
-    loaded = TaskManager(include_path=str(SUITE)).load(TASKS)
+    loaded = TaskManager(include_path=str(SUITE), include_defaults=False).load(TASKS)
     out = {}
     for name, task in loaded["tasks"].items():
         if task.get_config("num_fewshot") is None:

@@ -28,7 +28,7 @@ def task_dir(tmp_path_factory) -> Path:
 def _lmeval_arguments(task_dir: Path, names: list[str], num_fewshot=None, limit=None) -> dict:
     from lm_eval.tasks import TaskManager
 
-    loaded = TaskManager(include_path=str(task_dir)).load(names)
+    loaded = TaskManager(include_path=str(task_dir), include_defaults=False).load(names)
     out = {}
     for name, task in loaded["tasks"].items():
         if num_fewshot is not None:
