@@ -64,24 +64,20 @@ def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: 
     from nlpkit.evaluation.harness.results import planned_files, results_document, write_run
     from nlpkit.evaluation.harness.run import RunOptions, evaluate_model, prepare
     from nlpkit.evaluation.harness.selection import select
-    from nlpkit.evaluation.harness.task_files import TaskRegistry
+    from nlpkit.evaluation.harness.task_files import TaskRegistry, UnknownTask
+    from nlpkit.evaluation.models import check_model_path
 
     options = RunOptions(num_fewshot=num_fewshot, limit=limit, chat=chat, system=system,
                          fewshot_as_multiturn=fewshot_as_multiturn, batch_size=batch_size)
     registry = TaskRegistry(list(include_paths))
     try:
         selection = select(names, registry)
-    except Exception as e:
-        if str(e).startswith("unknown task"):
-            raise UsageError(str(e)) from None
-        raise
-    prepared = prepare(selection, options)   # every task file, dataset and prompt hook checked before a model runs
-    from nlpkit.evaluation.models import check_model_path
-
-    for m in models:
+    except UnknownTask as e:
+        raise UsageError(str(e)) from None
+    for m in models:   # every model path, then every task file, dataset and prompt hook, before a model runs
         check_model_path(m)
+    prepared = prepare(selection, options)
     runs, docs = {}, {}
-    total = sum(len(p.docs) for p in prepared.values())
     from nlpkit.evaluation.harness.model_adapter import HarnessModel
 
     loaded: dict = {}
@@ -101,12 +97,10 @@ def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: 
                     done[0] += n
                     tick(done[0])
                 run = evaluate_model(prepared, selection, model, options, step, keep_samples=True)
-            template = getattr(model, "template_source", None)
-            loaded[key] = (model, run, template)
+            loaded[key] = (model, run, model.template_source)
         model, run, template = loaded[key]
         runs[label] = run
         docs[label] = results_document(run, selection, model.describe(), options, start, template)
-    del total
     sig = _signature(names, labels, options, bootstrap, seed, system_hash)
     out_fmt = resolve_format(fmt)
     summary = _summaries(runs, selection)

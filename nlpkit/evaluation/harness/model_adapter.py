@@ -44,6 +44,7 @@ class HarnessModel:
             lm = load_model(path, warn)
         self.lm = lm
         self.path = path
+        self.template_source: str | None = None  # the chat template's text once `chat_template` is asked
         self.window = getattr(lm, "context_length", None) or lm.window_context(None)
         self.scorer = lm.continuation_scorer(self.window)
 

@@ -30,6 +30,10 @@ class TaskFileError(NlpkitError):
     """A task file that cannot be read: missing, bad YAML, a missing include, a hook that cannot be imported."""
 
 
+class UnknownTask(TaskFileError):
+    """A name no task file defines (the CLI makes it a usage error: it is what the user typed)."""
+
+
 @dataclass(frozen=True)
 class FunctionRef:
     """An unresolved `!function module.fn` (the index reads files without importing their hooks)."""
@@ -250,4 +254,4 @@ class TaskRegistry:
         lm = f" and lm-evaluation-harness's tasks ({self.lmeval_dir})" if self.lmeval_dir else \
             " (lm-evaluation-harness is not installed: its task names are unknown)"
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        return TaskFileError(f"unknown task {name!r} (searched {where}{lm}){hint}")
+        return UnknownTask(f"unknown task {name!r} (searched {where}{lm}){hint}")

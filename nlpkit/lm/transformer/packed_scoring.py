@@ -280,6 +280,11 @@ class PackedScorer:
             out[where[0]][where[1]] = ContinuationScore(float(lp.sum()), list(cont), greedy, truncated, ctx)
 
 
+# The pieces `nlpkit.lm.transformer.prefix_scoring` builds its segments from (contexts sharing a token prefix).
+Segment = _Segment
+forward_groups = _forward_groups
+
+
 def __getattr__(name: str):
     """`ContinuationScorer`, this class's old name (the protocol of that name is `nlpkit.lm.continuations`')."""
     if name == "ContinuationScorer":

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from nlpkit.lm.continuations import ContinuationScore
-from nlpkit.lm.transformer.packed_scoring import PackedScorer, _forward_groups, _Segment, encode_pair
+from nlpkit.lm.transformer.packed_scoring import PackedScorer, Segment, encode_pair, forward_groups
 from nlpkit.lm.transformer.packing import tree
 
 MIN_SHARED = 48  # tokens: a shorter common prefix is not worth a segment of its own
@@ -51,7 +51,7 @@ def score_shared(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[
         if len(ctx) > MIN_SHARED:
             clusters.setdefault(ctx[:MIN_SHARED], []).append(ctx)
     shared: set = set()
-    segments: list[_Segment] = []
+    segments: list[Segment] = []
     for ctxs in clusters.values():
         if len(ctxs) < 2:
             continue
@@ -77,7 +77,7 @@ def score_shared(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[
                                      [(w, [len(rest) - 1 + i for i in range(len(cont))], cont, ctx)]])
         branches = [b for b in branches if b[1]]
         segments += _segments(list(ctxs[0][:lcp]), branches)
-    for group in _forward_groups([len(s.tokens) for s in segments], scorer.pack_tokens):
+    for group in forward_groups([len(s.tokens) for s in segments], scorer.pack_tokens):
         scorer._run([segments[i] for i in group], out)
     rest_requests = [[pairs[r][j] for j in range(len(pairs[r])) if (r, j) not in shared] for r in range(len(pairs))]
     if any(rest_requests):
@@ -91,7 +91,7 @@ def score_shared(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[
     return out
 
 
-def _segments(prefix: list[int], branches: list) -> list[_Segment]:
+def _segments(prefix: list[int], branches: list) -> list[Segment]:
     """The prefix and its branches in segments of about `SEGMENT_TOKENS` tokens (the prefix repeated in each)."""
     budget = max(SEGMENT_TOKENS, 4 * len(prefix))
     out, run, size = [], [], len(prefix)
@@ -106,7 +106,7 @@ def _segments(prefix: list[int], branches: list) -> list[_Segment]:
     return out
 
 
-def _segment(prefix: list[int], branches: list) -> _Segment:
+def _segment(prefix: list[int], branches: list) -> Segment:
     positions, mask = tree(len(prefix), [len(toks) for toks, _ in branches])
     tokens, scored, start = list(prefix), [], len(prefix)
     for toks, members in branches:
@@ -114,4 +114,4 @@ def _segment(prefix: list[int], branches: list) -> _Segment:
             scored.append((w, [start + r for r in rows], list(cont), tuple(ctx), False))
         tokens += toks
         start += len(toks)
-    return _Segment(tokens, positions, mask, scored, len(prefix))
+    return Segment(tokens, positions, mask, scored, len(prefix))
