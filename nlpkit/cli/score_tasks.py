@@ -144,8 +144,15 @@ def _summaries(runs: dict, selection) -> list[dict]:
                 metric, filt = key.split(",", 1)
                 se = res.get(f"{metric}_stderr,{filt}")
                 out.append({"model": label, "task": name, "filter": filt, "metric": metric,
-                            "value": value, "stderr": se if isinstance(se, (int, float)) else None, "n": n})
+                            "value": _number(value), "stderr": _number(se), "n": n})
     return out
+
+
+def _number(v):
+    """A metric as a record holds it: a float (numpy's too), else None ("N/A", a list)."""
+    import numbers
+
+    return float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else None
 
 
 def _comparisons(runs: dict, labels: list[str], n_samples: int, seed: int) -> list[dict]:

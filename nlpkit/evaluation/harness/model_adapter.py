@@ -63,6 +63,12 @@ class HarnessModel:
                 out[i] = (float(s.logprob), bool(s.is_greedy))
         return out
 
+    def check_rolling(self, task: str) -> None:
+        """A loglikelihood_rolling task needs token windows: a model without a window (an n-gram model) is refused."""
+        if self.window is None:
+            raise NlpkitError(f"task {task}: loglikelihood_rolling scores lm-evaluation-harness's token windows, which "
+                              f"{self.path} (a model without a context window: an n-gram model) has not")
+
     def loglikelihood_rolling(self, texts: Sequence[str]) -> list[float]:
         from nlpkit.lm.text_perplexity import text_perplexity
 

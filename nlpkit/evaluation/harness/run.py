@@ -109,6 +109,9 @@ def answer(model, instances: list[Instance], options: RunOptions, progress: Call
 
 def evaluate_model(prepared: dict[str, PreparedTask], selection: Selection, model, options: RunOptions,
                    progress: Callable | None = None, keep_samples: bool = True) -> ModelRun:
+    for name, p in prepared.items():
+        if p.task.config.output_type == "loglikelihood_rolling":
+            model.check_rolling(name)
     template = model.chat_template(options.system) if options.chat else None
     per_task = {name: build_instances(p, options, template) for name, p in prepared.items()}
     answer(model, [i for groups in per_task.values() for g in groups for i in g], options, progress)
