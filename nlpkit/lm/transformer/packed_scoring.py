@@ -297,3 +297,7 @@ def _top_tokens(rows: np.ndarray, m: np.ndarray, logsum: np.ndarray, k: int) -> 
         out.append((tuple(int(t) for t in ids), tuple(lps.tolist())))
     return tuple(out)
 
+
+# The pieces `nlpkit.lm.transformer.prefix_scoring` builds its segments from (contexts sharing a token prefix).
+Segment = _Segment
+forward_groups = _forward_groups
