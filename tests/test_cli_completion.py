@@ -20,7 +20,7 @@ from test_cli_option_sweep import command_tree
 
 # (command, parameter name) of free-text parameters: queries, prompts, patterns, names, lists.
 TEXT_PARAMS = {
-    ("bleu", "metrics"), ("bleu", "tokenize"),
+    ("bleu", "metrics"), ("bleu", "tokenize"), ("serve", "host"), ("serve", "api_key"),
     ("bm25 add", "id_field"), ("bm25 add", "field"), ("bm25 add", "dask"),
     ("bm25 index", "id_field"), ("bm25 index", "field"), ("bm25 index", "token_pattern"), ("bm25 index", "dask"),
     ("bm25 search", "query_texts"), ("bm25 search", "query_field"), ("bm25 search", "id_field"),

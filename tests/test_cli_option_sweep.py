@@ -56,6 +56,7 @@ BASE: dict[str, list[str]] = {
     "pmi": ["{text}"],
     "rrf": ["{run_a}", "{run_b}"],
     "score": ["-m", SCORE_MODEL, str(FIXTURES / "score" / "mc.jsonl"), "--summary-only"],
+    "serve": ["-m", ARPA, "--port", "0"],   # refused after the options (an n-gram model): never left listening
     "sample": ["The cat", "-m", MODEL, "-n", "2", "--max-new-tokens", "3", "--seed", "1"],
     "tfidf": ["{text}", "--docs", "lines"],
     "tokenize": ["{text}", "-t", TOKENIZER],

@@ -378,3 +378,29 @@ def test_lm_holds_at_most_ten_modules_directly():
     perplexity, generation, the transformer engine and the n-gram models are packages."""
     direct = sorted(p.name for p in (PKG / "lm").glob("*.py") if p.name != "__init__.py")
     assert len(direct) <= 10, direct
+
+
+# ----------------------------------------------------------------- the server (issue 45)
+
+def _third_party_imports(path: Path) -> set[str]:
+    """Top-level names of every module `path` imports, at any depth."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_the_server_is_a_top_floor_adapter():
+    """`nlpkit.serve` sits beside `nlpkit.cli`: only `nlpkit.cli.serve` imports it, and only the two of them import
+    the web framework (fastapi, starlette, uvicorn)."""
+    mods = _modules()
+    known = set(mods)
+    web = {"fastapi", "starlette", "uvicorn"}
+    importers = sorted(m for m, p in mods.items() if not m.startswith("nlpkit.serve")
+                       and any(t == "nlpkit.serve" or t.startswith("nlpkit.serve.") for t in _imports(p, m, known)))
+    assert importers == ["nlpkit.cli.serve"]
+    web_users = sorted(m for m, p in mods.items() if _third_party_imports(p) & web)
+    assert all(m.startswith("nlpkit.serve") or m == "nlpkit.cli.serve" for m in web_users), web_users

@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rrf": ("nlpkit.cli.rrf", "Reciprocal rank fusion of TREC runs or ranked lists."),
     "ngram-train": ("nlpkit.cli.ngram_train", "Train an n-gram LM (modified Kneser-Ney as KenLM lmplz, MLE, add-k) as ARPA."),
     "bleu": ("nlpkit.cli.bleu", "BLEU / chrF / TER with sacrebleu: many systems, signed, significance."),
+    "serve": ("nlpkit.cli.serve", "Serve a model with OpenAI's API (completions with echo + logprobs, chat) for lm-eval."),
     "cache": ("nlpkit.cli.cache", "The prepared-model cache: list its entries, clear them, print where it is."),
     "completion": ("nlpkit.cli.completion", "Print the shell completion script (bash, zsh or fish)."),
 }

@@ -167,6 +167,23 @@ def _complete_bound(ctx, param, incomplete: str) -> list:
               help="Generate: repetition penalty [1: off].")
 @click.option("--batch-size", type=Count(1), default=None, metavar="N",
               help="Generate: decode up to N items together (the results do not depend on it) [32, fewer while their KV caches would take over a quarter of the free memory].")
+@click.option("--tasks", default=None, metavar="NAME[,NAME]",
+              help="Run lm-evaluation-harness task files instead of item files: tasks, groups or tags (from "
+                   "--include-path folders and lm-eval's own task folder when it is installed) or YAML paths; "
+                   "see docs/evaluation.md.")
+@click.option("--include-path", "include_paths", multiple=True, metavar="DIR",
+              type=click.Path(file_okay=False), help="--tasks: a folder of task files (repeatable; later wins).")
+@click.option("--num-fewshot", type=Count(0), default=None, metavar="N",
+              help="--tasks: few-shot examples per document [each task's num_fewshot, else 0].")
+@click.option("--limit", type=FiniteFloat(min=0, min_open=True), default=None, metavar="N",
+              help="--tasks: the first N documents of each task (below 1: that fraction), as lm-eval's --limit.")
+@click.option("--output-path", default=None, metavar="DIR",
+              help="--tasks: write lm-eval's results_<time>.json under DIR/<model>/ (whole files, after the run).")
+@click.option("--log-samples", is_flag=True,
+              help="--tasks: also write lm-eval's samples_<task>_<time>.jsonl files.")
+@click.option("--fewshot-as-multiturn", is_flag=True,
+              help="--tasks with --chat: few-shot examples as user/assistant turns (lm-eval's "
+                   "--fewshot_as_multiturn).")
 @results_cache_option
 @dask_options(shard_help="With --dask: bytes of item text per task (64M, 1G), in whole blocks of 64 items (the "
                          "local run's batches); auto: 2 tasks per worker.")
@@ -176,7 +193,8 @@ def _complete_bound(ctx, param, incomplete: str) -> list:
 def command(files, models, task, fields, delimiter, mutual_info, reference, beta, window, bootstrap, seed,
             fail_if_worse, gate_metric, fail_if_below, fail_if_above, summary_only, chat, system, until, max_gen_toks,
             extract, extract_group, ignore_case, ignore_punctuation, ignore_regex, metric, temperature, top_k, top_p,
-            min_p, repetition_penalty, batch_size, results_cache, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors,
+            min_p, repetition_penalty, batch_size, tasks, include_paths, num_fewshot, limit, output_path, log_samples,
+            fewshot_as_multiturn, results_cache, dask, shard_size, verbose, fmt, no_signature, quiet, encoding_errors,
             weights=None, no_cache=False):
     """Evaluate language models on items: continuation log-likelihoods, multiple-choice accuracy,
     preference pairs and generated answers, as lm-evaluation-harness computes them.
@@ -204,6 +222,16 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
     loaded: architecture, parameters, weights layout (--weights) and why, bytes held,
     threads and what the prepared-model cache did.
     """
+    if tasks is not None:  # lm-evaluation-harness task files (nlpkit/cli/score_tasks.py)
+        from nlpkit.cli.score_tasks import run_tasks
+
+        return run_tasks(files, models, _names(list(models) or [None]), _text_hash(system), tasks, include_paths, num_fewshot, limit, output_path, log_samples, chat,
+                         system, fewshot_as_multiturn, bootstrap, seed, fail_if_worse, gate_metric, batch_size,
+                         verbose, fmt, no_signature, quiet,
+                         load=lambda path: load_spec(path, weights, no_cache, "score"))
+    from nlpkit.cli.score_tasks import check_item_options
+
+    check_item_options()
     _check_options(models, task, chat, system, beta, reference, mutual_info, delimiter is not None, fail_if_worse,
                    gate_metric)
     delimiter_given = delimiter is not None

@@ -66,6 +66,15 @@ def install() -> Callable[[], None]:
 
 _WAITER = None
 _ACTIVE = False   # install() is in effect (not yet restored)
+_GRACEFUL: Callable[[int], None] | None = None   # a command's own clean stop (`stop_gracefully`)
+
+
+def stop_gracefully(stop: Callable[[int], None] | None) -> None:
+    """A command that stops cleanly on its own (`serve`: stop accepting, finish what is in flight, exit 0): the
+    first SIGINT or SIGTERM calls `stop(signum)` instead of ending the process; a second one ends it as usual.
+    None: back to the usual way."""
+    global _GRACEFUL
+    _GRACEFUL = stop
 
 
 def _start_waiter() -> None:
@@ -169,7 +178,13 @@ def _on_signal(signum, frame) -> None:
 
 def _shutdown(signum: int) -> None:
     """Kill the workers, remove partial outputs, exit 128 + signum (130 for Ctrl-C). From the waiter
-    thread nothing is flushed: the main thread may hold a stream's lock, blocked on a full pipe."""
+    thread nothing is flushed: the main thread may hold a stream's lock, blocked on a full pipe. A command that
+    stops on its own (`stop_gracefully`) is asked to, the first time."""
+    global _GRACEFUL
+    if _GRACEFUL is not None:
+        stop, _GRACEFUL = _GRACEFUL, None
+        stop(signum)
+        return
     main = _is_main_thread()
     if main:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

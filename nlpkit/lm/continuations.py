@@ -12,13 +12,17 @@ from typing import Protocol, Sequence, runtime_checkable
 @dataclass
 class ContinuationScore:
     """One continuation: its log-probability (nats, summed over its tokens), its token ids, whether every token is
-    the argmax, and whether its context was cut to fit the window."""
+    the argmax, and whether its context was cut to fit the window. A scorer that keeps them also gives each
+    token's log-probability (`token_logprobs`, whose sum is `logprob`) and, when asked, each position's most
+    likely tokens (`top`: (ids, log-probabilities) per token, best first): what `nlpkit serve` echoes."""
 
     logprob: float
     ids: list[int]
     is_greedy: bool
     truncated: bool = False
     context_ids: tuple[int, ...] = ()
+    token_logprobs: tuple[float, ...] = ()
+    top: tuple[tuple[tuple[int, ...], tuple[float, ...]], ...] = ()
 
     @property
     def tokens(self) -> int:

@@ -210,10 +210,12 @@ class PackedScorer:
             raise NlpkitError(f"the continuation is {len(cont)} tokens, longer than the window of "
                               f"{self.window} tokens")
 
-    def score_pairs(self, requests: list[list[tuple[list[int], list[int]]]]) -> list[list[ContinuationScore]]:
+    def score_pairs(self, requests: list[list[tuple[list[int], list[int]]]],
+                    top: int = 0) -> list[list[ContinuationScore]]:
         """Each request's (context ids, continuation ids) pairs scored: continuations of one context (within and
         across requests) share a segment, each one's bits those it gets alone (`model.packed_attention`); one whose
-        context + continuation exceeds the window is cut from the left and scored alone."""
+        context + continuation exceeds the window is cut from the left and scored alone. `top` > 0: each
+        position's `top` most likely tokens too (`ContinuationScore.top`)."""
         groups: dict[tuple[int, ...], list[tuple[tuple[int, int], list[int]]]] = {}
         segments: list[_Segment] = []
         first: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int]] = {}  # a pair -> where it is scored
@@ -239,10 +241,10 @@ class PackedScorer:
         limit = self._rope_limit()
         for s in segments:  # RoPE tables that depend on a sequence's length: such a sequence has its forward alone
             if len(s.positions) and int(s.positions.max()) + 1 > limit:
-                self._run([s], out)
+                self._run([s], out, top)
         packed = [s for s in segments if not (len(s.positions) and int(s.positions.max()) + 1 > limit)]
         for group in _forward_groups([len(s.tokens) for s in packed], self.pack_tokens):
-            self._run([packed[i] for i in group], out)
+            self._run([packed[i] for i in group], out, top)
         for (r, j), (r0, j0) in copies:
             out[r][j] = replace(out[r0][j0], ids=list(out[r0][j0].ids))
         return out  # type: ignore[return-value]
@@ -257,8 +259,9 @@ class PackedScorer:
             return float(rope.long_after)
         return float(rope.max_seq_len) if rope.dynamic else float("inf")
 
-    def _run(self, segments: list[_Segment], out: list[list[ContinuationScore | None]]) -> None:
-        """One packed forward of `segments`: logits at the rows something is scored from, log-softmax per row."""
+    def _run(self, segments: list[_Segment], out: list[list[ContinuationScore | None]], top: int = 0) -> None:
+        """One packed forward of `segments`: logits at the rows something is scored from, log-softmax per row (and
+        the `top` best tokens of each row scored)."""
         starts = packed_starts([len(s.tokens) for s in segments])  # `pack`'s layout: each at a multiple of ROW_ALIGN
         tokens = np.zeros(starts[-1] + len(segments[-1].tokens), np.int64)  # [T], padding rows token 0
         for s, start in zip(segments, starts):
@@ -277,4 +280,24 @@ class PackedScorer:
             x = logits[i, target]  # [m] float32
             lp = (x.astype(np.float64) - m[i]) - logsum[i]
             greedy = bool(np.all(x == m[i])) and all(int(np.argmax(logits[k])) == t for k, t in zip(i, target))
-            out[where[0]][where[1]] = ContinuationScore(float(lp.sum()), list(cont), greedy, truncated, ctx)
+            best = _top_tokens(logits[i], m[i], logsum[i], top) if top > 0 else ()
+            out[where[0]][where[1]] = ContinuationScore(float(lp.sum()), list(cont), greedy, truncated, ctx,
+                                                        tuple(lp.tolist()), best)
+
+
+def _top_tokens(rows: np.ndarray, m: np.ndarray, logsum: np.ndarray, k: int) -> tuple:  # [m, V] -> m x (ids, lps)
+    """Each row's `k` most likely tokens and their log-probabilities (the scored tokens' arithmetic: a row's argmax
+    has the log-probability its token gets when it is the one scored), best first, ties by id."""
+    k = min(k, rows.shape[1])
+    out = []
+    for row, mx, ls in zip(rows, m, logsum):
+        ids = np.argpartition(-row, k - 1)[:k] if k < len(row) else np.arange(len(row))
+        ids = ids[np.lexsort((ids, -row[ids]))]  # best first, ties by id
+        lps = (row[ids].astype(np.float64) - mx) - ls
+        out.append((tuple(int(t) for t in ids), tuple(lps.tolist())))
+    return tuple(out)
+
+
+# The pieces `nlpkit.lm.transformer.prefix_scoring` builds its segments from (contexts sharing a token prefix).
+Segment = _Segment
+forward_groups = _forward_groups

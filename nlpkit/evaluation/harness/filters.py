@@ -1,0 +1,100 @@
+"""A task's `filter_list`: named pipelines applied to every request's responses, as lm-evaluation-harness 0.4.13's
+filters: `regex` (findall, the `group_select`-th match, its first non-empty group, stripped; `fallback` when none),
+`take_first`, `take_first_k`, `remove_whitespace`, `lowercase`, `uppercase`, `majority_vote`. Any other filter is
+refused by name. Without a `filter_list`, one pipeline "none" = take_first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Callable
+
+from nlpkit.errors import NlpkitError
+
+Filter = Callable[[list, list], list]  # (responses per request, docs) -> filtered per request
+
+
+def regex(regex_pattern: str = r"#### (\-?[0-9\.\,]+)", group_select: int = 0, fallback: str = "[invalid]") -> Filter:
+    rx = re.compile(regex_pattern)
+
+    def one(resp):
+        if not isinstance(resp, str):
+            resp = ""
+        match = rx.findall(resp)
+        if not match:
+            return fallback
+        match = match[group_select]
+        if isinstance(match, tuple):
+            match = [m for m in match if m]
+            match = match[0] if match else fallback
+        return match.strip()
+
+    return lambda resps, docs: [[one(r) for r in inst] for inst in resps]
+
+
+def take_first() -> Filter:
+    return lambda resps, docs: [r[0] for r in resps]
+
+
+def take_first_k(k: int) -> Filter:
+    def f(resps, docs):
+        if resps and len(resps[0]) < k:
+            raise NlpkitError(f"take_first_k {k}: only {len(resps[0])} responses per document (raise repeats)")
+        return [r[:k] for r in resps]
+    return f
+
+
+def remove_whitespace() -> Filter:
+    return lambda resps, docs: [[r.strip() for r in inst] for inst in resps]
+
+
+def lowercase() -> Filter:
+    return lambda resps, docs: [[r.lower() for r in inst] for inst in resps]
+
+
+def uppercase() -> Filter:
+    return lambda resps, docs: [[r.upper() for r in inst] for inst in resps]
+
+
+def majority_vote() -> Filter:
+    return lambda resps, docs: [[Counter(r).most_common(1)[0][0]] for r in resps]
+
+
+FILTERS = {"regex": regex, "take_first": take_first, "take_first_k": take_first_k,
+           "remove_whitespace": remove_whitespace, "lowercase": lowercase, "uppercase": uppercase,
+           "majority_vote": majority_vote}
+
+
+def build_filters(task: str, filter_list) -> list[tuple[str, list[Filter]]]:
+    """(name, pipeline) per entry of `filter_list` (None: [("none", [take_first])])."""
+    if filter_list is None:
+        return [("none", [take_first()])]
+    out = []
+    for entry in filter_list:
+        steps = []
+        for fn in entry.get("filter", []):
+            name = fn.get("function")
+            if callable(name) or name not in FILTERS:
+                raise NlpkitError(f"task {task}: filter {name if isinstance(name, str) else getattr(name, '__name__', name)!r} "
+                                  f"is not supported ({', '.join(FILTERS)})")
+            kwargs = {k: v for k, v in fn.items() if k != "function"}
+            try:
+                steps.append(FILTERS[name](**kwargs))
+            except (TypeError, re.error) as e:
+                raise NlpkitError(f"task {task}: filter {name}: {e}") from None
+        out.append((entry["name"], steps))
+    return out
+
+
+def apply_filters(pipelines, instances) -> None:
+    """Fill each instance's `filtered_resps[name]` for every pipeline."""
+    if not instances:
+        return
+    for name, steps in pipelines:
+        resps = [list(inst.resps) for inst in instances]
+        docs = [inst.doc for inst in instances]
+        for f in steps:
+            resps = list(f(resps, docs))
+        for inst, r in zip(instances, resps):
+            inst.filtered_resps[name] = r

@@ -1,0 +1,148 @@
+"""The one place the harness meets nlpkit's models: a model path -> lm-evaluation-harness's three request types
+answered by nlpkit's engines, through today's public entry points (`nlpkit.lm.load.load_language_model`, a
+`LanguageModel`'s `continuation_scorer`, `nlpkit.lm.text_perplexity.text_perplexity`,
+`nlpkit.evaluation.generation_task.Generator`). When model loading changes (a load spec), only `load_model` here
+changes.
+
+- loglikelihood: (context, continuation) -> (log-probability, is_greedy), lm-eval's HF encoding; requests that share
+  a context are handed to the packed scorer together (the context runs once, its choices as branches), and contexts
+  that share a long token prefix (few-shot examples, a description) compute it once
+  (`nlpkit.lm.transformer.prefix_scoring`);
+- loglikelihood_rolling: a text -> its log-likelihood over lm-eval's disjoint windows of the model's positions
+  (`--context` of perplexity, mode disjoint), the first token predicted from the prefix token;
+- generate_until: (context, generation_kwargs) -> the generation, cut at `until` (and the end-of-sequence text), at
+  most `max_gen_toks` tokens, greedy unless `do_sample`;
+- the chat template as lm-eval's `apply_chat_template` (`continue_final_message` when a gen_prefix opens the reply;
+  a template that refuses a system turn gets none).
+
+The window is the model's trained positions, as lm-eval's HF backend's `max_length`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Callable, Sequence
+
+from nlpkit.errors import NlpkitError
+from nlpkit.lm.interface import Capability
+from nlpkit.lm.spec import LoadSpec
+
+
+def load_model(spec: LoadSpec, warn: Callable[[str], None] | None = None):
+    """The `LanguageModel` `spec` names (the command's `LoadSpec`: path, weights layout, cache)."""
+    from nlpkit.lm.load import load_language_model
+
+    return load_language_model(spec, warn=warn)
+
+
+class HarnessModel:
+    """lm-eval's `LM` interface over one nlpkit model."""
+
+    def __init__(self, spec: LoadSpec, warn: Callable[[str], None] | None = None, lm=None):
+        from nlpkit.evaluation.models import check_model_path
+
+        if lm is None:
+            check_model_path(spec.path)
+            lm = load_model(spec, warn)
+        self.lm = lm
+        self.path = spec.path
+        self.template_source: str | None = None  # the chat template's text once `chat_template` is asked
+        # lm-eval's HF backend: the model's trained positions (an n-gram model: its own window, if any)
+        self.window = (lm.context_length if Capability.CONTEXT_WINDOW in lm.capabilities else
+                       lm.window_context(None) if Capability.WINDOWS in lm.capabilities else None)
+        self.scorer = lm.continuation_scorer(self.window)
+
+    # ------------------------------------------------------------------ requests
+    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+        groups: "OrderedDict[str, list[int]]" = OrderedDict()
+        for i, (ctx, _) in enumerate(requests):
+            groups.setdefault(ctx, []).append(i)
+        from nlpkit.lm.transformer.prefix_scoring import score_shared
+
+        batch = [(ctx, [requests[i][1] for i in idx]) for ctx, idx in groups.items()]
+        scores = score_shared(self.scorer, batch)  # contexts sharing few-shot examples compute them once
+        out: list = [None] * len(requests)
+        for (ctx, idx), ss in zip(groups.items(), scores):
+            for i, s in zip(idx, ss):
+                out[i] = (float(s.logprob), bool(s.is_greedy))
+        return out
+
+    def check_rolling(self, task: str) -> None:
+        """A loglikelihood_rolling task needs token windows: a model without a window (an n-gram model) is refused."""
+        if self.window is None:
+            raise NlpkitError(f"task {task}: loglikelihood_rolling scores lm-evaluation-harness's token windows, which "
+                              f"{self.path} (a model without a context window: an n-gram model) has not")
+
+    def loglikelihood_rolling(self, texts: Sequence[str]) -> list[float]:
+        from nlpkit.lm.text_perplexity import text_perplexity
+
+        out = []
+        for text in texts:
+            if not text:
+                out.append(0.0)
+                continue
+            perp, _ = text_perplexity(self.lm, text, mode="disjoint", context=self.window, stride=None, add_bos=True)
+            out.append(-perp.nll)
+        return out
+
+    def generate_until(self, requests: Sequence[tuple[str, dict]], chat: bool = False, seed: int = 1234,
+                       batch_size: int | None = None) -> list[str]:
+        from nlpkit.evaluation.generation_task import GenerationOptions, Generator
+        from nlpkit.lm.batch_generation import DEFAULT_BATCH
+        from nlpkit.lm.sampling import SamplingConfig
+
+        gen = Generator(self.lm, self.window, None, chat)
+        out: list = [None] * len(requests)
+        groups: dict = {}
+        for i, (_, kw) in enumerate(requests):
+            groups.setdefault(repr(sorted(kw.items())), []).append(i)
+        for idx in groups.values():
+            kw = dict(requests[idx[0]][1])
+            until = kw.pop("until", None)
+            until = [until] if isinstance(until, str) else list(until or [])
+            max_gen = kw.pop("max_gen_toks", None) or kw.pop("max_new_tokens", None) or kw.pop("max_tokens", None) \
+                or 256
+            do_sample = kw.pop("do_sample", None)
+            temperature = float(kw.pop("temperature", 0.0) or 0.0)
+            sampling = None
+            if do_sample and temperature > 0:
+                sampling = SamplingConfig(temperature=temperature, top_k=int(kw.pop("top_k", 0) or 0),
+                                          top_p=float(kw.pop("top_p", 1.0) or 1.0)).validate()
+            opts = GenerationOptions(until=tuple(u for u in until if u), max_gen_toks=int(max_gen), sampling=sampling,
+                                     seed=seed, batch_size=batch_size or DEFAULT_BATCH).validate()
+            gens = gen.generate([requests[i][0] for i in idx], opts)
+            for i, g in zip(idx, gens):
+                out[i] = g.generation
+        return out
+
+    # ------------------------------------------------------------------ chat
+    def chat_template(self, system: str | None = None) -> Callable[..., str]:
+        """lm-eval's `apply_chat_template(chat_history, add_generation_prompt)` with the model's template."""
+        from nlpkit.lm.chat import ChatTemplate, special_token_variables
+
+        if Capability.CHAT not in self.lm.capabilities:
+            raise NlpkitError(f"{self.path}: `chat` needs a model with a tokenizer and a chat template")
+        inner = self.lm.model
+        tok = inner.require_tokenizer()
+        template = ChatTemplate.for_tokenizer(tok, inner.source or "model")
+        variables = special_token_variables(inner.tokenizer)
+
+        def render(messages: list[dict], add_generation_prompt: bool = True) -> str:
+            try:
+                text = template.render(messages, variables, add_generation_prompt)
+            except NlpkitError:
+                text = template.render([m for m in messages if m["role"] != "system"], variables,
+                                       add_generation_prompt)
+            if not add_generation_prompt:  # transformers' continue_final_message: cut after the last message
+                final = messages[-1]["content"].strip()
+                at = text.rfind(final)
+                if at >= 0:
+                    text = text[:at + len(final)]
+            return text
+
+        self.template_source = template.source
+        return render
+
+    def describe(self) -> dict:
+        """What the results file's `config` records of the model."""
+        return {"model": "nlpkit", "model_args": {"pretrained": self.path}, "max_length": self.window}

@@ -1,0 +1,117 @@
+"""Continuations of many contexts that share a long token prefix (few-shot examples drawn `first_n`, a description),
+with the prefix computed once per packed segment: `score_shared(scorer, requests)`.
+
+`PackedScorer` shares a context among its own continuations; contexts that differ anywhere each run whole. Here the
+contexts of a call are grouped by their first `MIN_SHARED` tokens; a group's longest common token prefix P is the
+segment's prefix (`packing.tree`), and each context's rest (its tokens after P) is a branch, followed by a
+continuation's tokens but its last (one branch per multi-token continuation; single-token continuations -- MMLU's
+" A".." D" -- are all read at the rest's last row, with no branch of their own). A branch sees P and itself only, as a
+KV cache holding P would, so each continuation is computed as after its whole context, within float rounding of
+scoring it alone (not bit-identical: the rest runs as a branch instead of inside the prefix). Tokens are
+lm-evaluation-harness's (`encode_pair`: the split is made on token ids, never on text); a pair whose context and
+continuation exceed the window, or a context without a rest, goes the usual way (`PackedScorer.score_pairs`).
+
+Opt-in (the harness asks for it): `nlpkit score` on item files keeps its per-item bits whatever else is in a block.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from nlpkit.lm.continuations import ContinuationScore
+from nlpkit.lm.transformer.packed_scoring import PackedScorer, Segment, encode_pair, forward_groups
+from nlpkit.lm.transformer.packing import tree
+
+MIN_SHARED = 48  # tokens: a shorter common prefix is not worth a segment of its own
+SEGMENT_TOKENS = 4096  # a prefix and as many branches as fit (a prefix longer than a quarter of it: 4 x prefix)
+
+
+def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def score_shared(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[list[ContinuationScore]]:
+    """`scorer.score_requests(requests)`, with contexts that share a long token prefix computing it once (a
+    `PackedScorer`; any other scorer scores as it does)."""
+    if not isinstance(scorer, PackedScorer):
+        return scorer.score_requests(list(requests))
+    pairs = [[encode_pair(scorer.model, ctx, c) for c in conts] for ctx, conts in requests]
+    out: list[list] = [[None] * len(p) for p in pairs]
+    by_ctx: dict[tuple, list[tuple[int, int]]] = {}
+    for r, ps in enumerate(pairs):
+        for j, (ctx, cont) in enumerate(ps):
+            scorer._check_pair(ctx, cont)
+            by_ctx.setdefault(tuple(ctx), []).append((r, j))
+    clusters: dict[tuple, list[tuple]] = {}
+    for ctx in by_ctx:
+        if len(ctx) > MIN_SHARED:
+            clusters.setdefault(ctx[:MIN_SHARED], []).append(ctx)
+    shared: set = set()
+    segments: list[Segment] = []
+    for ctxs in clusters.values():
+        if len(ctxs) < 2:
+            continue
+        lcp = min(_lcp(ctxs[0], c) for c in ctxs[1:])
+        lcp = min(lcp, min(len(c) for c in ctxs) - 1)  # every context keeps a rest of at least one token
+        if lcp < MIN_SHARED:
+            continue
+        branches = []  # (tokens, [(where, rows in the branch, cont, ctx)])
+        for ctx in ctxs:
+            rest = list(ctx[lcp:])
+            members = [(w, pairs[w[0]][w[1]][1]) for w in by_ctx[ctx]
+                       if len(ctx) + len(pairs[w[0]][w[1]][1]) <= scorer.window + 1]
+            if not members:
+                continue
+            base: list = [rest, []]
+            branches.append(base)
+            for w, cont in members:
+                shared.add(w)
+                if len(cont) == 1:
+                    base[1].append((w, [len(rest) - 1], cont, ctx))
+                else:
+                    branches.append([rest + list(cont[:-1]),
+                                     [(w, [len(rest) - 1 + i for i in range(len(cont))], cont, ctx)]])
+        branches = [b for b in branches if b[1]]
+        segments += _segments(list(ctxs[0][:lcp]), branches)
+    for group in forward_groups([len(s.tokens) for s in segments], scorer.pack_tokens):
+        scorer._run([segments[i] for i in group], out)
+    rest_requests = [[pairs[r][j] for j in range(len(pairs[r])) if (r, j) not in shared] for r in range(len(pairs))]
+    if any(rest_requests):
+        scored = scorer.score_pairs(rest_requests)
+        for r in range(len(pairs)):
+            k = 0
+            for j in range(len(pairs[r])):
+                if (r, j) not in shared:
+                    out[r][j] = scored[r][k]
+                    k += 1
+    return out
+
+
+def _segments(prefix: list[int], branches: list) -> list[Segment]:
+    """The prefix and its branches in segments of about `SEGMENT_TOKENS` tokens (the prefix repeated in each)."""
+    budget = max(SEGMENT_TOKENS, 4 * len(prefix))
+    out, run, size = [], [], len(prefix)
+    for b in branches:
+        if run and size + len(b[0]) > budget:
+            out.append(_segment(prefix, run))
+            run, size = [], len(prefix)
+        run.append(b)
+        size += len(b[0])
+    if run:
+        out.append(_segment(prefix, run))
+    return out
+
+
+def _segment(prefix: list[int], branches: list) -> Segment:
+    positions, mask = tree(len(prefix), [len(toks) for toks, _ in branches])
+    tokens, scored, start = list(prefix), [], len(prefix)
+    for toks, members in branches:
+        for w, rows, cont, ctx in members:
+            scored.append((w, [start + r for r in rows], list(cont), tuple(ctx), False))
+        tokens += toks
+        start += len(toks)
+    return Segment(tokens, positions, mask, scored, len(prefix))

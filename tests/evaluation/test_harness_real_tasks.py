@@ -1,0 +1,76 @@
+"""lm-evaluation-harness's REAL task files (arc_easy, hellaswag, winogrande, gsm8k, an MMLU subtask group,
+lambada_openai, wikitext, truthfulqa_mc2, piqa), read from the installed package and wrapped to read small local
+data in each dataset's schema: the requests nlpkit builds (every argument: contexts with their few-shot examples,
+continuations, generation settings) equal the ones lm-eval builds in-process from the same files. Skipped without
+lm-eval (the files are read from its installation, never copied here)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("datasets")
+pytest.importorskip("yaml")
+lm_eval = pytest.importorskip("lm_eval")
+
+TASKS_DIR = Path(lm_eval.__file__).parent / "tasks"
+
+from real_task_data import write_wrappers  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def task_dir(tmp_path_factory) -> Path:
+    return write_wrappers(tmp_path_factory.mktemp("real_tasks"), TASKS_DIR)
+
+
+def _lmeval_arguments(task_dir: Path, names: list[str], num_fewshot=None, limit=None) -> dict:
+    from lm_eval.tasks import TaskManager
+
+    loaded = TaskManager(include_path=str(task_dir), include_defaults=False).load(names)
+    out = {}
+    for name, task in loaded["tasks"].items():
+        if num_fewshot is not None:
+            if task.get_config("num_fewshot") != 0:
+                task.set_config(key="num_fewshot", value=num_fewshot)
+        elif task.get_config("num_fewshot") is None:
+            task.set_config(key="num_fewshot", value=0)
+        task.set_fewshot_seed(seed=1234)
+        task.build_all_requests(limit=limit)
+        for inst in task.instances:
+            out[(name, inst.doc_id, inst.idx)] = _plain(inst.args)
+    return out
+
+
+def _nlpkit_arguments(task_dir: Path, names: list[str], num_fewshot=None, limit=None) -> dict:
+    from nlpkit.evaluation.harness.run import RunOptions, build_instances, prepare
+    from nlpkit.evaluation.harness.selection import select
+    from nlpkit.evaluation.harness.task_files import TaskRegistry
+
+    options = RunOptions(num_fewshot=num_fewshot, limit=limit)
+    sel = select(names, TaskRegistry([task_dir]))
+    out = {}
+    for name, p in prepare(sel, options).items():
+        for insts in build_instances(p, options, None):
+            for inst in insts:
+                out[(name, inst.doc_id, inst.idx)] = _plain(inst.arguments)
+    return out
+
+
+def _plain(args):
+    return json.loads(json.dumps(list(args), default=str))
+
+
+@pytest.mark.parametrize("names, num_fewshot, limit", [
+    (["arc_easy", "hellaswag", "winogrande", "piqa"], None, None),
+    (["gsm8k", "lambada_openai", "wikitext", "truthfulqa_mc2"], None, None),
+    (["mmlu_mini"], 5, None),
+    (["arc_easy", "winogrande", "gsm8k"], 2, 3),
+])
+def test_real_task_files_render_lmevals_requests(task_dir, names, num_fewshot, limit):
+    ref = _lmeval_arguments(task_dir, names, num_fewshot, limit)
+    got = _nlpkit_arguments(task_dir, names, num_fewshot, limit)
+    assert sorted(got) == sorted(ref)
+    for key in ref:
+        assert got[key] == ref[key], key
