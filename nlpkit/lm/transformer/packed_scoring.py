@@ -31,7 +31,7 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.continuations import ContinuationScore
 from nlpkit.lm.perplexity_windows import prefix_token
-from nlpkit.lm.window_scoring import row_log_normalizers
+from nlpkit.lm.transformer.window_forward import row_log_normalizers
 from nlpkit.lm.transformer.packing import pack, packed_starts, tree, tree_starts
 
 
