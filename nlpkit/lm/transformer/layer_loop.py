@@ -97,8 +97,10 @@ class CacheAttention:
     softcap, RoPE tables); the new keys and values written into the cache's slots, the queries against all its
     filled keys (a causal prefill in query blocks split over `pool`'s threads, a packed forward per segment)."""
 
-    def __init__(self, plans: list[tuple], cache: KVCache | None, pool: RowPool, shape: tuple[int, int]):
+    def __init__(self, plans: list[tuple], cache: KVCache | None, pool: RowPool, shape: tuple[int, int],
+                 slots: np.ndarray | None = None):
         self.plans, self.cache, self.pool, self.shape = plans, cache, pool, shape  # shape: (kv heads, head dim)
+        self.slots = slots  # a packed forward's: token i's row in the layer's products (`Packing.slots`)
 
     def tables(self, li: int):
         return self.plans[li][2]
@@ -113,7 +115,12 @@ class CacheAttention:
         if self.cache is not None:
             k, v = self.cache.filled(li, q.shape[3])  # [b, kv, L, hd]
         mask, softcap, _ = self.plans[li]
-        return attention(q[:, :, :, keep:], k, v, mask, self.pool, softcap, keep)
+        if self.slots is None:
+            return attention(q[:, :, :, keep:], k, v, mask, self.pool, softcap, keep)
+        sl = self.slots  # the packed tokens' rows, gathered in order: the segments as the Packing lays them out
+        o = np.zeros_like(q)  # padding rows stay zero
+        o[:, :, :, sl] = attention(q[:, :, :, sl], k[:, :, sl], v[:, :, sl], mask, self.pool, softcap)
+        return o
 
 
 class PromptsAttention:

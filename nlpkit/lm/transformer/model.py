@@ -32,7 +32,7 @@ from nlpkit.lm.transformer.layer_loop import ROW_MIN, CacheAttention, layer, run
 from nlpkit.lm.transformer.layer_weights import GPT2Layer, LlamaLayer, Weights
 from nlpkit.lm.transformer.packing import Packing
 from nlpkit.lm.transformer.products import (ROW_ALIGN, aligned_split, head_tiles, matmul_rows, padded_rows,
-                                           slot_rows)
+                                           round_up, slot_rows)
 from nlpkit.lm.transformer.rope import RoPE
 from nlpkit.lm.transformer.stored_weights import LayerExpander, has_stored, is_stored
 
@@ -199,13 +199,21 @@ class Model:
             plans = self._attention_plans(t, past, start, packing)  # per layer (mask, softcap, cos/sin)
             keep = self._last_layer_keep(t, last_only, logits_from, packing, rows)
             pool, blas = self._thread_policy(b, t, past)
-            att = CacheAttention(plans, cache, pool, (self.config.n_kv_heads, self.config.head_dim))
+            slots = None
+            if packing is not None:  # rows at slots by residue (`Packing.slots`): [1, t, d] -> [1, p, d]
+                slots = packing.slots(tokens[0])
+                x, plans = self._to_slots(x, slots), [(m, sc, self._cs_to_slots(cs, slots)) for m, sc, cs in plans]
+            att = CacheAttention(plans, cache, pool, (self.config.n_kv_heads, self.config.head_dim), slots)
             with held_blas_threads(blas):
                 x = run_layers(self, x, att, pool, keep)  # [b, t - keep, d]
         if cache is not None:
             cache.tokens[:, past:past + t] = tokens
             cache.advance(t)
-        x, index = self._read_rows(x, last_only, rows, logits_from, keep)  # [b, r, d], [r]
+        if slots is not None:
+            sel = slots[-1:] if last_only else slots[rows] if rows is not None else slots[logits_from:]
+            x, index = x[:, sel], sel
+        else:
+            x, index = self._read_rows(x, last_only, rows, logits_from, keep)  # [b, r, d], [r]
         decode_step = t == 1 and past > 0  # one matrix-vector product per weight: its documented exception
         return self._logits(x, blas, pool, None if decode_step else index)  # [b, r, V]
 
@@ -302,6 +310,24 @@ class Model:
         n_rows = n if t >= PARALLEL_MIN_TOKENS else 1
         pool = RowPool(n_rows) if n_rows > 1 else SERIAL
         return pool, decode_blas_threads(b * t, past, n)
+
+    @staticmethod
+    def _to_slots(x: np.ndarray, slots: np.ndarray) -> np.ndarray:  # [1, t, d] -> [1, p, d]
+        out = np.zeros((x.shape[0], round_up(int(slots.max()) + 1), x.shape[2]), np.float32)
+        out[:, slots] = x
+        return out
+
+    @staticmethod
+    def _cs_to_slots(cs, slots: np.ndarray):  # (cos, sin) [t, r] -> [p, r] x2 | None
+        if cs is None:
+            return None
+        p = round_up(int(slots.max()) + 1)
+        out = []
+        for a in cs:
+            b = np.zeros((p, a.shape[1]), a.dtype)
+            b[slots] = a
+            out.append(b)
+        return tuple(out)
 
     @staticmethod
     def _read_rows(x: np.ndarray, last_only: bool, rows: np.ndarray | None, logits_from: int,
