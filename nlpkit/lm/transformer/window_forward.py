@@ -1,5 +1,5 @@
 """The engine's window forward: a window's logits a chunk of rows at a time through a KV cache, and their targets'
-log-softmax in float64. Perplexity's windows (`nlpkit.lm.window_scoring`), `TransformerLM.logprobs` and packed
+log-softmax in float64. Perplexity's windows (`nlpkit.lm.perplexity.window_scoring`), `TransformerLM.logprobs` and packed
 scoring's log-softmax (`packed_scoring`) run it.
 """
 
