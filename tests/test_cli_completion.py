@@ -29,6 +29,7 @@ TEXT_PARAMS = {
     ("edit-distance", "args"),
     ("score", "gate_metric"), ("score", "fail_if_below"), ("score", "fail_if_above"),
     ("perplexity", "fail_if_below"), ("perplexity", "fail_if_above"), ("score", "until"), ("score", "extract"), ("score", "ignore_regex"), ("score", "metric"),
+    ("score", "tasks"),
     ("generate", "prompt"), ("generate", "stops"), ("generate", "system"), ("generate", "field"),
     ("ngram-train", "dask"),
     ("perplexity", "dask"),

@@ -355,9 +355,6 @@ def test_the_shared_lm_layer_needs_no_backend_at_import():
 
 
 TASK_PACKAGES = ("nlpkit.lm.perplexity", "nlpkit.lm.generation")
-# The engine's window forward still sits in lm/perplexity/window_scoring.py until it moves into lm/transformer/
-# (issue 41 item 3, the "forward" work); then this allowance goes.
-WINDOW_FORWARD = {"nlpkit.lm.perplexity.window_scoring"}
 
 
 def test_backends_import_no_task_module():
@@ -369,7 +366,7 @@ def test_backends_import_no_task_module():
     for name, path in sorted(mods.items()):
         if name.startswith(("nlpkit.lm.transformer", "nlpkit.lm.ngram")):
             found += [f"{name} imports {m}" for m in sorted(_imports(path, name, known))
-                      if m.startswith(TASK_PACKAGES) and m not in WINDOW_FORWARD]
+                      if m.startswith(TASK_PACKAGES)]
     assert found == []
 
 

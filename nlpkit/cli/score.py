@@ -177,7 +177,7 @@ def _complete_bound(ctx, param, incomplete: str) -> list:
               help="--tasks: few-shot examples per document [each task's num_fewshot, else 0].")
 @click.option("--limit", type=FiniteFloat(min=0, min_open=True), default=None, metavar="N",
               help="--tasks: the first N documents of each task (below 1: that fraction), as lm-eval's --limit.")
-@click.option("--output-path", default=None, metavar="DIR",
+@click.option("--output-path", default=None, metavar="DIR", type=click.Path(file_okay=False),
               help="--tasks: write lm-eval's results_<time>.json under DIR/<model>/ (whole files, after the run).")
 @click.option("--log-samples", is_flag=True,
               help="--tasks: also write lm-eval's samples_<task>_<time>.jsonl files.")

@@ -14,8 +14,8 @@ import click
 from nlpkit.cli.common import open_writer, progress, resolve_format, warn
 
 SUMMARY_COLUMNS = ["model", "task", "filter", "metric", "value", "stderr", "n"]
-COMPARISON_COLUMNS = ["model", "baseline", "task", "filter", "metric", "difference", "p_value", "low", "high",
-                      "mcnemar_p"]
+COMPARISON_COLUMNS = ["model", "baseline", "task", "filter", "metric", "difference", "test", "p_value", "low",
+                      "high", "bootstrap_p", "mcnemar_p"]
 ITEM_ONLY = ("task", "fields", "delimiter", "mutual_info", "reference", "beta", "window", "until", "max_gen_toks",
              "extract", "extract_group", "ignore_case", "ignore_punctuation", "ignore_regex", "metric", "temperature",
              "top_k", "top_p", "min_p", "repetition_penalty", "summary_only", "dask",
@@ -174,11 +174,12 @@ def _comparisons(runs: dict, labels: list[str], n_samples: int, seed: int) -> li
             x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
             p = paired_bootstrap(x, y, indices=resample_indices(len(x), n_samples, seed))
             rec = {"model": other, "baseline": labels[0], "task": task, "filter": filt, "metric": metric,
-                   "baseline_value": p.base, "value": p.other, "difference": p.difference, "p_value": p.p_value,
-                   "low": p.low, "high": p.high}
-            if is_accuracy(metric):
+                   "baseline_value": p.base, "value": p.other, "difference": p.difference, "test": "bootstrap",
+                   "p_value": p.p_value, "bootstrap_p": p.p_value, "mcnemar_p": None, "low": p.low, "high": p.high}
+            if is_accuracy(metric):  # right/wrong: McNemar's exact test is the headline (and the gate's), as `score`
                 t = mcnemar(x > 0.5, y > 0.5)
-                rec.update({"mcnemar_p": t.p_value, "only_baseline": t.b, "only_model": t.c})
+                rec.update({"test": "mcnemar", "p_value": t.p_value, "mcnemar_p": t.p_value, "only_baseline": t.b,
+                            "only_model": t.c})
             out.append(rec)
     return out
 

@@ -95,7 +95,7 @@ def test_windows_scored_on_several_threads_at_once_give_the_same_bits(monkeypatc
 
 
 def test_long_window_is_chunked_through_the_cache(monkeypatch):
-    import nlpkit.lm.perplexity.window_scoring as scoring
+    import nlpkit.lm.transformer.window_forward as scoring
     model, ref = fixture("llama-gqa")
     seq = [1] + ref["ppl_ids"][:60]
     whole = window_logprobs(model, seq, 1)

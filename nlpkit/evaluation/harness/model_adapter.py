@@ -1,6 +1,6 @@
 """The one place the harness meets nlpkit's models: a model path -> lm-evaluation-harness's three request types
 answered by nlpkit's engines, through today's public entry points (`nlpkit.lm.load.load_language_model`, a
-`LanguageModel`'s `continuation_scorer`, `nlpkit.lm.text_perplexity.text_perplexity`,
+`LanguageModel`'s `continuation_scorer`, `nlpkit.lm.perplexity.text_perplexity.text_perplexity`,
 `nlpkit.evaluation.generation_task.Generator`). When model loading changes (a load spec), only `load_model` here
 changes.
 
@@ -74,7 +74,7 @@ class HarnessModel:
                               f"{self.path} (a model without a context window: an n-gram model) has not")
 
     def loglikelihood_rolling(self, texts: Sequence[str]) -> list[float]:
-        from nlpkit.lm.text_perplexity import text_perplexity
+        from nlpkit.lm.perplexity.text_perplexity import text_perplexity
 
         out = []
         for text in texts:
@@ -88,8 +88,8 @@ class HarnessModel:
     def generate_until(self, requests: Sequence[tuple[str, dict]], chat: bool = False, seed: int = 1234,
                        batch_size: int | None = None) -> list[str]:
         from nlpkit.evaluation.generation_task import GenerationOptions, Generator
-        from nlpkit.lm.batch_generation import DEFAULT_BATCH
-        from nlpkit.lm.sampling import SamplingConfig
+        from nlpkit.lm.generation.batch_generation import DEFAULT_BATCH
+        from nlpkit.lm.generation.sampling import SamplingConfig
 
         gen = Generator(self.lm, self.window, None, chat)
         out: list = [None] * len(requests)

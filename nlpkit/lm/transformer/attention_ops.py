@@ -86,7 +86,7 @@ def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  #
     A segment with a prefix (`packing.tree`: a context and its continuations) runs the prefix alone, then each branch
     against the prefix's keys and its own only (as a KV cache holding the prefix would): a softmax over other
     branches' masked keys would sum in another order, and a branch's bits would depend on its neighbours."""
-    out = np.zeros_like(q)  # [1, kv, g, t, hd]; padding rows (in no segment or branch) stay zero
+    out = np.empty_like(q)  # [1, kv, g, t, hd]
     load = [0] * pool.n
     shares: list[list] = [[] for _ in range(pool.n)]
     prefixes = packing.prefixes or [0] * len(packing.segments)
@@ -115,16 +115,9 @@ def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  #
 
 
 def _branches(positions: np.ndarray, prefix: int) -> list[tuple[int, int]]:  # [n] -> [(start, end)] in the segment
-    """The branches of a `packing.tree` segment: each starts at position `prefix` again and runs while the positions
-    go on by one (padding rows, at position 0, end it)."""
+    """The branches of a `packing.tree` segment: each starts at position `prefix` again."""
     starts = [int(i) for i in np.flatnonzero(positions[prefix:] == prefix) + prefix]
-    out = []
-    for s in starts:
-        e = s + 1
-        while e < len(positions) and positions[e] == positions[e - 1] + 1:
-            e += 1
-        out.append((s, e))
-    return out
+    return list(zip(starts, starts[1:] + [len(positions)]))
 
 
 

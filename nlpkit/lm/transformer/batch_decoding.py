@@ -32,11 +32,10 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.cache import KVCache
-from nlpkit.lm.transformer.model import (ROW_MIN, Model, attention, causal_mask, layer_norm, output_rows, rms_norm,
-                                         softcap_)
+from nlpkit.lm.transformer.model import Model, layer_norm, output_rows, rms_norm, softcap_
 from nlpkit.lm.threads import SERIAL, engine_threads, held_blas_threads
 from nlpkit.lm.transformer.packing import packed_starts
-from nlpkit.lm.transformer.products import aligned_split
+from nlpkit.lm.transformer.layer_loop import PromptsAttention, StepAttention, run_layers
 
 
 @dataclass
@@ -150,7 +149,6 @@ class DecodingBatch:
                 if c.uses_rope:
                     cs = _tables(model.rope, prompts, spans)
                     local_cs = _tables(model.local_rope, prompts, spans) if model.local_rope is not model.rope else cs
-                    kinds = model.layer_kinds()
                 else:
                     if max(len(p) for p in prompts) > c.max_seq_len:
                         raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions")
@@ -158,11 +156,9 @@ class DecodingBatch:
                     for s, e in spans:
                         pos[s:e] = np.arange(e - s)
                     x = x + w.pos_embed[pos][None]
-                for li, (project, finish) in _expanded_layers(model):
-                    sliding = c.uses_rope and kinds[li] == "sliding"
-                    x = _packed_layer(x, c, li, project, finish, pool, spans, caches,
-                                      (local_cs if sliding else cs) if c.uses_rope else None,
-                                      c.sliding_window if sliding else None, c.attn_softcap if c.uses_rope else None)
+                    cs = local_cs = None
+                att = PromptsAttention(spans, caches, self._layer_opts(cs, local_cs), (c.n_kv_heads, c.head_dim))
+                x = run_layers(model, x, att, pool)
                 x = x[:, ends - 1]  # [1, n, d] each prompt's last row
                 x = rms_norm(x, w.norm_g, c.norm_eps) if c.uses_rope and c.norm == "rms" \
                     else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
@@ -221,18 +217,16 @@ class DecodingBatch:
         if c.embed_scale is not None:
             x = x * np.float32(c.embed_scale)
         with np.errstate(over="ignore"), held_blas_threads(engine_threads()):
+            cs = local_cs = None
             if c.uses_rope:
                 cs = _gather(model.rope, pos)
                 local_cs = _gather(model.local_rope, pos) if model.local_rope is not model.rope else cs
-                kinds = model.layer_kinds()
             else:
                 if pos.max() >= c.max_seq_len:
                     raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions")
                 x = x + w.pos_embed[pos][None]
-            for li, (project, finish) in _expanded_layers(model):
-                sliding = c.uses_rope and kinds[li] == "sliding"
-                x = self._layer(x, li, project, finish, (local_cs if sliding else cs) if c.uses_rope else None,
-                                c.sliding_window if sliding else None, c.attn_softcap if c.uses_rope else None)
+            att = StepAttention([s.cache for s in self.seqs], self._layer_opts(cs, local_cs), (c.n_kv_heads, c.head_dim))
+            x = run_layers(model, x, att)  # [1, n, d]: one row per sequence
             for s, t in zip(self.seqs, toks):
                 s.cache.tokens[0, s.cache.length] = t
                 s.cache.advance(1)
@@ -243,71 +237,18 @@ class DecodingBatch:
             softcap_(logits, c.final_softcap)
         return logits
 
-    def _layer(self, x, li, project, finish, cs, window, softcap):  # [1, n, d] -> [1, n, d]
-        c = self.model.config
-        n = x.shape[1]
-        q, k, v = _qkv_buffers(c, n)
-        project(x, 0, n, q, k, v, cs)  # every row's q, k, v in one product per weight
-        o = np.empty_like(q)
-        for i, s in enumerate(self.seqs):  # attention: each sequence against its own keys
-            keys, values = s.cache.write(li, k[:, :, i:i + 1], v[:, :, i:i + 1])  # [1, kv, L, hd]
-            if window is not None and keys.shape[2] > window:  # a sliding layer sees the last `window` keys
-                keys, values = keys[:, :, -window:], values[:, :, -window:]
-            o[:, :, :, i:i + 1] = attend_one(q[:, :, :, i:i + 1], keys, values, softcap)
-        heads = o.transpose(0, 3, 1, 2, 4).reshape(1, n, c.n_heads * c.head_dim)
-        return finish(x, heads)
+    def _layer_opts(self, cs, local_cs):
+        """Per layer li, (RoPE tables, sliding window, softcap): a sliding layer's own tables and window."""
+        model, c = self.model, self.model.config
+        kinds = model.layer_kinds() if c.uses_rope else None
 
+        def opts(li: int):
+            if not c.uses_rope:
+                return None, None, None
+            sliding = kinds[li] == "sliding"
+            return (local_cs if sliding else cs), (c.sliding_window if sliding else None), c.attn_softcap
 
-def _expanded_layers(model):
-    """Each layer's index and (project, finish) closures, in order; with native weights, the layer's stored
-    matrices are expanded into the scratch its closures read just before it is yielded, under the expander's
-    lock (one float32 scratch: one forward at a time), as `Model.forward` does."""
-    rows = model.layer_rows()
-    expander = model.expander
-    if expander is None:
-        yield from enumerate(rows)
-        return
-    with expander.lock:
-        for li, fns in enumerate(rows):
-            expander.expand(li)
-            yield li, fns
-
-
-def _qkv_buffers(c, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # -> [1, kv, g, n, hd], [1, kv, n, hd] x2
-    """Empty query, key and value buffers for `n` rows, grouped-query heads as the block projects them."""
-    nkv, hd = c.n_kv_heads, c.head_dim
-    return (np.empty((1, nkv, c.n_heads // nkv, n, hd), np.float32), np.empty((1, nkv, n, hd), np.float32),
-            np.empty((1, nkv, n, hd), np.float32))
-
-
-def _packed_layer(x, c, li, project, finish, pool, spans, caches, cs, window, softcap):  # [1, T, d] -> [1, T, d]
-    """Layer `li` over packed prompts: projections and MLP on every row (pool's row shares), attention per prompt
-    against its own keys (written into its own cache), under the causal mask a one-prompt prefill uses."""
-    T = x.shape[1]
-    q, k, v = _qkv_buffers(c, T)
-
-    def run_project(part):
-        s, e = part
-        with np.errstate(over="ignore"):  # errstate is per thread
-            project(x[:, s:e], s, e, q, k, v, cs)
-
-    pool.map(run_project, aligned_split(T, pool.n, ROW_MIN))
-    o = np.zeros_like(q)  # padding rows between prompts stay zero
-    for (s, e), cache in zip(spans, caches):
-        keys, values = cache.write(li, k[:, :, s:e], v[:, :, s:e])  # [1, kv, n, hd]
-        n = e - s
-        mask = None if n == 1 else causal_mask(n, 0, window if window and n > window else None)
-        o[:, :, :, s:e] = attention(np.ascontiguousarray(q[:, :, :, s:e]), keys, values, mask, SERIAL, softcap)
-    out = np.empty_like(x)
-
-    def run_finish(part):
-        s, e = part
-        with np.errstate(over="ignore"):
-            heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(1, e - s, c.n_heads * c.head_dim)
-            out[:, s:e] = finish(x[:, s:e], heads)
-
-    pool.map(run_finish, aligned_split(T, pool.n, ROW_MIN))
-    return out
+        return opts
 
 
 def _tables(rope, prompts, spans) -> tuple[np.ndarray, np.ndarray]:  # -> [T, rot/2] x2
@@ -318,20 +259,6 @@ def _tables(rope, prompts, spans) -> tuple[np.ndarray, np.ndarray]:  # -> [T, ro
     for p, (s, e) in zip(prompts, spans):
         cos[s:e], sin[s:e] = rope.cos_sin(0, len(p))
     return cos, sin
-
-
-def attend_one(q, k, v, softcap=None):  # [1, kv, g, 1, hd], [1, kv, L, hd] x2 -> [1, kv, g, 1, hd]
-    """One query per head against a sequence's keys, the operations `model.attention` runs for a one-token decode
-    step (no mask: every cached key is visible), in the same order, so a lone row gives the same bits."""
-    b, kv, g, t, hd = q.shape
-    scores = q.reshape(b, kv, g * t, hd) @ k.transpose(0, 1, 3, 2)  # [1, kv, g, L]
-    if softcap is not None:
-        softcap_(scores, softcap)
-    np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
-    np.exp(scores, out=scores)
-    out = scores @ v
-    out /= scores.sum(axis=-1, keepdims=True)
-    return out.reshape(b, kv, g, t, hd)
 
 
 def _gather(rope, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # [n] -> [n, rot/2] x2

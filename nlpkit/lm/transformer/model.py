@@ -17,8 +17,6 @@ The norms, activations and masks are `layer_ops`'.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import numpy as np
 
 from nlpkit.errors import NlpkitError
@@ -30,10 +28,11 @@ from nlpkit.lm.transformer.config import ModelConfig
 from nlpkit.lm.transformer.family_rows import gpt2_rows, llama_rows, plain_mlp, swiglu
 from nlpkit.lm.transformer.layer_ops import (ACTIVATIONS, causal_mask, erf, gelu_erf, gelu_tanh, layer_norm, linear,
                                              rms_norm, silu, softcap_)
+from nlpkit.lm.transformer.layer_loop import ROW_MIN, CacheAttention, layer, run_layers
 from nlpkit.lm.transformer.layer_weights import GPT2Layer, LlamaLayer, Weights
 from nlpkit.lm.transformer.packing import Packing
 from nlpkit.lm.transformer.products import (ROW_ALIGN, aligned_split, head_tiles, matmul_rows, padded_rows,
-                                           slot_rows)
+                                           round_up, slot_rows)
 from nlpkit.lm.transformer.rope import RoPE
 from nlpkit.lm.transformer.stored_weights import LayerExpander, has_stored, is_stored
 
@@ -47,60 +46,17 @@ __all__ = ["ACTIVATIONS", "ATTN_BLOCK", "GPT2Layer", "LlamaLayer", "Model", "PAR
 PARALLEL_MIN_TOKENS = 64  # a forward over at least this many positions splits its rows over threads (threads.py)
 # Same bits whatever the thread count, packing or weights layout, on every OpenBLAS kernel
 # (tests/lm/test_determinism.py): every product but a decode step's runs on one BLAS thread, with its rows padded
-# and each row at an index fixed by its place in its own sequence (`products`: a row's bits may depend on its index
-# modulo ROW_ALIGN, on the product's row count when that is small or not a multiple of ROW_ALIGN, and on several BLAS
-# threads); a thread's share of the rows starts at a multiple of ROW_ALIGN and is never under ROW_MIN rows (fewer
-# would only add hand-offs).
-ROW_MIN = 32
+# and each row at an index fixed by its place in its own sequence (`products`); a thread's share of a layer's rows
+# starts at a multiple of ROW_ALIGN and is never under ROW_MIN rows (`layer_loop`).
 
 
 def block(x, cfg, project, finish, cache, li, mask, pool: RowPool, softcap=None, cs=None,
           keep: int = 0):  # [b, t, d] -> [b, t - keep, d]
-    """One transformer block, split at attention so long inputs can use `pool`'s threads (one thread:
-    SERIAL, called directly): `project(x_rows, s, e, q, k, v, cs)` fills rows s:e of q (scaled), k and v
-    (cs: the forward's RoPE cos/sin tables, or None);
-    attention runs on query blocks; then `finish(x_rows, heads_rows) -> out_rows` (output projection,
-    residuals, MLP). Rows before `keep` get keys and values only (the last layer, when nobody reads their
-    output: a prefill's all but last row); the rows returned are keep:t, each the same bits as without."""
-    b, t, _ = x.shape
-    nkv, hd = cfg.n_kv_heads, cfg.head_dim
-    g = cfg.n_heads // nkv
-    q = np.empty((b, nkv, g, t, hd), np.float32)
-    if pool.n == 1:  # decode steps and short inputs: no closures, no thread hand-offs
-        if cache is not None:  # the new keys and values are written straight into the cache
-            k, v = cache.slots(li, t)  # [b, kv, t, hd] views
-            project(x, 0, t, q, k, v, cs)
-            k, v = cache.filled(li, t)  # [b, kv, L, hd]
-        else:
-            k, v = np.empty((b, nkv, t, hd), np.float32), np.empty((b, nkv, t, hd), np.float32)
-            project(x, 0, t, q, k, v, cs)
-        o = attention(q[:, :, :, keep:], k, v, mask, pool, softcap, keep)
-        heads = o.transpose(0, 3, 1, 2, 4).reshape(b, t - keep, cfg.n_heads * hd)
-        return finish(x[:, keep:], heads)
-    k = np.empty((b, nkv, t, hd), np.float32)
-    v = np.empty((b, nkv, t, hd), np.float32)
-    parts = aligned_split(t, pool.n, ROW_MIN)
-
-    def run_project(part):
-        s, e = part
-        with np.errstate(over="ignore"):  # errstate is per thread
-            project(x[:, s:e], s, e, q, k, v, cs)
-
-    pool.map(run_project, parts)
-    if cache is not None:
-        k, v = cache.write(li, k, v)  # [b, kv, L, hd]
-    o = attention(q[:, :, :, keep:], k, v, mask, pool, softcap, keep)  # [b, kv, g, t - keep, hd]
-    out = np.empty((b, t - keep, x.shape[2]), np.float32)  # C order, as the serial path's output
-
-    def run_finish(part):
-        s, e = part
-        with np.errstate(over="ignore"):
-            heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(b, e - s, cfg.n_heads * hd)
-            out[:, s:e] = finish(x[:, keep + s:keep + e], heads)
-
-    pool.map(run_finish, aligned_split(t - keep, pool.n, ROW_MIN))
-    return out
-
+    """One transformer block through one optional KV cache: `layer_loop.layer` under a `CacheAttention` of this
+    layer's (mask, softcap, cs) (kept for callers of the old signature; the forward runs `layer_loop.run_layers`)."""
+    plans = [None] * li + [(mask, softcap, cs)]
+    att = CacheAttention(plans, cache, pool, (cfg.n_kv_heads, cfg.head_dim))
+    return layer(x, cfg, project, finish, att, li, pool, keep)
 
 
 def decode_blas_threads(rows: int, past: int, n: int) -> int:
@@ -243,17 +199,21 @@ class Model:
             plans = self._attention_plans(t, past, start, packing)  # per layer (mask, softcap, cos/sin)
             keep = self._last_layer_keep(t, last_only, logits_from, packing, rows)
             pool, blas = self._thread_policy(b, t, past)
-            layers = self.layer_rows()
-            expander = self.expander  # native weights: one float32 scratch, so one forward at a time
-            with held_blas_threads(blas), expander.lock if expander is not None else nullcontext():
-                for li, rows_fns in enumerate(layers):
-                    if expander is not None:
-                        expander.expand(li)  # layer li's stored matrices into the scratch its closures read
-                    x = self._block(li, x, rows_fns, plans[li], cache, pool, keep if li == len(layers) - 1 else 0)
+            slots = None
+            if packing is not None:  # rows at slots by residue (`Packing.slots`): [1, t, d] -> [1, p, d]
+                slots = packing.slots(tokens[0])
+                x, plans = self._to_slots(x, slots), [(m, sc, self._cs_to_slots(cs, slots)) for m, sc, cs in plans]
+            att = CacheAttention(plans, cache, pool, (self.config.n_kv_heads, self.config.head_dim), slots)
+            with held_blas_threads(blas):
+                x = run_layers(self, x, att, pool, keep)  # [b, t - keep, d]
         if cache is not None:
             cache.tokens[:, past:past + t] = tokens
             cache.advance(t)
-        x, index = self._read_rows(x, last_only, rows, logits_from, keep)  # [b, r, d], [r]
+        if slots is not None:
+            sel = slots[-1:] if last_only else slots[rows] if rows is not None else slots[logits_from:]
+            x, index = x[:, sel], sel
+        else:
+            x, index = self._read_rows(x, last_only, rows, logits_from, keep)  # [b, r, d], [r]
         decode_step = t == 1 and past > 0  # one matrix-vector product per weight: its documented exception
         return self._logits(x, blas, pool, None if decode_step else index)  # [b, r, V]
 
@@ -351,12 +311,23 @@ class Model:
         pool = RowPool(n_rows) if n_rows > 1 else SERIAL
         return pool, decode_blas_threads(b * t, past, n)
 
-    def _block(self, li: int, x: np.ndarray, rows_fns: tuple, plan: tuple, cache: KVCache | None, pool: RowPool,
-               keep: int) -> np.ndarray:  # [b, t, d] -> [b, t - keep, d]
-        """Layer `li` on x: its (project, finish) closures under its attention plan (mask, softcap, cos/sin)."""
-        project, finish = rows_fns
-        mask, softcap, cs = plan
-        return block(x, self.config, project, finish, cache, li, mask, pool, softcap, cs, keep)
+    @staticmethod
+    def _to_slots(x: np.ndarray, slots: np.ndarray) -> np.ndarray:  # [1, t, d] -> [1, p, d]
+        out = np.zeros((x.shape[0], round_up(int(slots.max()) + 1), x.shape[2]), np.float32)
+        out[:, slots] = x
+        return out
+
+    @staticmethod
+    def _cs_to_slots(cs, slots: np.ndarray):  # (cos, sin) [t, r] -> [p, r] x2 | None
+        if cs is None:
+            return None
+        p = round_up(int(slots.max()) + 1)
+        out = []
+        for a in cs:
+            b = np.zeros((p, a.shape[1]), a.dtype)
+            b[slots] = a
+            out.append(b)
+        return tuple(out)
 
     @staticmethod
     def _read_rows(x: np.ndarray, last_only: bool, rows: np.ndarray | None, logits_from: int,

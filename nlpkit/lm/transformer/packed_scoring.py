@@ -31,8 +31,8 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.continuations import ContinuationScore
 from nlpkit.lm.transformer.conventions import prefix_token
-from nlpkit.lm.perplexity.window_scoring import row_log_normalizers
-from nlpkit.lm.transformer.packing import pack, packed_starts, tree, tree_starts
+from nlpkit.lm.transformer.window_forward import row_log_normalizers
+from nlpkit.lm.transformer.packing import pack, tree
 
 
 def tok_encode(model, text: str) -> list[int]:
@@ -84,6 +84,11 @@ def chat_renderer(model, system: str | None = None) -> Callable[[str], str]:
 
 PACK_TOKENS = 1024  # tokens per packed forward: gemms of ~1000 rows, logits of at most as many rows (~200 MB)
 BRANCH_TOKENS = 256  # continuation tokens in one segment, or the context's length when that is longer
+# A packed forward of fewer tokens gets a filler segment, and fewer rows read get filler rows, so that an item scored
+# alone runs matrix products of as many rows as in a block and gets the same bits (model.ROW_MIN: OpenBLAS gives a
+# product of one row, or of a few, other bits).
+FLOOR_TOKENS = 64
+FLOOR_ROWS = 8
 
 
 def _branch_runs(members: list, most: int) -> list[list]:
@@ -114,13 +119,6 @@ class _Segment:
     #                                                                                      ctx, truncated)
     prefix: int = 0  # the tokens every branch sees (`packing.Packing.prefixes`); 0: no branches
 
-    @property
-    def real(self) -> int:
-        """Its tokens, padding rows aside."""
-        if not self.prefix:
-            return len(self.tokens)
-        return self.prefix + sum(len(targets) - 1 for _, _, targets, _, _ in self.scored)  # each branch
-
 
 def _shared_segment(ctx: list[int], conts: list[list[int]], where: list[tuple[int, int]]) -> _Segment:
     """The context, then each continuation's tokens but its last as a branch: each continuation is computed as if it
@@ -129,16 +127,14 @@ def _shared_segment(ctx: list[int], conts: list[list[int]], where: list[tuple[in
     common = 0
     prefix = list(ctx) + list(conts[0][:common])
     rests = [c[common:] for c in conts]
-    lengths = [len(r) - 1 for r in rests]
-    positions, mask = tree(len(prefix), lengths)
-    tokens = np.zeros(len(positions), np.int64)  # padding rows (`packing`): token 0, never read
-    tokens[:len(prefix)] = prefix
-    scored = []
-    for w, cont, rest, start in zip(where, conts, rests, tree_starts(len(prefix), lengths)):
+    positions, mask = tree(len(prefix), [len(r) - 1 for r in rests])
+    tokens, scored, start = list(prefix), [], len(prefix)
+    for w, cont, rest in zip(where, conts, rests):
         rows = list(range(len(ctx) - 1, len(prefix))) + list(range(start, start + len(rest) - 1))  # [len(cont)]
         scored.append((w, rows, list(cont), tuple(ctx), False))
-        tokens[start:start + len(rest) - 1] = rest[:-1]
-    return _Segment(tokens.tolist(), positions, mask, scored, len(prefix))
+        tokens += rest[:-1]
+        start += len(rest) - 1
+    return _Segment(tokens, positions, mask, scored, len(prefix))
 
 
 def _truncated_segment(ctx: list[int], cont: list[int], window: int, where: tuple[int, int]) -> _Segment:
@@ -262,17 +258,21 @@ class PackedScorer:
     def _run(self, segments: list[_Segment], out: list[list[ContinuationScore | None]], top: int = 0) -> None:
         """One packed forward of `segments`: logits at the rows something is scored from, log-softmax per row (and
         the `top` best tokens of each row scored)."""
-        starts = packed_starts([len(s.tokens) for s in segments])  # `pack`'s layout: each at a multiple of ROW_ALIGN
-        tokens = np.zeros(starts[-1] + len(segments[-1].tokens), np.int64)  # [T], padding rows token 0
-        for s, start in zip(segments, starts):
-            tokens[start:start + len(s.tokens)] = s.tokens
+        tokens = np.asarray([t for s in segments for t in s.tokens], dtype=np.int64)  # [T]
+        starts = np.cumsum([0] + [len(s.tokens) for s in segments])
         wanted = [(start + np.asarray(rows, dtype=np.int64), np.asarray(targets, dtype=np.int64))
                   for s, start in zip(segments, starts) for _, rows, targets, _, _ in s.scored]
         rows = np.unique(np.concatenate([r for r, _ in wanted]))  # [R] packed rows, sorted
         layout = [(s.positions, s.mask, s.prefix) for s in segments]
+        if len(tokens) < FLOOR_TOKENS:  # a filler segment (see FLOOR_TOKENS); its rows are never read
+            layout.append(tree(FLOOR_TOKENS - len(tokens), []))
+            tokens = np.concatenate([tokens, np.full(FLOOR_TOKENS - len(tokens), tokens[0])])
+        if len(rows) < FLOOR_ROWS:
+            spare = np.setdiff1d(np.arange(len(tokens)), rows)[:FLOOR_ROWS - len(rows)]
+            rows = np.union1d(rows, spare)
         packing = pack(layout)
         logits = self.model.forward(tokens[None, :], None, packing=packing, rows=rows)[0]  # [R, V]
-        self.tokens += sum(s.real for s in segments)  # padding rows aside
+        self.tokens += len(tokens)
         m, logsum = row_log_normalizers(logits)
         scored = [sc for s in segments for sc in s.scored]
         for (where, _, cont, ctx, truncated), (prow, target) in zip(scored, wanted):

@@ -10,11 +10,6 @@ segment as a shared prefix followed by branches that each see the whole prefix a
 context and its continuations: every branch is computed as if it directly followed the prefix, as a KV cache
 shared by a batch would). Every token sees only keys at or before its own index in the segment, so attention may
 skip the keys after a block of queries (`model.attention`).
-
-Every segment, and every branch of a `tree`, starts at a multiple of `products.ROW_ALIGN` of the packed rows, with
-padding rows between (position 0, in no segment: attention leaves them zero, nothing reads them): a row's bits in a
-matrix product depend on its index modulo ROW_ALIGN on some BLAS kernels (`products`), so a token gets the index it
-has when its sequence or branch is scored alone.
 """
 
 from __future__ import annotations
@@ -23,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nlpkit.lm.transformer.products import round_up
+from nlpkit.lm.transformer.products import ROW_ALIGN, residue_slots, round_up
 
 
 @dataclass
@@ -42,18 +37,21 @@ class Packing:
     def length(self) -> int:
         return len(self.positions)
 
-    def token_rows(self) -> np.ndarray:  # -> [n] rows of the packed sequence, in order
-        """The rows that hold tokens (the padding rows aside): each segment's first row and its rows at a position
-        above 0 (a padding row is at position 0)."""
-        rows = [np.flatnonzero((self.positions[s:e] > 0) | (np.arange(e - s) == 0)) + s for s, e, _ in self.segments]
-        return np.concatenate(rows) if rows else np.zeros(0, np.int64)
-
-    def spread(self, tokens) -> np.ndarray:  # [n] -> [length]
-        """Tokens end to end (each segment's prefix, then its branches in order) laid out on `token_rows`; token 0 on
-        the padding rows."""
-        out = np.zeros(self.length, np.int64)
-        out[self.token_rows()] = np.asarray(tokens, np.int64)
-        return out
+    def slots(self, tokens: np.ndarray) -> np.ndarray:  # [t] -> [t]
+        """The row each token takes in the forward's matrix products (`products`: a row's bits there may depend on
+        its index modulo ROW_ALIGN): the residue (position + the segment's offset) % ROW_ALIGN, whatever else is
+        packed, so a token gets the bits it gets alone; rows of a residue side by side (`products.residue_slots`).
+        The offset, a function of the segment's prefix tokens (its tokens when it has no branches), spreads the
+        residues of many short segments evenly (every one starting at 0 would leave most rows padding)."""
+        tokens = np.asarray(tokens, np.int64)
+        residue = np.empty(self.length, np.int64)
+        for (s, e, _), prefix in zip(self.segments, self.prefixes or [0] * len(self.segments)):
+            residue[s:e] = self.positions[s:e] + _offset(tokens[s:s + (prefix or e - s)])
+            if prefix:  # each branch its own offset too (by its tokens): the branches of a context spread out
+                starts = list(np.flatnonzero(self.positions[s + prefix:e] == prefix) + s + prefix) + [e]
+                for a, b in zip(starts, starts[1:]):
+                    residue[a:b] += _offset(tokens[a:b])
+        return residue_slots(residue % ROW_ALIGN)
 
     def windowed(self, window: int) -> "Packing":
         """The same segments for a sliding-window layer: keys `window` or more positions back hidden as well."""
@@ -65,63 +63,38 @@ class Packing:
         return Packing(self.positions, segs, self.prefixes)
 
 
-def tree_starts(prefix: int, branches: list[int]) -> list[int]:
-    """Where each branch of `tree(prefix, branches)` starts in its segment: after the prefix, each at a multiple of
-    ROW_ALIGN (an empty branch takes no rows).
-
-    >>> tree_starts(13, [3, 0, 2])
-    [24, 36, 36]
-    """
-    starts, at = [], round_up(prefix)
-    for b in branches:
-        starts.append(at)
-        at = round_up(at + b)
-    return starts
-
-
 def tree(prefix: int, branches: list[int]) -> tuple[np.ndarray, np.ndarray]:  # -> [n], [n, n]
-    """Positions and mask of one segment: `prefix` tokens, causal, then each branch's tokens (lengths `branches`,
-    starting at `tree_starts`) at positions prefix, prefix + 1, ..., seeing the prefix and their own branch's earlier
-    tokens only. Padding rows between (position 0) see themselves only; no token sees them.
+    """Positions and mask of one segment: `prefix` tokens, causal, then each branch's tokens (lengths `branches`)
+    at positions prefix, prefix + 1, ..., seeing the prefix and their own branch's earlier tokens only.
 
-    >>> tree(2, [1, 2])[0].tolist()[:2], tree(2, [1, 2])[0].tolist()[12:15], tree(2, [1, 2])[0].tolist()[24:]
-    ([0, 1], [2, 0, 0], [2, 3])
+    >>> tree(2, [1, 2])[0].tolist()
+    [0, 1, 2, 2, 3]
     """
-    starts = tree_starts(prefix, branches)
-    n = max([prefix] + [s + b for s, b in zip(starts, branches)])
-    owner = np.full(n, -2, np.int64)  # -2: padding, -1: the prefix, i: branch i
-    owner[:prefix] = -1
-    positions = np.zeros(n, np.int64)
-    positions[:prefix] = np.arange(prefix)
-    for i, (s, b) in enumerate(zip(starts, branches)):
-        owner[s:s + b] = i
-        positions[s:s + b] = prefix + np.arange(b)
-    idx = np.arange(n)
-    real = owner > -2
-    visible = (idx[None, :] <= idx[:, None]) & real[None, :] & real[:, None] \
-        & ((owner[None, :] == -1) | (owner[None, :] == owner[:, None]))
-    visible |= np.eye(n, dtype=bool)  # a padding row sees itself (a softmax over no keys would be NaN)
+    owner = np.concatenate([np.full(prefix, -1), np.repeat(np.arange(len(branches)), branches)]).astype(np.int64)
+    positions = np.concatenate([np.arange(prefix)] + [prefix + np.arange(b) for b in branches]).astype(np.int64)
+    idx = np.arange(len(owner))
+    visible = (idx[None, :] <= idx[:, None]) & ((owner[None, :] == -1) | (owner[None, :] == owner[:, None]))
     return positions, np.where(visible, np.float32(0.0), np.float32(-np.inf)).astype(np.float32)
 
 
 def pack(segments: list[tuple]) -> Packing:
-    """One `Packing` of (positions [n], mask [n, n]) segments, or (positions, mask, `tree`'s prefix), each starting
-    at a multiple of ROW_ALIGN (padding rows between: position 0, in no segment)."""
+    """One `Packing` of (positions [n], mask [n, n]) segments, or (positions, mask, `tree`'s prefix), end to end."""
     out, start = [], 0
-    positions = []
     for pos, mask, *_ in segments:
-        a = round_up(start)
-        if a > start:
-            positions.append(np.zeros(a - start, np.int64))
-        out.append((a, a + len(pos), mask))
-        positions.append(np.asarray(pos, np.int64))
-        start = a + len(pos)
+        out.append((start, start + len(pos), mask))
+        start += len(pos)
     prefixes = [int(seg[2]) if len(seg) > 2 else 0 for seg in segments]
-    return Packing(np.concatenate(positions).astype(np.int64), out, prefixes)
+    return Packing(np.concatenate([seg[0] for seg in segments]).astype(np.int64), out, prefixes)
+
+
+def _offset(tokens: np.ndarray) -> int:
+    """A residue from tokens alone (`Packing.slots`)."""
+    return (int(tokens.sum()) * 7 + len(tokens)) % ROW_ALIGN
 
 
 def packed_starts(lengths: list[int]) -> list[int]:
-    """Where `pack` puts segments of these lengths."""
+    """Sequences of these lengths end to end, each starting at a multiple of ROW_ALIGN (a packed prefill of prompts
+    with a KV cache each: `batch_decoding`); padding rows between."""
     starts, at = [], 0
     for n in lengths:
         a = round_up(at)

@@ -13,9 +13,9 @@ content and on its index modulo ROW_ALIGN — not on the other rows, on the row 
 or a transposed view: native weights). So every scoring product here:
 - has its rows padded (zeros) to such a count (`padded_rows`), and its row ranges cut at multiples of ROW_ALIGN
   when they are split over threads (`aligned_split`);
-- keeps each row at an index fixed by the row's place in its own sequence: a sequence starts at a multiple of
-  ROW_ALIGN of the forward's rows (packed segments and their branches: `packing`), and the output projection's
-  rows keep their residue modulo ROW_ALIGN (`slot_rows`);
+- keeps each row at an index whose residue modulo ROW_ALIGN is fixed by the row's place in its own sequence: a
+  forward's rows in order; a packed forward's rows at slots by residue (`packing.Packing.slots`), the attention
+  gathering each segment's rows; the output projection's rows at slots of their residue (`slot_rows`);
 - multiplies the output projection in tiles of HEAD_TILE columns whether the weights are float32 or native
   (`head_tiles`), so both give the same column blocking.
 A one-row product (a decode step) stays a matrix-vector product: its documented exception (`model`).
@@ -77,6 +77,18 @@ def head_tiles(v: int, d: int) -> list[tuple[int, int]]:
     return [(c, min(c + HEAD_TILE, v)) for c in range(0, v, HEAD_TILE)]
 
 
+def residue_slots(residue: np.ndarray) -> np.ndarray:  # [r] -> [r]
+    """A slot for each row with this residue modulo ROW_ALIGN: rows of one residue at residue, residue + ROW_ALIGN,
+    ... in order (the slots run to a multiple of ROW_ALIGN past the most frequent residue's count)."""
+    residue = np.asarray(residue, np.int64)
+    order = np.argsort(residue, kind="stable")
+    counts = np.bincount(residue, minlength=ROW_ALIGN)
+    first = np.cumsum(counts) - counts  # where each residue's rows start in `order`
+    rank = np.empty(len(residue), np.int64)
+    rank[order] = np.arange(len(residue)) - np.repeat(first, counts)
+    return rank * ROW_ALIGN + residue
+
+
 def slot_rows(x: np.ndarray, index: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | slice]:
     """Rows x (at forward rows `index`, sorted or not; None: 0, 1, ...) laid out for a product: each at a slot
     with the residue its forward row has modulo ROW_ALIGN, slots padded to a multiple of ROW_ALIGN. Contiguous
@@ -91,13 +103,7 @@ def slot_rows(x: np.ndarray, index: np.ndarray | None) -> tuple[np.ndarray, np.n
         index = np.asarray(index, dtype=np.int64)
         lead = int(index[0]) % ROW_ALIGN
         if not (r == 1 or np.all(np.diff(index) == 1)):
-            res = index % ROW_ALIGN
-            order = np.argsort(res, kind="stable")
-            counts = np.bincount(res, minlength=ROW_ALIGN)
-            first = np.cumsum(counts) - counts  # where each residue's rows start in `order`
-            rank = np.empty(r, np.int64)
-            rank[order] = np.arange(r) - np.repeat(first, counts)
-            slots = rank * ROW_ALIGN + res
+            slots = residue_slots(index % ROW_ALIGN)
             xs = np.zeros((round_up(int(slots.max()) + 1), d), np.float32)
             xs[slots] = x
             return xs, slots

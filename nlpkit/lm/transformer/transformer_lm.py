@@ -255,13 +255,13 @@ class TransformerLM:
 
     # ------------------------------------------------------------------ scoring
     def logprobs(self, ids: Sequence[int], first: int) -> np.ndarray:  # [t] -> [t - first]
-        from nlpkit.lm.perplexity.window_scoring import window_logprobs
+        from nlpkit.lm.transformer.window_forward import window_logprobs
 
         return window_logprobs(self.model, list(ids), first)
 
     def window_logits(self, ids: Sequence[int], first: int) -> Iterator[np.ndarray]:  # [t] -> chunks of [n, V]
         """The logits rows `logprobs(ids, first)` scores, a chunk at a time (`perplexity --compare`)."""
-        from nlpkit.lm.perplexity.window_scoring import window_logits
+        from nlpkit.lm.transformer.window_forward import window_logits
 
         return window_logits(self.model, list(ids), first)
 
