@@ -239,7 +239,15 @@ class LayerExpander:
             if not is_stored(w) or self._mapped(w):
                 continue
             if w.rows * w.cols <= SMALL_MATRIX:
-                self._buffer(f.name, (w.cols, w.rows))[...] = w.expand(pool=SERIAL).T
+                buf = self._buffer(f.name, (w.cols, w.rows))
+                rows = w.direct()
+                if rows is None:
+                    buf[...] = w.expand(pool=SERIAL).T
+                else:  # an F32 part in stored order: one transposing copy (no float32 rows first), on the threads
+                    def copy(part, buf=buf, rows=rows):
+                        buf[:, part[0]:part[1]] = rows[part[0]:part[1]].T
+
+                    pool.map(copy, pool.split(w.rows))
             else:
                 w.expand(out=self._buffer(f.name, w.shape), pool=pool)
 
