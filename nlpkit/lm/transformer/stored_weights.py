@@ -240,14 +240,17 @@ class LayerExpander:
                 continue
             if w.rows * w.cols <= SMALL_MATRIX:
                 buf = self._buffer(f.name, (w.cols, w.rows))
-                rows = w.direct()
-                if rows is None:
+                if w.types != ["F32"]:
                     buf[...] = w.expand(pool=SERIAL).T
-                else:  # an F32 part in stored order: one transposing copy (no float32 rows first), on the threads
-                    def copy(part, buf=buf, rows=rows):
-                        buf[:, part[0]:part[1]] = rows[part[0]:part[1]].T
+                    continue
+                # F32 parts (a fused q/k/v's too): each one transposing copy (no float32 rows first), on the threads
+                pieces = [(p.raw.view(np.float32)[idx], at) for p, idx, at in w._pieces(0, w.rows)]
 
-                    pool.map(copy, pool.split(w.rows))
+                def copy(piece, buf=buf):
+                    rows, at = piece  # [n, cols]: the part's rows (a view; permuted rows: gathered)
+                    buf[:, at:at + rows.shape[0]] = rows.T
+
+                pool.map(copy, pieces)
             else:
                 w.expand(out=self._buffer(f.name, w.shape), pool=pool)
 
