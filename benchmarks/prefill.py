@@ -89,7 +89,7 @@ def child(args) -> dict:
 
     import lm as bench_lm
     from nlpkit.lm import threads as threads_mod
-    from nlpkit.lm.transformer import attention_ops, layer_loop, model as model_mod, stored_weights
+    from nlpkit.lm.transformer import attention_ops, model as model_mod, stored_weights
     from nlpkit.lm.transformer import layer_ops, products
     from nlpkit.lm.transformer.loaders import load_model
 
@@ -103,7 +103,7 @@ def child(args) -> dict:
     model.forward(np.asarray(wins[0][:-1])[None, :64], logits_from=1)  # warm up
     timer = Timer()
     timer.wrap(products, "matmul_rows", "products")
-    timer.wrap(layer_loop, "attention", "attention")
+    timer.wrap(attention_ops, "_attend", "attention")  # per block, on the thread that runs it: thread time
     timer.wrap(stored_weights.LayerExpander, "expand", "expansion")
     # the modules that imported matmul_rows by name read it at call time from their own globals
     layer_ops.matmul_rows = products.matmul_rows

@@ -76,16 +76,25 @@ def llama_rows(w: LlamaLayer, cfg, li: int = 0):
 
     if cfg.parallel_residual:
         def finish(xr, heads):  # [b, n, d], [b, n, nh hd] -> [b, n, d]
-            return mlp(norm(xr, w.mlp_norm, w.mlp_norm_b)) + linear(heads, w.wo, w.bo) + xr
+            y = mlp(norm(xr, w.mlp_norm, w.mlp_norm_b))  # (mlp + attention) + x, summed in place
+            y += linear(heads, w.wo, w.bo)
+            y += xr
+            return y
     elif not post_norm:
-        def finish(xr, heads):
-            y = xr + linear(heads, w.wo, w.bo)
-            return y + mlp(norm(y, w.mlp_norm, w.mlp_norm_b))
+        def finish(xr, heads):  # the residual adds in place (a + b is b + a, bit for bit)
+            y = linear(heads, w.wo, w.bo)
+            y += xr
+            m = mlp(norm(y, w.mlp_norm, w.mlp_norm_b))
+            m += y
+            return m
     else:  # gemma2/3 (pre and post norms), olmo2 (post norms only)
         def finish(xr, heads):
-            y = xr + rms_norm(linear(heads, w.wo, w.bo), w.attn_post_norm, eps)
+            y = rms_norm(linear(heads, w.wo, w.bo), w.attn_post_norm, eps)
+            y += xr  # the residual adds in place (a + b is b + a, bit for bit)
             m = mlp(norm(y, w.mlp_norm, w.mlp_norm_b) if pre_norm else y)
-            return y + rms_norm(m, w.mlp_post_norm, eps)
+            m = rms_norm(m, w.mlp_post_norm, eps)
+            m += y
+            return m
 
     return project, finish
 

@@ -51,8 +51,9 @@ def matmul_rows(x: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) -> 
     p = padded_rows(m, w.shape[1], k)
     if p == m:
         return np.matmul(x, w, out=out) if out is not None else x @ w
-    xp = np.zeros((p, k), np.float32)
+    xp = np.empty((p, k), np.float32)
     xp[:m] = x
+    xp[m:] = 0  # the padding rows: zeros (written once, not the whole buffer twice)
     y = xp @ w
     if out is None:
         return y[:m]

@@ -149,8 +149,11 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     x1, x2 = x[..., :half], x[..., half:]
     c, s = cos[:, None, :], sin[:, None, :]  # [t, 1, hd/2] broadcasts over batch and heads
     out = np.empty_like(x)
-    np.subtract(x1 * c, x2 * s, out=out[..., :half])
-    np.add(x2 * c, x1 * s, out=out[..., half:])
+    o1, o2 = out[..., :half], out[..., half:]
+    np.multiply(x1, c, out=o1)  # x1 c - x2 s, x2 c + x1 s: the same operations in the same order, in place
+    o1 -= x2 * s
+    np.multiply(x2, c, out=o2)
+    o2 += x1 * s
     return out
 
 

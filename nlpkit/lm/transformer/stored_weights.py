@@ -239,7 +239,18 @@ class LayerExpander:
             if not is_stored(w) or self._mapped(w):
                 continue
             if w.rows * w.cols <= SMALL_MATRIX:
-                self._buffer(f.name, (w.cols, w.rows))[...] = w.expand(pool=SERIAL).T
+                buf = self._buffer(f.name, (w.cols, w.rows))
+                if w.types != ["F32"]:
+                    buf[...] = w.expand(pool=SERIAL).T
+                    continue
+                # F32 parts (a fused q/k/v's too): each one transposing copy (no float32 rows first), on the threads
+                pieces = [(p.raw.view(np.float32)[idx], at) for p, idx, at in w._pieces(0, w.rows)]
+
+                def copy(piece, buf=buf):
+                    rows, at = piece  # [n, cols]: the part's rows (a view; permuted rows: gathered)
+                    buf[:, at:at + rows.shape[0]] = rows.T
+
+                pool.map(copy, pieces)
             else:
                 w.expand(out=self._buffer(f.name, w.shape), pool=pool)
 
