@@ -104,7 +104,7 @@ def generate_settings(g) -> dict:
 def window_setting(scorers: dict) -> str:
     """The window in force, as the signature's `ctx`: the tokens each model's scorer (or generator) keeps, one value
     when all agree, else one per model in -m order ('none' for an n-gram model, which has no window)."""
-    values = [getattr(s, "window", None) for s in scorers.values()]
+    values = [s.window for s in scorers.values()]
     shown = ["none" if v is None else str(v) for v in values]
     return shown[0] if len(set(shown)) == 1 else ",".join(shown)
 

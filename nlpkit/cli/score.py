@@ -488,7 +488,7 @@ def _run(evaluation, pairs, names, out: "Output", columns, quiet, dask, shard_si
                 from nlpkit.cli.generate_checks import truncation_warning
 
                 warned.add(id(item))
-                warn(truncation_warning(item.where, name, getattr(evaluation.scorers[name], "window", None),
+                warn(truncation_warning(item.where, name, evaluation.scorers[name].window,
                                         evaluation.options.generation.max_gen_toks), quiet)
             elif rec.get("truncated") and name == names[0] and "generation" not in rec:
                 warn(f"{item.where}: context and continuation exceed the window: the context loses its left end "

@@ -144,7 +144,7 @@ class CachedEvaluation(Evaluation):
             if key in found:
                 got[name] = Window(found[key]["window"])
             else:   # the scorer loads: a generate task's `Generator` and a continuation scorer both keep `window`
-                got[name] = Window(getattr(lazy, "window", None))
+                got[name] = Window(lazy.window)
                 if key is not None and self.results is not None:
                     self.results.put(key, {"window": got[name].window}, count=None)
         owner = {id(lazy): name for name, lazy in distinct.items()}

@@ -49,6 +49,7 @@ class ContinuationScorer(Protocol):
     """
 
     batched: bool
+    window: int | None   # the context window a request is cut to (None: no window, an n-gram model's context)
 
     def render(self, context: str) -> str: ...
 

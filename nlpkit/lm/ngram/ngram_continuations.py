@@ -39,6 +39,7 @@ class NgramContinuationScorer:
         self.transform = transform
 
     batched = False   # requests are scored one by one: nothing to pack
+    window = None     # an n-gram model reads its last n-1 words: no window cuts a context
 
     def check(self, context: str, continuations: Sequence[str]) -> list[tuple[list[int], list[int]]]:
         """The (context ids, continuation ids) this request is scored on (`<s>` first), or the NlpkitError scoring
