@@ -18,8 +18,7 @@ COMPARISON_COLUMNS = ["model", "baseline", "task", "filter", "metric", "differen
                       "high", "bootstrap_p", "mcnemar_p"]
 ITEM_ONLY = ("task", "fields", "delimiter", "mutual_info", "reference", "beta", "window", "until", "max_gen_toks",
              "extract", "extract_group", "ignore_case", "ignore_punctuation", "ignore_regex", "metric", "temperature",
-             "top_k", "top_p", "min_p", "repetition_penalty", "summary_only", "dask",
-             "results_cache")
+             "top_k", "top_p", "min_p", "repetition_penalty", "summary_only", "dask")
 TASK_ONLY = ("include_paths", "num_fewshot", "limit", "output_path", "log_samples", "fewshot_as_multiturn")
 
 
@@ -36,7 +35,7 @@ def check_item_options() -> None:
 
 def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: str, include_paths, num_fewshot, limit, output_path, log_samples, chat, system,
               fewshot_as_multiturn, bootstrap, seed, fail_if_worse, gate_metric, batch_size, verbose, fmt,
-              no_signature, quiet, load) -> None:
+              no_signature, quiet, load, results_cache: str | None = None) -> None:
     from click.core import ParameterSource
 
     ctx = click.get_current_context()
@@ -79,18 +78,18 @@ def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: 
         check_model_path(m)
     prepared = prepare(selection, options)
     runs, docs = {}, {}
-    from nlpkit.evaluation.harness.model_adapter import HarnessModel
+    from nlpkit.cli.results_options import open_results_cache, say_results_cache
+    from nlpkit.evaluation.harness.cached_model import harness_model
 
+    cache = open_results_cache(results_cache, quiet)
     loaded: dict = {}
     for label, path in zip(labels, models):
         start = time.time()
         key = str(path)
         if key not in loaded:
-            model = HarnessModel(load(path), warn=lambda msg: warn(msg, quiet))
-            if verbose:
-                from nlpkit.cli.model_line import say_loaded
+            from nlpkit.cli.model_line import say_loaded
 
-                say_loaded(model.lm)
+            model = harness_model(load(path), lambda msg: warn(msg, quiet), cache, say_loaded if verbose else None)
             with progress(f"requests ({label})", total=None, quiet=quiet) as tick:
                 done = [0]
 
@@ -113,6 +112,7 @@ def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: 
             files = planned_files(output_path, name, list(selection.tasks), log_samples)
             write_run(files, docs[label], runs[label].samples if log_samples else None)
     _write(summary, comparisons, verdicts, out_fmt, sig, no_signature)
+    say_results_cache(cache, quiet)
     if verdicts is not None:
         from nlpkit.cli.gate import enforce
 

@@ -349,15 +349,3 @@ def test_another_blas_kernel_is_a_miss(files, monkeypatch):
     assert other.stdout == first.stdout   # this machine computes the same bits again
     monkeypatch.setattr(threads, "blas_info", lambda: {**real, "library": "OtherBLAS"})
     assert results_cache.computation_identity() != before
-
-
-def test_tasks_runs_refuse_the_option_and_ignore_the_variable(tmp_path, monkeypatch):
-    """`score --tasks` (lm-eval task files) does not use the results cache: the option is a usage error there."""
-    from click.testing import CliRunner
-
-    from nlpkit.cli.main import cli
-
-    monkeypatch.delenv("NLPKIT_RESULTS_CACHE", raising=False)
-    r = CliRunner().invoke(cli, ["score", "--tasks", "anything", "--results-cache", str(tmp_path / "rc")])
-    assert r.exit_code == 2 and "--results-cache applies to item files, not to --tasks" in r.output
-    assert not (tmp_path / "rc").exists()
