@@ -121,8 +121,21 @@ def _needs_gguf(block: str) -> bool:
     return "$GGUF" in block and not HAS_GGUF
 
 
+def _outputs(block: str) -> set[str]:
+    """The files a block writes (`> FILE`, `-o FILE`)."""
+    return {f for f in re.findall(r"(?:>|-o)\s+([\w][\w./-]*)", block) if not f.isdigit()}
+
+
+# What the examples that read $NLPKIT_DATA write (bm25.md's runs): a later example reading them needs the data too.
+DATA_OUTPUTS = (set().union(*(_outputs(b) for b in EXAMPLES if "$NLPKIT_DATA" in b))
+                - set().union(*(_outputs(b) for b in BLOCKS if "$NLPKIT_DATA" not in b)))
+
+
 def _needs_data(block: str) -> bool:
-    return "$NLPKIT_DATA" in block and nlpkit_data_dir() is None
+    if nlpkit_data_dir() is not None:
+        return False
+    return "$NLPKIT_DATA" in block or any(re.search(rf"(?<![\w./-]){re.escape(o)}(?![\w./-])", block)
+                                          for o in DATA_OUTPUTS)
 
 
 def _skipped(block: str) -> bool:
