@@ -25,7 +25,7 @@ from typing import Callable, Iterator, Sequence
 from nlpkit.errors import NlpkitError
 from nlpkit.evaluation.results_cache import ResultsCache, computation_identity, load_part, make_key, model_identity
 from nlpkit.lm.interface import PerplexityRun
-from nlpkit.lm.perplexity.records import TOTAL, perplexity_stats
+from nlpkit.lm.perplexity.records import perplexity_stats, total_record
 from nlpkit.lm.perplexity.text_perplexity import Perplexity
 from nlpkit.lm.perplexity.windows import TooShort, Window
 from nlpkit.lm.spec import LoadSpec
@@ -179,11 +179,7 @@ class CachedPerplexity:
                 yield {"file": name, **perplexity_stats(p), **({"total": False} if several else {})}
                 totals.append(p)
         if several and totals:
-            nll = sum(p.nll for p in totals)
-            n = sum(p.tokens for p in totals)
-            p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
-                           bytes=sum(p.bytes for p in totals), nll_sq=sum(p.nll_sq for p in totals))
-            yield {"file": TOTAL, **perplexity_stats(p), "total": True}
+            yield total_record(totals)
 
     def _elsewhere(self, map_windows):
         """`records`' window mapper on the workers (each loads the model from `worker_key`)."""

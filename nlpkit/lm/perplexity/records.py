@@ -157,8 +157,13 @@ def _text_records(lm, paths, s: _Settings, progress, map_windows) -> Iterator[di
             yield {"file": name, **perplexity_stats(p), **({"total": False} if several else {})}
             totals.append(p)
     if several and totals:
-        nll = sum(p.nll for p in totals)
-        n = sum(p.tokens for p in totals)
-        p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
-                       bytes=sum(p.bytes for p in totals), nll_sq=sum(p.nll_sq for p in totals))
-        yield {"file": TOTAL, **perplexity_stats(p), "total": True}
+        yield total_record(totals)
+
+
+def total_record(totals: list[Perplexity]) -> dict:
+    """The TOTAL record of several files' figures: their tokens, NLL, words and bytes pooled."""
+    nll = sum(p.nll for p in totals)
+    n = sum(p.tokens for p in totals)
+    p = Perplexity(tokens=n, nll=nll, mean_nll=nll / n, words=sum(p.words for p in totals),
+                   bytes=sum(p.bytes for p in totals), nll_sq=sum(p.nll_sq for p in totals))
+    return {"file": TOTAL, **perplexity_stats(p), "total": True}
