@@ -228,7 +228,8 @@ def command(files, models, task, fields, delimiter, mutual_info, reference, beta
         return run_tasks(files, models, _names(list(models) or [None]), _text_hash(system), tasks, include_paths, num_fewshot, limit, output_path, log_samples, chat,
                          system, fewshot_as_multiturn, bootstrap, seed, fail_if_worse, gate_metric, batch_size,
                          verbose, fmt, no_signature, quiet,
-                         load=lambda path: load_spec(path, weights, no_cache, "score"), results_cache=results_cache)
+                         load=lambda path: load_spec(path, weights, no_cache, "score"), results_cache=results_cache,
+                         dask=dask, shard_size=shard_size)
     from nlpkit.cli.score_tasks import check_item_options
 
     check_item_options()

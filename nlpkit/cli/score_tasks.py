@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import ExitStack
 
 import click
 
@@ -18,7 +19,7 @@ COMPARISON_COLUMNS = ["model", "baseline", "task", "filter", "metric", "differen
                       "high", "bootstrap_p", "mcnemar_p"]
 ITEM_ONLY = ("task", "fields", "delimiter", "mutual_info", "reference", "beta", "window", "until", "max_gen_toks",
              "extract", "extract_group", "ignore_case", "ignore_punctuation", "ignore_regex", "metric", "temperature",
-             "top_k", "top_p", "min_p", "repetition_penalty", "summary_only", "dask")
+             "top_k", "top_p", "min_p", "repetition_penalty", "summary_only")
 TASK_ONLY = ("include_paths", "num_fewshot", "limit", "output_path", "log_samples", "fewshot_as_multiturn")
 
 
@@ -35,7 +36,8 @@ def check_item_options() -> None:
 
 def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: str, include_paths, num_fewshot, limit, output_path, log_samples, chat, system,
               fewshot_as_multiturn, bootstrap, seed, fail_if_worse, gate_metric, batch_size, verbose, fmt,
-              no_signature, quiet, load, results_cache: str | None = None) -> None:
+              no_signature, quiet, load, results_cache: str | None = None, dask: str | None = None,
+              shard_size: str | None = None) -> None:
     from click.core import ParameterSource
 
     ctx = click.get_current_context()
@@ -45,6 +47,9 @@ def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: 
                                    "not to --tasks")
     if files:
         raise click.UsageError("give either item FILES or --tasks, not both")
+    from nlpkit.cli.common import dask_for
+
+    dask = dask_for(dask, [])   # --shard-size without --dask: a warning
     if system is not None and not chat:
         raise click.UsageError("--system needs --chat")
     if fewshot_as_multiturn and not chat:
@@ -62,7 +67,7 @@ def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: 
 
     from nlpkit.errors import UsageError
     from nlpkit.evaluation.harness.results import planned_files, results_document, write_run
-    from nlpkit.evaluation.harness.run import RunOptions, evaluate_model, prepare
+    from nlpkit.evaluation.harness.run import RunOptions, prepare
     from nlpkit.evaluation.harness.selection import select
     from nlpkit.evaluation.harness.task_files import TaskRegistry, UnknownTask
     from nlpkit.evaluation.models import check_model_path
@@ -79,28 +84,25 @@ def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: 
     prepared = prepare(selection, options)
     runs, docs = {}, {}
     from nlpkit.cli.results_options import open_results_cache, say_results_cache
-    from nlpkit.evaluation.harness.cached_model import harness_model
 
     cache = open_results_cache(results_cache, quiet)
     loaded: dict = {}
-    for label, path in zip(labels, models):
-        start = time.time()
-        key = str(path)
-        if key not in loaded:
-            from nlpkit.cli.model_line import say_loaded
+    with ExitStack() as stack:
+        client = None
+        if dask:  # the requests answered on the cluster (nlpkit/evaluation/harness/distributed_model.py)
+            from nlpkit.distributed.cluster import connect
 
-            model = harness_model(load(path), lambda msg: warn(msg, quiet), cache, say_loaded if verbose else None)
-            with progress(f"requests ({label})", total=None, quiet=quiet) as tick:
-                done = [0]
-
-                def step(n, done=done):
-                    done[0] += n
-                    tick(done[0])
-                run = evaluate_model(prepared, selection, model, options, step, keep_samples=True)
-            loaded[key] = (model, run, model.template_source)
-        model, run, template = loaded[key]
-        runs[label] = run
-        docs[label] = results_document(run, selection, model.describe(), options, start, template)
+            client = stack.enter_context(connect(dask, quiet))
+        for label, path in zip(labels, models):
+            start = time.time()
+            key = str(path)
+            if key not in loaded:
+                model, run = _evaluate(prepared, selection, options, load(path), label, cache, client, shard_size,
+                                       verbose, quiet)
+                loaded[key] = (model, run, model.template_source)
+            model, run, template = loaded[key]
+            runs[label] = run
+            docs[label] = results_document(run, selection, model.describe(), options, start, template)
     sig = _signature(names, labels, options, bootstrap, seed, system_hash)
     out_fmt = resolve_format(fmt)
     summary = _summaries(runs, selection)
@@ -117,6 +119,36 @@ def run_tasks(files, models, labels: list[str], system_hash: str | None, tasks: 
         from nlpkit.cli.gate import enforce
 
         enforce(verdicts)
+
+
+def _evaluate(prepared, selection, options, spec, label: str, cache, client, shard_size, verbose: bool, quiet: bool):
+    """(the harness model, its `ModelRun`) of one model: here, or with a Dask `client` on its workers (progress:
+    requests answered, or Dask tasks done), through the results cache when there is one."""
+    from nlpkit.cli.model_line import say_loaded
+    from nlpkit.evaluation.harness.cached_model import harness_model
+    from nlpkit.evaluation.harness.run import evaluate_model
+
+    on_load = say_loaded if verbose else None
+    with progress(f"{'tasks' if client is not None else 'requests'} ({label})", total=None, quiet=quiet) as tick:
+        make, step = None, None
+        if client is not None:
+            from nlpkit.distributed.stages import ClusterMap
+            from nlpkit.evaluation.harness.distributed_model import DistributedHarnessModel
+            from nlpkit.lm.threads import blas_threads
+            from nlpkit.shards import parse_size
+
+            tasks = ClusterMap(client, parse_size(shard_size), tick)
+
+            def make():
+                return DistributedHarnessModel(spec, tasks, blas_threads(), lambda msg: warn(msg, quiet), on_load)
+        else:
+            done = [0]
+
+            def step(n):
+                done[0] += n
+                tick(done[0])
+        model = harness_model(spec, lambda msg: warn(msg, quiet), cache, on_load, make)
+        return model, evaluate_model(prepared, selection, model, options, step, keep_samples=True)
 
 
 def _signature(names, labels, options, bootstrap, seed, system_hash) -> str:

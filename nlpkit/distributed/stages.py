@@ -462,3 +462,37 @@ def perplexity_windows(client, shard_bytes: int | None = None, progress: Callabl
             yield from part
 
     return run
+
+
+class ClusterMap:
+    """The `TaskMap` of `score --tasks --dask` (`nlpkit.evaluation.harness.distributed_model`): `func(chunk, *args)`
+    on the workers for every chunk, results yielded in order (`map_ordered`), each finished task counted on
+    `progress(done, total)`; `plan(sizes)` cuts units (the requests that share a context, of `sizes` bytes of text)
+    into tasks of about `shard_bytes` each, or for None (``--shard-size auto``) `TASKS_PER_WORKER` tasks per
+    worker."""
+
+    def __init__(self, client, shard_bytes: int | None = None, progress: Callable[..., None] | None = None):
+        from nlpkit.distributed.cluster import Ticker
+
+        self.client, self.shard_bytes = client, shard_bytes
+        self.tick = Ticker(progress, 0)
+
+    def __call__(self, func: Callable, chunks: list, args: tuple = ()) -> Iterator:
+        from nlpkit.distributed.cluster import map_ordered
+
+        return map_ordered(self.client, func, chunks, args=args, ticker=self.tick)
+
+    def plan(self, sizes) -> list[range]:
+        n = len(sizes)
+        if self.shard_bytes is None:
+            per = max(1, -(-n // (TASKS_PER_WORKER * n_workers(self.client))))
+            return [range(i, min(i + per, n)) for i in range(0, n, per)]
+        out, start, size = [], 0, 0
+        for i, s in enumerate(sizes):
+            size += s
+            if size >= self.shard_bytes:
+                out.append(range(start, i + 1))
+                start, size = i + 1, 0
+        if start < n:
+            out.append(range(start, n))
+        return out

@@ -21,13 +21,17 @@ from nlpkit.lm.spec import LoadSpec
 
 
 def harness_model(spec: LoadSpec, warn: Callable[[str], None] | None, cache: ResultsCache | None,
-                  on_load: Callable[[object], None] | None = None):
+                  on_load: Callable[[object], None] | None = None, make: Callable[[], Any] | None = None):
     """A `HarnessModel` for `spec`; with a cache (and a model with local files), one whose results go through it.
-    `on_load(language_model)` is called when (if) the model loads (the CLI's -v line)."""
+    `on_load(language_model)` is called when (if) the model loads (the CLI's -v line). `make()`: the model that
+    answers instead of a `HarnessModel` loaded here (`--dask`: a `DistributedHarnessModel`), behind the cache too
+    (made on the first miss)."""
     if cache is not None:
         identity = model_identity(cache, spec.path)
         if identity is not None:
-            return CachedHarnessModel(spec, warn, cache, [identity, load_part(spec)], on_load)
+            return CachedHarnessModel(spec, warn, cache, [identity, load_part(spec)], on_load, make)
+    if make is not None:
+        return make()
     model = HarnessModel(spec, warn=warn)
     if on_load is not None:
         on_load(model.lm)
@@ -46,9 +50,9 @@ class CachedHarnessModel:
     """`HarnessModel`'s interface with each request's result kept in `cache`; the model loaded on first miss."""
 
     def __init__(self, spec: LoadSpec, warn: Callable[[str], None] | None, cache: ResultsCache, model_part: list,
-                 on_load: Callable[[object], None] | None = None):
+                 on_load: Callable[[object], None] | None = None, make: Callable[[], Any] | None = None):
         self.spec, self.path, self.cache = spec, spec.path, cache
-        self._warn, self._on_load = warn, on_load
+        self._warn, self._on_load, self._make = warn, on_load, make
         self._model: HarnessModel | None = None
         self._part = [computation_identity(), model_part]
         key = make_key("tasks-window", *self._part)
@@ -62,7 +66,9 @@ class CachedHarnessModel:
 
     @property
     def model(self) -> HarnessModel:
-        if self._model is None:
+        if self._model is None and self._make is not None:
+            self._model = self._make()
+        elif self._model is None:
             self._model = HarnessModel(self.spec, warn=self._warn)
             if self._on_load is not None:
                 self._on_load(self._model.lm)

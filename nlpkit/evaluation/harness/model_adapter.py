@@ -35,6 +35,14 @@ def load_model(spec: LoadSpec, warn: Callable[[str], None] | None = None):
     return load_language_model(spec, warn=warn)
 
 
+def _by_context(requests: Sequence[tuple[str, str]]) -> tuple[list, "OrderedDict[str, list[int]]"]:
+    """(context, [continuations]) in first-seen order, and each context's request indices."""
+    groups: "OrderedDict[str, list[int]]" = OrderedDict()
+    for i, (ctx, _) in enumerate(requests):
+        groups.setdefault(ctx, []).append(i)
+    return [(ctx, [requests[i][1] for i in idx]) for ctx, idx in groups.items()], groups
+
+
 class HarnessModel:
     """lm-eval's `LM` interface over one nlpkit model."""
 
@@ -53,19 +61,25 @@ class HarnessModel:
         self.scorer = lm.continuation_scorer(self.window)
 
     # ------------------------------------------------------------------ requests
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
-        groups: "OrderedDict[str, list[int]]" = OrderedDict()
-        for i, (ctx, _) in enumerate(requests):
-            groups.setdefault(ctx, []).append(i)
+    def loglikelihood(self, requests: Sequence[tuple[str, str]],
+                      prefixes: dict | None = None) -> list[tuple[float, bool]]:
+        """`prefixes`: the shared prefixes of the whole call when these requests are a part of it (`--dask`:
+        `prefix_scoring.merge_prefix_summaries` of each part's `prefix_summary`)."""
         from nlpkit.lm.transformer.prefix_scoring import score_shared
 
-        batch = [(ctx, [requests[i][1] for i in idx]) for ctx, idx in groups.items()]
-        scores = score_shared(self.scorer, batch)  # contexts sharing few-shot examples compute them once
+        batch, groups = _by_context(requests)
+        scores = score_shared(self.scorer, batch, prefixes)  # contexts sharing few-shot examples compute them once
         out: list = [None] * len(requests)
         for (ctx, idx), ss in zip(groups.items(), scores):
             for i, s in zip(idx, ss):
                 out[i] = (float(s.logprob), bool(s.is_greedy))
         return out
+
+    def prefix_summary(self, requests: Sequence[tuple[str, str]]) -> dict:
+        """What `prefix_scoring.merge_prefix_summaries` needs of these requests (a part of a call)."""
+        from nlpkit.lm.transformer.prefix_scoring import prefix_summary
+
+        return prefix_summary(self.scorer, _by_context(requests)[0])
 
     def check_rolling(self, task: str) -> None:
         """A loglikelihood_rolling task needs token windows: a model without a window (an n-gram model) is refused."""

@@ -12,10 +12,16 @@ lm-evaluation-harness's (`encode_pair`: the split is made on token ids, never on
 continuation exceed the window, or a context without a rest, goes the usual way (`PackedScorer.score_pairs`).
 
 Opt-in (the harness asks for it): `nlpkit score` on item files keeps its per-item bits whatever else is in a block.
+
+Which contexts share which prefix depends on every context of the call. A call split into parts (`score --tasks
+--dask`: each worker scores some of the requests) plans the prefixes of the whole first: each part's
+`prefix_summary`, merged by `merge_prefix_summaries` into the `prefixes` every part's `score_shared` is given, so
+that each context runs as the same prefix and branch, the same bits, wherever it is scored.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from nlpkit.lm.continuations import ContinuationScore
@@ -34,31 +40,93 @@ def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
-def score_shared(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> list[list[ContinuationScore]]:
-    """`scorer.score_requests(requests)`, with contexts that share a long token prefix computing it once (a
-    `PackedScorer`; any other scorer scores as it does)."""
-    if not isinstance(scorer, PackedScorer):
-        return scorer.score_requests(list(requests))
+@dataclass
+class Cluster:
+    """Contexts (token tuples longer than `MIN_SHARED`) that begin with the same `MIN_SHARED` tokens: one of them
+    (`first`), the length of their common prefix (`lcp`), the shortest's length, and the hashes of up to two
+    distinct ones (a prefix is shared by two contexts or more)."""
+
+    first: tuple
+    lcp: int
+    shortest: int
+    distinct: frozenset
+
+
+def _contexts(scorer, requests: Sequence[tuple[str, Sequence[str]]]):
+    """(each request's encoded pairs, context tokens -> [(request, continuation)] in first-seen order)."""
     pairs = [[encode_pair(scorer.model, ctx, c) for c in conts] for ctx, conts in requests]
-    out: list[list] = [[None] * len(p) for p in pairs]
     by_ctx: dict[tuple, list[tuple[int, int]]] = {}
     for r, ps in enumerate(pairs):
         for j, (ctx, cont) in enumerate(ps):
             scorer._check_pair(ctx, cont)
             by_ctx.setdefault(tuple(ctx), []).append((r, j))
+    return pairs, by_ctx
+
+
+def _summary(contexts) -> dict[tuple, Cluster]:
+    out: dict[tuple, Cluster] = {}
+    for ctx in contexts:
+        if len(ctx) <= MIN_SHARED:
+            continue
+        key = ctx[:MIN_SHARED]
+        c = out.get(key)
+        if c is None:
+            out[key] = Cluster(ctx, len(ctx), len(ctx), frozenset([hash(ctx)]))
+            continue
+        distinct = c.distinct if len(c.distinct) > 1 else c.distinct | {hash(ctx)}
+        out[key] = Cluster(c.first, min(c.lcp, _lcp(c.first, ctx)), min(c.shortest, len(ctx)), distinct)
+    return out
+
+
+def prefix_summary(scorer, requests: Sequence[tuple[str, Sequence[str]]]) -> dict[tuple, Cluster]:
+    """The prefix clusters of one part of a call's requests (what `merge_prefix_summaries` needs of it); {} for a
+    scorer that shares no prefix."""
+    if not isinstance(scorer, PackedScorer):
+        return {}
+    return _summary(_contexts(scorer, requests)[1])
+
+
+def merge_prefix_summaries(parts: Sequence[dict[tuple, Cluster]]) -> dict[tuple, int]:
+    """The shared prefixes of the parts' requests together: first `MIN_SHARED` tokens -> the prefix's length, for
+    every cluster of two contexts or more whose common prefix (leaving each context at least one token of its own)
+    is at least `MIN_SHARED` tokens."""
+    merged: dict[tuple, Cluster] = {}
+    for part in parts:
+        for key, c in part.items():
+            m = merged.get(key)
+            if m is None:
+                merged[key] = c
+                continue
+            distinct = m.distinct if len(m.distinct) > 1 else (m.distinct | c.distinct)
+            merged[key] = Cluster(m.first, min(m.lcp, c.lcp, _lcp(m.first, c.first)), min(m.shortest, c.shortest),
+                                  distinct)
+    out = {}
+    for key, c in merged.items():
+        lcp = min(c.lcp, c.shortest - 1)  # every context keeps a rest of at least one token
+        if len(c.distinct) > 1 and lcp >= MIN_SHARED:
+            out[key] = lcp
+    return out
+
+
+def score_shared(scorer, requests: Sequence[tuple[str, Sequence[str]]],
+                 prefixes: dict[tuple, int] | None = None) -> list[list[ContinuationScore]]:
+    """`scorer.score_requests(requests)`, with contexts that share a long token prefix computing it once (a
+    `PackedScorer`; any other scorer scores as it does). `prefixes`: the shared prefixes of a whole call this is a
+    part of (`merge_prefix_summaries`); None: the prefixes these requests share."""
+    if not isinstance(scorer, PackedScorer):
+        return scorer.score_requests(list(requests))
+    pairs, by_ctx = _contexts(scorer, requests)
+    out: list[list] = [[None] * len(p) for p in pairs]
+    if prefixes is None:
+        prefixes = merge_prefix_summaries([_summary(by_ctx)])
     clusters: dict[tuple, list[tuple]] = {}
     for ctx in by_ctx:
-        if len(ctx) > MIN_SHARED:
+        if len(ctx) > MIN_SHARED and ctx[:MIN_SHARED] in prefixes:
             clusters.setdefault(ctx[:MIN_SHARED], []).append(ctx)
     shared: set = set()
     segments: list[Segment] = []
-    for ctxs in clusters.values():
-        if len(ctxs) < 2:
-            continue
-        lcp = min(_lcp(ctxs[0], c) for c in ctxs[1:])
-        lcp = min(lcp, min(len(c) for c in ctxs) - 1)  # every context keeps a rest of at least one token
-        if lcp < MIN_SHARED:
-            continue
+    for key, ctxs in clusters.items():
+        lcp = prefixes[key]
         branches = []  # (tokens, [(where, rows in the branch, cont, ctx)])
         for ctx in ctxs:
             rest = list(ctx[lcp:])
