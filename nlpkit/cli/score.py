@@ -186,7 +186,8 @@ def _complete_bound(ctx, param, incomplete: str) -> list:
                    "--fewshot_as_multiturn).")
 @results_cache_option
 @dask_options(shard_help="With --dask: bytes of item text per task (64M, 1G), in whole blocks of 64 items (the "
-                         "local run's batches); auto: 2 tasks per worker.")
+                         "local run's batches; --tasks: of request text, a context's requests together); auto: 2 "
+                         "tasks per worker.")
 @verbose_option
 @common_options
 @named_flags(window="--context", metrics="--metric", ignore_regex="--ignore-regex")
