@@ -127,6 +127,19 @@ def test_bad_combinations_are_one_line_errors(tmp_path, extra, code, says):
     assert says in res.stderr.decode() and "Traceback" not in res.stderr.decode()
 
 
+def test_verbose_says_what_the_workers_loaded(cluster):
+    res = _tasks("-m", GPT2, "--tasks", "suite_mc", "--limit", "2", "-v", "--dask", cluster.scheduler_address)
+    assert "nlpkit: model gpt2-bpe: gpt2," in res.stderr.decode()
+
+
+def test_a_rolling_task_with_an_ngram_model_is_refused_on_dask_too(cluster):
+    """The window comes from a worker: an n-gram model has none, and its rolling task is one error line."""
+    res = run_cli("score", "-m", "tests/fixtures/ngram/kenlm-3.arpa.gz", "--tasks", "suite_rolling",
+                  "--include-path", SUITE, "--dask", cluster.scheduler_address)
+    assert res.returncode == 1 and "loglikelihood_rolling" in res.stderr.decode()
+    assert "Traceback" not in res.stderr.decode()
+
+
 def test_shard_size_without_dask_is_ignored_with_a_warning():
     res = _tasks("-m", GPT2, "--tasks", "suite_mc", "--limit", "2", "--shard-size", "1k")
     assert "--shard-size applies to --dask only" in res.stderr.decode()

@@ -18,8 +18,8 @@ Why the numbers are the local run's:
   differ in their last bits with the batch's size (docs/generation.md), as with `--batch-size`, so a greedy or
   sampled text equals the local run's except at a near-tie.
 
-The window (the results file's `max_length`, the rolling check) comes from a worker. Rendering the chat template
-(`--chat`) needs the model's tokenizer: the model is then loaded here too.
+The window (the results file's `max_length`, the rolling check) and the model's description (`-v`) come from a
+worker. Rendering the chat template (`--chat`) needs the model's tokenizer: the model is then loaded here too.
 """
 
 from __future__ import annotations
@@ -57,9 +57,10 @@ def worker_model(spec: LoadSpec, blas_threads: int | None) -> HarnessModel:
     return cached_model(_load, spec)
 
 
-def window_task(spec: LoadSpec, blas_threads: int | None) -> int | None:
-    """The model's window, as `HarnessModel.window`."""
-    return worker_model(spec, blas_threads).window
+def window_task(spec: LoadSpec, blas_threads: int | None) -> tuple:
+    """The model's window (as `HarnessModel.window`) and what it says of itself (`LanguageModel.describe()`)."""
+    model = worker_model(spec, blas_threads)
+    return model.window, model.lm.describe()
 
 
 def prefix_task(chunk: list, spec: LoadSpec, blas_threads: int | None) -> dict:
@@ -102,7 +103,9 @@ class DistributedHarnessModel:
         self.blas_threads = blas_threads
         self._warn, self._on_load = warn, on_load
         self._local: HarnessModel | None = None
-        (self.window,) = list(tasks(window_task, [self.remote], (blas_threads,)))
+        ((self.window, described),) = list(tasks(window_task, [self.remote], (blas_threads,)))
+        if on_load is not None:   # -v: what a worker loaded
+            on_load(_Described(described))
 
     @property
     def template_source(self) -> str | None:
@@ -165,6 +168,16 @@ class DistributedHarnessModel:
     def describe(self) -> dict:
         """As `HarnessModel.describe` (the window from a worker)."""
         return {"model": "nlpkit", "model_args": {"pretrained": self.path}, "max_length": self.window}
+
+
+class _Described:
+    """A model loaded elsewhere, as `on_load` sees it: its `describe()`."""
+
+    def __init__(self, description) -> None:
+        self.description = description
+
+    def describe(self):
+        return self.description
 
 
 def _size(text: str) -> int:
