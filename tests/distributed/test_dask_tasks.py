@@ -89,6 +89,14 @@ def test_the_environment_address_runs_tasks_on_dask(cluster):
     assert dask.stdout == _tasks(*args).stdout
 
 
+def test_the_model_of_the_drivers_environment_is_the_one_the_workers_load(cluster):
+    """No -m: $NLPKIT_MODEL of the driver (a relative path), which the workers' environment does not have."""
+    args = ("--tasks", "suite_rolling", "--limit", "3")
+    env = {"NLPKIT_MODEL": GPT2}
+    dask = _tasks(*args, "--dask", cluster.scheduler_address, "--quiet", env=env)
+    assert dask.stdout == _tasks(*args, env=env).stdout != _tasks(*args).stdout
+
+
 def test_chat_renders_here_and_scores_on_the_workers(cluster, tmp_path):
     model = tmp_path / "gpt2-chat"
     shutil.copytree(REPO / GPT2, model)

@@ -86,10 +86,14 @@ def generate_task(chunk: list, spec: LoadSpec, chat: bool, seed: int, batch_size
 
 # ---------------------------------------------------------------------- driver side
 def absolute(spec: LoadSpec) -> LoadSpec:
-    """`spec` with an absolute, resolved path (workers have their own working directory)."""
-    if spec.path is None or "://" in spec.path:
-        return spec
-    return dataclasses.replace(spec, path=os.path.realpath(spec.path))
+    """`spec` with an absolute, resolved path (workers have their own working directory and environment: no path
+    is $NLPKIT_MODEL's here, else the shipped model)."""
+    from nlpkit.lm.spec import resolve_path
+
+    path = resolve_path(spec.path)
+    if path is None or "://" in path:
+        return dataclasses.replace(spec, path=path)
+    return dataclasses.replace(spec, path=os.path.realpath(path))
 
 
 class DistributedHarnessModel:
