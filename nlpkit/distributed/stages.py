@@ -467,9 +467,9 @@ def perplexity_windows(client, shard_bytes: int | None = None, progress: Callabl
 class ClusterMap:
     """The `TaskMap` of `score --tasks --dask` (`nlpkit.evaluation.harness.distributed_model`): `func(chunk, *args)`
     on the workers for every chunk, results yielded in order (`map_ordered`), each finished task counted on
-    `progress(done, total)`; `plan(sizes)` cuts units (the requests that share a context, of `sizes` bytes of text)
-    into tasks of about `shard_bytes` each, or for None (``--shard-size auto``) `TASKS_PER_WORKER` tasks per
-    worker."""
+    `progress(done, total)`; `plan(sizes, per_worker)` cuts units (the requests that share a context, of `sizes`
+    bytes of text) into tasks of about `shard_bytes` each, or for None (``--shard-size auto``) `per_worker` tasks
+    per worker (`TASKS_PER_WORKER`; generations: one, a worker decoding them all in one batch)."""
 
     def __init__(self, client, shard_bytes: int | None = None, progress: Callable[..., None] | None = None):
         from nlpkit.distributed.cluster import Ticker
@@ -482,10 +482,10 @@ class ClusterMap:
 
         return map_ordered(self.client, func, chunks, args=args, ticker=self.tick)
 
-    def plan(self, sizes) -> list[range]:
+    def plan(self, sizes, per_worker: int = TASKS_PER_WORKER) -> list[range]:
         n = len(sizes)
         if self.shard_bytes is None:
-            per = max(1, -(-n // (TASKS_PER_WORKER * n_workers(self.client))))
+            per = max(1, -(-n // (per_worker * n_workers(self.client))))
             return [range(i, min(i + per, n)) for i in range(0, n, per)]
         out, start, size = [], 0, 0
         for i, s in enumerate(sizes):

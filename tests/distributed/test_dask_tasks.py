@@ -155,7 +155,7 @@ def test_shard_size_without_dask_is_ignored_with_a_warning():
 
 def test_cluster_map_plans_whole_units():
     """Units (the requests of one context) are never cut: tasks of about --shard-size bytes, or with auto two tasks
-    per worker."""
+    per worker (generations: one, decoded in one batch)."""
     from nlpkit.distributed.stages import ClusterMap
 
     class TwoWorkers:
@@ -165,4 +165,5 @@ def test_cluster_map_plans_whole_units():
     sizes = [30, 80, 10, 10, 200, 5]
     assert ClusterMap(TwoWorkers(), 100).plan(sizes) == [range(0, 2), range(2, 5), range(5, 6)]
     assert ClusterMap(TwoWorkers(), None).plan(sizes) == [range(0, 2), range(2, 4), range(4, 6)]
+    assert ClusterMap(TwoWorkers(), None).plan(sizes, per_worker=1) == [range(0, 3), range(3, 6)]
     assert ClusterMap(TwoWorkers(), None).plan([]) == []

@@ -35,11 +35,12 @@ from nlpkit.lm.spec import LoadSpec
 
 class TaskMap(Protocol):
     """Runs `func(chunk, *args)` for every chunk elsewhere and yields the results in order; `plan(sizes)` splits
-    units of these sizes (bytes of request text) into runs of consecutive units, one task each."""
+    units of these sizes (bytes of request text) into runs of consecutive units, one task each (by default
+    several per worker; `per_worker=1` for generations, which decode faster in one batch than in two in turn)."""
 
     def __call__(self, func: Callable, chunks: list, args: tuple = ()) -> Iterator: ...
 
-    def plan(self, sizes: Sequence[int]) -> list[range]: ...
+    def plan(self, sizes: Sequence[int], per_worker: int = ...) -> list[range]: ...
 
 
 # ---------------------------------------------------------------------- worker side (module-level: they travel by name)
@@ -115,14 +116,14 @@ class DistributedHarnessModel:
     def template_source(self) -> str | None:
         return None if self._local is None else self._local.template_source
 
-    def _chunks(self, keys: Sequence[str], sizes: Sequence[int]) -> list[list[int]]:
+    def _chunks(self, keys: Sequence[str], sizes: Sequence[int], **how) -> list[list[int]]:
         """Request indices per task: units of requests with the same key (in first-seen order), whole, in runs
-        the `TaskMap` plans from their sizes."""
+        the `TaskMap` plans from their sizes (`how`: its `plan`'s options)."""
         units: "OrderedDict[str, list[int]]" = OrderedDict()
         for i, key in enumerate(keys):
             units.setdefault(key, []).append(i)
         groups = list(units.values())
-        plan = self.tasks.plan([sum(sizes[i] for i in g) for g in groups])
+        plan = self.tasks.plan([sum(sizes[i] for i in g) for g in groups], **how)
         return [[i for g in groups[r.start:r.stop] for i in g] for r in plan]
 
     def _run(self, func: Callable, requests: list, chunks: list[list[int]], args: tuple) -> list:
@@ -158,7 +159,7 @@ class DistributedHarnessModel:
         reqs = list(requests)
         if not reqs:
             return []
-        chunks = self._chunks([c for c, _ in reqs], [_size(c) for c, _ in reqs])
+        chunks = self._chunks([c for c, _ in reqs], [_size(c) for c, _ in reqs], per_worker=1)
         return self._run(generate_task, reqs, chunks, (chat, seed, batch_size))
 
     def chat_template(self, system: str | None = None) -> Callable[..., str]:
