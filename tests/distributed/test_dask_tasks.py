@@ -64,6 +64,7 @@ def _same_files(one, two) -> None:
     ("default", "suite_mc_first_n,suite_mc"),       # multiple_choice: a first_n prefix shared across tasks
     (GPT2, "suite_rolling,suite_ll"),                # loglikelihood_rolling and loglikelihood
     (GPT2, "suite_gen,suite_gen_prefix"),            # generate_until, repeats and a majority vote
+    ("tests/fixtures/ngram/kenlm-3.arpa.gz", "suite_mc,suite_gen"),   # an n-gram model: no prefix to share
 ])
 def test_tasks_on_dask_write_the_local_runs_bytes(cluster, tmp_path, model, tasks):
     args = ("-m", model, "--tasks", tasks, "--limit", "6")
@@ -81,6 +82,14 @@ def test_auto_shard_size_on_a_local_cluster_and_two_models(tmp_path):
     dask = _tasks(*args, "--dask", "local:2")
     assert dask.stdout == local.stdout
     assert b"dask LocalCluster with 2 worker(s)" in dask.stderr
+
+
+def test_tasks_read_no_stdin_so_dask_takes_no_files(cluster):
+    """--tasks reads task files, never stdin: --dask has no "not stdin" complaint, and text piped in is ignored."""
+    args = ("score", "-m", GPT2, "--tasks", "suite_mc", "--include-path", SUITE, "--limit", "2", "--format", "jsonl")
+    res = run_cli(*args, "--dask", cluster.scheduler_address, "--quiet", input='{"context": "a"}\n')
+    assert res.returncode == 0, res.stderr.decode()
+    assert res.stdout == run_cli(*args).stdout
 
 
 def test_the_environment_address_runs_tasks_on_dask(cluster):
