@@ -130,6 +130,21 @@ def test_results_cache_in_front_of_the_workers(cluster, tmp_path):
     assert again.stdout == first.stdout == _tasks(*args).stdout
 
 
+def test_a_partly_cached_run_on_dask_scores_its_misses_with_the_whole_runs_prefixes(cluster, tmp_path):
+    """Documents 0-6 cached; 7, missed, alone on the cluster: its prefix is the one the whole run shares."""
+    env = {"NLPKIT_RESULTS_CACHE": str(tmp_path / "rc")}
+    args = ("-m", "default", "--tasks", "suite_mc_first_n", "--dask", cluster.scheduler_address, "--quiet")
+    _tasks(*args, "--limit", "7", out=tmp_path / "first", env=env)
+    _tasks(*args, "--limit", "8", out=tmp_path / "partly", env=env)
+    _tasks("-m", "default", "--tasks", "suite_mc_first_n", "--limit", "8", out=tmp_path / "fresh")
+
+    def doc7(out):
+        return [s for s in map(json.loads, _files(out)["samples_suite_mc_first_n"].read_text().splitlines())
+                if s["doc_id"] == 7]
+
+    assert doc7(tmp_path / "partly") == doc7(tmp_path / "fresh")
+
+
 @pytest.mark.parametrize("extra, code, says", [
     (["--dask", "tcp://127.0.0.1"], 2, "expected tcp://HOST:PORT"),
     (["--dask", "nowhere"], 2, "expected local, local:N"),

@@ -6,7 +6,8 @@ A request's key holds the model's identity (its content, `load_part` of its `Loa
 (loglikelihood), the text (loglikelihood_rolling), context, generation kwargs, chat and seed (generate_until). A chat
 template is part of the rendered context, so it is in the key too (rendering it loads the model's tokenizer: a
 `--chat` run loads the model). The misses of one call are computed in one call of the model (its batching and
-packing as without the cache) and stored when it returns. The window is stored once per model, so that a fully
+packing as without the cache; loglikelihood's with the few-shot prefixes the whole call shares, `prefix_plan`, so
+each miss gets the bits a run without the cache gives it) and stored when it returns. The window is stored once per model, so that a fully
 cached rerun loads no model.
 """
 
@@ -97,9 +98,15 @@ class CachedHarnessModel:
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
         reqs = list(requests)
-        return self._cached("loglikelihood", [list(r) for r in reqs],
-                            lambda todo: self.model.loglikelihood([reqs[i] for i in todo]),
-                            _is_loglikelihood, lambda v: (float(v[0]), bool(v[1])))
+
+        def compute(todo: list[int]) -> list:
+            """The misses, with the few-shot prefixes the whole call shares (so a partly cached rerun computes
+            them as the full run did)."""
+            plan = self.model.prefix_plan(reqs) if len(todo) < len(reqs) else None
+            return self.model.loglikelihood([reqs[i] for i in todo], plan)
+
+        return self._cached("loglikelihood", [list(r) for r in reqs], compute, _is_loglikelihood,
+                            lambda v: (float(v[0]), bool(v[1])))
 
     def check_rolling(self, task: str) -> None:
         HarnessModel.check_rolling(self, task)   # reads only window and path

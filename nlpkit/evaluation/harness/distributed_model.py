@@ -134,15 +134,26 @@ class DistributedHarnessModel:
                 out[i] = r
         return out
 
-    def loglikelihood(self, requests: Sequence[tuple[str, str]]) -> list[tuple[float, bool]]:
+    def _ll_chunks(self, reqs: list) -> list[list[int]]:
+        return self._chunks([c for c, _ in reqs], [_size(c) + _size(x) for c, x in reqs])
+
+    def prefix_plan(self, requests: Sequence[tuple[str, str]], chunks: list[list[int]] | None = None) -> dict:
+        """The shared prefixes of these requests together: each chunk's clusters (a first round of tasks), merged."""
         from nlpkit.lm.transformer.prefix_scoring import merge_prefix_summaries
 
         reqs = [tuple(r) for r in requests]
+        parts = [[reqs[i] for i in idx] for idx in (chunks if chunks is not None else self._ll_chunks(reqs))]
+        return merge_prefix_summaries(list(self.tasks(prefix_task, parts, (self.remote, self.blas_threads))))
+
+    def loglikelihood(self, requests: Sequence[tuple[str, str]],
+                      prefixes: dict | None = None) -> list[tuple[float, bool]]:
+        """`prefixes`: as `HarnessModel.loglikelihood`'s (None: these requests' own, `prefix_plan`)."""
+        reqs = [tuple(r) for r in requests]
         if not reqs:
             return []
-        chunks = self._chunks([c for c, _ in reqs], [_size(c) + _size(x) for c, x in reqs])
-        parts = [[reqs[i] for i in idx] for idx in chunks]
-        prefixes = merge_prefix_summaries(list(self.tasks(prefix_task, parts, (self.remote, self.blas_threads))))
+        chunks = self._ll_chunks(reqs)
+        if prefixes is None:
+            prefixes = self.prefix_plan(reqs, chunks)
         return self._run(loglikelihood_task, reqs, chunks, (prefixes,))
 
     def check_rolling(self, task: str) -> None:

@@ -81,6 +81,12 @@ class HarnessModel:
 
         return prefix_summary(self.scorer, _by_context(requests)[0])
 
+    def prefix_plan(self, requests: Sequence[tuple[str, str]]) -> dict:
+        """The shared prefixes of a whole call (`loglikelihood`'s `prefixes` for a part of it)."""
+        from nlpkit.lm.transformer.prefix_scoring import merge_prefix_summaries
+
+        return merge_prefix_summaries([self.prefix_summary(requests)])
+
     def check_rolling(self, task: str) -> None:
         """A loglikelihood_rolling task needs token windows: a model without a window (an n-gram model) is refused."""
         if self.window is None:
