@@ -36,11 +36,15 @@ class ModelSpec:
             object.__setattr__(self, "load", dataclasses.replace(self.load or LoadSpec(), path=self.path))
 
     def absolute(self) -> "ModelSpec":
-        """The same spec with an absolute, resolved path (workers have their own working directory; two specs of
-        one model file compare equal, so `score -m A -m ./A` loads and scores it once)."""
-        if self.path is None or "://" in self.path:
-            return self
-        return dataclasses.replace(self, path=os.path.realpath(self.path))
+        """The same spec with an absolute, resolved path (workers have their own working directory and environment:
+        no path is $NLPKIT_MODEL's here; two specs of one model file compare equal, so `score -m A -m ./A` loads and
+        scores it once)."""
+        from nlpkit.lm.spec import resolve_path
+
+        path = resolve_path(self.path)
+        if path is None or "://" in path:
+            return self if path == self.path else dataclasses.replace(self, path=path)
+        return dataclasses.replace(self, path=os.path.realpath(path))
 
 
 def check_model_path(path: str | None) -> None:

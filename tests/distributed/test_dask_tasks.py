@@ -106,6 +106,15 @@ def test_the_model_of_the_drivers_environment_is_the_one_the_workers_load(cluste
     assert dask.stdout == _tasks(*args, env=env).stdout != _tasks(*args).stdout
 
 
+def test_item_files_on_dask_score_the_drivers_environment_model_too(cluster):
+    """`score FILE --dask` without -m: the workers load $NLPKIT_MODEL of the driver, not of their own environment."""
+    args = ("score", "tests/fixtures/score/ll.jsonl", "--format", "jsonl")
+    env = {"NLPKIT_MODEL": GPT2}
+    dask = run_cli(*args, "--dask", cluster.scheduler_address, "--quiet", env=env)
+    assert dask.returncode == 0, dask.stderr.decode()
+    assert dask.stdout == run_cli(*args, env=env).stdout != run_cli(*args).stdout
+
+
 def test_chat_renders_here_and_scores_on_the_workers(cluster, tmp_path):
     model = tmp_path / "gpt2-chat"
     shutil.copytree(REPO / GPT2, model)
