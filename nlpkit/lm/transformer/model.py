@@ -31,7 +31,7 @@ from nlpkit.lm.transformer.layer_ops import (ACTIVATIONS, causal_mask, erf, gelu
 from nlpkit.lm.transformer.layer_loop import ROW_MIN, CacheAttention, layer, run_layers
 from nlpkit.lm.transformer.layer_weights import GPT2Layer, LlamaLayer, Weights
 from nlpkit.lm.transformer.packing import Packing
-from nlpkit.lm.transformer.products import (ROW_ALIGN, aligned_split, head_tiles, matmul_rows, padded_rows,
+from nlpkit.lm.transformer.products import (HEAD_TILE, ROW_ALIGN, aligned_split, head_tiles, matmul_rows, padded_rows,
                                            round_up, slot_rows)
 from nlpkit.lm.transformer.rope import RoPE
 from nlpkit.lm.transformer.stored_weights import LayerExpander, has_stored, is_stored
@@ -71,35 +71,61 @@ def output_rows(x: np.ndarray, w, pool: RowPool, index: np.ndarray | None = None
                 ) -> np.ndarray:  # [b, r, d], [d, V] | StoredMatrix -> [b, r, V]
     """The output projection of rows x. With `index` (each row's row in its forward: [r], the same for every
     sequence of the batch), a scoring forward's: the rows laid out by their residue modulo ROW_ALIGN
-    (`products.slot_rows`), the columns in `products.head_tiles` (float32 and native weights alike), the rows
-    split over pool's threads at multiples of ROW_ALIGN, one BLAS thread each: a row's logits are the same bits
-    whatever else is projected with it. Without: one plain product (a decode step's matrix-vector product)."""
+    (`products.slot_rows`), the columns in `products.head_tiles` (float32 and native weights alike), one BLAS
+    thread each: a row's logits are the same bits whatever else is projected with it. Several tiles: the tiles
+    split over pool's threads, each thread multiplying every row by its own tiles (a native tile expanded on the
+    thread that uses it: no hand-off per tile); one tile (a small model's): its rows split at multiples of
+    ROW_ALIGN. Without `index`: one plain product (a decode step's matrix-vector product)."""
     b, r, d = x.shape
     if index is None:
         if is_stored(w):
             return w.matmul_t(x.reshape(b * r, d)).reshape(b, r, w.rows)
         return linear(x, w)
     v = w.rows if is_stored(w) else w.shape[1]
-    out = np.empty((b, r, v), np.float32) if b > 1 else None
     tiles = head_tiles(v, d)
+    rows, ys = [], []  # per sequence: its rows at their slots [p, d], where they went; its logits [p, V]
     for bi in range(b):
         xs, pick = slot_rows(x[bi], index)  # [p, d]
         least = max(padded_rows(xs.shape[0], c1 - c0, d) for c0, c1 in tiles)
         if least > xs.shape[0]:  # a small model's products: rows enough to stay off the small-matrix kernels
             xs = np.concatenate([xs, np.zeros((least - xs.shape[0], d), np.float32)])
-        y = np.empty((xs.shape[0], v), np.float32)
-        parts = aligned_split(xs.shape[0], pool.n, max(ROW_MIN, least))
-        operands = w.tiles_t(tiles) if is_stored(w) else ((c0, c1, w[:, c0:c1]) for c0, c1 in tiles)
-        for c0, c1, wt in operands:
-            def run(part, c0=c0, c1=c1, wt=wt):
-                s, e = part
-                matmul_rows(xs[s:e], wt, out=y[s:e, c0:c1])
+        rows.append((xs, pick))
+        ys.append(np.empty((xs.shape[0], v), np.float32))
+    if len(tiles) > 1:
+        _tiles_on_threads(rows, ys, w, tiles, pool)
+    else:
+        for (xs, _), y in zip(rows, ys):
+            # a share's least rows: its own product past the small-matrix kernels
+            parts = aligned_split(xs.shape[0], pool.n, max(ROW_MIN, padded_rows(2, v, d)))
+            for c0, c1, wt in (w.tiles_t(tiles) if is_stored(w) else [(0, v, w)]):
+                def run(part, wt=wt):
+                    s, e = part
+                    matmul_rows(xs[s:e], wt, out=y[s:e])
 
-            pool.map(run, parts)
-        if out is None:
-            return y[pick][None]  # one sequence: a view of y when its rows are contiguous
+                pool.map(run, parts)
+    if b == 1:
+        return ys[0][rows[0][1]][None]  # one sequence: a view of y when its rows are contiguous
+    out = np.empty((b, r, v), np.float32)
+    for bi, ((_, pick), y) in enumerate(zip(rows, ys)):
         out[bi] = y[pick]
     return out
+
+
+def _tiles_on_threads(rows: list, ys: list, w, tiles: list[tuple[int, int]], pool: RowPool) -> None:
+    """Each thread: for each of its tiles (every n-th), the tile's operand (float32 columns, a mapped F32 file's
+    rows, or the stored rows expanded into the thread's own scratch), then every sequence's rows times it, into
+    the sequence's logits columns. The same products as one thread's, so the same bits."""
+    stored = is_stored(w)
+
+    def run(share):
+        scratch = np.empty((HEAD_TILE, w.cols), np.float32) if stored and w.direct() is None else None
+        for c0, c1 in share:
+            wt = w.tile_t(c0, c1, scratch) if stored else w[:, c0:c1]  # [d, c1 - c0]
+            for (xs, _), y in zip(rows, ys):
+                matmul_rows(xs, wt, out=y[:, c0:c1])
+
+    n = min(pool.n, len(tiles))
+    pool.map(run, [tiles[i::n] for i in range(n)])
 
 
 class Model:

@@ -157,6 +157,14 @@ class StoredMatrix:
             matmul_rows(x, w, out=y[:, r0:r1])
         return y
 
+    def tile_t(self, r0: int, r1: int, scratch: np.ndarray | None = None) -> np.ndarray:
+        """Rows r0:r1 transposed, a float32 [cols, r1 - r0] operand: a mapped F32 file's rows themselves, else
+        the rows expanded on this thread into `scratch` ([>= r1 - r0, cols]; valid until its next use)."""
+        direct = self.direct()
+        if direct is not None:
+            return direct[r0:r1].T
+        return self.expand(r0, r1, scratch[:r1 - r0], SERIAL).T
+
     def tiles_t(self, tiles: list[tuple[int, int]]):
         """(r0, r1, rows r0:r1 transposed: a float32 [cols, r1 - r0] operand) for each tile, in order: a small
         matrix expanded whole in the float32 layout's C order, a mapped F32 file's rows themselves, else each
@@ -230,16 +238,29 @@ class LayerExpander:
                 views[f.name] = self._buffer(f.name, w.shape).T  # [out, in] scratch, seen as [in, out]
         return dataclasses.replace(layer, **views)
 
-    def expand(self, li: int) -> None:
-        """Layer li's stored matrices into the scratch its twin's fields view."""
+    def expand(self, li: int, rows: int = 1) -> None:
+        """Layer li's stored matrices into the scratch its twin's fields view, for a forward of `rows` rows (batch
+        x new tokens). A forward of several rows pads every product past OpenBLAS's small-matrix kernels
+        (`products.padded_rows`), where the operand's layout does not change a bit: its small matrices are then
+        viewed as stored, `[out, in]` transposed, like the large ones (a mapped F32 file's rows themselves, else
+        expanded into the scratch without a transposing copy); one row (a matrix-vector product) reads the
+        float32 layout's C-order `[in, out]`."""
         pool = _pool()
-        layer = self.layers[li]
+        layer, twin = self.layers[li], self.twins[li]
         for f in dataclasses.fields(layer):
             w = getattr(layer, f.name)
             if not is_stored(w) or self._mapped(w):
                 continue
-            if w.rows * w.cols <= SMALL_MATRIX:
+            if w.rows * w.cols > SMALL_MATRIX:
+                w.expand(out=self._buffer(f.name, w.shape), pool=pool)
+            elif rows > 1:  # as stored: the file's rows, or expanded (plain row copies for F32 parts)
+                direct = w.direct()
+                if direct is None:
+                    direct = w.expand(out=self._buffer(f.name, w.shape), pool=pool)
+                setattr(twin, f.name, direct.T)
+            else:
                 buf = self._buffer(f.name, (w.cols, w.rows))
+                setattr(twin, f.name, buf)
                 if w.types != ["F32"]:
                     buf[...] = w.expand(pool=SERIAL).T
                     continue
@@ -247,12 +268,10 @@ class LayerExpander:
                 pieces = [(p.raw.view(np.float32)[idx], at) for p, idx, at in w._pieces(0, w.rows)]
 
                 def copy(piece, buf=buf):
-                    rows, at = piece  # [n, cols]: the part's rows (a view; permuted rows: gathered)
-                    buf[:, at:at + rows.shape[0]] = rows.T
+                    part, at = piece  # [n, cols]: the part's rows (a view; permuted rows: gathered)
+                    buf[:, at:at + part.shape[0]] = part.T
 
                 pool.map(copy, pieces)
-            else:
-                w.expand(out=self._buffer(f.name, w.shape), pool=pool)
 
 
 def has_stored(weights) -> bool:
