@@ -40,13 +40,22 @@ def offline_datasets():
     return datasets
 
 
-def load_task_dataset(task: str, path: str | None, name: str | None, kwargs: dict | None) -> Any:
-    """`datasets.load_dataset(path, name, **kwargs)` offline: the DatasetDict of a task's splits."""
+def load_task_dataset(task: str, path: str | None, name: str | None, kwargs: dict | None,
+                      rows_only: bool = False) -> Any:
+    """`datasets.load_dataset(path, name, **kwargs)` offline: the DatasetDict of a task's splits. `rows_only` (no
+    hook needs a real `Dataset`): plain local JSON Lines whose rows `datasets` gives back unchanged are read without
+    it (`json_rows`: the same rows, without importing datasets)."""
     if path is None:
         raise NlpkitError(f"task {task}: no dataset_path (nlpkit reads a task's data through datasets)")
-    datasets = offline_datasets()
     kwargs = dict(kwargs or {})
     kwargs.pop("trust_remote_code", None)  # datasets 4 dropped loading scripts (lm-eval pops it too)
+    if rows_only:
+        from nlpkit.evaluation.harness.json_rows import plain_json_splits
+
+        plain = plain_json_splits(path, name, kwargs)
+        if plain is not None:
+            return plain
+    datasets = offline_datasets()
     what = path + (f" ({name})" if name else "")
     try:
         return datasets.load_dataset(path=path, name=name, **kwargs)

@@ -13,6 +13,8 @@ from random import Random
 from typing import Any, Sequence
 
 _ENV = None
+_COMPILED: dict = {}  # template text -> compiled jinja2 Template (rendering one has no state: a few-shot prompt
+# renders the same few templates for every document and shot, and compiling is most of the cost)
 
 
 def regex_replace(string, pattern, repl, count: int = 0):
@@ -27,7 +29,10 @@ def apply_template(template: str, doc: dict) -> str:
 
         _ENV = Environment(loader=BaseLoader, undefined=StrictUndefined, keep_trailing_newline=True)
         _ENV.filters["regex_replace"] = regex_replace
-    return _ENV.from_string(template).render(**doc)
+    compiled = _COMPILED.get(template)
+    if compiled is None:
+        compiled = _COMPILED[template] = _ENV.from_string(template)
+    return compiled.render(**doc)
 
 
 def maybe_delimit(prefix: str | None, suffix: str | None, delimiter: str = " ") -> str:

@@ -42,7 +42,9 @@ class HarnessTask:
         if config.custom_dataset is not None:
             raise NlpkitError(f"task {self.name}: custom_dataset is not supported (give dataset_path)")
         self.fewshot_cfg = config.fewshot_config
-        self.dataset = load_task_dataset(self.name, config.dataset_path, config.dataset_name, config.dataset_kwargs)
+        rows_only = config.process_docs is None and self.fewshot_cfg.process_docs is None  # else hooks get a Dataset
+        self.dataset = load_task_dataset(self.name, config.dataset_path, config.dataset_name, config.dataset_kwargs,
+                                         rows_only)
         self.eval_docs = self._eval_docs()
         self.features = list(self.eval_docs.features.keys()) if hasattr(self.eval_docs, "features") else \
             list(self.eval_docs[0].keys()) if len(self.eval_docs) else []

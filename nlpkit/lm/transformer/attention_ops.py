@@ -87,28 +87,41 @@ def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  #
     against the prefix's keys and its own only (as a KV cache holding the prefix would): a softmax over other
     branches' masked keys would sum in another order, and a branch's bits would depend on its neighbours."""
     out = np.empty_like(q)  # [1, kv, g, t, hd]
+    # the units of work: a segment without a prefix whole; else its prefix, and each branch on its own (a branch
+    # needs only the prefix's keys, already computed), so one tree segment (a 5-shot prompt's documents) spreads
+    # over the threads too; each unit computes the same whichever thread runs it
+    units = []  # (cost, segment start, segment end, mask, prefix, branch (a, b) or None)
+    prefixes = packing.prefixes or [0] * len(packing.segments)
+    for (s, e, mask), prefix in zip(packing.segments, prefixes):
+        if not prefix:
+            units.append(((e - s) ** 2, s, e, mask, 0, None))
+            continue
+        units.append((prefix * prefix // 2, s, e, mask, prefix, None))
+        units += [((b - a) * (prefix + b - a), s, e, mask, prefix, (a, b))
+                  for a, b in _branches(packing.positions[s:e], prefix)]
     load = [0] * pool.n
     shares: list[list] = [[] for _ in range(pool.n)]
-    prefixes = packing.prefixes or [0] * len(packing.segments)
-    for seg in sorted(zip(packing.segments, prefixes), key=lambda sg: sg[0][0] - sg[0][1]):
+    for unit in sorted(units, key=lambda u: -u[0]):
         i = load.index(min(load))
-        shares[i].append(seg)
-        load[i] += (seg[0][1] - seg[0][0]) ** 2
+        shares[i].append(unit)
+        load[i] += unit[0]
 
     def run(share):
-        for (s, e, mask), prefix in share:
+        for _, s, e, mask, prefix, branch in share:
             with np.errstate(over="ignore"):
                 if not prefix:
                     out[:, :, :, s:e] = attention(q[:, :, :, s:e], k[:, :, s:e], v[:, :, s:e], mask, SERIAL, softcap)
                     continue
                 p = s + prefix
-                out[:, :, :, s:p] = attention(q[:, :, :, s:p], k[:, :, s:p], v[:, :, s:p], mask[:prefix, :prefix],
-                                              SERIAL, softcap)
-                for a, b in _branches(packing.positions[s:e], prefix):
-                    kb = np.concatenate([k[:, :, s:p], k[:, :, s + a:s + b]], axis=2)  # [1, kv, prefix + b - a, hd]
-                    vb = np.concatenate([v[:, :, s:p], v[:, :, s + a:s + b]], axis=2)
-                    mb = np.concatenate([mask[a:b, :prefix], mask[a:b, a:b]], axis=1)  # [b - a, prefix + b - a]
-                    out[:, :, :, s + a:s + b] = attention(q[:, :, :, s + a:s + b], kb, vb, mb, SERIAL, softcap)
+                if branch is None:
+                    out[:, :, :, s:p] = attention(q[:, :, :, s:p], k[:, :, s:p], v[:, :, s:p],
+                                                  mask[:prefix, :prefix], SERIAL, softcap)
+                    continue
+                a, b = branch
+                kb = np.concatenate([k[:, :, s:p], k[:, :, s + a:s + b]], axis=2)  # [1, kv, prefix + b - a, hd]
+                vb = np.concatenate([v[:, :, s:p], v[:, :, s + a:s + b]], axis=2)
+                mb = np.concatenate([mask[a:b, :prefix], mask[a:b, a:b]], axis=1)  # [b - a, prefix + b - a]
+                out[:, :, :, s + a:s + b] = attention(q[:, :, :, s + a:s + b], kb, vb, mb, SERIAL, softcap)
 
     pool.map(run, [sh for sh in shares if sh])
     return out
