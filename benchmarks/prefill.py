@@ -1,7 +1,8 @@
 """A scoring forward against its matrix products alone: how close the engine's prefill is to the BLAS limit.
 
     python benchmarks/prefill.py [--model PATH] [--tokens 4096] [--context 1024] [--weights auto|native|float32]
-                                 [--threads 2] [--kernels own,Haswell] [--big DIR] [--big-tokens 1024] [--no-big]
+                                 [--threads 2] [--kernels own,Haswell] [--big DIR] [--big-tokens 1024]
+                                 [--big-files Q8_0,BF16,F32] [--no-big]
 
 For each OpenBLAS kernel (the processor's own, and each `OPENBLAS_CORETYPE` named, in a child process whose
 environment sets it) it runs the windows of `perplexity --mode disjoint --context N` over the first tokens of
@@ -176,6 +177,7 @@ def main() -> None:
     ap.add_argument("--big", type=Path, default=REPO / "benchmarks" / "out" / "big",
                     help="where benchmarks/big_model.py built the 1.1B files")
     ap.add_argument("--big-tokens", type=int, default=1024, help="tokens of the 1.1B files' run (one window)")
+    ap.add_argument("--big-files", default="Q8_0,BF16,F32", help="which of the 1.1B files (Q8_0,BF16,F32)")
     ap.add_argument("--no-big", action="store_true", help="SmolLM2 only")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -191,7 +193,7 @@ def main() -> None:
                   f"--files Q8_0,BF16)")
         for label, name, weights in BIG_FILES:
             path = args.big / name
-            if not path.exists():
+            if label not in args.big_files.split(",") or not path.exists():
                 continue
             if weights == "float32" and free_memory() < F32_BYTES:
                 print(f"{label:>8}: skipped: {free_memory() / 1e9:.1f} GB free, float32 needs {F32_BYTES / 1e9:.1f}")
