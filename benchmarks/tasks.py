@@ -3,7 +3,7 @@
     python benchmarks/tasks.py [--docs 200] [--mmlu-docs 100] [--threads 2] [--batch-sizes 8,16,32] [--skip-lmeval]
 
 Two task files (written to a temporary folder, data from tinyshakespeare in ../shared/data or $NLPKIT_DATA, else
-generated text): `bench_mc`, four-choice HellaSwag-shaped documents, 0-shot; `bench_mmlu5`, MMLU-shaped documents
+generated text; the documents are the same for a given count): `bench_mc`, four-choice HellaSwag-shaped documents, 0-shot; `bench_mmlu5`, MMLU-shaped documents
 (question, choices A-D listed in the prompt, the answer letter scored), 5-shot with the `first_n` sampler from a dev
 split, so every document's context starts with the same five examples. Model: SmolLM2-135M-Instruct as float32
 (benchmarks/lm.py converts the GGUF once into the Hugging Face directory both sides load).
@@ -72,7 +72,9 @@ metric_list:
 
 
 def _lines() -> list[str]:
-    data = Path(os.environ.get("NLPKIT_DATA", REPO.parent / "shared" / "data"))
+    default = next((d for d in (REPO.parent / "shared" / "data", REPO.parents[1] / "shared" / "data") if d.is_dir()),
+                   REPO.parent / "shared" / "data")  # beside the checkout, or beside a worktree's folder
+    data = Path(os.environ.get("NLPKIT_DATA", default))
     for p in [data / "tinyshakespeare" / "input.txt", *sorted(data.glob("**/*.txt"))[:1]]:
         if p.is_file():
             lines = [ln.strip() for ln in p.read_text(encoding="utf-8", errors="replace").splitlines()]
