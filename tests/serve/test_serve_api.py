@@ -8,10 +8,13 @@ import json
 
 import pytest
 
-from serve_helpers import MODELS, SCORE, items, lm_eval_loglikelihood, lm_eval_pair, make_client, score_records
+from conftest import run_cli
+from serve_helpers import (MODELS, SCORE, items, lm_eval_loglikelihood, lm_eval_pair, make_client, model_path,
+                           score_records)
 
-TOL = 1e-5  # per token: a prompt is scored as one sequence, `score` scores a context and its continuation
-# (attention blocked otherwise: float32 rounding, ~1e-7)
+TOL = 1e-5  # per token: lm-eval sends context + continuation as one prompt, scored from its first token; `score`
+# cuts the sequence at the context, whose rows then sit in other product slots (`packing.Packing.slots`: a row's bits
+# depend on its slot modulo 12): float32 rounding, ~1e-7 (exact when the cut is the same: the test below)
 
 
 @pytest.fixture(scope="module", params=MODELS)
@@ -67,6 +70,33 @@ def test_echo_logprobs_sum_to_nlpkit_scores_as_lm_eval_reads_them(api, fixture):
             assert got_greedy == greedy
         checked += 1
     assert checked >= len(pairs) // 2
+
+
+def test_an_echoed_prompt_is_nlpkit_scores_item_with_the_prompt_as_continuation_bit_for_bit(api, tmp_path):
+    """The echo of a prompt is `score`'s segment for (its first token, the rest): a prompt after the BOS the server
+    adds (a model whose tokenizer adds one), or after the prefix token the client sends (one that adds none), scores
+    as `nlpkit score` scores the item with an empty context (conditioned on that token). Each token's float64
+    log-probability is score's own: their numpy sum equals score's logprob exactly (score sums them with numpy; lm-eval's
+    Python sum differs from it by float64 rounding only). With a non-empty context `score` cuts the sequence
+    elsewhere: the context rows take other product slots (`packing.Packing.slots`), ~1e-7 per token (TOL above)."""
+    import numpy as np
+
+    client, served = api
+    texts = ["The capital of France is Paris, and it is a lovely city in the spring", "a b c", "Pick the animal: cat"]
+    path = tmp_path / "items.jsonl"
+    path.write_text("".join(json.dumps({"context": "", "continuation": t}) + "\n" for t in texts), encoding="utf-8")
+    r = run_cli("score", "-m", str(model_path(served.name)), str(path), "--format", "jsonl")
+    assert r.returncode == 0, r.stderr.decode()
+    want = [rec["logprob"] for rec in map(json.loads, r.stdout.decode().splitlines()) if rec["record"] == "item"]
+    for text, logprob in zip(texts, want):
+        if served.bos() is not None:
+            prompt, skip = text, 0
+        else:
+            prompt, skip = [served.lm.prefix_id] + tokenize(client, text), 1
+        lps = complete(client, prompt=prompt, echo=True, max_tokens=0, logprobs=0)["choices"][0]["logprobs"]
+        got = lps["token_logprobs"][skip:]
+        assert float(np.sum(np.asarray(got, np.float64))) == logprob, text
+        assert sum(got) == pytest.approx(logprob, rel=1e-12)  # lm-eval's sum: float64 rounding apart
 
 
 def test_a_batch_of_prompts_gives_each_its_own_numbers(api):

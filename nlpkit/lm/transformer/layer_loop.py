@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from nlpkit.errors import NlpkitError
 from nlpkit.lm.threads import SERIAL, RowPool
 from nlpkit.lm.transformer.attention_ops import attention
 from nlpkit.lm.transformer.cache import KVCache
@@ -164,26 +165,30 @@ class StepAttention:
         kv, hd = self.shape
         return np.empty((b, kv, t, hd), np.float32), np.empty((b, kv, t, hd), np.float32)
 
-    def attend(self, li, q, k, v, keep):
+    def attend(self, li, q, k, v, keep):  # [1, kv, g, n, hd], [1, kv, n, hd] x2 -> [1, kv, g, n, hd]
+        """Each sequence's key and value written at its cache's next position, its query heads against its keys
+        (a sliding layer's last `window`): the operations `attention_ops.attention` runs for a one-token decode
+        step (no mask: every cached key is visible), in the same order, so a lone row gives the same bits; on views,
+        a handful of numpy calls per sequence and layer."""
         _, window, softcap = self.layer_opts(li)
-        o = np.empty_like(q)
+        _, kv, g, n, hd = q.shape
+        qs = q[0].transpose(2, 0, 1, 3)  # [n, kv, g, hd] views
+        ks, vs = k[0].transpose(1, 0, 2), v[0].transpose(1, 0, 2)  # [n, kv, hd]
+        out = np.empty((n, kv, g, hd), np.float32)
         for i, cache in enumerate(self.caches):  # each sequence against its own keys
-            keys, values = cache.write(li, k[:, :, i:i + 1], v[:, :, i:i + 1])  # [1, kv, L, hd]
-            if window is not None and keys.shape[2] > window:  # a sliding layer sees the last `window` keys
-                keys, values = keys[:, :, -window:], values[:, :, -window:]
-            o[:, :, :, i:i + 1] = attend_one(q[:, :, :, i:i + 1], keys, values, softcap)
-        return o
-
-
-def attend_one(q, k, v, softcap=None):  # [1, kv, g, 1, hd], [1, kv, L, hd] x2 -> [1, kv, g, 1, hd]
-    """One query per head against a sequence's keys, the operations `attention_ops.attention` runs for a one-token
-    decode step (no mask: every cached key is visible), in the same order, so a lone row gives the same bits."""
-    b, kv, g, t, hd = q.shape
-    scores = q.reshape(b, kv, g * t, hd) @ k.transpose(0, 1, 3, 2)  # [1, kv, g, L]
-    if softcap is not None:
-        softcap_(scores, softcap)
-    np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
-    np.exp(scores, out=scores)
-    out = scores @ v
-    out /= scores.sum(axis=-1, keepdims=True)
-    return out.reshape(b, kv, g, t, hd)
+            at = cache.length
+            if at >= cache.max_len:
+                raise NlpkitError(f"KV cache is full: {at} + 1 positions > max_len {cache.max_len}")
+            ck, cv = cache.k[li][0], cache.v[li][0]  # [kv, max_len, hd]
+            ck[:, at] = ks[i]
+            cv[:, at] = vs[i]
+            lo = at + 1 - window if window is not None and at + 1 > window else 0  # a sliding layer's last keys
+            scores = qs[i] @ ck[:, lo:at + 1].transpose(0, 2, 1)  # [kv, g, L]
+            if softcap is not None:
+                softcap_(scores, softcap)
+            np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
+            np.exp(scores, out=scores)
+            o = scores @ cv[:, lo:at + 1]  # [kv, g, hd]
+            o /= scores.sum(axis=-1, keepdims=True)
+            out[i] = o
+        return out.transpose(1, 2, 0, 3)[None]  # [1, kv, g, n, hd]: the rows in order, as `layer` reads them
