@@ -21,7 +21,7 @@ from nlpkit.lm.threads import SERIAL, RowPool
 from nlpkit.lm.transformer.attention_ops import attention
 from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.layer_ops import causal_mask, softcap_
-from nlpkit.lm.transformer.products import aligned_split
+from nlpkit.lm.transformer.products import aligned_split, padding_on
 
 ROW_MIN = 32  # a thread's share of a layer's rows is never under this (fewer would only add hand-offs)
 
@@ -86,7 +86,7 @@ def run_layers(model, x: np.ndarray, att: Attention, pool: RowPool = SERIAL,
     with expander.lock if expander is not None else nullcontext():
         for li, (project, finish) in enumerate(layers):
             if expander is not None:
-                expander.expand(li, x.shape[0] * x.shape[1])
+                expander.expand(li, x.shape[0] * x.shape[1] if padding_on() else 1)  # unpadded: as one row
             x = layer(x, model.config, project, finish, att, li, pool, keep if li == len(layers) - 1 else 0)
     return x
 

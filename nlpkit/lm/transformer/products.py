@@ -82,6 +82,11 @@ def plain_products():
         _plain.on = before
 
 
+def padding_on() -> bool:
+    """Whether this thread's products are padded (`padded_rows`): False inside `plain_products`."""
+    return not getattr(_plain, "on", False)
+
+
 def aligned_split(n_rows: int, parts: int, least: int = 1) -> list[tuple[int, int]]:
     """At most `parts` contiguous [start, end) ranges covering n_rows, every start a multiple of ROW_ALIGN, none
     under `least` rows (fewer ranges when that would be)."""

@@ -243,8 +243,9 @@ class LayerExpander:
         x new tokens). A forward of several rows pads every product past OpenBLAS's small-matrix kernels
         (`products.padded_rows`), where the operand's layout does not change a bit: its small matrices are then
         viewed as stored, `[out, in]` transposed, like the large ones (a mapped F32 file's rows themselves, else
-        expanded into the scratch without a transposing copy); one row (a matrix-vector product) reads the
-        float32 layout's C-order `[in, out]`."""
+        expanded into the scratch without a transposing copy); one row (a matrix-vector product), and a batched
+        decode step's unpadded products (`products.plain_products`: `run_layers` passes 1), read the float32
+        layout's C-order `[in, out]`, so that native and float32 weights give a step the same bits."""
         pool = _pool()
         layer, twin = self.layers[li], self.twins[li]
         for f in dataclasses.fields(layer):
