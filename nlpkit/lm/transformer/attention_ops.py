@@ -82,7 +82,8 @@ def attention(q, k, v, mask, pool: RowPool, softcap=None, q0: int = 0):
 def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  # [1, kv, g, t, hd], [1, kv, t, hd] x2
     """Attention inside each segment of a packed forward (`packing.Packing`): a segment's queries against its own
     keys under its own mask, never another segment's, so the work grows with the segments' sizes and not with the
-    packed length; the segments are spread over pool's threads, largest first, each to the least-loaded thread.
+    packed length; the segments (a tree segment's prefix and each of its branches apart) are spread over pool's
+    threads, largest first, each to the least-loaded thread.
     A segment with a prefix (`packing.tree`: a context and its continuations) runs the prefix alone, then each branch
     against the prefix's keys and its own only (as a KV cache holding the prefix would): a softmax over other
     branches' masked keys would sum in another order, and a branch's bits would depend on its neighbours."""
