@@ -97,7 +97,7 @@ def test_hook_that_raises_names_task_and_hook(cli, tasks):
 
 @pytest.mark.parametrize("extra, says", [
     ("filter_list:\n  - name: x\n    filter:\n      - function: custom_thing\n", "filter 'custom_thing' is not supported"),
-    ("metric_list:\n  - metric: f1\n", "metric 'f1' is not supported"),
+    ("metric_list:\n  - metric: brier_score\n", "metric 'brier_score' is not supported"),
     ("metric_list:\n  - metric: rouge\n", "metric 'rouge' is not supported"),
 ])
 def test_unsupported_filter_or_metric_is_named(cli, tasks, extra, says):

@@ -3,14 +3,15 @@
 - `TaskMetrics.of(config)`: the task's metrics (its `metric_list`, else the output type's defaults), each with its
   aggregation, `higher_is_better` and keyword options (`exact_match`'s ignore_case, ignore_punctuation,
   ignore_numbers, regexes_to_ignore); a metric or aggregation lm-eval would compute by a library nlpkit does not
-  carry (HF evaluate, sklearn's f1/mcc, brier_score) is refused by name.
+  carry (HF evaluate, brier_score) is refused by name.
 - `process_results(task, doc, results)`: lm-eval's per output type (acc, acc_norm, acc_bytes, acc_mutual_info,
   exact_match and likelihood of multiple choice; perplexity and acc of loglikelihood; word/byte perplexity and
   bits_per_byte of rolling loglikelihood; exact_match, bleu/chrf/ter pairs and hook metrics of generate_until), or
   the task's `process_results` hook.
 - `aggregate` / `stderr`: mean, median, nanmean, perplexity, weighted_perplexity, bits_per_byte, corpus
-  bleu/chrf/chrf++/ter (sacrebleu); the standard error of a mean is sd/sqrt(n); where lm-eval bootstraps (median,
-  perplexity, nanmean: 100,000 resamples; bleu/chrf/ter: 100) nlpkit draws the same resamples (`random.Random(i)` per
+  bleu/chrf/chrf++/ter (sacrebleu), f1 and matthews_corrcoef (sklearn's binary f1 and MCC, computed here from the
+  confusion counts: integers, so the same float64 numbers); the standard error of a mean is sd/sqrt(n); where lm-eval bootstraps (median,
+  perplexity, nanmean, f1, matthews_corrcoef: 100,000 resamples; bleu/chrf/ter: 100) nlpkit draws the same resamples (`random.Random(i)` per
   chunk of 1,000, `choices`) and gets its numbers; weighted perplexities and bits per byte have none ("N/A").
 - `group_metrics`: a group's `aggregate_metric_list` (size-weighted or plain mean, pooled standard error).
 """
@@ -36,11 +37,12 @@ METRICS = {
     "likelihood": ("mean", True), "word_perplexity": ("weighted_perplexity", False),
     "byte_perplexity": ("weighted_perplexity", False), "bits_per_byte": ("bits_per_byte", False),
     "bleu": ("bleu", True), "chrf": ("chrf", True), "chrf++": ("chrf++", True), "ter": ("ter", False),
+    "f1": ("f1", True), "mcc": ("matthews_corrcoef", True),
 }
 DEFAULT_METRICS = {"loglikelihood": ["perplexity", "acc"],
                    "loglikelihood_rolling": ["word_perplexity", "byte_perplexity", "bits_per_byte"],
                    "multiple_choice": ["acc", "acc_norm"], "generate_until": ["exact_match"]}
-REFUSED = {"f1": "sklearn", "mcc": "sklearn", "brier_score": "its passthrough", "bypass": "predict-only",
+REFUSED = {"brier_score": "its passthrough", "bypass": "predict-only",
            "acc_all": "its SuperGLUE grouping"}
 PASSTHROUGH_PAIRS = ("bleu", "chrf", "chrf++", "ter")
 BOOTSTRAP_ITERS = 100_000
@@ -176,6 +178,8 @@ def _multiple_choice(task, use: list[str], doc: dict, results: list) -> dict:
         acc, acc_norm, acc_bytes = (1.0 if p == gold else 0.0 for p in (pred, pred_norm, pred_byte))
         exact = int(is_greedy[gold]) if gold != -100 else 0
     res = {**({"acc": acc} if "acc" in use else {}),
+           **({"f1": (gold, pred)} if "f1" in use else {}),
+           **({"mcc": (gold, pred)} if "mcc" in use else {}),
            **({"acc_norm": acc_norm} if "acc_norm" in use else {}),
            **({"acc_bytes": acc_bytes} if "acc_bytes" in use else {}),
            **({"exact_match": exact} if "exact_match" in use else {}),
@@ -279,12 +283,55 @@ def _corpus(kind: str):
     return f
 
 
+def _label_pairs(items) -> tuple[np.ndarray, np.ndarray]:
+    golds, preds = zip(*items)
+    return np.asarray(golds), np.asarray(preds)
+
+
+def _f1_from_pairs(golds: np.ndarray, preds: np.ndarray) -> np.ndarray:
+    """sklearn's binary f1 (positive label 1, 0 where it divides by zero) of each row: 2 tp / (true + predicted),
+    all integers until the one division, so sklearn's float64 number.  golds, preds: [rows, n] -> [rows]"""
+    tp = ((golds == 1) & (preds == 1)).sum(axis=-1).astype(np.float64)
+    denom = (golds == 1).sum(axis=-1).astype(np.float64) + (preds == 1).sum(axis=-1).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denom == 0, 0.0, 2.0 * tp / denom)
+
+
+def _mcc_from_pairs(golds: np.ndarray, preds: np.ndarray) -> np.ndarray:
+    """sklearn's matthews_corrcoef of each row, from the confusion counts (integers until the last division and
+    square root, so sklearn's float64 number; 0 where it is undefined).  golds, preds: [rows, n] -> [rows]"""
+    n = np.float64(golds.shape[-1])
+    labels = np.union1d(golds, preds)
+    t = np.stack([(golds == c).sum(axis=-1) for c in labels], axis=-1).astype(np.float64)  # [rows, k]
+    p = np.stack([(preds == c).sum(axis=-1) for c in labels], axis=-1).astype(np.float64)
+    correct = (golds == preds).sum(axis=-1).astype(np.float64)
+    cov_ytyp = correct * n - (t * p).sum(axis=-1)
+    cov = (n ** 2 - (p * p).sum(axis=-1)) * (n ** 2 - (t * t).sum(axis=-1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(cov == 0, 0.0, cov_ytyp / np.sqrt(cov))
+
+
+def f1(items) -> float:
+    """lm-eval's f1 aggregation (sklearn's `f1_score(golds, preds)`, binary); items: (gold, pred) pairs."""
+    golds, preds = _label_pairs(items)
+    present = set(golds.tolist()) | set(preds.tolist())
+    if len(present) > 2 or (len(present) == 2 and 1 not in present):
+        raise ValueError(f"lm-eval's f1 is sklearn's binary f1 (labels 0 and 1); these labels are {sorted(present)}")
+    return float(_f1_from_pairs(golds, preds))
+
+
+def matthews_corrcoef(items) -> float:
+    """lm-eval's matthews_corrcoef aggregation (sklearn's); items: (gold, pred) pairs."""
+    return float(_mcc_from_pairs(*_label_pairs(items)))
+
+
 AGGREGATIONS: dict[str, Callable] = {
     "mean": mean, "median": median, "nanmean": nanmean, "perplexity": perplexity,
     "weighted_perplexity": weighted_perplexity, "bits_per_byte": bits_per_byte,
     "bleu": _corpus("bleu"), "chrf": _corpus("chrf"), "chrf++": _corpus("chrf++"), "ter": _corpus("ter"),
+    "f1": f1, "matthews_corrcoef": matthews_corrcoef,
 }
-BOOTSTRAPPED = ("median", "perplexity", "bleu", "chrf", "chrf++", "ter", "nanmean")
+BOOTSTRAPPED = ("median", "perplexity", "bleu", "chrf", "chrf++", "ter", "nanmean", "f1", "matthews_corrcoef")
 
 
 def sample_stddev(arr) -> float:
@@ -312,6 +359,9 @@ def bootstrap_stderr(agg: str, xs: Sequence, iters: int) -> float:
     res: list[float] = []
     fn = AGGREGATIONS[agg]
     arr = np.asarray(xs, dtype=np.float64) if agg in ("perplexity", "median", "nanmean") else None
+    pairs = _label_pairs(xs) if agg in ("f1", "matthews_corrcoef") else None
+    if pairs is not None:
+        fn(xs)  # refuses labels lm-eval's sklearn call would refuse
     for i in range(iters // chunk):
         idx = _resamples(i, chunk, n)  # [chunk, n]
         if agg == "perplexity":
@@ -321,6 +371,8 @@ def bootstrap_stderr(agg: str, xs: Sequence, iters: int) -> float:
             res += np.sort(arr[idx], axis=1)[:, n // 2].tolist()
         elif agg == "nanmean":
             res += [float(nanmean(row)) for row in arr[idx]]
+        elif pairs is not None:
+            res += (_f1_from_pairs if agg == "f1" else _mcc_from_pairs)(pairs[0][idx], pairs[1][idx]).tolist()
         else:
             res += [fn([xs[j] for j in row]) for row in idx.tolist()]
     return sample_stddev(res)
