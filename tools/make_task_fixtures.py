@@ -345,6 +345,9 @@ RUNS = {  # run name -> (tasks, extra lm_eval arguments)
     # lm-eval's own task files around our documents (tests/evaluation/real_task_data.py); gsm8k's 256 new tokens
     # do not fit the tiny models' 64 positions (its requests are tested without a model)
     "real": ("arc_easy,hellaswag,winogrande,mmlu_mini,lambada_openai,wikitext,truthfulqa_mc2,piqa", []),
+    # more of lm-eval's files, other kinds: f1/mcc (mrpc, cola, cb's own aggregation hook), hook choices (copa, race,
+    # mathqa), letter targets (commonsense_qa), a Jinja-built choice list (wsc273), list targets (webqs), a group
+    "real2": ("glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs", ["--num_fewshot", "1"]),
 }
 REAL_DIR = Path("/tmp/nlpkit-real-task-wrappers")  # the wrappers name lm-eval's installed files: not a fixture
 
@@ -373,7 +376,7 @@ def run_lmeval(run: str, model: str) -> None:
     tasks, extra = RUNS[run]
     out = OUT / "lmeval" / run
     include = str(SUITE.relative_to(ROOT))
-    if run == "real":
+    if run.startswith("real"):
         sys.path.insert(0, str(ROOT / "tests" / "evaluation"))
         from real_task_data import write_wrappers
 

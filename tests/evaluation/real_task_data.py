@@ -69,6 +69,48 @@ PIQA = [{"goal": g, "sol1": a, "sol2": b, "label": lbl} for g, a, b, lbl in [
     ("To dry wet hands,", "use a towel.", "use a sponge full of water.", 0),
     ("To cool soup,", "put it in the oven.", "blow on it.", 1)]]
 
+COPA = [{"premise": p, "choice1": a, "choice2": b, "question": q, "idx": i, "label": l} for i, (p, a, b, q, l) in enumerate([
+    ("My body cast a shadow over the grass.", "The sun was rising.", "The grass was cut.", "cause", 0),
+    ("The woman tolerated her friend's difficult behavior.", "The woman knew her friend was going through a hard time.", "The woman felt that her friend took advantage of her kindness.", "cause", 0),
+    ("The girl found a bug in her cereal.", "She poured milk in the bowl.", "She lost her appetite.", "effect", 1)])]
+CSQA = [{"id": f"c{i}", "question": q, "question_concept": "x", "choices": {"label": list("ABCDE"), "text": c}, "answerKey": k}
+        for i, (q, c, k) in enumerate([
+            ("Where do you keep milk? ", ["fridge", "oven", "sink", "bed", "car"], "A"),
+            ("What do you use to write?", ["spoon", "pen", "cup", "shoe", "lamp"], "B"),
+            ("What do birds do?", ["swim", "bark", "fly", "moo", "drive"], "C")])]
+SIQA = [{"context": c, "question": q, "answerA": a, "answerB": b, "answerC": d, "label": l} for c, q, a, b, d, l in [
+    ("Tracy didn't go home that evening.", "What does Tracy need to do?", "make a plan", "go home", "sleep", "1"),
+    ("Sydney walked past a homeless woman.", "How would you describe Sydney?", "sympathetic", "happy", "angry", "1"),
+    ("Alex gave a gift.", "Why did Alex do this?", "to be mean", "to be rude", "to be kind", "3")]]
+ANLI = [{"uid": f"u{i}", "premise": p, "hypothesis": h, "label": l, "reason": ""} for i, (p, h, l) in enumerate([
+    ("The cat sat on the mat.", "A cat is sitting.", 0), ("It is raining.", "The sun is out.", 2),
+    ("Bob ate lunch.", "Bob likes pasta.", 1)])]
+CB = [{"premise": p, "hypothesis": h, "idx": i, "label": l} for i, (p, h, l) in enumerate([
+    ("The cat sat on the mat", "a cat is sitting", 0), ("It is raining", "the sun is out", 1),
+    ("Bob ate lunch", "Bob likes pasta", 2), ("Ann ran home", "Ann moved", 0)])]
+WSC = [{"text": t, "pronoun": p, "pronoun_loc": t.index(" " + p + " ") + 1, "quote": q, "quote_loc": t.index(q), "options": o, "label": l, "source": "s"}
+       for t, p, q, o, l in [
+           ("The city councilmen refused the demonstrators a permit because they feared violence.", "they", "they feared violence", ["The city councilmen", "The demonstrators"], 0),
+           ("The trophy doesn't fit into the brown suitcase because it is too large.", "it", "it is too large", ["the trophy", "the suitcase"], 0),
+           ("Joan made sure to thank Susan for all the help she had given.", "she", "she had given", ["Joan", "Susan"], 1)]]
+MATHQA = [{"Problem": p, "Rationale": "r", "options": o, "correct": c, "annotated_formula": "f", "linear_formula": "f", "category": "general"}
+          for p, o, c in [
+              ("what is 2 + 2 ?", "a ) 3 , b ) 4 , c ) 5 , d ) 6 , e ) 7", "b"),
+              ("a train goes 5 km in 1 h ; speed ?", "a ) 5 km / h , b ) 10 , c ) 1 , d ) 2 , e ) none of these", "a"),
+              ("what is 3 * 3 ?", "a ) 6 , b ) 8 , c ) 9 , d ) 12 , e ) 1", "c")]]
+RACE = [{"article": a, "problems": repr(p)} for a, p in [
+    ("Tom went to the market. He bought apples.", [
+        {"question": "Where did Tom go?", "options": ["school", "market", "park", "home"], "answer": "B"},
+        {"question": "Tom bought  _  .", "options": ["pears", "apples", "bread", "milk"], "answer": "B"}]),
+    ("Ann likes to read books at night.", [
+        {"question": "When does Ann read?", "options": ["morning", "noon", "night", "never"], "answer": "C"}])]]
+WEBQS = [{"url": "u", "question": q, "answers": a} for q, a in [
+    ("what is the capital of france?", ["Paris", "Paris, France"]), ("who wrote hamlet?", ["Shakespeare", "William Shakespeare", "Will"]),
+    ("where is rome?", ["Italy"])]]
+MRPC = [{"sentence1": a, "sentence2": b, "label": l, "idx": i} for i, (a, b, l) in enumerate([
+    ("The cat sat.", "A cat was sitting.", 1), ("It rained.", "The sun shone.", 0), ("Bob ran.", "Bob jogged.", 1), ("I ate.", "You slept.", 0), ("He won.", "He was the winner.", 1)])]
+COLA = [{"sentence": s, "label": l, "idx": i} for i, (s, l) in enumerate([("The cat sat.", 1), ("Cat the sat.", 0), ("He runs fast.", 1), ("Runs he fast fast.", 0), ("I like tea.", 1)])]
+
 # task -> (lm-eval file, splits, docs, extra YAML lines)
 WRAPPED = {
     "arc_easy": ("arc/arc_easy.yaml", ("train", "validation", "test"), ARC, ""),
@@ -80,6 +122,18 @@ WRAPPED = {
     "wikitext": ("wikitext/wikitext.yaml", ("train", "validation", "test"), WIKI, ""),
     "truthfulqa_mc2": ("truthfulqa/truthfulqa_mc2.yaml", ("validation",), TQA, ""),
     "piqa": ("piqa/piqa.yaml", ("train", "validation"), PIQA, ""),
+    # a second run of other kinds: f1/mcc, hook and literal choices, string and list targets, a Jinja-built choice
+    "copa": ("super_glue/copa/default.yaml", ("train", "validation"), COPA, ""),
+    "commonsense_qa": ("commonsense_qa/default.yaml", ("train", "validation"), CSQA, ""),
+    "social_iqa": ("siqa/siqa.yaml", ("train", "validation"), SIQA, ""),
+    "anli_r1": ("anli/anli_r1.yaml", ("train_r1", "dev_r1", "test_r1"), ANLI, ""),
+    "cb": ("super_glue/cb/default.yaml", ("train", "validation"), CB, ""),
+    "wsc273": ("wsc273/default.yaml", ("test",), WSC, ""),
+    "mathqa": ("mathqa/mathqa.yaml", ("train", "validation", "test"), MATHQA, ""),
+    "race": ("race/race.yaml", ("test",), RACE, ""),
+    "webqs": ("webqs/webqs.yaml", ("train", "test"), WEBQS, "num_fewshot: 0\n"),  # list targets: no shots in lm-eval
+    "mrpc": ("glue/mrpc/default.yaml", ("train", "validation"), MRPC, ""),
+    "cola": ("glue/cola/default.yaml", ("train", "validation"), COLA, ""),
 }
 GROUP = """group: mmlu_mini
 task:
@@ -89,6 +143,17 @@ aggregate_metric_list:
     weight_by_size: true
 metadata:
   version: 2
+"""
+GLUE_GROUP = """group: glue_mini
+task:
+  - mrpc
+  - cola
+  - copa
+aggregate_metric_list:
+  - metric: acc
+    weight_by_size: false
+metadata:
+  version: 1
 """
 
 
@@ -108,4 +173,5 @@ def write_wrappers(d: Path, tasks_dir: Path | None = None) -> Path:
             f"include: {tasks_dir / rel}\ntask: {name}\ndataset_path: json\ndataset_name: null\n"
             f"dataset_kwargs:\n  data_files: {json.dumps(files)}\n{extra}", encoding="utf-8")
     (d / "mmlu_mini.yaml").write_text(GROUP, encoding="utf-8")
+    (d / "glue_mini.yaml").write_text(GLUE_GROUP, encoding="utf-8")
     return d

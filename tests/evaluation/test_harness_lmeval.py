@@ -21,7 +21,8 @@ MODEL = "tests/fixtures/score/models/gpt2-bpe"
 RUNS = {"suite": ([], "suite_group,suite_ll,suite_ll_ppl,suite_rolling,suite_gen,suite_gen_prefix,suite_wino,suite_proc"),
         "limit": (["--limit", "3", "--num-fewshot", "1"], "suite_tag,suite_gen"),
         # lm-eval's own task files (read from its installation) around our documents (real_task_data.py)
-        "real": ([], "arc_easy,hellaswag,winogrande,mmlu_mini,lambada_openai,wikitext,truthfulqa_mc2,piqa")}
+        "real": ([], "arc_easy,hellaswag,winogrande,mmlu_mini,lambada_openai,wikitext,truthfulqa_mc2,piqa"),
+        "real2": (["--num-fewshot", "1"], "glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs")}
 
 
 def _files(folder: Path) -> tuple[dict, dict]:
@@ -42,7 +43,7 @@ def both(request, tmp_path_factory):
     extra, tasks = RUNS[request.param]
     out = tmp_path_factory.mktemp(request.param)
     include = "tests/fixtures/tasks/suite"
-    if request.param == "real":
+    if request.param.startswith("real"):
         lm_eval = pytest.importorskip("lm_eval")
         import sys
         sys.path.insert(0, str(Path(__file__).parent))

@@ -67,6 +67,7 @@ def _plain(args):
     (["gsm8k", "lambada_openai", "wikitext", "truthfulqa_mc2"], None, None),
     (["mmlu_mini"], 5, None),
     (["arc_easy", "winogrande", "gsm8k"], 2, 3),
+    (["copa", "commonsense_qa", "social_iqa", "race", "mathqa", "wsc273", "anli_r1", "cb", "mrpc"], 2, 2),
 ])
 def test_real_task_files_render_lmevals_requests(task_dir, names, num_fewshot, limit):
     ref = _lmeval_arguments(task_dir, names, num_fewshot, limit)

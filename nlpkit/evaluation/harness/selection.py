@@ -165,7 +165,9 @@ class _Builder:
         if isinstance(members, str):
             members = [members]
         for item in members or []:
-            group.children += self.members(item, name, member_overrides)
+            for child in self.members(item, name, member_overrides):
+                if isinstance(child, Group) or child not in group.children:  # a task named twice counts once
+                    group.children.append(child)
         self.sel.groups[name] = group
         return group
 
