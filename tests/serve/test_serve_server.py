@@ -49,6 +49,21 @@ def _strip(body: dict) -> dict:
     return {"choices": body["choices"], "usage": body["usage"]}
 
 
+def test_the_listening_socket_sends_small_writes_at_once():
+    """TCP_NODELAY on the socket (accepted connections inherit it): asyncio sets it only on sockets made with
+    proto=IPPROTO_TCP, and without it each response waited for the client's delayed ACK (~40 ms a request: lm-eval's
+    remote tokenizer makes one /tokenize request per string)."""
+    import socket
+
+    from nlpkit.cli.serve import _bind
+
+    sock = _bind("127.0.0.1", 0)
+    try:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        sock.close()
+
+
 def test_concurrent_clients_each_get_their_own_answers():
     """16 clients x 4 mixed requests at once: every answer equals the one the same request gets alone (greedy and
     seeded generations decode in other rows of the batch: the same tokens; scores: the same numbers)."""
