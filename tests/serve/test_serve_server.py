@@ -158,8 +158,9 @@ def test_sigterm_lets_a_running_request_finish_and_exits_0():
 
 def test_sigterm_cancels_what_outlasts_the_grace_and_exits_0():
     srv = Server("-m", "default", "--grace", "1")
-    t, out = _ask_in_background(srv.url, {"prompt": "Once", "max_tokens": 500, "temperature": 0, "n": 4})
-    time.sleep(1.0)
+    # 16 x 500 tokens: several seconds of decoding on any machine, so that the grace runs out first
+    t, out = _ask_in_background(srv.url, {"prompt": "Once", "max_tokens": 500, "temperature": 0, "n": 16})
+    time.sleep(0.5)
     t0 = time.monotonic()
     code = srv.stop(120)
     t.join(60)
