@@ -12,7 +12,7 @@ the per-family closures `Model.layer_rows` builds, the rows split over a `RowPoo
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -124,13 +124,13 @@ class CacheAttention:
         return o
 
 
-class PromptsAttention:
-    """Prompts packed end to end, each with its own KV cache (`DecodingBatch.join_many`): rows `spans`; each prompt's
-    keys and values written into its cache, its queries under the causal mask its own prefill uses. Padding rows
-    between prompts (`packing`) get zeros. `layer_opts(li)` -> (RoPE tables, sliding window, softcap)."""
+class _OwnCaches:
+    """What `PromptsAttention` and `StepAttention` share: each sequence has its own KV cache, so a layer's new keys
+    and values go to fresh arrays (`attend` writes them into the caches), and `layer_opts(li)` -> (RoPE tables,
+    sliding window, softcap) gives the RoPE tables."""
 
-    def __init__(self, spans: list[tuple[int, int]], caches: list[KVCache], layer_opts, shape: tuple[int, int]):
-        self.spans, self.caches, self.layer_opts, self.shape = spans, caches, layer_opts, shape
+    layer_opts: Callable
+    shape: tuple[int, int]
 
     def tables(self, li: int):
         return self.layer_opts(li)[0]
@@ -138,6 +138,15 @@ class PromptsAttention:
     def keys_values(self, li: int, b: int, t: int):
         kv, hd = self.shape
         return np.empty((b, kv, t, hd), np.float32), np.empty((b, kv, t, hd), np.float32)
+
+
+class PromptsAttention(_OwnCaches):
+    """Prompts packed end to end, each with its own KV cache (`DecodingBatch.join_many`): rows `spans`; each prompt's
+    keys and values written into its cache, its queries under the causal mask its own prefill uses. Padding rows
+    between prompts (`packing`) get zeros. `layer_opts(li)` -> (RoPE tables, sliding window, softcap)."""
+
+    def __init__(self, spans: list[tuple[int, int]], caches: list[KVCache], layer_opts, shape: tuple[int, int]):
+        self.spans, self.caches, self.layer_opts, self.shape = spans, caches, layer_opts, shape
 
     def attend(self, li, q, k, v, keep):
         _, window, softcap = self.layer_opts(li)
@@ -150,20 +159,13 @@ class PromptsAttention:
         return o[:, :, :, keep:]
 
 
-class StepAttention:
+class StepAttention(_OwnCaches):
     """A decode step of several sequences (`DecodingBatch.step`): row i is sequence i's new token; its key and value
     written into its own cache, its query against that cache's keys only (a sliding layer's last `window`).
     `layer_opts(li)` -> (RoPE tables, sliding window, softcap)."""
 
     def __init__(self, caches: list[KVCache], layer_opts, shape: tuple[int, int]):
         self.caches, self.layer_opts, self.shape = caches, layer_opts, shape
-
-    def tables(self, li: int):
-        return self.layer_opts(li)[0]
-
-    def keys_values(self, li: int, b: int, t: int):
-        kv, hd = self.shape
-        return np.empty((b, kv, t, hd), np.float32), np.empty((b, kv, t, hd), np.float32)
 
     def attend(self, li, q, k, v, keep):  # [1, kv, g, n, hd], [1, kv, n, hd] x2 -> [1, kv, g, n, hd]
         """Each sequence's key and value written at its cache's next position, its query heads against its keys
