@@ -297,11 +297,12 @@ def test_a_closed_engine_answers_503():
 def test_a_request_past_the_timeout_is_504_and_its_sequences_leave():
     client, _, engine = make_client("gpt2-bpe", timeout=0.05)
     with client:
-        r = client.post("/v1/completions", json={"prompt": "a", "max_tokens": 60, "n": 8, "temperature": 0})
+        # 64 choices x 60 tokens: far past 50 ms on any machine (8 x 60 could finish inside it once decoding got faster)
+        r = client.post("/v1/completions", json={"prompt": "a", "max_tokens": 60, "n": 64, "temperature": 0})
         assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
         import time
 
         deadline = time.monotonic() + 10
-        while engine.load["live"] and time.monotonic() < deadline:
+        while (engine.load["live"] or engine.load["queued"]) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert engine.load == {"queued": 0, "live": 0}
