@@ -226,3 +226,38 @@ def _with_budget(budget):
     def patched(self, model, context=None, kv_budget=-1):
         init(self, model, context, kv_budget=budget)
     return patched
+
+
+def test_unpadded_products_stay_unpadded_on_every_threads_share(model, monkeypatch):
+    """`pad=False` (a batched decode step's products) is an argument passed down to each row share, not a flag of
+    the calling thread: a layer split over two threads never pads a share's rows, and gives the rows the same
+    values as on one thread."""
+    from nlpkit.lm.threads import RowPool, SERIAL
+    from nlpkit.lm.transformer import products
+    from nlpkit.lm.transformer.layer_loop import ROW_MIN, run_layers
+
+    n = 2 * ROW_MIN + 8  # rows enough for two shares
+    x = np.random.default_rng(0).standard_normal((1, n, model.config.dim)).astype(np.float32)
+    one = run_layers(model, x, _NoAttention(model, n), SERIAL, pad=False)
+    asked = []
+    monkeypatch.setattr(products, "padded_rows", lambda *a: asked.append(a) or a[0])
+    two = run_layers(model, x, _NoAttention(model, n), RowPool(2), pad=False)
+    assert asked == []
+    np.testing.assert_allclose(two, one, rtol=0, atol=1e-5)
+
+
+class _NoAttention:
+    """Attention that returns the values as they are (the rows' products alone matter here)."""
+
+    def __init__(self, model, n):
+        self.c = model.config
+        self.cs = model.rope.cos_sin(0, n) if self.c.uses_rope else None
+
+    def tables(self, li):
+        return self.cs
+
+    def keys_values(self, li, b, t):
+        return tuple(np.empty((b, self.c.n_kv_heads, t, self.c.head_dim), np.float32) for _ in range(2))
+
+    def attend(self, li, q, k, v, keep):
+        return np.broadcast_to(v[:, :, None], q.shape)[:, :, :, keep:]

@@ -21,7 +21,7 @@ matrix products have one row per sequence, so the weights are read once for all 
 The logits of a row do not depend on the other rows' tokens, but a product with n rows may sum in another order
 than a one-row product (BLAS picks other kernels), so a row's logits can differ from one-sequence decoding in their
 last bits: greedy outputs are equal except at near-ties (tests/lm/test_batched_decoding.py measures it). So a step's
-products run on its n rows as they are (`products.plain_products`), not padded as a scoring forward's are to fix a
+products run on its n rows as they are (`run_layers(..., pad=False)`, down to `products.matmul_rows`), not padded as a scoring forward's are to fix a
 row's bits: 16 rows padded to 24 cost an eighth of the step (SmolLM2-135M, 2 CPUs).
 """
 
@@ -37,7 +37,6 @@ from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.model import Model, layer_norm, output_rows, rms_norm, softcap_
 from nlpkit.lm.threads import SERIAL, engine_threads, held_blas_threads
 from nlpkit.lm.transformer.packing import packed_starts
-from nlpkit.lm.transformer.products import plain_products
 from nlpkit.lm.transformer.layer_loop import PromptsAttention, StepAttention, run_layers
 
 
@@ -219,7 +218,7 @@ class DecodingBatch:
         x = w.embed_tokens(toks[None, :])  # [1, n, d]
         if c.embed_scale is not None:
             x = x * np.float32(c.embed_scale)
-        with np.errstate(over="ignore"), held_blas_threads(engine_threads()), plain_products():
+        with np.errstate(over="ignore"), held_blas_threads(engine_threads()):
             cs = local_cs = None
             if c.uses_rope:
                 cs = _gather(model.rope, pos)
@@ -229,13 +228,13 @@ class DecodingBatch:
                     raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions")
                 x = x + w.pos_embed[pos][None]
             att = StepAttention([s.cache for s in self.seqs], self._layer_opts(cs, local_cs), (c.n_kv_heads, c.head_dim))
-            x = run_layers(model, x, att)  # [1, n, d]: one row per sequence
+            x = run_layers(model, x, att, pad=False)  # [1, n, d]: one row per sequence, products unpadded
             for s, t in zip(self.seqs, toks):
                 s.cache.tokens[0, s.cache.length] = t
                 s.cache.advance(1)
             x = rms_norm(x, w.norm_g, c.norm_eps) if c.uses_rope and c.norm == "rms" \
                 else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
-            logits = output_rows(x, w.lm_head, SERIAL)[0]  # [n, V] (native weights too)
+            logits = output_rows(x, w.lm_head, SERIAL, pad=False)[0]  # [n, V] (native weights too)
         if c.final_softcap is not None:
             softcap_(logits, c.final_softcap)
         return logits

@@ -17,22 +17,23 @@ from nlpkit.lm.transformer.rope import apply_rope, apply_rope_partial
 
 # ---------------------------------------------------------------- llama
 
-def swiglu(x: np.ndarray, w: LlamaLayer, act=silu) -> np.ndarray:  # [b, t, d] -> [b, t, d]
-    gu = linear(x, w.w_gate_up)  # [b, t, 2h]
+def swiglu(x: np.ndarray, w: LlamaLayer, act=silu, pad: bool = True) -> np.ndarray:  # [b, t, d] -> [b, t, d]
+    gu = linear(x, w.w_gate_up, pad=pad)  # [b, t, 2h]
     h = gu.shape[-1] // 2
     a = act(gu[..., :h])
     a *= gu[..., h:]
-    return linear(a, w.w_down)
+    return linear(a, w.w_down, pad=pad)
 
 
-def plain_mlp(x: np.ndarray, w: LlamaLayer, act) -> np.ndarray:  # [b, t, d] -> [b, t, d]  (gpt_neox)
-    return linear(act(linear(x, w.w_gate_up, w.b_up)), w.w_down, w.b_down)
+def plain_mlp(x: np.ndarray, w: LlamaLayer, act, pad: bool = True) -> np.ndarray:  # [b, t, d] -> [b, t, d]  (gpt_neox)
+    return linear(act(linear(x, w.w_gate_up, w.b_up, pad)), w.w_down, w.b_down, pad)
 
 
 def llama_rows(w: LlamaLayer, cfg, li: int = 0):
     """(project, finish) for `block`: pre-norm attention with RoPE and GQA, then a SwiGLU MLP — and each
     family's variations of it (`cfg`'s options; layer `li`'s own ones), chosen here once per layer (built once
-    per model, see Model.layer_rows)."""
+    per model, see Model.layer_rows). Both take `pad`: the products' rows padded (`products.matmul_rows`) or,
+    False, as they are (a batched decode step)."""
     nh, nkv, hd, eps = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.norm_eps
     scale = np.float32(cfg.query_scale if cfg.query_scale is not None else 1.0 / np.sqrt(hd))
     if cfg.norm == "layer":
@@ -50,17 +51,17 @@ def llama_rows(w: LlamaLayer, cfg, li: int = 0):
     qk_norm = cfg.qk_norm
     act = ACTIVATIONS[cfg.act]
     if cfg.gated_mlp:
-        def mlp(x):
-            return swiglu(x, w, act)
+        def mlp(x, pad):
+            return swiglu(x, w, act, pad)
     else:
-        def mlp(x):
-            return plain_mlp(x, w, act)
+        def mlp(x, pad):
+            return plain_mlp(x, w, act, pad)
 
-    def project(xr, s, e, q, k, v, cs):  # xr [b, n, d], cs = (cos, sin) [t, rot/2] each
+    def project(xr, s, e, q, k, v, cs, pad=True):  # xr [b, n, d], cs = (cos, sin) [t, rot/2] each
         b, n, _ = xr.shape
         cos, sin = cs
         h = norm(xr, w.attn_norm, w.attn_norm_b) if pre_norm else xr
-        qkv = linear(h, w.wqkv, w.bqkv)  # [b, n, (nh + 2 nkv) hd]
+        qkv = linear(h, w.wqkv, w.bqkv, pad)  # [b, n, (nh + 2 nkv) hd]
         if qk_norm == "full":  # olmo2: RMSNorm over all of q and all of k
             qkv[..., :nh * hd] = rms_norm(qkv[..., :nh * hd], w.q_norm, eps)
             qkv[..., nh * hd:(nh + nkv) * hd] = rms_norm(qkv[..., nh * hd:(nh + nkv) * hd], w.k_norm, eps)
@@ -75,23 +76,23 @@ def llama_rows(w: LlamaLayer, cfg, li: int = 0):
         v[:, :, s:e] = qkv[:, :, nh + nkv:].transpose(0, 2, 1, 3)
 
     if cfg.parallel_residual:
-        def finish(xr, heads):  # [b, n, d], [b, n, nh hd] -> [b, n, d]
-            y = mlp(norm(xr, w.mlp_norm, w.mlp_norm_b))  # (mlp + attention) + x, summed in place
-            y += linear(heads, w.wo, w.bo)
+        def finish(xr, heads, pad=True):  # [b, n, d], [b, n, nh hd] -> [b, n, d]
+            y = mlp(norm(xr, w.mlp_norm, w.mlp_norm_b), pad)  # (mlp + attention) + x, summed in place
+            y += linear(heads, w.wo, w.bo, pad)
             y += xr
             return y
     elif not post_norm:
-        def finish(xr, heads):  # the residual adds in place (a + b is b + a, bit for bit)
-            y = linear(heads, w.wo, w.bo)
+        def finish(xr, heads, pad=True):  # the residual adds in place (a + b is b + a, bit for bit)
+            y = linear(heads, w.wo, w.bo, pad)
             y += xr
-            m = mlp(norm(y, w.mlp_norm, w.mlp_norm_b))
+            m = mlp(norm(y, w.mlp_norm, w.mlp_norm_b), pad)
             m += y
             return m
     else:  # gemma2/3 (pre and post norms), olmo2 (post norms only)
-        def finish(xr, heads):
-            y = rms_norm(linear(heads, w.wo, w.bo), w.attn_post_norm, eps)
+        def finish(xr, heads, pad=True):
+            y = rms_norm(linear(heads, w.wo, w.bo, pad), w.attn_post_norm, eps)
             y += xr  # the residual adds in place (a + b is b + a, bit for bit)
-            m = mlp(norm(y, w.mlp_norm, w.mlp_norm_b) if pre_norm else y)
+            m = mlp(norm(y, w.mlp_norm, w.mlp_norm_b) if pre_norm else y, pad)
             m = rms_norm(m, w.mlp_post_norm, eps)
             m += y
             return m
@@ -106,15 +107,16 @@ def gpt2_rows(w: GPT2Layer, cfg, li: int = 0):
     nh, hd, eps = cfg.n_heads, cfg.head_dim, cfg.norm_eps
     scale = np.float32(1.0 / np.sqrt(hd))
 
-    def project(xr, s, e, q, k, v, cs=None):  # xr [b, n, d]
+    def project(xr, s, e, q, k, v, cs=None, pad=True):  # xr [b, n, d]
         b, n, _ = xr.shape
-        qkv = linear(layer_norm(xr, w.ln1_g, w.ln1_b, eps), w.wqkv, w.bqkv).reshape(b, n, 3, nh, hd)
+        qkv = linear(layer_norm(xr, w.ln1_g, w.ln1_b, eps), w.wqkv, w.bqkv, pad).reshape(b, n, 3, nh, hd)
         np.multiply(qkv[:, :, 0].transpose(0, 2, 1, 3), scale, out=q[:, :, 0, s:e])
         k[:, :, s:e] = qkv[:, :, 1].transpose(0, 2, 1, 3)
         v[:, :, s:e] = qkv[:, :, 2].transpose(0, 2, 1, 3)
 
-    def finish(xr, heads):  # [b, n, d], [b, n, d] -> [b, n, d]
-        y = xr + linear(heads, w.wo, w.bo)
-        return y + linear(gelu_tanh(linear(layer_norm(y, w.ln2_g, w.ln2_b, eps), w.w_fc, w.b_fc)), w.w_proj, w.b_proj)
+    def finish(xr, heads, pad=True):  # [b, n, d], [b, n, d] -> [b, n, d]
+        y = xr + linear(heads, w.wo, w.bo, pad)
+        return y + linear(gelu_tanh(linear(layer_norm(y, w.ln2_g, w.ln2_b, eps), w.w_fc, w.b_fc, pad)), w.w_proj,
+                          w.b_proj, pad)
 
     return project, finish

@@ -21,7 +21,7 @@ from nlpkit.lm.threads import SERIAL, RowPool
 from nlpkit.lm.transformer.attention_ops import attention
 from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.layer_ops import causal_mask, softcap_
-from nlpkit.lm.transformer.products import aligned_split, padding_on
+from nlpkit.lm.transformer.products import aligned_split
 
 ROW_MIN = 32  # a thread's share of a layer's rows is never under this (fewer would only add hand-offs)
 
@@ -40,10 +40,11 @@ class Attention(Protocol):
 
 
 def layer(x: np.ndarray, cfg, project, finish, att: Attention, li: int, pool: RowPool = SERIAL,
-          keep: int = 0) -> np.ndarray:  # [b, t, d] -> [b, t - keep, d]
-    """One transformer layer: `project(x_rows, s, e, q, k, v, cs)` fills rows s:e of q (scaled), k and v; `att`
-    attends; `finish(x_rows, heads_rows) -> out_rows`. Rows before `keep` get keys and values only (the last layer,
-    when nobody reads their output); each returned row is the same bits as without."""
+          keep: int = 0, pad: bool = True) -> np.ndarray:  # [b, t, d] -> [b, t - keep, d]
+    """One transformer layer: `project(x_rows, s, e, q, k, v, cs, pad)` fills rows s:e of q (scaled), k and v; `att`
+    attends; `finish(x_rows, heads_rows, pad) -> out_rows`. Rows before `keep` get keys and values only (the last
+    layer, when nobody reads their output); each returned row is the same bits as without. `pad` False: every
+    share's products on its rows as they are, unpadded (`products.matmul_rows`: a batched decode step's)."""
     b, t, _ = x.shape
     nkv, hd = cfg.n_kv_heads, cfg.head_dim
     q = np.empty((b, nkv, cfg.n_heads // nkv, t, hd), np.float32)
@@ -51,43 +52,44 @@ def layer(x: np.ndarray, cfg, project, finish, att: Attention, li: int, pool: Ro
     cs = att.tables(li)
     parts = aligned_split(t, pool.n, ROW_MIN)
     if len(parts) == 1:  # short inputs and decode steps: no closures, no thread hand-offs
-        project(x, 0, t, q, k, v, cs)
+        project(x, 0, t, q, k, v, cs, pad)
     else:
         def run_project(part):
             s, e = part
             with np.errstate(over="ignore"):  # errstate is per thread
-                project(x[:, s:e], s, e, q, k, v, cs)
+                project(x[:, s:e], s, e, q, k, v, cs, pad)
 
         pool.map(run_project, parts)
     o = att.attend(li, q, k, v, keep)  # [b, kv, g, t - keep, hd]
     parts = aligned_split(t - keep, pool.n, ROW_MIN)
     if len(parts) == 1:
         heads = o.transpose(0, 3, 1, 2, 4).reshape(b, t - keep, cfg.n_heads * hd)
-        return finish(x[:, keep:], heads)
+        return finish(x[:, keep:], heads, pad)
     out = np.empty((b, t - keep, x.shape[2]), np.float32)  # C order, as the one-share output
 
     def run_finish(part):
         s, e = part
         with np.errstate(over="ignore"):
             heads = o[:, :, :, s:e].transpose(0, 3, 1, 2, 4).reshape(b, e - s, cfg.n_heads * hd)
-            out[:, s:e] = finish(x[:, keep + s:keep + e], heads)
+            out[:, s:e] = finish(x[:, keep + s:keep + e], heads, pad)
 
     pool.map(run_finish, parts)
     return out
 
 
 def run_layers(model, x: np.ndarray, att: Attention, pool: RowPool = SERIAL,
-               keep: int = 0) -> np.ndarray:  # [b, t, d] -> [b, t - keep, d]
-    """Every layer of `model` on x, in order (`layer`; the last one skips the rows before `keep`). With native
-    weights each layer's stored matrices are expanded into the scratch its closures read just before it runs,
-    under the expander's lock (one float32 scratch: one forward at a time)."""
+               keep: int = 0, pad: bool = True) -> np.ndarray:  # [b, t, d] -> [b, t - keep, d]
+    """Every layer of `model` on x, in order (`layer`; the last one skips the rows before `keep`; `pad` False: the
+    products unpadded, a batched decode step's). With native weights each layer's stored matrices are expanded
+    into the scratch its closures read just before it runs, under the expander's lock (one float32 scratch: one
+    forward at a time)."""
     layers = model.layer_rows()
     expander = model.expander
     with expander.lock if expander is not None else nullcontext():
         for li, (project, finish) in enumerate(layers):
             if expander is not None:
-                expander.expand(li, x.shape[0] * x.shape[1] if padding_on() else 1)  # unpadded: as one row
-            x = layer(x, model.config, project, finish, att, li, pool, keep if li == len(layers) - 1 else 0)
+                expander.expand(li, x.shape[0] * x.shape[1] if pad else 1)  # unpadded: as one row
+            x = layer(x, model.config, project, finish, att, li, pool, keep if li == len(layers) - 1 else 0, pad)
     return x
 
 

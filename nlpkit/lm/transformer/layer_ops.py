@@ -13,20 +13,22 @@ from nlpkit.lm.transformer.products import ROW_ALIGN, matmul_rows, round_up
 from nlpkit.lm.transformer.stored_weights import is_stored
 
 
-def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:  # [..., in] -> [..., out]
+def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None,
+           pad: bool = True) -> np.ndarray:  # [..., in] -> [..., out]
     """x @ w (+ b), its rows padded as `products.matmul_rows` pads them (a row's bits: its content and its index
-    modulo ROW_ALIGN); a batch of sequences [b, t, in] has each sequence's rows start at a multiple of ROW_ALIGN."""
-    if x.ndim == 3 and x.shape[0] > 1 and x.shape[1] > 1 and x.shape[1] % ROW_ALIGN:
+    modulo ROW_ALIGN); a batch of sequences [b, t, in] has each sequence's rows start at a multiple of ROW_ALIGN.
+    `pad` False: the rows as they are (a batched decode step's, `matmul_rows`)."""
+    if pad and x.ndim == 3 and x.shape[0] > 1 and x.shape[1] > 1 and x.shape[1] % ROW_ALIGN:
         bsz, t, d = x.shape
         xp = np.zeros((bsz, round_up(t), d), np.float32)
         xp[:, :t] = x
         return np.ascontiguousarray(linear(xp, w, b)[:, :t])
     if is_stored(w):  # native weights ([out, in] as stored): expanded a tile of rows at a time
-        y = w.matmul_t(x.reshape(-1, x.shape[-1]))
+        y = w.matmul_t(x.reshape(-1, x.shape[-1]), pad=pad)
         if b is not None:
             y += b
         return y.reshape(*x.shape[:-1], w.rows)
-    y = matmul_rows(x.reshape(-1, x.shape[-1]), w)  # w: [in, out]
+    y = matmul_rows(x.reshape(-1, x.shape[-1]), w, pad=pad)  # w: [in, out]
     if b is not None:
         y += b
     return y.reshape(*x.shape[:-1], w.shape[1])

@@ -67,7 +67,7 @@ def decode_blas_threads(rows: int, past: int, n: int) -> int:
     return n if rows == 1 and past > 0 else 1
 
 
-def output_rows(x: np.ndarray, w, pool: RowPool, index: np.ndarray | None = None
+def output_rows(x: np.ndarray, w, pool: RowPool, index: np.ndarray | None = None, pad: bool = True
                 ) -> np.ndarray:  # [b, r, d], [d, V] | StoredMatrix -> [b, r, V]
     """The output projection of rows x. With `index` (each row's row in its forward: [r], the same for every
     sequence of the batch), a scoring forward's: the rows laid out by their residue modulo ROW_ALIGN
@@ -75,12 +75,13 @@ def output_rows(x: np.ndarray, w, pool: RowPool, index: np.ndarray | None = None
     thread each: a row's logits are the same bits whatever else is projected with it. Several tiles: the tiles
     split over pool's threads, each thread multiplying every row by its own tiles (a native tile expanded on the
     thread that uses it: no hand-off per tile); one tile (a small model's): its rows split at multiples of
-    ROW_ALIGN. Without `index`: one plain product (a decode step's matrix-vector product)."""
+    ROW_ALIGN. Without `index`: one product (a decode step's matrix-vector product; `pad` False: a batched decode
+    step's rows as they are, `products.matmul_rows`)."""
     b, r, d = x.shape
     if index is None:
         if is_stored(w):
-            return w.matmul_t(x.reshape(b * r, d)).reshape(b, r, w.rows)
-        return linear(x, w)
+            return w.matmul_t(x.reshape(b * r, d), pad=pad).reshape(b, r, w.rows)
+        return linear(x, w, pad=pad)
     v = w.rows if is_stored(w) else w.shape[1]
     tiles = head_tiles(v, d)
     rows, ys = [], []  # per sequence: its rows at their slots [p, d], where they went; its logits [p, V]

@@ -23,9 +23,6 @@ A one-row product (a decode step) stays a matrix-vector product: its documented 
 
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
-
 import numpy as np
 
 ROW_ALIGN = 12  # rows: a sequence starts, and a thread's share of rows starts, at a multiple of this
@@ -46,12 +43,16 @@ def padded_rows(m: int, n: int, k: int) -> int:
     return max(round_up(m), round_up(SMALL_PRODUCT // max(1, n * k) + 1))
 
 
-def matmul_rows(x: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """x @ w with x's rows padded to `padded_rows` (a row's bits: its content and index mod ROW_ALIGN only).
+def matmul_rows(x: np.ndarray, w: np.ndarray, out: np.ndarray | None = None, pad: bool = True) -> np.ndarray:
+    """x @ w with x's rows padded to `padded_rows` (a row's bits: its content and index mod ROW_ALIGN only). With
+    `pad` False, on the rows as they are: a batched decode step's (`batch_decoding.DecodingBatch.step`), whose rows
+    are sequences, not a scoring forward's positions; a decode step's bits are documented as those of its own
+    product (a one-row step is a matrix-vector product, `model`), and padding 16 rows to 24 to fix a row's bits
+    bought nothing there and cost an eighth of the step (SmolLM2-135M, 2 CPUs).
 
     # [m, k] @ [k, n] -> [m, n]  (into `out` when given)"""
     m, k = x.shape
-    p = m if getattr(_plain, "on", False) else padded_rows(m, w.shape[1], k)
+    p = padded_rows(m, w.shape[1], k) if pad else m
     if p == m:
         return np.matmul(x, w, out=out) if out is not None else x @ w
     xp = np.empty((p, k), np.float32)
@@ -62,29 +63,6 @@ def matmul_rows(x: np.ndarray, w: np.ndarray, out: np.ndarray | None = None) -> 
         return y[:m]
     out[...] = y[:m]
     return out
-
-
-_plain = threading.local()
-
-
-@contextmanager
-def plain_products():
-    """Inside the block, this thread's `matmul_rows` products run on the rows as they are (no padding): for a
-    batched decode step (`batch_decoding.DecodingBatch.step`), whose rows are sequences, not a scoring forward's
-    positions. A decode step's bits are documented as those of its own product (a one-row step is a matrix-vector
-    product, `model`): padding 16 rows to 24 to fix a row's bits bought nothing there and cost an eighth of the
-    step (SmolLM2-135M, 2 CPUs)."""
-    before = getattr(_plain, "on", False)
-    _plain.on = True
-    try:
-        yield
-    finally:
-        _plain.on = before
-
-
-def padding_on() -> bool:
-    """Whether this thread's products are padded (`padded_rows`): False inside `plain_products`."""
-    return not getattr(_plain, "on", False)
 
 
 def aligned_split(n_rows: int, parts: int, least: int = 1) -> list[tuple[int, int]]:

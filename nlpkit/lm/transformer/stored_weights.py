@@ -147,14 +147,14 @@ class StoredMatrix:
         out[:] = got[inv.reshape(-1)]
         return out
 
-    def matmul_t(self, x: np.ndarray, tile: int = HEAD_TILE_ROWS) -> np.ndarray:
+    def matmul_t(self, x: np.ndarray, tile: int = HEAD_TILE_ROWS, pad: bool = True) -> np.ndarray:
         """x @ self.T, a tile of rows at a time (no [rows, cols] float32 copy), each tile's product with its rows
-        padded as `products.matmul_rows` pads them. # [n, cols] -> [n, rows]"""
+        padded as `products.matmul_rows` pads them (`pad` False: as they are). # [n, cols] -> [n, rows]"""
         y = np.empty((x.shape[0], self.rows), np.float32)
         tiles = [(0, self.rows)] if self.rows * self.cols <= SMALL_MATRIX else \
             [(r, min(r + tile, self.rows)) for r in range(0, self.rows, tile)]
         for r0, r1, w in self.tiles_t(tiles):
-            matmul_rows(x, w, out=y[:, r0:r1])
+            matmul_rows(x, w, out=y[:, r0:r1], pad=pad)
         return y
 
     def tile_t(self, r0: int, r1: int, scratch: np.ndarray | None = None) -> np.ndarray:
@@ -244,7 +244,7 @@ class LayerExpander:
         (`products.padded_rows`), where the operand's layout does not change a bit: its small matrices are then
         viewed as stored, `[out, in]` transposed, like the large ones (a mapped F32 file's rows themselves, else
         expanded into the scratch without a transposing copy); one row (a matrix-vector product), and a batched
-        decode step's unpadded products (`products.plain_products`: `run_layers` passes 1), read the float32
+        decode step's unpadded products (`run_layers(pad=False)` passes 1), read the float32
         layout's C-order `[in, out]`, so that native and float32 weights give a step the same bits."""
         pool = _pool()
         layer, twin = self.layers[li], self.twins[li]
