@@ -51,8 +51,8 @@ def local_windows(model, seq: list[int], windows: list[Window]) -> Iterator[np.n
     last round of fewer windows than threads runs them one after another, row-parallel. Same bits either way:
     the row-parallel forward equals the serial one (tests/lm/test_lm_model.py)."""
     logprobs = window_primitive(model)
-    # A LanguageModel and a bare engine `Model` declare it (`parallel_windows`: not native weights, whose forwards
-    # share one scratch; not Python-loop scoring, where threads would only queue).
+    # A LanguageModel and a bare engine `Model` declare it (`parallel_windows`: not native weights with a large
+    # layer scratch, one a model; not Python-loop scoring, where threads would only queue).
     parallel = model.parallel_windows
     r = 0
     while r < len(windows):

@@ -16,6 +16,9 @@ from nlpkit.lm.transformer.layer_ops import softcap_
 from nlpkit.lm.transformer.packing import Packing
 
 ATTN_BLOCK = 64  # query rows per block in causal prefill: blocks skip the keys they cannot see
+SCORES_IN_CACHE = 1 << 16  # scores: more than this, a block's kv heads run one at a time (numpy's batched product
+# multiplies each [g t, hd] x [hd, L] pair apart anyway, so the same products; each head's scores then stay in a
+# core's cache from the product through the softmax's passes to the product with v)
 
 
 def _masked_columns(mask: np.ndarray) -> tuple[int, int]:  # [t, L] -> (lo, hi)
@@ -28,6 +31,13 @@ def _masked_columns(mask: np.ndarray) -> tuple[int, int]:  # [t, L] -> (lo, hi)
 def _attend(q, k, v, mask, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L] | None -> [b, kv, g, t, hd]
     b, kv, g, t, hd = q.shape
     L = k.shape[2]
+    if b * kv > 1 and g * t * L > SCORES_IN_CACHE:  # each kv head's scores apart, while they are in cache
+        out = np.empty((b, kv, g, t, hd), np.float32)
+        for bi in range(b):
+            for h in range(kv):
+                out[bi, h] = _attend(q[bi:bi + 1, h:h + 1], k[bi:bi + 1, h:h + 1], v[bi:bi + 1, h:h + 1], mask,
+                                     softcap)[0, 0]
+        return out
     scores = q.reshape(b, kv, g * t, hd) @ k.transpose(0, 1, 3, 2)  # [b, kv, g t, L]
     if softcap is not None:
         softcap_(scores, softcap)
@@ -42,7 +52,6 @@ def _attend(q, k, v, mask, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x
     out = scores @ v
     out /= scores.sum(axis=-1, keepdims=True)
     return out.reshape(b, kv, g, t, hd)
-
 
 
 def attention(q, k, v, mask, pool: RowPool, softcap=None, q0: int = 0):

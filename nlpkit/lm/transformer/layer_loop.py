@@ -11,7 +11,6 @@ the per-family closures `Model.layer_rows` builds, the rows split over a `RowPoo
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Callable, Protocol
 
 import numpy as np
@@ -81,11 +80,9 @@ def run_layers(model, x: np.ndarray, att: Attention, pool: RowPool = SERIAL,
                keep: int = 0, pad: bool = True) -> np.ndarray:  # [b, t, d] -> [b, t - keep, d]
     """Every layer of `model` on x, in order (`layer`; the last one skips the rows before `keep`; `pad` False: the
     products unpadded, a batched decode step's). With native weights each layer's stored matrices are expanded
-    into the scratch its closures read just before it runs, under the expander's lock (one float32 scratch: one
-    forward at a time)."""
-    layers = model.layer_rows()
-    expander = model.expander
-    with expander.lock if expander is not None else nullcontext():
+    into the scratch its closures read just before it runs: this forward's own set (`Model.layer_sets().held()`:
+    forwards on other threads at once use others)."""
+    with model.layer_sets().held() as (layers, expander):
         for li, (project, finish) in enumerate(layers):
             if expander is not None:
                 expander.expand(li, x.shape[0] * x.shape[1] if pad else 1)  # unpadded: as one row

@@ -55,11 +55,28 @@ def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.nd
     return xc / np.sqrt(var + np.float32(eps)) * g + b
 
 
-def silu(x: np.ndarray) -> np.ndarray:  # [...] -> [...]
-    d = np.negative(x)  # one temporary, updated in place
+def silu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:  # [...] -> [...]  (into `out`, not x)
+    d = np.negative(x, out=out)  # one temporary (or `out`), updated in place
     np.exp(d, out=d)
     d += 1.0
     return np.divide(x, d, out=d)
+
+
+ELEMENT_BLOCK = 1 << 16  # floats per row block of an elementwise chain: its passes stay in a core's L2 cache
+
+
+def silu_times(gu: np.ndarray, h: int) -> np.ndarray:  # [n, 2h] -> [n, h]
+    """silu(gate) * up of a fused gate/up product's rows (gate the first h columns), a block of rows at a time so
+    that the chain's passes (negate, exp, add, divide, multiply) run on a block held in cache instead of streaming
+    the whole [n, h] through memory five times: the same operations on each element, so the same bits."""
+    n = gu.shape[0]
+    a = np.empty((n, h), np.float32)
+    step = max(1, ELEMENT_BLOCK // h)
+    for r in range(0, n, step):
+        g = gu[r:r + step]
+        o = silu(g[:, :h], out=a[r:r + step])
+        o *= g[:, h:]
+    return a
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:  # [...] -> [...]

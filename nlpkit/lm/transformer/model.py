@@ -29,12 +29,13 @@ from nlpkit.lm.transformer.family_rows import gpt2_rows, llama_rows, plain_mlp, 
 from nlpkit.lm.transformer.layer_ops import (ACTIVATIONS, causal_mask, erf, gelu_erf, gelu_tanh, layer_norm, linear,
                                              rms_norm, silu, softcap_)
 from nlpkit.lm.transformer.layer_loop import ROW_MIN, CacheAttention, layer, run_layers
+from nlpkit.lm.transformer.layer_sets import LayerSets
 from nlpkit.lm.transformer.layer_weights import GPT2Layer, LlamaLayer, Weights
 from nlpkit.lm.transformer.packing import Packing
 from nlpkit.lm.transformer.products import (HEAD_TILE, ROW_ALIGN, aligned_split, head_tiles, matmul_rows, padded_rows,
                                            round_up, slot_rows)
 from nlpkit.lm.transformer.rope import RoPE
-from nlpkit.lm.transformer.stored_weights import LayerExpander, has_stored, is_stored
+from nlpkit.lm.transformer.stored_weights import LayerExpander, is_stored
 
 # Re-exported: `from nlpkit.lm.transformer.model import X` keeps working for what moved out.
 __all__ = ["ACTIVATIONS", "ATTN_BLOCK", "GPT2Layer", "LlamaLayer", "Model", "PARALLEL_MIN_TOKENS", "ROW_MIN", "Weights",
@@ -136,31 +137,38 @@ class Model:
         self.config, self.weights, self.tokenizer, self.source = config, weights, tokenizer, source
         self.tokenizer_error: str | None = None  # why the tokenizer files could not be read (model still runs on ids)
         self._make_rope()
-        self._rows: list | None = None  # per layer (project, finish), built on first use
-        self._rows_for: tuple = ()
-        self.expander: LayerExpander | None = None  # native weights: expands a layer before it runs
+        self._sets: LayerSets | None = None  # per layer (project, finish) closures (+ native scratch), built on first use
+        self._sets_for: tuple = ()
         self.weights_layout = ("float32", "")  # (layout, why): set by the loaders
         self.weights_cache = ""  # what the prepared-model cache did at load (`Prepared.cache`; "": not involved)
 
     @property
     def parallel_windows(self) -> bool:
-        """Whether whole windows may run on threads at once (perplexity): not with native weights, whose one
-        float32 scratch lets one forward run at a time — their forwards would queue on its lock, each on one
-        BLAS thread; a window's forward splits its rows over the threads instead (the same bits)."""
-        return not has_stored(self.weights)
+        """Whether whole windows may run on threads at once (perplexity): float32 weights, and native weights
+        whose one layer's float32 scratch is small (`layer_sets.SMALL_SCRATCH`: each forward running at once
+        expands into its own). A large native scratch is one: its windows run one at a time, each forward
+        splitting its rows over the threads instead (the same bits)."""
+        return self.layer_sets().parallel
 
-    def layer_rows(self) -> list:
+    def layer_sets(self) -> LayerSets:
         """Each layer's (project, finish) closures, built once (rebuilt if the config or weights object changes):
-        the per-family choices are made here, not on every decode step."""
+        the per-family choices are made here, not on every decode step; native weights' closures read a
+        `LayerExpander`'s twins, one set per forward running at once (`LayerSets.held`)."""
         key = (id(self.config), id(self.weights), len(self.weights.layers))
-        if self._rows is None or self._rows_for != key:
+        if self._sets is None or self._sets_for != key:
             c = self.config
             make = llama_rows if c.uses_rope else gpt2_rows
-            # native weights: the closures read each layer's float32 twin, filled just before it runs
-            self.expander = LayerExpander(self.weights.layers) if has_stored(self.weights) else None
-            layers = self.expander.twins if self.expander is not None else self.weights.layers
-            self._rows, self._rows_for = [make(layer, c, li) for li, layer in enumerate(layers)], key
-        return self._rows
+            self._sets, self._sets_for = LayerSets(self.weights.layers, lambda layer, li: make(layer, c, li)), key
+        return self._sets
+
+    def layer_rows(self) -> list:
+        """Each layer's (project, finish) closures (native weights: those of the first scratch set)."""
+        return self.layer_sets().first[0]
+
+    @property
+    def expander(self) -> LayerExpander | None:
+        """Native weights: the first set's expander (fills a layer's scratch before it runs), else None."""
+        return self.layer_sets().first[1]
 
     def require_tokenizer(self):
         """The tokenizer, or an NlpkitError saying why there is none (text must be encoded, ids would do)."""

@@ -143,17 +143,25 @@ class RoPE:
         return self._cos[start:start + t], self._sin[start:start + t]
 
 
+ROPE_BLOCK = 1 << 15  # floats of x per block of rows: the rotation's passes and temporaries stay in cache
+
+
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Rotate pairs (i, i + hd/2) of each head by its angle.  # [b, t, h, hd], [t, hd/2] -> [b, t, h, hd]"""
+    """Rotate pairs (i, i + hd/2) of each head by its angle, a block of rows at a time (each element's operations
+    are the same whatever the block).  # [b, t, h, hd], [t, hd/2] -> [b, t, h, hd]"""
     half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    c, s = cos[:, None, :], sin[:, None, :]  # [t, 1, hd/2] broadcasts over batch and heads
-    out = np.empty_like(x)
-    o1, o2 = out[..., :half], out[..., half:]
-    np.multiply(x1, c, out=o1)  # x1 c - x2 s, x2 c + x1 s: the same operations in the same order, in place
-    o1 -= x2 * s
-    np.multiply(x2, c, out=o2)
-    o2 += x1 * s
+    out = np.empty(x.shape, x.dtype)
+    t = x.shape[1]
+    step = max(1, ROPE_BLOCK // max(1, x.shape[0] * x.shape[2] * x.shape[3]))
+    for r in range(0, t, step):
+        xb, ob = x[:, r:r + step], out[:, r:r + step]
+        x1, x2 = xb[..., :half], xb[..., half:]
+        c, s = cos[r:r + step, None, :], sin[r:r + step, None, :]  # [n, 1, hd/2] broadcasts over batch and heads
+        o1, o2 = ob[..., :half], ob[..., half:]
+        np.multiply(x1, c, out=o1)  # x1 c - x2 s, x2 c + x1 s: the same operations in the same order, in place
+        o1 -= x2 * s
+        np.multiply(x2, c, out=o2)
+        o2 += x1 * s
     return out
 
 

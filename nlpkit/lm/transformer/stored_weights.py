@@ -207,15 +207,22 @@ class LayerExpander:
     def __init__(self, layers: list):
         self.layers = layers
         self.lock = threading.RLock()
+        sizes = self.scratch_sizes(layers)
+        # np.empty maps pages only as they are written: a model never run costs no scratch memory
+        self._scratch = {k: np.empty(n, np.float32) for k, n in sizes.items()}
+        self.twins = [self._twin(layer) for layer in layers]
+
+    @classmethod
+    def scratch_sizes(cls, layers: list) -> dict[str, int]:
+        """Float32 words of scratch per field: the largest of the layers' stored matrices that are expanded
+        (a mapped F32 file's large matrices are read in place)."""
         sizes: dict[str, int] = {}
         for layer in layers:
             for f in dataclasses.fields(layer):
                 w = getattr(layer, f.name)
-                if is_stored(w) and not self._mapped(w):
+                if is_stored(w) and not cls._mapped(w):
                     sizes[f.name] = max(sizes.get(f.name, 0), w.rows * w.cols)
-        # np.empty maps pages only as they are written: a model never run costs no scratch memory
-        self._scratch = {k: np.empty(n, np.float32) for k, n in sizes.items()}
-        self.twins = [self._twin(layer) for layer in layers]
+        return sizes
 
     @staticmethod
     def _mapped(w: StoredMatrix) -> bool:

@@ -267,8 +267,9 @@ class TransformerLM:
 
     @property
     def parallel_windows(self) -> bool:
-        """A window's forward releases the GIL: perplexity runs windows on threads (float32 weights; native
-        weights expand into one scratch, so their windows run one at a time, row-parallel)."""
+        """A window's forward releases the GIL: perplexity runs windows on threads (float32 weights, and native
+        weights whose layer scratch is small: each forward expands into its own; a large one's windows run one
+        at a time, row-parallel: `Model.parallel_windows`)."""
         return self.model.parallel_windows
 
     @property
