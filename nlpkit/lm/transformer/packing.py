@@ -14,7 +14,7 @@ skip the keys after a block of queries (`model.attention`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,6 +32,8 @@ class Packing:
     # prefix alone and each branch against the prefix's keys and its own only (`model.packed_attention`), so that a
     # branch gets the same bits whatever other branches share its segment.
     prefixes: list[int] | None = None
+    # what `attention_ops.packed_attention` works out from the segments, once for all the layers of a forward
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def length(self) -> int:
