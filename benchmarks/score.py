@@ -27,13 +27,13 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _timing  # noqa: E402  (run_worker: a side in a fresh process)
 import lm as bench_lm  # noqa: E402  (HF_DIR, convert(), peak_rss_mb())
 
 REPO = Path(__file__).resolve().parents[1]
@@ -207,13 +207,7 @@ def worker_lmeval(items_path: str, batch_size: str, generate: bool = False) -> d
 
 
 def run_worker(args: list[str], threads: int) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
-               MKL_NUM_THREADS=str(threads), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit(f"worker {args} failed:\n{r.stderr[-3000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return _timing.run_worker(__file__, args, threads)
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _timing  # noqa: E402  (run_worker: a side in a fresh process)
 import lm as bench_lm  # noqa: E402  (HF_DIR, convert(), peak_rss_mb())
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,19 +145,10 @@ def worker_lmeval(task_dir: str, task: str, batch_size: str) -> dict:
 
 
 def run_worker(args: list[str], threads: int) -> dict:
-    """One side in a fresh process. lm-eval's side is the worker process itself, timed here from its start to its
-    exit; nlpkit's worker times the `nlpkit` process it starts the same way (and reads its peak RSS)."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), HF_DATASETS_OFFLINE="1",
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    t = time.perf_counter()
-    r = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True, env=env)
-    seconds = time.perf_counter() - t
-    if r.returncode != 0:
-        sys.exit(f"worker {args} failed:\n{r.stderr[-3000:]}")
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    res.setdefault("seconds", seconds)
-    return res
+    """One side in a fresh process (`_timing.run_worker`). lm-eval's side is the worker process itself, timed from
+    its start to its exit; nlpkit's worker times the `nlpkit` process it starts the same way (and reads its peak
+    RSS)."""
+    return _timing.run_worker(__file__, args, threads)
 
 
 def main() -> None:

@@ -47,3 +47,17 @@ def test_output_projection_runs_on_two_threads_with_the_bits_of_one(kind, d, v, 
     two = output_rows(x, w, pool, index)
     assert np.array_equal(one, two)
     assert pool.shares == [2]  # both threads, one hand-off (several tiles: all of them at once)
+
+
+@pytest.mark.parametrize("kind", ["float32", "expanded"])
+def test_rows_out_of_order_get_the_logits_each_row_gets_alone(kind):
+    """A packed forward's rows come in any order and with gaps (several tiles: each tile's product is copied to the
+    rows' order from a per-thread buffer): each row's logits are the bits it gets projected alone at its index."""
+    rng = np.random.default_rng(3)
+    d, v = 64, 3 * HEAD_TILE + 7
+    w = head(kind, rng.standard_normal((d, v), dtype=np.float32))
+    index = np.array([40, 3, 17, 18, 19, 90, 5, 64, 65, 2, 11, 30, 31, 77])
+    x = rng.standard_normal((1, len(index), d), dtype=np.float32)
+    got = output_rows(x, w, CountingPool(2), index)
+    alone = np.concatenate([output_rows(x[:, [i]], w, SERIAL, index[[i]]) for i in range(len(index))], axis=1)
+    assert np.array_equal(got, alone)

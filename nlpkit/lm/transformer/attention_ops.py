@@ -95,30 +95,24 @@ def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  #
     threads, largest first, each to the least-loaded thread.
     A segment with a prefix (`packing.tree`: a context and its continuations) runs the prefix alone, then each branch
     against the prefix's keys and its own only (as a KV cache holding the prefix would): a softmax over other
-    branches' masked keys would sum in another order, and a branch's bits would depend on its neighbours."""
+    branches' masked keys would sum in another order, and a branch's bits would depend on its neighbours.
+    Units of at most ATTN_BLOCK queries with the same (queries, keys) shape run together, stacked (`_attend_stacked`:
+    numpy multiplies a stack matrix by matrix, each one the product it is alone, so a unit gets the same bits in any
+    stack): a packed forward of short items has hundreds of units of a few rows each, whose numpy calls, one unit
+    at a time, cost more than their arithmetic."""
     out = np.empty_like(q)  # [1, kv, g, t, hd]
-    # the units of work: a segment without a prefix whole; else its prefix, and each branch on its own (a branch
-    # needs only the prefix's keys, already computed), so one tree segment (a 5-shot prompt's documents) spreads
-    # over the threads too; each unit computes the same whichever thread runs it
-    units = []  # (cost, segment start, segment end, mask, prefix, branch (a, b) or None)
-    prefixes = packing.prefixes or [0] * len(packing.segments)
-    for (s, e, mask), prefix in zip(packing.segments, prefixes):
-        if not prefix:
-            units.append(((e - s) ** 2, s, e, mask, 0, None))
-            continue
-        units.append((prefix * prefix // 2, s, e, mask, prefix, None))
-        units += [((b - a) * (prefix + b - a), s, e, mask, prefix, (a, b))
-                  for a, b in _branches(packing.positions[s:e], prefix)]
-    load = [0] * pool.n
-    shares: list[list] = [[] for _ in range(pool.n)]
-    for unit in sorted(units, key=lambda u: -u[0]):
-        i = load.index(min(load))
-        shares[i].append(unit)
-        load[i] += unit[0]
+    key = ("shares", pool.n, ATTN_BLOCK)
+    if key not in packing.memo:  # the same for every layer of the forward
+        packing.memo[key] = _packed_shares(packing, pool.n)
+    shares = packing.memo[key]
 
     def run(share):
-        for _, s, e, mask, prefix, branch in share:
+        for unit in share:
             with np.errstate(over="ignore"):
+                if len(unit) == 2:
+                    _attend_stacked(q, k, v, unit[1], softcap, out)
+                    continue
+                _, s, e, mask, prefix, branch = unit
                 if not prefix:
                     out[:, :, :, s:e] = attention(q[:, :, :, s:e], k[:, :, s:e], v[:, :, s:e], mask, SERIAL, softcap)
                     continue
@@ -135,6 +129,72 @@ def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None):  #
 
     pool.map(run, [sh for sh in shares if sh])
     return out
+
+
+def _packed_shares(packing: Packing, n_threads: int) -> list[list]:
+    """`packed_attention`'s units of work spread over `n_threads`, largest first, each to the least-loaded thread:
+    (cost, segment start, segment end, mask, prefix, branch (a, b) or None) for a unit of more than ATTN_BLOCK
+    queries; (cost, (query rows [m, n], key rows [m, L], masks [m, n, L])) for the units of one shape of at most
+    ATTN_BLOCK queries (`_attend_stacked`)."""
+    # the units of work: a segment without a prefix whole; else its prefix, and each branch on its own (a branch
+    # needs only the prefix's keys, already computed), so one tree segment (a 5-shot prompt's documents) spreads
+    # over the threads too; each unit computes the same whichever thread runs it
+    units = []
+    small: dict[tuple[int, int], list] = {}  # (queries, keys) -> [(query rows, key rows, mask)] of the short units
+    prefixes = packing.prefixes or [0] * len(packing.segments)
+    for (s, e, mask), prefix in zip(packing.segments, prefixes):
+        if not prefix:
+            if e - s <= ATTN_BLOCK:
+                small.setdefault((e - s, e - s), []).append((np.arange(s, e), np.arange(s, e), mask))
+            else:
+                units.append(((e - s) ** 2, s, e, mask, 0, None))
+            continue
+        p = s + prefix
+        if prefix <= ATTN_BLOCK:
+            small.setdefault((prefix, prefix), []).append((np.arange(s, p), np.arange(s, p), mask[:prefix, :prefix]))
+        else:
+            units.append((prefix * prefix // 2, s, e, mask, prefix, None))
+        for a, b in _branches(packing.positions[s:e], prefix):
+            if b - a <= ATTN_BLOCK:
+                small.setdefault((b - a, prefix + b - a), []).append(
+                    (np.arange(s + a, s + b), np.concatenate([np.arange(s, p), np.arange(s + a, s + b)]),
+                     np.concatenate([mask[a:b, :prefix], mask[a:b, a:b]], axis=1)))
+            else:
+                units.append(((b - a) * (prefix + b - a), s, e, mask, prefix, (a, b)))
+    units += [(len(group) * n * keys, tuple(np.stack([u[i] for u in group]) for i in range(3)))
+              for (n, keys), group in small.items()]
+    load = [0] * n_threads
+    shares: list[list] = [[] for _ in range(n_threads)]
+    for unit in sorted(units, key=lambda u: -u[0]):
+        i = load.index(min(load))
+        shares[i].append(unit)
+        load[i] += unit[0]
+    return shares
+
+
+def _attend_stacked(q, k, v, group: tuple, softcap, out) -> None:
+    """`_attend` of m units of one shape at once: (query rows [m, n], key rows [m, L], masks [m, n, L]), each unit's
+    queries against its keys, written into `out` at its query rows. Every operation is `_attend`'s on a stack of the units
+    (a matrix product per unit and head, row-wise max, exp and sums over the same L, the mask added where it is
+    0 too: x + 0 is x), so each unit gets the bits `_attend` gives it alone.
+
+    # [1, kv, g, t, hd], [1, kv, t, hd] x2 -> out [1, kv, g, t, hd]"""
+    qi, ki, masks = group  # [m, n], [m, L], [m, n, L]
+    _, kv, g, _, hd = q.shape
+    m, n = qi.shape
+    L = ki.shape[1]
+    qs = q[0][:, :, qi].transpose(2, 0, 1, 3, 4).reshape(m, kv, g * n, hd)  # [m, kv, g n, hd] (a copy)
+    ks = np.ascontiguousarray(k[0][:, ki].transpose(1, 0, 2, 3))  # [m, kv, L, hd]
+    vs = np.ascontiguousarray(v[0][:, ki].transpose(1, 0, 2, 3))
+    scores = qs @ ks.transpose(0, 1, 3, 2)  # [m, kv, g n, L]
+    if softcap is not None:
+        softcap_(scores, softcap)
+    scores.reshape(m, kv, g, n, L)[...] += masks[:, None, None]
+    np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
+    np.exp(scores, out=scores)
+    o = scores @ vs  # [m, kv, g n, hd]
+    o /= scores.sum(axis=-1, keepdims=True)
+    out[0][:, :, qi] = o.reshape(m, kv, g, n, hd).transpose(1, 2, 0, 3, 4)
 
 
 def _branches(positions: np.ndarray, prefix: int) -> list[tuple[int, int]]:  # [n] -> [(start, end)] in the segment

@@ -85,14 +85,21 @@ def output_rows(x: np.ndarray, w, pool: RowPool, index: np.ndarray | None = None
         return linear(x, w, pad=pad)
     v = w.rows if is_stored(w) else w.shape[1]
     tiles = head_tiles(v, d)
-    rows, ys = [], []  # per sequence: its rows at their slots [p, d], where they went; its logits [p, V]
+    rows = []  # per sequence: its rows at their slots [p, d], where they went
     for bi in range(b):
         xs, pick = slot_rows(x[bi], index)  # [p, d]
         least = max(padded_rows(xs.shape[0], c1 - c0, d) for c0, c1 in tiles)
         if least > xs.shape[0]:  # a small model's products: rows enough to stay off the small-matrix kernels
             xs = np.concatenate([xs, np.zeros((least - xs.shape[0], d), np.float32)])
         rows.append((xs, pick))
-        ys.append(np.empty((xs.shape[0], v), np.float32))
+    if len(tiles) > 1 and not all(isinstance(pick, slice) for _, pick in rows):
+        # rows out of order (a packed forward's): each tile's product lands in a small per-thread buffer and is
+        # copied to the rows' order from there, instead of a second pass over the whole [p, V] logits (a
+        # gather that took as long as half the products)
+        out = np.empty((b, r, v), np.float32)
+        _tiles_on_threads(rows, [], w, tiles, pool, out)
+        return out
+    ys = [np.empty((xs.shape[0], v), np.float32) for xs, _ in rows]
     if len(tiles) > 1:
         _tiles_on_threads(rows, ys, w, tiles, pool)
     else:
@@ -113,16 +120,25 @@ def output_rows(x: np.ndarray, w, pool: RowPool, index: np.ndarray | None = None
     return out
 
 
-def _tiles_on_threads(rows: list, ys: list, w, tiles: list[tuple[int, int]], pool: RowPool) -> None:
+def _tiles_on_threads(rows: list, ys: list, w, tiles: list[tuple[int, int]], pool: RowPool,
+                      out: np.ndarray | None = None) -> None:
     """Each thread: for each of its tiles (every n-th), the tile's operand (float32 columns, a mapped F32 file's
     rows, or the stored rows expanded into the thread's own scratch), then every sequence's rows times it, into
-    the sequence's logits columns. The same products as one thread's, so the same bits."""
+    the sequence's logits columns. The same products as one thread's, so the same bits. With `out` ([b, r, V]):
+    each product goes to a [p, HEAD_TILE] buffer of the thread's and its rows are copied to `out` in their order
+    (`pick`), while the buffer is still in cache; `ys` is not written then."""
     stored = is_stored(w)
 
     def run(share):
         scratch = np.empty((HEAD_TILE, w.cols), np.float32) if stored and w.direct() is None else None
+        bufs = None if out is None else [np.empty((xs.shape[0], HEAD_TILE), np.float32) for xs, _ in rows]
         for c0, c1 in share:
             wt = w.tile_t(c0, c1, scratch) if stored else w[:, c0:c1]  # [d, c1 - c0]
+            if bufs is not None:
+                for bi, ((xs, pick), buf) in enumerate(zip(rows, bufs)):
+                    y = matmul_rows(xs, wt, out=buf[:, :c1 - c0])  # [p, c1 - c0]
+                    out[bi, :, c0:c1] = y[pick]
+                continue
             for (xs, _), y in zip(rows, ys):
                 matmul_rows(xs, wt, out=y[:, c0:c1])
 

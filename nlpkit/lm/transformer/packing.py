@@ -14,7 +14,7 @@ skip the keys after a block of queries (`model.attention`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,6 +32,8 @@ class Packing:
     # prefix alone and each branch against the prefix's keys and its own only (`model.packed_attention`), so that a
     # branch gets the same bits whatever other branches share its segment.
     prefixes: list[int] | None = None
+    # what `attention_ops.packed_attention` works out from the segments, once for all the layers of a forward
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def length(self) -> int:
@@ -46,12 +48,8 @@ class Packing:
         tokens = np.asarray(tokens, np.int64)
         residue = np.empty(self.length, np.int64)
         for (s, e, _), prefix in zip(self.segments, self.prefixes or [0] * len(self.segments)):
-            residue[s:e] = self.positions[s:e] + _offset(tokens[s:s + (prefix or e - s)])
-            if prefix:  # each branch its own offset too (by its tokens): the branches of a context spread out
-                starts = list(np.flatnonzero(self.positions[s + prefix:e] == prefix) + s + prefix) + [e]
-                for a, b in zip(starts, starts[1:]):
-                    residue[a:b] += _offset(tokens[a:b])
-        return residue_slots(residue % ROW_ALIGN)
+            residue[s:e] = segment_residues(tokens[s:e], self.positions[s:e], prefix)
+        return residue_slots(residue)
 
     def windowed(self, window: int) -> "Packing":
         """The same segments for a sliding-window layer: keys `window` or more positions back hidden as well."""
@@ -85,6 +83,19 @@ def pack(segments: list[tuple]) -> Packing:
         start += len(pos)
     prefixes = [int(seg[2]) if len(seg) > 2 else 0 for seg in segments]
     return Packing(np.concatenate([seg[0] for seg in segments]).astype(np.int64), out, prefixes)
+
+
+def segment_residues(tokens: np.ndarray, positions: np.ndarray, prefix: int = 0) -> np.ndarray:  # [n], [n] -> [n]
+    """Each token's residue modulo ROW_ALIGN in a packed forward's products (`Packing.slots`): a function of its
+    own segment only (its tokens, positions and `tree`'s prefix), wherever the segment is packed."""
+    tokens = np.asarray(tokens, np.int64)
+    n = len(tokens)
+    residue = positions + _offset(tokens[:prefix or n])
+    if prefix:  # each branch its own offset too (by its tokens): the branches of a context spread out
+        starts = list(np.flatnonzero(positions[prefix:] == prefix) + prefix) + [n]
+        for a, b in zip(starts, starts[1:]):
+            residue[a:b] += _offset(tokens[a:b])
+    return residue % ROW_ALIGN
 
 
 def _offset(tokens: np.ndarray) -> int:
