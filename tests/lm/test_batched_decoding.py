@@ -261,3 +261,26 @@ class _NoAttention:
 
     def attend(self, li, q, k, v, keep):
         return np.broadcast_to(v[:, :, None], q.shape)[:, :, :, keep:]
+
+
+def test_the_kv_pool_moves_the_last_sequence_into_a_freed_slot_and_grows_keeping_every_cache():
+    """`KVPool`: caches are views of their slots; a sequence that leaves hands its slot to the last one (its keys and
+    values moved with it), a freed slot reads as zeros again, and growing (more slots, a longer capacity) keeps what
+    every live cache holds."""
+    from nlpkit.lm.transformer.kv_pool import CAP_STEP, KVPool
+
+    pool = KVPool(n_layers=2, n_kv_heads=2, head_dim=4)
+    caches = [pool.take(5 + i) for i in range(3)]
+    for i, c in enumerate(caches):
+        for layer, (k, v) in enumerate(zip(c.k, c.v)):
+            k[0, :, :3] = 10 * i + layer
+            v[0, :, :3] = -(10 * i + layer)
+        c.advance(3)
+    pool.give_back(caches[0])
+    assert pool.users == [caches[2], caches[1]] and pool.slot_of(caches[1:]).tolist() == [1, 0]
+    assert caches[2].k[1].shape == (1, 2, 7, 4) and (caches[2].k[1][0, :, :3] == 21).all()
+    assert (pool.k[0][2] == 0).all()  # the vacated slot
+    more = [pool.take(CAP_STEP + 1) for _ in range(8)]  # more slots than there were, and a longer capacity
+    assert pool.slots >= 10 and pool.cap == 2 * CAP_STEP
+    assert (caches[1].v[0][0, :, :3] == -10).all() and (caches[2].k[1][0, :, :3] == 21).all()
+    assert more[-1].k[0].shape == (1, 2, CAP_STEP + 1, 4)

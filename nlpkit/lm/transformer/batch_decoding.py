@@ -5,10 +5,12 @@ the weights from memory, not by the arithmetic. `DecodingBatch` advances every l
 matrix products have one row per sequence, so the weights are read once for all of them:
 
 - each sequence has its own KV cache (batch 1, as long as its prompt and continuation need: no padding to the
-  longest prompt) and its own position, so RoPE angles, learned positions and sliding windows are its own;
+  longest prompt), a slot of the batch's `kv_pool.KVPool`, and its own position, so RoPE angles, learned positions
+  and sliding windows are its own;
 - a step gathers one new token per sequence into a `[1, n, d]` input (the rows are sequences, not time steps),
   runs each layer's projections and MLP (`model.layer_rows()`, the closures `Model.forward` runs) on all n rows at
-  once, and attention per sequence, each query against its own cache's keys only (no wasted attention);
+  once, and attention for all of them in one batch of products over the pool's slots, each query against its own
+  keys only (masked past its own length: `kv_pool.PooledStepAttention`);
 - sequences `join` (their prompt prefilled alone, `Model.forward` with their own cache: the same bits as a
   one-sequence prefill) and `leave` between steps, so a driver keeps the batch full (`nlpkit.lm.generation.batch_generation`);
 - sequences joining together (`join_many`) are prefilled in one packed forward: their prompts end to end, each
@@ -37,7 +39,8 @@ from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.model import Model, layer_norm, output_rows, rms_norm, softcap_
 from nlpkit.lm.threads import SERIAL, engine_threads, held_blas_threads
 from nlpkit.lm.transformer.packing import packed_starts
-from nlpkit.lm.transformer.layer_loop import PromptsAttention, StepAttention, run_layers
+from nlpkit.lm.transformer.kv_pool import KVPool, PooledStepAttention
+from nlpkit.lm.transformer.layer_loop import PromptsAttention, run_layers
 
 
 @dataclass
@@ -76,6 +79,7 @@ class DecodingBatch:
         self.ctx = context or model.config.positions
         self.seqs: list[_Sequence] = []
         c = model.config
+        self.pool = KVPool(c.n_layers, c.n_kv_heads, c.head_dim)  # every sequence's cache: a slot of it
         self.bytes_per_position = 2 * c.n_layers * c.n_kv_heads * c.head_dim * 4  # keys + values, float32
         if kv_budget == -1:
             memory = available_memory()
@@ -113,8 +117,12 @@ class DecodingBatch:
             raise NlpkitError(f"the prompt is {ids.shape[1]} tokens but the context is {self.ctx} tokens")
         if any(s.key == key for s in self.seqs):
             raise NlpkitError(f"sequence {key!r} is already in the batch")
-        cache = self.model.new_cache(1, min(self.ctx, ids.shape[1] + max(max_new_tokens, 1)))
-        logits = self.model.forward(ids, cache, last_only=True)[0, -1]  # [V]
+        cache = self.pool.take(min(self.ctx, ids.shape[1] + max(max_new_tokens, 1)))
+        try:
+            logits = self.model.forward(ids, cache, last_only=True)[0, -1]  # [V]
+        except BaseException:
+            self.pool.give_back(cache)
+            raise
         self.seqs.append(_Sequence(key, cache))
         return logits
 
@@ -123,7 +131,7 @@ class DecodingBatch:
         next-token logits, in order. The caller bounds the total tokens (the forward's activations grow with it)."""
         if len(joins) == 1:
             return [self.join(*joins[0])]
-        model, c, w = self.model, self.model.config, self.model.weights
+        c = self.model.config
         prompts = [np.asarray(ids, dtype=np.int64) for _, ids, _ in joins]
         keys = [key for key, _, _ in joins]
         for key, ids in zip(keys, prompts):
@@ -141,7 +149,22 @@ class DecodingBatch:
             toks[s:e] = ids
         if min(int(p.min()) for p in prompts) < 0 or max(int(p.max()) for p in prompts) >= c.vocab_size:
             raise NlpkitError(f"token id out of range 0..{c.vocab_size - 1}")
-        caches = [model.new_cache(1, min(self.ctx, len(ids) + max(n_new, 1))) for (_, ids, n_new) in joins]
+        caches = [self.pool.take(min(self.ctx, len(ids) + max(n_new, 1))) for (_, ids, n_new) in joins]
+        try:
+            logits = self._prefill_packed(toks, prompts, spans, ends, caches)
+        except BaseException:
+            for cache in caches:
+                self.pool.give_back(cache)
+            raise
+        for key, ids, cache in zip(keys, prompts, caches):
+            cache.tokens[0, :len(ids)] = ids
+            cache.advance(len(ids))
+            self.seqs.append(_Sequence(key, cache))
+        return list(logits)
+
+    def _prefill_packed(self, toks, prompts, spans, ends, caches) -> np.ndarray:  # [T] -> [n, V]
+        """`join_many`'s packed forward: each prompt's keys and values into its cache; each one's last logits."""
+        model, c, w = self.model, self.model.config, self.model.weights
         x = w.embed_tokens(toks[None, :])  # [1, T, d]
         if c.embed_scale is not None:
             x = x * np.float32(c.embed_scale)
@@ -167,11 +190,7 @@ class DecodingBatch:
                 logits = output_rows(x, w.lm_head, SERIAL, ends - 1)[0]  # [n, V]
         if c.final_softcap is not None:
             softcap_(logits, c.final_softcap)
-        for key, ids, cache in zip(keys, prompts, caches):
-            cache.tokens[0, :len(ids)] = ids
-            cache.advance(len(ids))
-            self.seqs.append(_Sequence(key, cache))
-        return list(logits)
+        return logits
 
     def fork(self, source: Hashable, key: Hashable, length: int, max_new_tokens: int) -> None:
         """A new sequence `key` whose first `length` positions are those of live sequence `source` (their keys and
@@ -182,7 +201,7 @@ class DecodingBatch:
             raise NlpkitError(f"sequence {key!r} is already in the batch")
         if not 0 < length <= src.length:
             raise NlpkitError(f"cannot fork {length} positions of sequence {source!r}, which holds {src.length}")
-        cache = self.model.new_cache(1, min(self.ctx, length + max(max_new_tokens, 1)))
+        cache = self.pool.take(min(self.ctx, length + max(max_new_tokens, 1)))  # (src's views may move: read after)
         for dst, orig in zip(cache.k + cache.v, src.k + src.v):  # n_layers x [1, kv, L, hd]
             dst[:, :, :length] = orig[:, :, :length]
         cache.tokens[0, :length] = src.tokens[0, :length]
@@ -191,7 +210,10 @@ class DecodingBatch:
         self.seqs.append(_Sequence(key, cache))
 
     def leave(self, key: Hashable) -> None:
-        """Drop a finished sequence (its cache is freed)."""
+        """Drop a finished sequence (its cache's slot is freed)."""
+        for s in self.seqs:
+            if s.key == key:
+                self.pool.give_back(s.cache)
         self.seqs = [s for s in self.seqs if s.key != key]
 
     def _find(self, key: Hashable) -> _Sequence:
@@ -227,7 +249,8 @@ class DecodingBatch:
                 if pos.max() >= c.max_seq_len:
                     raise NlpkitError(f"GPT-2 has {c.max_seq_len} learned positions")
                 x = x + w.pos_embed[pos][None]
-            att = StepAttention([s.cache for s in self.seqs], self._layer_opts(cs, local_cs), (c.n_kv_heads, c.head_dim))
+            att = PooledStepAttention(self.pool, [s.cache for s in self.seqs], self._layer_opts(cs, local_cs),
+                                      (c.n_kv_heads, c.head_dim))
             x = run_layers(model, x, att, pad=False)  # [1, n, d]: one row per sequence, products unpadded
             for s, t in zip(self.seqs, toks):
                 s.cache.tokens[0, s.cache.length] = t

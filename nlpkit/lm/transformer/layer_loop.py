@@ -15,11 +15,10 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from nlpkit.errors import NlpkitError
 from nlpkit.lm.threads import SERIAL, RowPool
 from nlpkit.lm.transformer.attention_ops import attention
 from nlpkit.lm.transformer.cache import KVCache
-from nlpkit.lm.transformer.layer_ops import causal_mask, softcap_
+from nlpkit.lm.transformer.layer_ops import causal_mask
 from nlpkit.lm.transformer.products import aligned_split
 
 ROW_MIN = 32  # a thread's share of a layer's rows is never under this (fewer would only add hand-offs)
@@ -123,10 +122,10 @@ class CacheAttention:
         return o
 
 
-class _OwnCaches:
-    """What `PromptsAttention` and `StepAttention` share: each sequence has its own KV cache, so a layer's new keys
-    and values go to fresh arrays (`attend` writes them into the caches), and `layer_opts(li)` -> (RoPE tables,
-    sliding window, softcap) gives the RoPE tables."""
+class OwnCaches:
+    """What `PromptsAttention` and a batched decode step's `kv_pool.PooledStepAttention` share: each sequence has its
+    own KV cache, so a layer's new keys and values go to fresh arrays (`attend` writes them into the caches), and
+    `layer_opts(li)` -> (RoPE tables, sliding window, softcap) gives the RoPE tables."""
 
     layer_opts: Callable
     shape: tuple[int, int]
@@ -139,7 +138,7 @@ class _OwnCaches:
         return np.empty((b, kv, t, hd), np.float32), np.empty((b, kv, t, hd), np.float32)
 
 
-class PromptsAttention(_OwnCaches):
+class PromptsAttention(OwnCaches):
     """Prompts packed end to end, each with its own KV cache (`DecodingBatch.join_many`): rows `spans`; each prompt's
     keys and values written into its cache, its queries under the causal mask its own prefill uses. Padding rows
     between prompts (`packing`) get zeros. `layer_opts(li)` -> (RoPE tables, sliding window, softcap)."""
@@ -156,40 +155,3 @@ class PromptsAttention(_OwnCaches):
             mask = None if n == 1 else causal_mask(n, 0, window if window and n > window else None)
             o[:, :, :, s:e] = attention(np.ascontiguousarray(q[:, :, :, s:e]), keys, values, mask, SERIAL, softcap)
         return o[:, :, :, keep:]
-
-
-class StepAttention(_OwnCaches):
-    """A decode step of several sequences (`DecodingBatch.step`): row i is sequence i's new token; its key and value
-    written into its own cache, its query against that cache's keys only (a sliding layer's last `window`).
-    `layer_opts(li)` -> (RoPE tables, sliding window, softcap)."""
-
-    def __init__(self, caches: list[KVCache], layer_opts, shape: tuple[int, int]):
-        self.caches, self.layer_opts, self.shape = caches, layer_opts, shape
-
-    def attend(self, li, q, k, v, keep):  # [1, kv, g, n, hd], [1, kv, n, hd] x2 -> [1, kv, g, n, hd]
-        """Each sequence's key and value written at its cache's next position, its query heads against its keys
-        (a sliding layer's last `window`): the operations `attention_ops.attention` runs for a one-token decode
-        step (no mask: every cached key is visible), in the same order, so a lone row gives the same bits; on views,
-        a handful of numpy calls per sequence and layer."""
-        _, window, softcap = self.layer_opts(li)
-        _, kv, g, n, hd = q.shape
-        qs = q[0].transpose(2, 0, 1, 3)  # [n, kv, g, hd] views
-        ks, vs = k[0].transpose(1, 0, 2), v[0].transpose(1, 0, 2)  # [n, kv, hd]
-        out = np.empty((n, kv, g, hd), np.float32)
-        for i, cache in enumerate(self.caches):  # each sequence against its own keys
-            at = cache.length
-            if at >= cache.max_len:
-                raise NlpkitError(f"KV cache is full: {at} + 1 positions > max_len {cache.max_len}")
-            ck, cv = cache.k[li][0], cache.v[li][0]  # [kv, max_len, hd]
-            ck[:, at] = ks[i]
-            cv[:, at] = vs[i]
-            lo = at + 1 - window if window is not None and at + 1 > window else 0  # a sliding layer's last keys
-            scores = qs[i] @ ck[:, lo:at + 1].transpose(0, 2, 1)  # [kv, g, L]
-            if softcap is not None:
-                softcap_(scores, softcap)
-            np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
-            np.exp(scores, out=scores)
-            o = scores @ cv[:, lo:at + 1]  # [kv, g, hd]
-            o /= scores.sum(axis=-1, keepdims=True)
-            out[i] = o
-        return out.transpose(1, 2, 0, 3)[None]  # [1, kv, g, n, hd]: the rows in order, as `layer` reads them
