@@ -31,6 +31,13 @@ def pytest_unconfigure(config) -> None:
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
+try:   # no wall-clock deadline per example: the suite's two xdist workers (and a busy machine) slow any test down
+    from hypothesis import settings as _hypothesis_settings
+    _hypothesis_settings.register_profile("nlpkit", deadline=None)
+    _hypothesis_settings.load_profile("nlpkit")
+except ImportError:
+    pass
+
 
 def nlpkit_data_dir() -> Path | None:
     """The shared data folder (`NLPKIT_DATA`, else `../shared/data` beside the repo), or None."""
