@@ -14,10 +14,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def worker_env(threads: int) -> dict:
-    """The environment of a worker: `threads` BLAS/OpenMP threads, Hugging Face offline, this checkout first on the
-    path."""
+    """The environment of a worker: `threads` BLAS/OpenMP threads -- and nlpkit's engine held to as many
+    (NLPKIT_LM_THREADS: it would otherwise take fewer while other processes keep a CPU busy, where torch keeps its
+    count, which on a shared machine made nlpkit's times swing by whatever else ran) --, Hugging Face offline,
+    this checkout first on the path."""
     return dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
-                MKL_NUM_THREADS=str(threads), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1",
+                MKL_NUM_THREADS=str(threads), NLPKIT_LM_THREADS=str(threads), HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1",
                 TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
