@@ -32,6 +32,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -44,16 +45,21 @@ class Timer:
 
     def __init__(self):
         self.spent: dict[str, float] = {}
+        self.depth = threading.local()  # a call inside a timed call (attention's per-head recursion) is not added
 
     def wrap(self, module, name: str, part: str) -> None:
         fn = getattr(module, name)
 
         def timed(*a, **kw):
+            if getattr(self.depth, part, 0):
+                return fn(*a, **kw)
+            setattr(self.depth, part, 1)
             t = time.perf_counter()
             try:
                 return fn(*a, **kw)
             finally:
                 self.spent[part] = self.spent.get(part, 0.0) + time.perf_counter() - t
+                setattr(self.depth, part, 0)
 
         setattr(module, name, timed)
 
