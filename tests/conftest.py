@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,12 @@ def pytest_unconfigure(config) -> None:
 
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# A suite started in the background by a shell without job control (`cmd &`, nohup) inherits SIGINT ignored, and so
+# would every nlpkit the Ctrl-C tests start (Python installs no KeyboardInterrupt handler then): restore the default
+# here, so children get SIGINT's default disposition whatever started the suite.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 try:   # no wall-clock deadline per example: the suite's two xdist workers (and a busy machine) slow any test down
     from hypothesis import settings as _hypothesis_settings
