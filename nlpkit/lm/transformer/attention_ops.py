@@ -174,9 +174,9 @@ def _packed_shares(packing: Packing, n_threads: int) -> list[list]:
 
 def _attend_stacked(q, k, v, group: tuple, softcap, out) -> None:
     """`_attend` of m units of one shape at once: (query rows [m, n], key rows [m, L], masks [m, n, L]), each unit's
-    queries against its keys, written into `out` at its query rows. Every operation is `_attend`'s on a stack of the units
-    (a matrix product per unit and head, row-wise max, exp and sums over the same L, the mask added where it is
-    0 too: x + 0 is x), so each unit gets the bits `_attend` gives it alone.
+    queries against its keys, written into `out` at its query rows. Every operation is `_attend`'s on a stack of
+    the units (a matrix product per unit and head, row-wise max, exp and sums over the same L, the mask added where
+    it is 0 too: x + 0 is x), so each unit gets the bits `_attend` gives it alone.
 
     # [1, kv, g, t, hd], [1, kv, t, hd] x2 -> out [1, kv, g, t, hd]"""
     qi, ki, masks = group  # [m, n], [m, L], [m, n, L]

@@ -23,8 +23,8 @@ matrix products have one row per sequence, so the weights are read once for all 
 The logits of a row do not depend on the other rows' tokens, but a product with n rows may sum in another order
 than a one-row product (BLAS picks other kernels), so a row's logits can differ from one-sequence decoding in their
 last bits: greedy outputs are equal except at near-ties (tests/lm/test_batched_decoding.py measures it). So a step's
-products run on its n rows as they are (`run_layers(..., pad=False)`, down to `products.matmul_rows`), not padded as a scoring forward's are to fix a
-row's bits: 16 rows padded to 24 cost an eighth of the step (SmolLM2-135M, 2 CPUs).
+products run on its n rows as they are (`run_layers(..., pad=False)`, down to `products.matmul_rows`), not padded as
+a scoring forward's are to fix a row's bits: 16 rows padded to 24 cost an eighth of the step (SmolLM2-135M, 2 CPUs).
 """
 
 from __future__ import annotations

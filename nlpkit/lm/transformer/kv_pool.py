@@ -62,7 +62,8 @@ class KVPool:
             raise NlpkitError(f"KV cache needs max_len >= 1 (got {max_len})")
         n = len(self.users)
         if n == self.slots or max_len > self.cap:
-            self._grow(max(self.slots, 4) * (2 if n == self.slots else 1), max(self.cap, -(-max_len // CAP_STEP) * CAP_STEP))
+            slots = max(self.slots, 4) * (2 if n == self.slots else 1)
+            self._grow(slots, max(self.cap, -(-max_len // CAP_STEP) * CAP_STEP))
         cache = KVCache.__new__(KVCache)
         cache.tokens = np.zeros((1, max_len), np.int64)
         cache.batch, cache.max_len, cache.length, cache.offset = 1, max_len, 0, 0

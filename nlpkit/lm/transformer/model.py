@@ -153,7 +153,7 @@ class Model:
         self.config, self.weights, self.tokenizer, self.source = config, weights, tokenizer, source
         self.tokenizer_error: str | None = None  # why the tokenizer files could not be read (model still runs on ids)
         self._make_rope()
-        self._sets: LayerSets | None = None  # per layer (project, finish) closures (+ native scratch), built on first use
+        self._sets: LayerSets | None = None  # per layer (project, finish) closures (+ native scratch), lazily
         self._sets_for: tuple = ()
         self.weights_layout = ("float32", "")  # (layout, why): set by the loaders
         self.weights_cache = ""  # what the prepared-model cache did at load (`Prepared.cache`; "": not involved)
