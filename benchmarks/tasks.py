@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -113,6 +114,94 @@ def make_docs(n_mc: int, n_mmlu: int, seed: int = 0) -> tuple[list, list, list]:
     return mc, [question(i) for i in range(n_mmlu)], [question(10_000 + i) for i in range(5)]
 
 
+# lm-evaluation-harness's real task files (read from the installed package, never copied): task -> (its file,
+# the splits the wrapper points at local data, the split evaluated)
+REAL = {"hellaswag": ("hellaswag/hellaswag.yaml", ("train", "validation"), "validation"),
+        "arc_easy": ("arc/arc_easy.yaml", ("train", "validation", "test"), "test"),
+        "piqa": ("piqa/piqa.yaml", ("train", "validation"), "validation"),
+        "winogrande": ("winogrande/default.yaml", ("train", "validation"), "validation")}
+
+
+def _sentences() -> list[str]:
+    """Sentences of English prose (5-60 words): the Gutenberg novels of ../shared/data (or $NLPKIT_DATA), else
+    `_lines()`. Underscores (the novels' italics) are dropped: winogrande's blank is the sentence's only "_"."""
+    default = next((d for d in (REPO.parent / "shared" / "data", REPO.parents[1] / "shared" / "data") if d.is_dir()),
+                   REPO.parent / "shared" / "data")
+    data = Path(os.environ.get("NLPKIT_DATA", default)) / "gutenberg"
+    out: list[str] = []
+    for p in sorted(data.glob("*.txt"))[:4]:
+        text = p.read_text(encoding="utf-8", errors="replace").replace("_", "")
+        text = text[len(text) // 10: -len(text) // 10]  # past the licence and front matter
+        for s in re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", text)):
+            n = len(s.split())
+            if 5 <= n <= 60 and s[:1].isupper() and '"' not in s and "\u201c" not in s:
+                out.append(s)
+    return out if len(out) > 2000 else _lines()
+
+
+def make_real_docs(task: str, n: int, seed: int = 0) -> list[dict]:
+    """`n` documents in `task`'s dataset schema, with the real dataset's lengths (about): hellaswag a one- or
+    two-sentence ctx_a (15-45 words), a ctx_b of 2-5 words, four endings of a sentence (8-30 words); arc_easy a
+    question of 10-35 words and four answers of 1-6 words; piqa a goal of 5-15 words and two solutions of 10-35;
+    winogrande a sentence of 15-30 words with a blank 40-80% through and two one-word options."""
+    rnd = random.Random(seed)
+    sents = _sentences()
+
+    def words(lo, hi):
+        w = rnd.choice(sents).split()
+        while len(w) < lo:
+            w += rnd.choice(sents).split()
+        return w[:rnd.randint(lo, hi)]
+
+    def sentence(lo, hi):
+        w = words(lo, hi)
+        return " ".join(w).rstrip(",;:") + ("" if w[-1][-1] in ".!?" else ".")
+
+    docs = []
+    for i in range(n):
+        if task == "hellaswag":
+            label = rnd.randrange(4)
+            docs.append({"ind": i, "activity_label": " ".join(words(1, 2)).strip(".,;:!?").title(),
+                         "ctx_a": sentence(15, 45), "ctx_b": " ".join(words(2, 5)).lower(),
+                         "ctx": "", "endings": [sentence(8, 30) for _ in range(4)], "source_id": f"s{i}",
+                         "split": "val", "split_type": "indomain", "label": str(label)})
+            docs[-1]["ctx"] = docs[-1]["ctx_a"] + " " + docs[-1]["ctx_b"]
+        elif task == "arc_easy":
+            docs.append({"id": f"q{i}", "question": sentence(10, 35)[:-1] + "?",
+                         "choices": {"text": [" ".join(words(1, 6)).strip(".,;:!?") for _ in range(4)],
+                                     "label": ["A", "B", "C", "D"]}, "answerKey": "ABCD"[rnd.randrange(4)]})
+        elif task == "piqa":
+            docs.append({"goal": sentence(5, 15), "sol1": sentence(10, 35), "sol2": sentence(10, 35),
+                         "label": rnd.randrange(2)})
+        elif task == "winogrande":
+            w = words(15, 30)
+            at = rnd.randint(int(len(w) * 0.4), int(len(w) * 0.8))
+            other = rnd.choice(rnd.choice(sents).split()).strip(".,;:!?") or "it"
+            options = [w[at].strip(".,;:!?") or "it", other]
+            rnd.shuffle(options)
+            w[at] = "_"
+            docs.append({"sentence": " ".join(w), "option1": options[0], "option2": options[1],
+                         "answer": rnd.choice("12")})
+    return docs
+
+
+def write_real_task(d: Path, task: str, n: int) -> None:
+    """Into folder `d`: `task`'s local data (`n` documents in the evaluated split, 5 in the others) and a YAML that
+    includes lm-eval's own task file and reads them (as tests/evaluation/real_task_data.py wraps them)."""
+    import lm_eval
+
+    rel, splits, evaluated = REAL[task]
+    files = {}
+    for split in splits:
+        docs = make_real_docs(task, n if split == evaluated else 5, seed=0 if split == evaluated else 1)
+        p = d / f"{task}-{split}.jsonl"
+        p.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in docs), encoding="utf-8")
+        files[split] = str(p)
+    (d / f"{task}.yaml").write_text(
+        f"include: {Path(lm_eval.__file__).parent / 'tasks' / rel}\ntask: {task}\ndataset_path: json\n"
+        f"dataset_name: null\ndataset_kwargs:\n  data_files: {json.dumps(files)}\n", encoding="utf-8")
+
+
 def worker_nlpkit(task_dir: str, task: str) -> dict:
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "nlpkit", "score", "-m", str(bench_lm.HF_DIR), "--tasks", task,
@@ -121,7 +210,7 @@ def worker_nlpkit(task_dir: str, task: str) -> dict:
     if r.returncode != 0:
         sys.exit(r.stderr[-2000:])
     recs = [json.loads(line) for line in r.stdout.splitlines()]
-    acc = next(x["value"] for x in recs if x.get("metric") == "acc")
+    acc = {x["metric"]: x["value"] for x in recs if x.get("metric") in ("acc", "acc_norm")}
     import resource
 
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the nlpkit process's peak, MB
@@ -141,7 +230,8 @@ def worker_lmeval(task_dir: str, task: str, batch_size: str) -> dict:
     res = simple_evaluate(model=lm, tasks=[task], batch_size=bs,
                           task_manager=TaskManager(include_path=task_dir, include_defaults=False),
                           bootstrap_iters=0, log_samples=False)
-    return {"imports": imports, "acc": res["results"][task]["acc,none"], "rss_mb": bench_lm.peak_rss_mb()}
+    acc = {m: res["results"][task][f"{m},none"] for m in ("acc", "acc_norm") if f"{m},none" in res["results"][task]}
+    return {"imports": imports, "acc": acc, "rss_mb": bench_lm.peak_rss_mb()}
 
 
 def run_worker(args: list[str], threads: int) -> dict:
@@ -153,11 +243,13 @@ def run_worker(args: list[str], threads: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--docs", default="200", help="bench_mc document counts, comma-separated (one run each)")
+    ap.add_argument("--docs", default="200", help="the 0-shot tasks' document counts (bench_mc and lm-eval's "
+                    "real task files), comma-separated (one run each)")
     ap.add_argument("--mmlu-docs", default="100", help="bench_mmlu5 document counts, comma-separated")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-sizes", default="8,16,32", help="lm-eval's batch sizes; the ratio is to its best")
-    ap.add_argument("--tasks", default="bench_mc,bench_mmlu5")
+    ap.add_argument("--tasks", default="bench_mc,bench_mmlu5," + ",".join(REAL),
+                    help="bench_mc, bench_mmlu5 and lm-eval's real task files: " + ", ".join(REAL))
     ap.add_argument("--skip-lmeval", action="store_true")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -171,14 +263,18 @@ def main() -> None:
     ratios = []
     with tempfile.TemporaryDirectory() as tmp:
         for task in args.tasks.split(","):
-            for n in (int(x) for x in (args.docs if task == "bench_mc" else args.mmlu_docs).split(",")):
+            for n in (int(x) for x in (args.mmlu_docs if task == "bench_mmlu5" else args.docs).split(",")):
                 d = Path(tmp) / f"{task}-{n}"
                 d.mkdir()
-                mc, mmlu, dev = make_docs(n, n)
-                for name, rows in (("mc.jsonl", mc), ("mmlu.jsonl", mmlu), ("dev.jsonl", dev)):
-                    (d / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-                (d / "bench_mc.yaml").write_text(MC_YAML.format(data=d / "mc.jsonl"))
-                (d / "bench_mmlu5.yaml").write_text(MMLU_YAML.format(data=d / "mmlu.jsonl", dev=d / "dev.jsonl"))
+                if task in REAL:
+                    write_real_task(d, task, n)
+                else:
+                    mc, mmlu, dev = make_docs(n, n)
+                    for name, rows in (("mc.jsonl", mc), ("mmlu.jsonl", mmlu), ("dev.jsonl", dev)):
+                        (d / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+                    (d / "bench_mc.yaml").write_text(MC_YAML.format(data=d / "mc.jsonl"))
+                    (d / "bench_mmlu5.yaml").write_text(MMLU_YAML.format(data=d / "mmlu.jsonl",
+                                                                         dev=d / "dev.jsonl"))
                 load = os.getloadavg()[0]
                 rows = [("nlpkit score --tasks", run_worker(["nlpkit", str(d), task], args.threads))]
                 if not args.skip_lmeval:
@@ -188,11 +284,14 @@ def main() -> None:
                       f"(start-up, imports, model load included on both sides); load average {load:.1f} -> "
                       f"{os.getloadavg()[0]:.1f}")
                 print(f"{'engine':<24}{'docs/s':>10}{'seconds':>10}{'of which imports':>18}{'peak RSS MB':>13}"
-                      f"{'acc':>8}")
+                      f"{'acc':>8}{'acc_norm':>10}")
                 for name, r in rows:
                     imports = f"{r['imports']:.1f}" if "imports" in r else "-"
+                    norm = f"{r['acc']['acc_norm']:.3f}" if "acc_norm" in r["acc"] else "-"
                     print(f"{name:<24}{n / r['seconds']:>10.2f}{r['seconds']:>10.1f}{imports:>18}"
-                          f"{r['rss_mb']:>13.0f}{r['acc']:>8.3f}")
+                          f"{r['rss_mb']:>13.0f}{r['acc']['acc']:>8.3f}{norm:>10}")
+                if any(r["acc"] != rows[0][1]["acc"] for _, r in rows[1:]):
+                    print("WARNING: the sides' acc differ")
                 if len(rows) > 1:
                     best = min(rows[1:], key=lambda nr: nr[1]["seconds"])
                     ratio = best[1]["seconds"] / rows[0][1]["seconds"]
