@@ -136,6 +136,7 @@ def _sentences() -> list[str]:
             n = len(s.split())
             if 5 <= n <= 60 and s[:1].isupper() and '"' not in s and "\u201c" not in s:
                 out.append(s)
+    out = list(dict.fromkeys(out))  # each sentence once
     return out if len(out) > 2000 else _lines()
 
 
@@ -146,11 +147,14 @@ def make_real_docs(task: str, n: int, seed: int = 0) -> list[dict]:
     winogrande a sentence of 15-30 words with a blank 40-80% through and two one-word options."""
     rnd = random.Random(seed)
     sents = _sentences()
+    rnd.shuffle(sents)
+    fresh = iter(sents * 4)  # no sentence twice while they last: two documents whose texts coincide trip lm-eval's
+    # logits cache (a context + continuation equal to another's split elsewhere gets its logits misaligned, #2984)
 
     def words(lo, hi):
-        w = rnd.choice(sents).split()
+        w = next(fresh).split()
         while len(w) < lo:
-            w += rnd.choice(sents).split()
+            w += next(fresh).split()
         return w[:rnd.randint(lo, hi)]
 
     def sentence(lo, hi):
@@ -176,8 +180,11 @@ def make_real_docs(task: str, n: int, seed: int = 0) -> list[dict]:
         elif task == "winogrande":
             w = words(15, 30)
             at = rnd.randint(int(len(w) * 0.4), int(len(w) * 0.8))
-            other = rnd.choice(rnd.choice(sents).split()).strip(".,;:!?") or "it"
-            options = [w[at].strip(".,;:!?") or "it", other]
+            options = [w[at].strip(".,;:!?") or "it"]
+            while len(options) < 2:  # two different options (the same twice: a tie either side may break)
+                other = rnd.choice(next(fresh).split()).strip(".,;:!?")
+                if other and other != options[0]:
+                    options.append(other)
             rnd.shuffle(options)
             w[at] = "_"
             docs.append({"sentence": " ".join(w), "option1": options[0], "option2": options[1],
