@@ -1,23 +1,34 @@
 """Benchmark `nlpkit score --tasks` against lm-evaluation-harness's HF backend on the same task files, side by side.
 
     python benchmarks/tasks.py [--docs 200] [--mmlu-docs 100] [--threads 2] [--batch-sizes 8,16,32] [--skip-lmeval]
+                               [--tasks bench_mc,bench_mmlu5,hellaswag,arc_easy,piqa,winogrande]
 
-Two task files (written to a temporary folder, data from tinyshakespeare in ../shared/data or $NLPKIT_DATA, else
-generated text; the documents are the same for a given count): `bench_mc`, four-choice HellaSwag-shaped documents, 0-shot; `bench_mmlu5`, MMLU-shaped documents
-(question, choices A-D listed in the prompt, the answer letter scored), 5-shot with the `first_n` sampler from a dev
-split, so every document's context starts with the same five examples. Model: SmolLM2-135M-Instruct as float32
-(benchmarks/lm.py converts the GGUF once into the Hugging Face directory both sides load).
+Task files written to a temporary folder (the documents are the same for a given count):
+- lm-evaluation-harness's own `hellaswag`, `arc_easy`, `piqa` and `winogrande` files, 0-shot, each wrapped as the
+  tests wrap them (tests/evaluation/real_task_data.py: a YAML that `include`s the installed file and points
+  `dataset_kwargs.data_files` at local JSON Lines; nothing of lm-eval's is copied) around generated documents in the
+  dataset's schema at about its lengths (`make_real_docs`: sentences of the Gutenberg novels in ../shared/data or
+  $NLPKIT_DATA, each used once): hellaswag a one- or two-sentence context and four one-sentence endings, arc_easy
+  a question and four short answers, piqa a goal and two solutions, winogrande a sentence with a blank and two
+  options (`multiple_input`: two contexts, one shared continuation);
+- `bench_mc`, four-choice documents with half-line contexts (tinyshakespeare), 0-shot (`--docs`);
+- `bench_mmlu5`, MMLU-shaped documents (question, choices A-D listed in the prompt, the answer letter scored),
+  5-shot with the `first_n` sampler from a dev split, so every document's context starts with the same five
+  examples (`--mmlu-docs`).
+Model: SmolLM2-135M-Instruct as float32 (benchmarks/lm.py converts the GGUF once into the Hugging Face directory both
+sides load).
 
 Fair by construction: each side runs in its own fresh process, with the same thread count and the same environment,
 and is timed from the process's start to its exit -- interpreter start-up, imports, model load, data and task
 loading, scoring and output on both sides, as a user waits for them. nlpkit runs `nlpkit score --tasks`;
 lm-evaluation-harness `simple_evaluate` with `HFLM` (float32, CPU) once per batch size, and the ratio is taken
 against its best (fastest) batch size. Two choices favour lm-eval: its TaskManager is built without indexing its own
-task folder (`include_defaults=False`: ~14,000 YAMLs, seconds a user of `lm_eval --tasks` pays), and its `auto`
-batch size is not in the default list (its probe on a CPU took 320 s and 14 GB for 30 documents, against 25 s at
-batch size 8). The output gives, per side: docs/s, seconds, peak RSS and acc (the same on both sides), lm-eval's
-import time (part of its seconds), and the ratio of lm-eval's best seconds to nlpkit's. The machine may be shared:
-the load average at the start and the end is printed; quote it with the figures.
+task folder (`include_defaults=False`: ~14,700 YAMLs, 5.9 s on this machine, which a user of `lm_eval --tasks`
+pays), and its `auto` batch size is not in the default list (its probe on a CPU took 320 s and 14 GB for 30
+documents, against 25 s at batch size 8). The output gives, per side: docs/s, seconds, peak RSS, acc and acc_norm
+(the same on both sides; a warning when not), lm-eval's import time (part of its seconds), and the ratio of
+lm-eval's best seconds to nlpkit's. The machine may be shared: the load average at the start and the end is printed;
+quote it with the figures.
 """
 
 from __future__ import annotations
