@@ -24,8 +24,8 @@ loading, scoring and output on both sides, as a user waits for them. nlpkit runs
 lm-evaluation-harness `simple_evaluate` with `HFLM` (float32, CPU) once per batch size, and the ratio is taken
 against its best (fastest) batch size. Two choices favour lm-eval: its TaskManager is built without indexing its own
 task folder (`include_defaults=False`: ~14,700 YAMLs, 5.9 s on this machine, which a user of `lm_eval --tasks`
-pays), and its `auto` batch size is not in the default list (its probe on a CPU took 320 s and 14 GB for 30
-documents, against 25 s at batch size 8). The output gives, per side: docs/s, seconds, peak RSS, acc and acc_norm
+pays; `--lmeval-index` counts it), and its `auto` batch size is not in the default list (its probe on a CPU took
+320 s and 14 GB for 30 documents, against 25 s at batch size 8). The output gives, per side: docs/s, seconds, peak RSS, acc and acc_norm
 (the same on both sides; a warning when not), lm-eval's import time (part of its seconds), and the ratio of
 lm-eval's best seconds to nlpkit's. The machine may be shared: the load average at the start and the end is printed;
 quote it with the figures.
@@ -235,7 +235,7 @@ def worker_nlpkit(task_dir: str, task: str) -> dict:
     return {"seconds": seconds, "acc": acc, "rss_mb": rss}
 
 
-def worker_lmeval(task_dir: str, task: str, batch_size: str) -> dict:
+def worker_lmeval(task_dir: str, task: str, batch_size: str, index: bool = False) -> dict:
     t = time.perf_counter()
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
@@ -244,9 +244,10 @@ def worker_lmeval(task_dir: str, task: str, batch_size: str) -> dict:
     imports = time.perf_counter() - t
     bs = batch_size if batch_size == "auto" else int(batch_size)
     lm = HFLM(pretrained=str(bench_lm.HF_DIR), dtype="float32", batch_size=bs, device="cpu")
-    # include_defaults=False: lm-eval's index of its own 14,000 task files (seconds) is left out of its time
+    # include_defaults=False: lm-eval's index of its own 14,700 task files (seconds) is left out of its time, unless
+    # `index` (--lmeval-index: as `lm_eval --tasks ... --include_path DIR` builds it)
     res = simple_evaluate(model=lm, tasks=[task], batch_size=bs,
-                          task_manager=TaskManager(include_path=task_dir, include_defaults=False),
+                          task_manager=TaskManager(include_path=task_dir, include_defaults=index),
                           bootstrap_iters=0, log_samples=False)
     acc = {m: res["results"][task][f"{m},none"] for m in ("acc", "acc_norm") if f"{m},none" in res["results"][task]}
     return {"imports": imports, "acc": acc, "rss_mb": bench_lm.peak_rss_mb()}
@@ -269,11 +270,14 @@ def main() -> None:
     ap.add_argument("--tasks", default="bench_mc,bench_mmlu5," + ",".join(REAL),
                     help="bench_mc, bench_mmlu5 and lm-eval's real task files: " + ", ".join(REAL))
     ap.add_argument("--skip-lmeval", action="store_true")
+    ap.add_argument("--lmeval-index", action="store_true",
+                    help="build lm-eval's TaskManager as its CLI does, indexing its own task folder (its time counted)")
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         side, task_dir, task, *rest = args.worker
-        res = worker_nlpkit(task_dir, task) if side == "nlpkit" else worker_lmeval(task_dir, task, rest[0])
+        res = worker_nlpkit(task_dir, task) if side == "nlpkit" else \
+            worker_lmeval(task_dir, task, rest[0], len(rest) > 1 and rest[1] == "index")
         print(json.dumps(res))
         return
     start = time.perf_counter()
@@ -297,7 +301,9 @@ def main() -> None:
                 rows = [("nlpkit score --tasks", run_worker(["nlpkit", str(d), task], args.threads))]
                 if not args.skip_lmeval:
                     for bs in args.batch_sizes.split(","):
-                        rows.append((f"lm-eval hf bs={bs}", run_worker(["lmeval", str(d), task, bs], args.threads)))
+                        extra = ["index"] if args.lmeval_index else []
+                        rows.append((f"lm-eval hf bs={bs}", run_worker(["lmeval", str(d), task, bs, *extra],
+                                                                        args.threads)))
                 print(f"\n{task}: {n} documents, SmolLM2-135M float32, {args.threads} threads, whole processes "
                       f"(start-up, imports, model load included on both sides); load average {load:.1f} -> "
                       f"{os.getloadavg()[0]:.1f}")
