@@ -179,6 +179,7 @@ class Engine:
         self._abort = False
         self._keys = itertools.count()
         self.batch = None
+        self.prefixes = None  # prompt_scoring.PrefixStore: echoed prompts' beginnings kept from one block to the next
         self.thread = threading.Thread(target=self._loop, name="nlpkit-serve-engine", daemon=True)
 
     # ------------------------------------------------------------------ the web layer's side
@@ -286,10 +287,13 @@ class Engine:
             _send(job.reply, result)
 
     def _score(self, block: list[ScoreJob]) -> list[ScoreResult]:
-        from nlpkit.lm.transformer.prompt_scoring import score_prompts
+        from nlpkit.lm.transformer.prompt_scoring import PrefixStore, score_prompts
 
+        if self.prefixes is None:
+            self.prefixes = PrefixStore()
         top = max(max(j.top for j in block), 1 if any(j.next_token for j in block) else 0)
-        scored = score_prompts(self.served.scorer, [(j.ids, j.next_token) for j in block], top=top)
+        scored = score_prompts(self.served.scorer, [(j.ids, j.next_token) for j in block], top=top,
+                               store=self.prefixes)
         out = []
         for job, s in zip(block, scored):
             lps, tops = list(s.token_logprobs), [(ids[:job.top], lp[:job.top]) for ids, lp in s.top]

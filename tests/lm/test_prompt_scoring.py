@@ -104,3 +104,40 @@ def test_the_same_prompt_twice_gets_the_same_numbers_and_a_one_token_prompt_read
     a, b, one = score_prompts(scorer, [(p, True), (p, True), (p[:1], True)], top=3)
     assert a.token_logprobs == b.token_logprobs and a.top == b.top
     assert len(one.token_logprobs) == 1 and len(one.top) == 1 and len(one.top[0][0]) == 3
+
+
+@pytest.mark.parametrize("top", [0, 1, 3])
+def test_a_kept_prefix_gives_the_bits_computing_it_again_gives(scorer, top):
+    """lm-evaluation-harness's order (longest first): an item's choices arrive in different calls; with a
+    `PrefixStore` the later ones reuse the prefix the first computed, and every number is the bits of the prompts
+    scored all at once without a store."""
+    from nlpkit.lm.transformer.prompt_scoring import PrefixStore, score_prompts
+
+    prompts = item_prompts(scorer, 8, seed=5)
+    want = score_prompts(scorer, [(p, True) for p in prompts], top=top)
+    order = sorted(range(len(prompts)), key=lambda k: (-len(prompts[k]), tuple(prompts[k])))
+    store = PrefixStore()
+    before = scorer.tokens
+    got = {}
+    for a in range(0, len(order), 5):
+        chunk = order[a:a + 5]
+        for k, s in zip(chunk, score_prompts(scorer, [(prompts[k], True) for k in chunk], top=top, store=store)):
+            got[k] = s
+    assert store.hits > 0 and store.entries
+    assert scorer.tokens - before < sum(len(p) for p in prompts)
+    for k, s in enumerate(want):
+        assert got[k].token_logprobs == s.token_logprobs and got[k].top == s.top, k
+
+
+def test_a_prefix_store_drops_the_least_recently_used_past_its_bound(scorer):
+    from nlpkit.lm.transformer.prompt_scoring import PrefixStore, score_prompts
+
+    prompts = [p for p in item_prompts(scorer, 8, seed=5) if len(p) > 24][::4]
+    store = PrefixStore()
+    score_prompts(scorer, [(prompts[0], False)], store=store)
+    one = store.bytes
+    store = PrefixStore(max_bytes=2 * one + one // 2)
+    for p in prompts[:4]:
+        score_prompts(scorer, [(p, False)], store=store)
+    assert len(store.entries) == 2 and store.bytes <= store.max_bytes
+    assert list(store.entries)[-1][0] == tuple(prompts[3][:len(list(store.entries)[-1][0])])

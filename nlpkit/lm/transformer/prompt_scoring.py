@@ -23,17 +23,22 @@ the prompt scored from its first token). Log-probabilities are float64 log-softm
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 
 from nlpkit.lm.continuations import ContinuationScore
-from nlpkit.lm.transformer.packed_scoring import BRANCH_TOKENS, PackedScorer, Segment, _balanced_groups
-from nlpkit.lm.transformer.packing import tree
+from nlpkit.lm.transformer.packed_scoring import (BRANCH_TOKENS, FLOOR_ROWS, FLOOR_TOKENS, PackedScorer, Segment,
+                                                  _balanced_groups, _top_tokens)
+from nlpkit.lm.transformer.packing import Packing, pack, segment_residues, tree
+from nlpkit.lm.transformer.products import residue_slots
+from nlpkit.lm.transformer.window_forward import row_log_normalizers
 
 SHARE_STEP = 16   # tokens: a prefix is a multiple of this (prompts of one item cut at the same place)
 SHARE_MARGIN = 4  # tokens at least after the cut (a choice's tokens mostly stay out of its context's prefix)
+STORE_BYTES = 256 << 20  # a `PrefixStore`'s default bound: ~270 prefixes of 16 tokens of SmolLM2-135M
 
 
 def prompt_cut(fed: int) -> int:
@@ -47,11 +52,14 @@ def prompt_cut(fed: int) -> int:
     return cut if cut >= SHARE_STEP else 1
 
 
-def score_prompts(scorer: PackedScorer, prompts: Sequence[tuple[Sequence[int], bool]],
-                  top: int = 0) -> list[ContinuationScore]:
+def score_prompts(scorer: PackedScorer, prompts: Sequence[tuple[Sequence[int], bool]], top: int = 0,
+                  store: "PrefixStore | None" = None) -> list[ContinuationScore]:
     """Each (token ids, next) prompt's scores: `token_logprobs` of its tokens after the first, then with `next` one
     more (the row after the prompt, scored against token 0: read its `top` instead), and each of those rows' `top`
-    best tokens when `top` > 0. A prompt needs two tokens, or one with `next`. See the module docstring."""
+    best tokens when `top` > 0. A prompt needs two tokens, or one with `next`. With a `store`, prefixes computed
+    by earlier calls are not computed again (`PrefixStore`), and this call's are kept. See the module docstring."""
+    if store is not None and not store.usable(scorer.model):
+        store = None
     out: list[ContinuationScore | None] = [None] * len(prompts)
     first: dict[tuple, int] = {}
     copies: list[tuple[int, int]] = []
@@ -85,8 +93,11 @@ def score_prompts(scorer: PackedScorer, prompts: Sequence[tuple[Sequence[int], b
     scored: list[list] = [[None] for _ in prompts]
     for s in long:  # RoPE tables that depend on a sequence's length: such a sequence has its forward alone
         scorer._run([s], scored, top)
-    for group in _balanced_groups(packed, scorer.pack_tokens):
-        scorer._run([packed[i] for i in group], scored, top)
+    if store is None:
+        for group in _balanced_groups(packed, scorer.pack_tokens):
+            scorer._run([packed[i] for i in group], scored, top)
+    else:
+        _run_stored(scorer, packed, scored, top, store)
     for k in first.values():
         out[k] = scored[k][0]
     for k, k0 in copies:
@@ -108,3 +119,221 @@ def _segment(prefix: list[int], members: list[tuple[int, list[int], list[int]]])
         rows = list(range(len(prefix))) + list(range(starts.get(k, 0), starts.get(k, 0) + len(branch)))
         scored.append(((k, 0), rows, targets, tuple(prefix), False))
     return Segment(tokens, positions, mask, scored, len(prefix))
+
+
+# ---------------------------------------------------------------- prefixes kept from one call to the next
+
+@dataclass
+class _Stored:
+    """A prefix computed once: each layer's keys and values of its rows ([layers, kv, P, hd] x2), and what its rows
+    give: the log-probabilities of its own tokens after the first (rows 0..P-2, float64) and whether each is its
+    row's maximum, each row's top (when asked), and the last row's logits (its target is the prompt's next token)
+    with their max and log-sum."""
+
+    keys: np.ndarray
+    values: np.ndarray
+    lps: np.ndarray  # [P - 1] float64
+    at_max: np.ndarray  # [P - 1] bool
+    tops: tuple
+    last: np.ndarray  # [V] float32
+    last_m: np.float32
+    last_logsum: np.float64
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.keys.nbytes + self.values.nbytes + self.last.nbytes + self.lps.nbytes) + 64 * len(self.tops)
+
+
+class PrefixStore:
+    """Prefixes (`prompt_cut`'s, of SHARE_STEP tokens or more) computed by earlier `score_prompts` calls, by (tokens,
+    top), the least recently used dropped past `max_bytes`: lm-evaluation-harness sorts its requests by length, so
+    the choices of one item arrive in different requests, and a server keeps the item's prefix from the first to
+    the last. A prefix's rows are computed the same way whoever shares it (see the module docstring), so a kept
+    prefix gives a prompt the bits computing it again would: the numbers never depend on what was scored before.
+    Models with sliding-window layers keep none (their packed layout is windowed per layer)."""
+
+    def __init__(self, max_bytes: int = STORE_BYTES):
+        self.max_bytes = max_bytes
+        self.entries: OrderedDict[tuple, _Stored] = OrderedDict()
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def usable(model) -> bool:
+        c = model.config
+        return not c.sliding_window and not (c.layer_types and "sliding" in c.layer_types)
+
+    def get(self, key: tuple) -> _Stored | None:
+        entry = self.entries.get(key)
+        if entry is not None:
+            self.entries.move_to_end(key)
+        return entry
+
+    def put(self, key: tuple, entry: _Stored) -> None:
+        if key in self.entries or entry.nbytes > self.max_bytes:
+            return
+        self.entries[key] = entry
+        self.bytes += entry.nbytes
+        while self.bytes > self.max_bytes:
+            _, old = self.entries.popitem(last=False)
+            self.bytes -= old.nbytes
+
+
+@dataclass
+class _StoredPrefixPacking(Packing):
+    """The packing of a forward whose kept prefixes are left out: `positions` those of the rows it computes (`own`,
+    rows of `full`, the layout with every prefix in), their product slots as in `full` (`own_residues`), and its
+    attention run on `full` (`attention_ops.attention` calls `attend`), the kept prefixes' keys and values put in
+    their rows, those of the prefixes to keep copied out, one layer after the other."""
+
+    full: Packing | None = None
+    own: np.ndarray | None = None  # [t] rows of `full`
+    own_residues: np.ndarray | None = None  # [t]
+    kept: list = field(default_factory=list)  # (start in full, P, _Stored)
+    keep: list = field(default_factory=list)  # (start in full, P, [keys, values] filled per layer)
+    n_layers: int = 0
+    calls: int = 0
+
+    def slots(self, tokens: np.ndarray) -> np.ndarray:  # [t] -> [t]
+        return residue_slots(self.own_residues)
+
+    def windowed(self, window: int) -> "Packing":
+        raise NotImplementedError("a PrefixStore is not used with sliding-window layers")
+
+    def attend(self, q, k, v, pool, softcap):  # [1, kv, g, t, hd], [1, kv, t, hd] x2 -> [1, kv, g, t, hd]
+        from nlpkit.lm.transformer.attention_ops import packed_attention
+
+        li = self.calls % self.n_layers
+        self.calls += 1
+        n = self.full.length
+        qf = np.zeros(q.shape[:3] + (n, q.shape[4]), np.float32)
+        kf = np.zeros(k.shape[:2] + (n, k.shape[3]), np.float32)
+        vf = np.zeros_like(kf)
+        qf[:, :, :, self.own] = q
+        kf[:, :, self.own] = k
+        vf[:, :, self.own] = v
+        for s, p, entry in self.kept:
+            kf[0, :, s:s + p] = entry.keys[li]
+            vf[0, :, s:s + p] = entry.values[li]
+        for s, p, kv in self.keep:
+            if not kv:
+                kv += [np.empty((self.n_layers,) + k.shape[1:2] + (p, k.shape[3]), np.float32) for _ in range(2)]
+            kv[0][li] = kf[0, :, s:s + p]
+            kv[1][li] = vf[0, :, s:s + p]
+        return packed_attention(qf, kf, vf, self.full, pool, softcap)[:, :, :, self.own]
+
+
+def _run_stored(scorer: PackedScorer, segments: list[Segment], out: list[list], top: int, store: PrefixStore) -> None:
+    """`score_prompts`'s forwards with a `PrefixStore`: segments whose prefix is kept compute their branches only."""
+    todo = []
+    for seg in segments:
+        key = (tuple(seg.tokens[:seg.prefix]), top)
+        entry = store.get(key) if seg.prefix >= SHARE_STEP else None
+        if seg.prefix >= SHARE_STEP:
+            store.hits += entry is not None
+            store.misses += entry is None
+        todo.append((seg, key, entry))
+    sizes = [len(seg.tokens) - (seg.prefix if entry is not None else 0) for seg, _, entry in todo]
+    planned: set = set()
+    order = sorted(range(len(todo)), key=lambda i: -sizes[i])
+    groups: list[list[int]] = []
+    acc = 0
+    for i in order:  # forwards of about pack_tokens computed tokens
+        if not groups or (acc + sizes[i] > scorer.pack_tokens and groups[-1]):
+            groups.append([])
+            acc = 0
+        groups[-1].append(i)
+        acc += sizes[i]
+    for group in groups:
+        items = []
+        for i in sorted(group):
+            seg, key, entry = todo[i]
+            if entry is None and seg.prefix >= SHARE_STEP and key in planned:
+                entry = None  # computed again in this call's other forward: kept once
+            items.append((seg, key, entry, entry is None and seg.prefix >= SHARE_STEP and key not in planned))
+            if items[-1][3]:
+                planned.add(key)
+        _forward_stored(scorer, items, out, top, store)
+
+
+def _forward_stored(scorer: PackedScorer, items: list, out: list[list], top: int, store: PrefixStore) -> None:
+    """One packed forward of (segment, key, kept prefix or None, keep it) items (see `_StoredPrefixPacking`)."""
+    layout, own, tokens, starts, at = [], [], [], [], 0
+    for seg, _, entry, _ in items:
+        layout.append((seg.positions, seg.mask, seg.prefix))
+        own.append(np.arange(at + (seg.prefix if entry is not None else 0), at + len(seg.tokens)))
+        tokens += list(seg.tokens)
+        starts.append(at)
+        at += len(seg.tokens)
+    own_rows = np.concatenate(own)
+    if len(own_rows) < FLOOR_TOKENS:  # a filler segment (packed_scoring.FLOOR_TOKENS); its rows are never read
+        n = FLOOR_TOKENS - len(own_rows)
+        layout.append(tree(n, []))
+        own_rows = np.concatenate([own_rows, np.arange(at, at + n)])
+        tokens += [tokens[0]] * n
+    full = pack(layout)
+    tokens_full = np.asarray(tokens, np.int64)
+    residue = np.empty(full.length, np.int64)
+    for (s, e, _), prefix in zip(full.segments, full.prefixes):
+        residue[s:e] = segment_residues(tokens_full[s:e], full.positions[s:e], prefix)
+    packing = _StoredPrefixPacking(full.positions[own_rows], [], None, full=full, own=own_rows,
+                                   own_residues=residue[own_rows], n_layers=len(scorer.model.weights.layers))
+    for (seg, key, entry, keep), s in zip(items, starts):
+        if entry is not None:
+            packing.kept.append((s, seg.prefix, entry))
+        elif keep:
+            packing.keep.append((s, seg.prefix, []))
+    index = np.full(full.length, -1, np.int64)
+    index[own_rows] = np.arange(len(own_rows))  # a row of full -> its row in this forward
+    read = []  # (segment start, scored entry) with its rows in full
+    for (seg, _, entry, _), s in zip(items, starts):
+        for sc in seg.scored:
+            rows = np.asarray(sc[1], np.int64) + s
+            read.append(rows[seg.prefix:] if entry is not None else rows)
+    rows = np.unique(index[np.concatenate(read)])  # [R] rows of this forward, sorted
+    if len(rows) < FLOOR_ROWS:
+        rows = np.union1d(rows, np.setdiff1d(np.arange(len(own_rows)), rows)[:FLOOR_ROWS - len(rows)])
+    logits = scorer.model.forward(tokens_full[own_rows][None, :], None, packing=packing, rows=rows)[0]  # [R, V]
+    scorer.tokens += len(own_rows)
+    m, logsum = row_log_normalizers(logits)
+
+    def numbers(frows: np.ndarray, targets: np.ndarray):  # rows of full, their targets -> lps, at max, tops
+        i = np.searchsorted(rows, index[frows])
+        x = logits[i, targets]
+        lp = (x.astype(np.float64) - m[i]) - logsum[i]
+        return lp, x == m[i], (_top_tokens(logits[i], m[i], logsum[i], top) if top > 0 else ())
+
+    keep_done = {}
+    for (seg, key, entry, keep), s, kv in zip(items, starts, _keep_buffers(packing, items)):
+        p = seg.prefix
+        if keep:  # this prefix's rows, as a later call reads them
+            frows = s + np.arange(p)
+            lp, at_max, tops = numbers(frows[:-1], np.asarray(seg.tokens[1:p], np.int64))
+            last_i = np.searchsorted(rows, index[s + p - 1])
+            *_, last_top = numbers(frows[-1:], np.zeros(1, np.int64))
+            keep_done[key] = _Stored(kv[0], kv[1], lp, at_max, tuple(tops) + tuple(last_top),
+                                     logits[last_i].copy(), m[last_i], logsum[last_i])
+        for where, srow, targets, ctx, truncated in seg.scored:
+            frows = np.asarray(srow, np.int64) + s
+            targets = np.asarray(targets, np.int64)
+            if entry is None:
+                lp, at_max, tops = numbers(frows, targets)
+            else:
+                blp, bmax, btops = numbers(frows[p:], targets[p:])
+                x = entry.last[targets[p - 1]]
+                llp = (np.float64(x) - entry.last_m) - entry.last_logsum
+                lp = np.concatenate([entry.lps, [llp], blp])
+                at_max = np.concatenate([entry.at_max, [x == entry.last_m], bmax])
+                tops = (tuple(entry.tops) + tuple(btops)) if top > 0 else ()
+            out[where[0]][where[1]] = ContinuationScore(float(lp.sum()), [int(t) for t in targets],
+                                                        bool(np.all(at_max)), truncated, ctx, tuple(lp.tolist()),
+                                                        tuple(tops))
+    for key, entry in keep_done.items():
+        store.put(key, entry)
+
+
+def _keep_buffers(packing: _StoredPrefixPacking, items: list) -> list:
+    """Per item, the [keys, values] its prefix's rows filled during the forward (None when it is not kept)."""
+    kept = iter(kv for _, _, kv in packing.keep)
+    return [next(kept) if keep else None for *_, keep in items]
