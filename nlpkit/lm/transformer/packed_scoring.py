@@ -337,6 +337,9 @@ def _top_tokens(rows: np.ndarray, m: np.ndarray, logsum: np.ndarray, k: int) -> 
     return tuple(zip(map(tuple, ids.tolist()), map(tuple, lps.tolist())))
 
 
-# The pieces `nlpkit.lm.transformer.prefix_scoring` builds its segments from (contexts sharing a token prefix).
+# The pieces `nlpkit.lm.transformer.prefix_scoring` builds its segments from (contexts sharing a token prefix), and
+# those `prompt_scoring` (a server's echoed prompts) packs and reads its forwards with.
 Segment = _Segment
 forward_groups = _forward_groups
+balanced_groups = _balanced_groups
+top_tokens = _top_tokens

@@ -15,6 +15,11 @@ tokens, positions, product slots and attention units), a branch the same way whi
 (`attention_ops.packed_attention`), so a prompt's numbers are the same bits whatever else is scored with it, in one
 request or several (tests/serve/test_serve_api.py, tests/lm/test_prompt_scoring.py).
 
+A `PrefixStore` keeps the prefixes of one call for the next (a server's scoring blocks: lm-evaluation-harness sorts
+its requests by length, so an item's choices arrive in different requests): a kept prefix's keys and values are put
+in its rows of each layer's attention, its rows' numbers read back, and only its prompts' branches are computed, the
+same bits as computing it again.
+
 The numbers: the rows after the cut are `PackedScorer.score_pairs`'s for the item (the prompt's first `cut` tokens,
 the rest), bit for bit; the rows before it are the prefix's own (within float32 rounding, about 1e-7 per token, of
 the prompt scored from its first token). Log-probabilities are float64 log-softmax of the float32 logits, as
@@ -31,7 +36,7 @@ import numpy as np
 
 from nlpkit.lm.continuations import ContinuationScore
 from nlpkit.lm.transformer.packed_scoring import (BRANCH_TOKENS, FLOOR_ROWS, FLOOR_TOKENS, PackedScorer, Segment,
-                                                  _balanced_groups, _top_tokens)
+                                                  balanced_groups, top_tokens)
 from nlpkit.lm.transformer.packing import Packing, pack, segment_residues, tree
 from nlpkit.lm.transformer.products import residue_slots
 from nlpkit.lm.transformer.window_forward import row_log_normalizers
@@ -94,7 +99,7 @@ def score_prompts(scorer: PackedScorer, prompts: Sequence[tuple[Sequence[int], b
     for s in long:  # RoPE tables that depend on a sequence's length: such a sequence has its forward alone
         scorer._run([s], scored, top)
     if store is None:
-        for group in _balanced_groups(packed, scorer.pack_tokens):
+        for group in balanced_groups(packed, scorer.pack_tokens):
             scorer._run([packed[i] for i in group], scored, top)
     else:
         _run_stored(scorer, packed, scored, top, store)
@@ -225,35 +230,32 @@ class _StoredPrefixPacking(Packing):
 
 
 def _run_stored(scorer: PackedScorer, segments: list[Segment], out: list[list], top: int, store: PrefixStore) -> None:
-    """`score_prompts`'s forwards with a `PrefixStore`: segments whose prefix is kept compute their branches only."""
-    todo = []
-    for seg in segments:
-        key = (tuple(seg.tokens[:seg.prefix]), top)
-        entry = store.get(key) if seg.prefix >= SHARE_STEP else None
-        if seg.prefix >= SHARE_STEP:
-            store.hits += entry is not None
-            store.misses += entry is None
-        todo.append((seg, key, entry))
-    sizes = [len(seg.tokens) - (seg.prefix if entry is not None else 0) for seg, _, entry in todo]
-    planned: set = set()
-    order = sorted(range(len(todo)), key=lambda i: -sizes[i])
+    """`score_prompts`'s forwards with a `PrefixStore`: segments whose prefix is kept compute their branches only
+    (a prefix computed by one forward of the call is kept for its next ones too)."""
+    def key(seg: Segment) -> tuple | None:
+        return (tuple(seg.tokens[:seg.prefix]), top) if seg.prefix >= SHARE_STEP else None
+
+    sizes = [len(seg.tokens) - (seg.prefix if key(seg) in store.entries else 0) for seg in segments]
     groups: list[list[int]] = []
     acc = 0
-    for i in order:  # forwards of about pack_tokens computed tokens
-        if not groups or (acc + sizes[i] > scorer.pack_tokens and groups[-1]):
+    for i in sorted(range(len(segments)), key=lambda i: -sizes[i]):  # forwards of about pack_tokens computed tokens
+        if not groups or (groups[-1] and acc + sizes[i] > scorer.pack_tokens):
             groups.append([])
             acc = 0
         groups[-1].append(i)
         acc += sizes[i]
     for group in groups:
-        items = []
+        items, planned = [], set()
         for i in sorted(group):
-            seg, key, entry = todo[i]
-            if entry is None and seg.prefix >= SHARE_STEP and key in planned:
-                entry = None  # computed again in this call's other forward: kept once
-            items.append((seg, key, entry, entry is None and seg.prefix >= SHARE_STEP and key not in planned))
-            if items[-1][3]:
-                planned.add(key)
+            seg = segments[i]
+            k = key(seg)
+            entry = store.get(k) if k is not None else None
+            keep = k is not None and entry is None and k not in planned  # computed here, kept once
+            if k is not None:
+                store.hits += entry is not None
+                store.misses += entry is None
+                planned.add(k)
+            items.append((seg, k, entry, keep))
         _forward_stored(scorer, items, out, top, store)
 
 
@@ -302,7 +304,7 @@ def _forward_stored(scorer: PackedScorer, items: list, out: list[list], top: int
         i = np.searchsorted(rows, index[frows])
         x = logits[i, targets]
         lp = (x.astype(np.float64) - m[i]) - logsum[i]
-        return lp, x == m[i], (_top_tokens(logits[i], m[i], logsum[i], top) if top > 0 else ())
+        return lp, x == m[i], (top_tokens(logits[i], m[i], logsum[i], top) if top > 0 else ())
 
     keep_done = {}
     for (seg, key, entry, keep), s, kv in zip(items, starts, _keep_buffers(packing, items)):
