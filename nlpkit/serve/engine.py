@@ -2,11 +2,11 @@
 one is as wide as the waiting work allows.
 
 - Scoring (`ScoreJob`: a prompt's token log-probabilities, what ``echo`` returns): the waiting prompts are scored
-  together by the model's continuation scorer (`PackedScorer.score_pairs`, the packing `nlpkit score` uses: many
-  prompts per forward, each one's numbers the bits it gets alone), a block of at most `SCORE_TOKENS` tokens at a
-  time so that generation keeps moving. A prompt is scored as the continuation of its first token, so each token's
-  log-probability is the one `nlpkit score` gives it. With `next_token`, the row after the prompt is read too (its
-  most likely token: a greedy one-token completion costs no decoding).
+  together (`prompt_scoring.score_prompts`, on the packing `nlpkit score` uses: many prompts per forward, prompts
+  that begin alike -- lm-evaluation-harness's choices of one item -- sharing their beginning's rows, each one's
+  numbers the bits it gets alone), a block of at most `SCORE_TOKENS` tokens at a time so that generation keeps
+  moving. With `next_token`, the row after the prompt is read too (its most likely token: a greedy one-token
+  completion costs no decoding).
 - Generation (`GenJob`): continuous batching on the model's decoding batch (`LanguageModel.decoding_batch`, one
   forward per step for every live sequence): between two steps finished sequences leave, cancelled ones (a client
   that went away) leave and free their cache, and waiting ones join (prefilled together, at most
@@ -179,6 +179,7 @@ class Engine:
         self._abort = False
         self._keys = itertools.count()
         self.batch = None
+        self.prefixes = None  # prompt_scoring.PrefixStore: echoed prompts' beginnings kept from one block to the next
         self.thread = threading.Thread(target=self._loop, name="nlpkit-serve-engine", daemon=True)
 
     # ------------------------------------------------------------------ the web layer's side
@@ -286,11 +287,15 @@ class Engine:
             _send(job.reply, result)
 
     def _score(self, block: list[ScoreJob]) -> list[ScoreResult]:
+        from nlpkit.lm.transformer.prompt_scoring import PrefixStore, score_prompts
+
+        if self.prefixes is None:
+            self.prefixes = PrefixStore()
         top = max(max(j.top for j in block), 1 if any(j.next_token for j in block) else 0)
-        pairs = [[(j.ids[:1], j.ids[1:] + ([0] if j.next_token else []))] for j in block]  # 0: a target never read
-        scored = self.served.scorer.score_pairs(pairs, top=top)
+        scored = score_prompts(self.served.scorer, [(j.ids, j.next_token) for j in block], top=top,
+                               store=self.prefixes)
         out = []
-        for job, [s] in zip(block, scored):
+        for job, s in zip(block, scored):
             lps, tops = list(s.token_logprobs), [(ids[:job.top], lp[:job.top]) for ids, lp in s.top]
             result = ScoreResult(lps, tops if job.top else [])
             if job.next_token:

@@ -73,7 +73,9 @@ def test_echo_logprobs_sum_to_nlpkit_scores_as_lm_eval_reads_them(api, fixture):
 
 
 def test_an_echoed_prompt_is_nlpkit_scores_item_with_the_prompt_as_continuation_bit_for_bit(api, tmp_path):
-    """The echo of a prompt is `score`'s segment for (its first token, the rest): a prompt after the BOS the server
+    """The echo of a prompt too short to be cut (`prompt_scoring.prompt_cut`: under 20 tokens fed; a longer one is
+    score's segment for (its first `cut` tokens, the rest), tests/lm/test_prompt_scoring.py) is `score`'s segment
+    for (its first token, the rest): a prompt after the BOS the server
     adds (a model whose tokenizer adds one), or after the prefix token the client sends (one that adds none), scores
     as `nlpkit score` scores the item with an empty context (conditioned on that token). Each token's float64
     log-probability is score's own: their numpy sum equals score's logprob exactly (score sums them with numpy; lm-eval's
@@ -109,6 +111,22 @@ def test_a_batch_of_prompts_gives_each_its_own_numbers(api):
     assert [c["index"] for c in together] == [0, 1, 2]
     for a, b in zip(alone, together):
         assert a["logprobs"] == b["logprobs"]
+
+
+def test_the_choices_of_an_item_score_the_same_bits_together_apart_and_in_any_order(api):
+    """lm-eval's prompts of one item (its context + each choice) share the context's rows when they are scored
+    together (`prompt_scoring`); each prompt's numbers are the bits it gets alone, in any order, in one request or
+    several."""
+    client, served = api
+    context = "The old house stood at the end of the road, and the wind came"
+    prompts = [tokenize(client, context + c) for c in (" and sang.", " cold", " to the sea below", " .")]
+    body = dict(echo=True, max_tokens=1, logprobs=1, temperature=0)
+    together = complete(client, prompt=prompts, **body)["choices"]
+    backwards = complete(client, prompt=prompts[::-1] + [tokenize(client, "a b c")], **body)["choices"]
+    for k, p in enumerate(prompts):
+        alone = complete(client, prompt=p, **body)["choices"][0]
+        assert alone["logprobs"] == together[k]["logprobs"] == backwards[len(prompts) - 1 - k]["logprobs"]
+        assert len(alone["logprobs"]["token_logprobs"]) == len(served.read_ids(p).shown) + 1
 
 
 def test_echo_with_max_tokens_0_returns_the_prompt_and_its_logprobs(api):

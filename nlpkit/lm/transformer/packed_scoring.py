@@ -320,17 +320,26 @@ class PackedScorer:
 
 def _top_tokens(rows: np.ndarray, m: np.ndarray, logsum: np.ndarray, k: int) -> tuple:  # [m, V] -> m x (ids, lps)
     """Each row's `k` most likely tokens and their log-probabilities (the scored tokens' arithmetic: a row's argmax
-    has the log-probability its token gets when it is the one scored), best first, ties by id."""
+    has the log-probability its token gets when it is the one scored), best first, ties by id. Whole rows at a time
+    (an echoed prompt asks for every row's top: a per-row numpy call cost more than the forward's output projection);
+    k = 1 (lm-evaluation-harness's `logprobs: 1`) is each row's argmax, the lowest id among equal maxima."""
     k = min(k, rows.shape[1])
-    out = []
-    for row, mx, ls in zip(rows, m, logsum):
-        ids = np.argpartition(-row, k - 1)[:k] if k < len(row) else np.arange(len(row))
-        ids = ids[np.lexsort((ids, -row[ids]))]  # best first, ties by id
-        lps = (row[ids].astype(np.float64) - mx) - ls
-        out.append((tuple(int(t) for t in ids), tuple(lps.tolist())))
-    return tuple(out)
+    if not len(rows):
+        return ()
+    if k == 1:
+        ids = rows.argmax(axis=1)[:, None]  # [m, 1]: the first maximum, the lowest id (ties by id)
+    else:
+        ids = np.argpartition(-rows, k - 1, axis=1)[:, :k] if k < rows.shape[1] else \
+            np.broadcast_to(np.arange(rows.shape[1]), rows.shape)  # [m, k]
+        vals = np.take_along_axis(rows, ids, axis=1)
+        ids = np.stack([i[np.lexsort((i, -v))] for i, v in zip(ids, vals)])  # best first, ties by id
+    lps = (np.take_along_axis(rows, ids, axis=1).astype(np.float64) - m[:, None]) - logsum[:, None]  # [m, k]
+    return tuple(zip(map(tuple, ids.tolist()), map(tuple, lps.tolist())))
 
 
-# The pieces `nlpkit.lm.transformer.prefix_scoring` builds its segments from (contexts sharing a token prefix).
+# The pieces `nlpkit.lm.transformer.prefix_scoring` builds its segments from (contexts sharing a token prefix), and
+# those `prompt_scoring` (a server's echoed prompts) packs and reads its forwards with.
 Segment = _Segment
 forward_groups = _forward_groups
+balanced_groups = _balanced_groups
+top_tokens = _top_tokens
