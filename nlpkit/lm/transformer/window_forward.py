@@ -76,4 +76,5 @@ def window_logprobs(model, ids: list[int], first: int) -> np.ndarray:
     for logits in window_logits(model, ids, first):  # [n, V]
         out.append(log_softmax_at(logits, targets[done:done + len(logits)]))
         done += len(logits)
+        del logits  # the next chunk's forward may lend its memory again (`recycled`)
     return np.concatenate(out) if out else np.zeros(0)
