@@ -68,3 +68,26 @@ def test_logits_held_from_one_projection_survive_the_next(monkeypatch):
     third = output_rows(x2, w, SERIAL, index)  # the dropped logits' memory, the same numbers
     assert address(third) == where
     assert np.array_equal(third, output_rows(x2, w, SERIAL, index))
+
+
+def test_a_window_reuses_an_idle_kv_cache_and_scores_the_same_bits(monkeypatch):
+    """Perplexity's windows through a KV cache (`window_forward.window_cache`): a later window takes the cache an
+    earlier one left, emptied, and gets the bits a new cache gives; two windows at once get two caches."""
+    from pathlib import Path
+
+    import nlpkit.lm.transformer.window_forward as wf
+    from nlpkit.lm.transformer.loaders import load_model
+
+    model = load_model(Path(__file__).resolve().parents[1] / "fixtures" / "lm" / "llama-gqa")
+    monkeypatch.setattr(wf, "CHUNK", 7)
+    rng = np.random.default_rng(1)
+    a, b = ([1] + rng.integers(2, model.config.vocab_size, 40).tolist() for _ in range(2))
+    monkeypatch.setattr(wf, "_idle_caches", wf.weakref.WeakKeyDictionary())
+    alone = wf.window_logprobs(model, b, 1)  # a new cache
+    [kept] = wf._idle_caches[model]
+    first = wf.window_logprobs(model, a, 1)
+    assert wf._idle_caches[model] == [kept]  # taken again, and left again
+    assert np.array_equal(wf.window_logprobs(model, b, 1), alone)
+    with wf.window_cache(model, len(a) - 1) as one, wf.window_cache(model, len(a) - 1) as two:
+        assert one is not two
+    assert np.array_equal(wf.window_logprobs(model, a, 1), first)
