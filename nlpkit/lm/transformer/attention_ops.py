@@ -28,21 +28,24 @@ def _masked_columns(mask: np.ndarray) -> tuple[int, int]:  # [t, L] -> (lo, hi)
     return (int(cols[0]), int(cols[-1]) + 1) if cols.size else (0, 0)
 
 
-def _attend(q, k, v, mask, softcap=None):  # [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L] | None -> [b, kv, g, t, hd]
+def _attend(q, k, v, mask, softcap=None, cols=None):
+    """# [b, kv, g, t, hd], [b, kv, L, hd] x2, [t, L] | None -> [b, kv, g, t, hd]  (cols: `_masked_columns(mask)`)"""
     b, kv, g, t, hd = q.shape
     L = k.shape[2]
+    if mask is not None and cols is None:
+        cols = _masked_columns(mask)  # once for every head
     if b * kv > 1 and g * t * L > SCORES_IN_CACHE:  # each kv head's scores apart, while they are in cache
         out = np.empty((b, kv, g, t, hd), np.float32)
         for bi in range(b):
             for h in range(kv):
                 out[bi, h] = _attend(q[bi:bi + 1, h:h + 1], k[bi:bi + 1, h:h + 1], v[bi:bi + 1, h:h + 1], mask,
-                                     softcap)[0, 0]
+                                     softcap, cols)[0, 0]
         return out
     scores = q.reshape(b, kv, g * t, hd) @ k.transpose(0, 1, 3, 2)  # [b, kv, g t, L]
     if softcap is not None:
         softcap_(scores, softcap)
     if mask is not None:
-        lo, hi = _masked_columns(mask)
+        lo, hi = cols
         if hi > lo:  # adding the zeros elsewhere would change nothing
             s5 = scores.reshape(b, kv, g, t, L)
             s5[..., lo:hi] += mask[:, lo:hi]  # [t, hi - lo] broadcasts over batch, kv heads and group

@@ -21,7 +21,7 @@ import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.threads import SERIAL, RowPool, engine_threads, held_blas_threads
-from nlpkit.lm.transformer import attention_ops
+from nlpkit.lm.transformer import attention_ops, recycled
 from nlpkit.lm.transformer.attention_ops import ATTN_BLOCK, attention, packed_attention
 from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.config import ModelConfig
@@ -96,10 +96,10 @@ def output_rows(x: np.ndarray, w, pool: RowPool, index: np.ndarray | None = None
         # rows out of order (a packed forward's): each tile's product lands in a small per-thread buffer and is
         # copied to the rows' order from there, instead of a second pass over the whole [p, V] logits (a
         # gather that took as long as half the products)
-        out = np.empty((b, r, v), np.float32)
+        out = recycled.empty((b, r, v))
         _tiles_on_threads(rows, [], w, tiles, pool, out)
         return out
-    ys = [np.empty((xs.shape[0], v), np.float32) for xs, _ in rows]
+    ys = [recycled.empty((xs.shape[0], v)) for xs, _ in rows]  # logits: large, lent again when dropped
     if len(tiles) > 1:
         _tiles_on_threads(rows, ys, w, tiles, pool)
     else:
@@ -114,7 +114,7 @@ def output_rows(x: np.ndarray, w, pool: RowPool, index: np.ndarray | None = None
                 pool.map(run, parts)
     if b == 1:
         return ys[0][rows[0][1]][None]  # one sequence: a view of y when its rows are contiguous
-    out = np.empty((b, r, v), np.float32)
+    out = recycled.empty((b, r, v))
     for bi, ((_, pick), y) in enumerate(zip(rows, ys)):
         out[bi] = y[pick]
     return out
