@@ -225,7 +225,12 @@ class Engine:
             self._drop_cancelled()
             if self.scores:
                 self._score_block()
-            self._admit()
+            if self._admit() and len(self.live) < self.batch_size:
+                # requests that arrived during that prefill join before the next step: one packed prefill now
+                # rather than a step of the few live rows first (a burst of clients lands during the first one's)
+                self._take(block=False)
+                self._drop_cancelled()
+                self._admit()
             if self.live:
                 self._step()
 
@@ -307,7 +312,8 @@ class Engine:
         return out
 
     # ------------------------------------------------------------------ generation
-    def _admit(self) -> None:
+    def _admit(self) -> bool:
+        """Waiting jobs join the batch while it has room (prefilled in packed groups); whether any joined."""
         joining: list[GenJob] = []
         ctx = self.served.context
         while self.waiting and len(self.live) + len(joining) < self.batch_size:
@@ -330,6 +336,7 @@ class Engine:
             size += len(job.ids)
         if group:
             self._join(group)
+        return bool(joining)
 
     def _join(self, group: list[GenJob]) -> None:
         try:
