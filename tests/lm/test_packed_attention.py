@@ -1,12 +1,13 @@
-"""A packed forward's attention (`attention_ops.packed_attention`) runs the short units of one shape stacked: each
-unit (a segment, a context, a branch after it) gets the bits it gets on its own, whatever shares its stack."""
+"""A packed forward's attention (`attention_ops.packed_attention`) runs the short units of one padded shape stacked:
+each unit (a segment, a context, a branch after it) gets the bits it gets on its own at its padded shape, whatever
+shares its stack."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from nlpkit.lm.threads import SERIAL, RowPool
-from nlpkit.lm.transformer.attention_ops import _attend, packed_attention
+from nlpkit.lm.transformer.attention_ops import _attend, _unit_shape, packed_attention
 from nlpkit.lm.transformer.packing import pack, tree
 
 
@@ -17,29 +18,90 @@ def _qkv(rng, t: int, kv: int = 3, g: int = 3, hd: int = 16):
     return q, k, v
 
 
-def test_stacked_units_get_the_bits_of_each_unit_alone():
+def _padded_alone(q, k, v, qrows, krows, mask):
+    """One unit's attention on its own at its padded shape (`_unit_shape`): padding keys repeat its first key
+    under -inf, padding queries its first query and mask row (their outputs dropped)."""
+    n, L = _unit_shape(len(qrows), len(krows))
+    qi = np.r_[qrows, np.full(n - len(qrows), qrows[0])]
+    ki = np.r_[krows, np.full(L - len(krows), krows[0])]
+    m = np.full((n, L), -np.inf, np.float32)
+    m[:len(qrows), :len(krows)] = mask
+    m[len(qrows):, :len(krows)] = mask[0]
+    return _attend(q[:, :, :, qi], k[:, :, ki], v[:, :, ki], m)[:, :, :, :len(qrows)]
+
+
+def _units(packing):
+    """(query rows, key rows, mask) of every unit of a packing: a plain segment; a tree segment's prefix, and each
+    branch against the prefix's keys and its own."""
+    for (s, e, mask), prefix in zip(packing.segments, packing.prefixes):
+        n = prefix or e - s
+        yield np.arange(s, s + n), np.arange(s, s + n), mask[:n, :n]
+        pos = packing.positions[s:e]
+        starts = [i for i in range(prefix, e - s) if pos[i] == prefix] + [e - s] if prefix else []
+        for a, b in zip(starts, starts[1:]):
+            yield (np.arange(s + a, s + b), np.r_[s:s + prefix, s + a:s + b],
+                   np.concatenate([mask[a:b, :prefix], mask[a:b, a:b]], axis=1))
+
+
+def test_stacked_units_get_the_bits_of_each_unit_alone_at_its_padded_shape():
     # two contexts of 4 tokens with branches of 2, 3 and 2 tokens (two shapes shared), a plain segment of 5 tokens
-    # (the shape of another's) and one of 4: every shape holds units of several segments
-    layout = [tree(4, [2, 3]), tree(4, [2, 2]), tree(5, []), tree(4, [3])]
+    # (the shape of another's) and one of 4, a context of 19 with branches of 1 and 6: units of one padded shape
+    # hold several segments' units of different shapes
+    layout = [tree(4, [2, 3]), tree(4, [2, 2]), tree(5, []), tree(4, [3]), tree(19, [1, 6])]
     packing = pack(layout)
     rng = np.random.default_rng(0)
     q, k, v = _qkv(rng, packing.length)
     got = packed_attention(q, k, v, packing, SERIAL)
-    assert np.array_equal(packed_attention(q, k, v, packing, RowPool(2)), got)
-    start = 0
-    for (s, e, mask), prefix in zip(packing.segments, packing.prefixes):
-        n = prefix or e - s
-        alone = _attend(q[:, :, :, s:s + n], k[:, :, s:s + n], v[:, :, s:s + n], mask[:n, :n])
-        assert np.array_equal(got[:, :, :, s:s + n], alone)
-        pos = packing.positions[s:e]
-        starts = [i for i in range(prefix, e - s) if pos[i] == prefix] + [e - s] if prefix else []
-        for a, b in zip(starts, starts[1:]):
-            keys = np.r_[s:s + prefix, s + a:s + b]
-            alone = _attend(q[:, :, :, s + a:s + b], k[:, :, keys], v[:, :, keys],
-                            np.concatenate([mask[a:b, :prefix], mask[a:b, a:b]], axis=1))
-            assert np.array_equal(got[:, :, :, s + a:s + b], alone)
-        start = e
-    assert start == packing.length
+    assert np.array_equal(packed_attention(q, k, v, pack(layout), RowPool(2)), got)
+    seen = 0
+    for qrows, krows, mask in _units(packing):
+        assert np.array_equal(got[:, :, :, qrows], _padded_alone(q, k, v, qrows, krows, mask))
+        seen += len(qrows)
+    assert seen == packing.length
+
+
+def test_a_unit_gets_the_same_bits_whatever_else_is_packed_and_in_any_order():
+    """A segment's attention is a function of the segment alone: packed with others (of nearby shapes, stacked with
+    it), in another order, or alone, on 1 or 2 threads."""
+    rng = np.random.default_rng(1)
+    layouts = [tree(7, [2, 3, 1]), tree(9, [4, 4]), tree(12, []), tree(30, [2, 2, 5]), tree(6, [1])]
+    qkvs = [_qkv(rng, len(pos)) for pos, _ in layouts]
+
+    def run(order, pool):
+        packing = pack([layouts[i] for i in order])
+        q, k, v = (np.concatenate([qkvs[i][j] for i in order], axis=-2 if j else 3) for j in range(3))
+        got = packed_attention(q, k, v, packing, pool)
+        out, start = {}, 0
+        for i in order:
+            n = len(layouts[i][0])
+            out[i] = got[:, :, :, start:start + n]
+            start += n
+        return out
+
+    whole = run(range(5), SERIAL)
+    for order, pool in [([4, 2, 0, 3, 1], RowPool(2)), ([3, 1], SERIAL)]:
+        for i, o in run(order, pool).items():
+            assert np.array_equal(o, whole[i])
+    for i in range(5):
+        assert np.array_equal(run([i], SERIAL)[i], whole[i])
+
+
+def test_packed_attention_reads_and_writes_rows_at_their_slots():
+    """`slots`: the packing's token i at row slots[i] of q, k, v (a forward's rows at their slots): the same bits as
+    the rows gathered in packing order, and zeros at the rows no token has."""
+    layout = [tree(4, [2, 3]), tree(70, [2]), tree(66, []), tree(5, [1, 1])]
+    packing = pack(layout)
+    rng = np.random.default_rng(2)
+    q, k, v = _qkv(rng, packing.length)
+    want = packed_attention(q, k, v, packing, SERIAL)
+    t = packing.length + 9
+    slots = rng.permutation(t)[:packing.length]
+    qs, ks, vs = (np.zeros(a.shape[:-2] + (t, a.shape[-1]), np.float32) for a in (q, k, v))
+    qs[:, :, :, slots], ks[:, :, slots], vs[:, :, slots] = q, k, v
+    for pool in (SERIAL, RowPool(2)):
+        got = packed_attention(qs, ks, vs, pack(layout), pool, slots=slots)
+        assert np.array_equal(got[:, :, :, slots], want)
+        assert not np.delete(got, slots, axis=3).any()
 
 
 def test_packed_forwards_have_few_padding_slots_and_every_segment_once():

@@ -16,9 +16,10 @@ from typing import Callable, Protocol
 import numpy as np
 
 from nlpkit.lm.threads import SERIAL, RowPool
-from nlpkit.lm.transformer.attention_ops import attention
+from nlpkit.lm.transformer.attention_ops import attention, packed_attention
 from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.layer_ops import causal_mask
+from nlpkit.lm.transformer.packing import Packing
 from nlpkit.lm.transformer.products import aligned_split
 
 ROW_MIN = 32  # a thread's share of a layer's rows is never under this (fewer would only add hand-offs)
@@ -116,6 +117,8 @@ class CacheAttention:
         mask, softcap, _ = self.plans[li]
         if self.slots is None:
             return attention(q[:, :, :, keep:], k, v, mask, self.pool, softcap, keep)
+        if isinstance(mask, Packing) and getattr(mask, "attend", None) is None:  # read at the slots, no gather
+            return packed_attention(q, k, v, mask, self.pool, softcap, slots=self.slots)
         sl = self.slots  # the packed tokens' rows, gathered in order: the segments as the Packing lays them out
         o = np.zeros_like(q)  # padding rows stay zero
         o[:, :, :, sl] = attention(q[:, :, :, sl], k[:, :, sl], v[:, :, sl], mask, self.pool, softcap)
