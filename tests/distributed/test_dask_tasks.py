@@ -128,6 +128,17 @@ def test_chat_renders_here_and_scores_on_the_workers(cluster, tmp_path):
     _same_files(tmp_path / "local", tmp_path / "dask")
 
 
+def test_a_multiple_input_task_on_dask_gives_the_local_runs_samples(cluster, tmp_path):
+    """A document's contexts share their common start (`prefix_scoring.document_split`) on a worker as here: the
+    same log-likelihoods, bit for bit (the results' configs name the hooks' addresses, another per process)."""
+    args = ("-m", "default", "--tasks", "suite_wino", "--limit", "6")
+    local = _tasks(*args, out=tmp_path / "local")
+    dask = _tasks(*args, "--dask", cluster.scheduler_address, "--shard-size", "100", "--quiet", out=tmp_path / "dask")
+    assert dask.stdout == local.stdout and b'"record": "summary"' in local.stdout
+    a, b = _files(tmp_path / "local"), _files(tmp_path / "dask")
+    assert a["samples_suite_wino"].read_bytes() == b["samples_suite_wino"].read_bytes()
+
+
 def test_results_cache_in_front_of_the_workers(cluster, tmp_path):
     """Misses are computed on the cluster and stored; a rerun without --dask takes every result from the cache."""
     args = ("-m", GPT2, "--tasks", "suite_mc,suite_rolling", "--limit", "3")

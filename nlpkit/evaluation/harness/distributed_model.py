@@ -135,7 +135,9 @@ class DistributedHarnessModel:
         return out
 
     def _ll_chunks(self, reqs: list) -> list[list[int]]:
-        return self._chunks([c for c, _ in reqs], [_size(c) + _size(x) for c, x in reqs])
+        # a document's contexts (r[2], `run.answer`) in one chunk: they share their common start there
+        return self._chunks(["\0".join(r[2]) if len(r) > 2 else r[0] for r in reqs],
+                            [_size(r[0]) + _size(r[1]) for r in reqs])
 
     def prefix_plan(self, requests: Sequence[tuple[str, str]], chunks: list[list[int]] | None = None) -> dict:
         """The shared prefixes of these requests together: each chunk's clusters (a first round of tasks), merged."""

@@ -35,12 +35,14 @@ def load_model(spec: LoadSpec, warn: Callable[[str], None] | None = None):
     return load_language_model(spec, warn=warn)
 
 
-def _by_context(requests: Sequence[tuple[str, str]]) -> tuple[list, "OrderedDict[str, list[int]]"]:
-    """(context, [continuations]) in first-seen order, and each context's request indices."""
-    groups: "OrderedDict[str, list[int]]" = OrderedDict()
-    for i, (ctx, _) in enumerate(requests):
-        groups.setdefault(ctx, []).append(i)
-    return [(ctx, [requests[i][1] for i in idx]) for ctx, idx in groups.items()], groups
+def _by_context(requests: Sequence[tuple]) -> tuple[list, "OrderedDict[tuple, list[int]]"]:
+    """(context, [continuations]) in first-seen order, and each (context, its document's contexts) key's request
+    indices. A request is (context, continuation), or (context, continuation, its document's contexts) when the
+    document has several (`run.answer`: winogrande's `multiple_input`)."""
+    groups: "OrderedDict[tuple, list[int]]" = OrderedDict()
+    for i, r in enumerate(requests):
+        groups.setdefault((r[0], tuple(r[2]) if len(r) > 2 else None), []).append(i)
+    return [(key[0], [requests[i][1] for i in idx]) for key, idx in groups.items()], groups
 
 
 class HarnessModel:
@@ -61,14 +63,18 @@ class HarnessModel:
         self.scorer = lm.continuation_scorer(self.window)
 
     # ------------------------------------------------------------------ requests
-    def loglikelihood(self, requests: Sequence[tuple[str, str]],
+    def loglikelihood(self, requests: Sequence[tuple],
                       prefixes: dict | None = None) -> list[tuple[float, bool]]:
         """`prefixes`: the shared prefixes of the whole call when these requests are a part of it (`--dask`:
-        `prefix_scoring.merge_prefix_summaries` of each part's `prefix_summary`)."""
-        from nlpkit.lm.transformer.prefix_scoring import score_shared
+        `prefix_scoring.merge_prefix_summaries` of each part's `prefix_summary`). A request is (context,
+        continuation), or (context, continuation, its document's contexts): a document's contexts run their common
+        token prefix once (`prefix_scoring.document_split`)."""
+        from nlpkit.lm.transformer.prefix_scoring import document_split, score_shared
 
         batch, groups = _by_context(requests)
-        scores = score_shared(self.scorer, batch, prefixes)  # contexts sharing few-shot examples compute them once
+        splits = [document_split(self.scorer, ctx, siblings) if siblings else 0 for ctx, siblings in groups]
+        # contexts sharing few-shot examples compute them once; a document's contexts their common start
+        scores = score_shared(self.scorer, batch, prefixes, splits)
         out: list = [None] * len(requests)
         for (ctx, idx), ss in zip(groups.items(), scores):
             for i, s in zip(idx, ss):

@@ -95,7 +95,7 @@ def answer(model, instances: list[Instance], options: RunOptions, progress: Call
     for kind, insts in by_type.items():
         cloned = [inst for inst in insts for _ in range(inst.repeats)]
         if kind == "loglikelihood":
-            resps = model.loglikelihood([i.arguments for i in cloned])
+            resps = model.loglikelihood(with_siblings(cloned))
         elif kind == "loglikelihood_rolling":
             resps = model.loglikelihood_rolling([i.arguments[0] for i in cloned])
         else:
@@ -105,6 +105,22 @@ def answer(model, instances: list[Instance], options: RunOptions, progress: Call
             inst.resps.append(r)
         if progress:
             progress(len(cloned))
+
+
+def with_siblings(instances: list[Instance]) -> list[tuple]:
+    """Each loglikelihood instance's (context, continuation), with its document's distinct non-empty contexts
+    appended when there are several (winogrande's `multiple_input`: the sentence up to the blank with each option):
+    the model runs their common start once per document (`HarnessModel.loglikelihood`)."""
+    contexts: dict[int, dict[str, None]] = {}
+    for inst in instances:
+        if inst.arguments[0]:
+            contexts.setdefault(id(inst.doc), {})[inst.arguments[0]] = None
+    out = []
+    for inst in instances:
+        ctx, cont = inst.arguments[:2]
+        siblings = tuple(contexts.get(id(inst.doc), ())) if ctx else ()
+        out.append((ctx, cont, siblings) if len(siblings) > 1 else (ctx, cont))
+    return out
 
 
 def evaluate_model(prepared: dict[str, PreparedTask], selection: Selection, model, options: RunOptions,

@@ -138,6 +138,33 @@ def _shared_segment(ctx: list[int], conts: list[list[int]], where: list[tuple[in
     return _Segment(tokens, positions, mask, scored, len(prefix))
 
 
+def _split_segments(prefix: list[int], contexts: dict[tuple[int, ...], list]) -> list[_Segment]:
+    """Contexts that begin with `prefix` (a document's: `score_pairs`'s `splits`), each with its continuations
+    [(where, continuation ids)]: the prefix, then per context its rest (its tokens after the prefix, at least one)
+    and each continuation's tokens but its last as a branch -- the rest alone, read at its last row, for the
+    single-token continuations. A continuation's bits are a function of (prefix, rest, continuation) alone: a branch
+    sees the prefix and itself only (`packing.tree`), whatever other branches share the segment. In runs of at most
+    max(BRANCH_TOKENS, prefix) branch tokens, the prefix in each."""
+    branches = []  # (tokens, [(where, rows in the branch, continuation, context)])
+    for ctx, members in contexts.items():
+        rest = list(ctx[len(prefix):])
+        single = [(w, [len(rest) - 1], cont, ctx) for w, cont in members if len(cont) == 1]
+        if single:
+            branches.append((rest, single))
+        branches += [(rest + list(cont[:-1]), [(w, [len(rest) - 1 + i for i in range(len(cont))], cont, ctx)])
+                     for w, cont in members if len(cont) > 1]
+    out = []
+    for run in _branch_runs([(b, b[0]) for b in branches], max(BRANCH_TOKENS, len(prefix))):
+        positions, mask = tree(len(prefix), [len(toks) for (toks, _), _ in run])
+        tokens, scored, start = list(prefix), [], len(prefix)
+        for (toks, members), _ in run:
+            scored += [(w, [start + r for r in rows], list(cont), tuple(ctx), False) for w, rows, cont, ctx in members]
+            tokens += toks
+            start += len(toks)
+        out.append(_Segment(tokens, positions, mask, scored, len(prefix)))
+    return out
+
+
 def _truncated_segment(ctx: list[int], cont: list[int], window: int, where: tuple[int, int]) -> _Segment:
     """lm-evaluation-harness's left truncation: input (ctx + cont)[-(window + 1):][:-1], the last len(cont) rows."""
     inp = (list(ctx) + list(cont))[-(window + 1):][:-1]
@@ -239,13 +266,16 @@ class PackedScorer:
             raise NlpkitError(f"the continuation is {len(cont)} tokens, longer than the window of "
                               f"{self.window} tokens")
 
-    def score_pairs(self, requests: list[list[tuple[list[int], list[int]]]],
-                    top: int = 0) -> list[list[ContinuationScore]]:
+    def score_pairs(self, requests: list[list[tuple[list[int], list[int]]]], top: int = 0,
+                    splits: Sequence[int] | None = None) -> list[list[ContinuationScore]]:
         """Each request's (context ids, continuation ids) pairs scored: continuations of one context (within and
         across requests) share a segment, each one's bits those it gets alone (`model.packed_attention`); one whose
         context + continuation exceeds the window is cut from the left and scored alone. `top` > 0: each
-        position's `top` most likely tokens too (`ContinuationScore.top`)."""
+        position's `top` most likely tokens too (`ContinuationScore.top`). `splits`: per request, 0 or the length
+        of its context's first tokens run as a prefix, the rest of the context a branch (`_split_segments`: a
+        document's contexts that differ after a common start, `prefix_scoring.document_split`)."""
         groups: dict[tuple[int, ...], list[tuple[tuple[int, int], list[int]]]] = {}
+        split_groups: dict[tuple[int, ...], dict[tuple[int, ...], list]] = {}  # prefix -> context -> members
         segments: list[_Segment] = []
         first: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int]] = {}  # a pair -> where it is scored
         copies: list[tuple[tuple[int, int], tuple[int, int]]] = []
@@ -261,11 +291,16 @@ class PackedScorer:
                     segments.append(_truncated_segment(ctx, cont, self.window, (r, j)))
                 elif not self.share:
                     segments.append(_shared_segment(list(ctx), [cont], [(r, j)]))
+                elif splits and 0 < splits[r] < len(ctx):
+                    split_groups.setdefault(tuple(ctx[:splits[r]]), {}).setdefault(tuple(ctx), []).append(
+                        ((r, j), cont))
                 else:
                     groups.setdefault(tuple(ctx), []).append(((r, j), cont))
         for ctx, members in groups.items():
             for part in _branch_runs(members, max(BRANCH_TOKENS, len(ctx))):
                 segments.append(_shared_segment(list(ctx), [c for _, c in part], [w for w, _ in part]))
+        for prefix, by_ctx in split_groups.items():
+            segments += _split_segments(list(prefix), by_ctx)
         out: list[list[ContinuationScore | None]] = [[None] * len(pairs) for pairs in requests]
         limit = self._rope_limit()
         for s in segments:  # RoPE tables that depend on a sequence's length: such a sequence has its forward alone

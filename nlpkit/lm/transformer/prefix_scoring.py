@@ -13,6 +13,12 @@ continuation exceed the window, or a context without a rest, goes the usual way 
 
 Opt-in (the harness asks for it): `nlpkit score` on item files keeps its per-item bits whatever else is in a block.
 
+A document's own contexts (winogrande's `multiple_input`: the sentence up to the blank with each option, one shared
+continuation) share their common token prefix too, whatever else is in the call: `document_split` is the length of
+that prefix from the document's contexts alone (given with each request, `splits`), so a context runs as the same
+prefix and branch, the same bits, scored with its siblings, alone or in any batch (`PackedScorer.score_pairs`'s
+`splits`). A context in a few-shot cluster goes the cluster's way.
+
 Which contexts share which prefix depends on every context of the call. A call split into parts (`score --tasks
 --dask`: each worker scores some of the requests) plans the prefixes of the whole first: each part's
 `prefix_summary`, merged by `merge_prefix_summaries` into the `prefixes` every part's `score_shared` is given, so
@@ -29,6 +35,7 @@ from nlpkit.lm.transformer.packed_scoring import PackedScorer, Segment, encode_p
 from nlpkit.lm.transformer.packing import tree
 
 MIN_SHARED = 48  # tokens: a shorter common prefix is not worth a segment of its own
+MIN_SPLIT = 4  # tokens: a document's contexts sharing fewer run whole (`document_split`)
 SEGMENT_TOKENS = 4096  # a prefix and as many branches as fit (a prefix longer than a quarter of it: 4 x prefix)
 
 
@@ -108,11 +115,31 @@ def merge_prefix_summaries(parts: Sequence[dict[tuple, Cluster]]) -> dict[tuple,
     return out
 
 
+def document_split(scorer, context: str, siblings: Sequence[str]) -> int:
+    """The token prefix a document's contexts (`siblings`, `context` among them) share, as a length: their longest
+    common prefix of token ids (`encode_pair`'s context tokens), each keeping at least one token of its own; 0 when
+    it is under MIN_SPLIT tokens, when the document has no other context, or for a scorer that shares nothing. A
+    function of the document alone."""
+    if not isinstance(scorer, PackedScorer) or not context:
+        return 0
+    others = [o for o in dict.fromkeys(siblings) if o and o != context]
+    if not others:
+        return 0
+    ctx = encode_pair(scorer.model, context, " x")[0]  # the context's tokens do not depend on the continuation
+    lcp = len(ctx) - 1
+    for other in others:
+        ids = encode_pair(scorer.model, other, " x")[0]
+        lcp = min(lcp, _lcp(ctx, ids), len(ids) - 1)
+    return lcp if lcp >= MIN_SPLIT else 0
+
+
 def score_shared(scorer, requests: Sequence[tuple[str, Sequence[str]]],
-                 prefixes: dict[tuple, int] | None = None) -> list[list[ContinuationScore]]:
+                 prefixes: dict[tuple, int] | None = None,
+                 splits: Sequence[int] | None = None) -> list[list[ContinuationScore]]:
     """`scorer.score_requests(requests)`, with contexts that share a long token prefix computing it once (a
     `PackedScorer`; any other scorer scores as it does). `prefixes`: the shared prefixes of a whole call this is a
-    part of (`merge_prefix_summaries`); None: the prefixes these requests share."""
+    part of (`merge_prefix_summaries`); None: the prefixes these requests share. `splits`: per request, the
+    prefix its document's contexts share (`document_split`; 0: none), run once for the contexts that have it."""
     if not isinstance(scorer, PackedScorer):
         return scorer.score_requests(list(requests))
     pairs, by_ctx = _contexts(scorer, requests)
@@ -123,6 +150,7 @@ def score_shared(scorer, requests: Sequence[tuple[str, Sequence[str]]],
     for ctx in by_ctx:
         if len(ctx) > MIN_SHARED and ctx[:MIN_SHARED] in prefixes:
             clusters.setdefault(ctx[:MIN_SHARED], []).append(ctx)
+    in_cluster = {ctx for ctxs in clusters.values() for ctx in ctxs}
     shared: set = set()
     segments: list[Segment] = []
     for key, ctxs in clusters.items():
@@ -148,8 +176,10 @@ def score_shared(scorer, requests: Sequence[tuple[str, Sequence[str]]],
     for group in forward_groups([len(s.tokens) for s in segments], scorer.pack_tokens):
         scorer._run([segments[i] for i in group], out)
     rest_requests = [[pairs[r][j] for j in range(len(pairs[r])) if (r, j) not in shared] for r in range(len(pairs))]
+    rest_splits = [0 if not splits or any(tuple(c) in in_cluster for c, _ in pairs[r]) else splits[r]
+                   for r in range(len(pairs))]
     if any(rest_requests):
-        scored = scorer.score_pairs(rest_requests)
+        scored = scorer.score_pairs(rest_requests, splits=rest_splits)
         for r in range(len(pairs)):
             k = 0
             for j in range(len(pairs[r])):
