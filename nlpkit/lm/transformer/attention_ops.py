@@ -108,13 +108,15 @@ def packed_attention(q, k, v, packing: Packing, pool: RowPool, softcap=None,
     `slots`: token i of the packing is row slots[i] of q, k, v and the output (a forward's rows at their slots,
     `Packing.slots`; other rows of the output zero), read and written there without gathering the rows first."""
     t = q.shape[3]
-    out = np.zeros_like(q) if slots is not None else np.empty_like(q)  # [1, kv, g, t, hd]
+    size = q.size + q.shape[4]  # q's, and one more row: where the stacks' padding queries write (`_flat_rows`)
+    spare = np.zeros(size, np.float32) if slots is not None else np.empty(size, np.float32)
+    out = spare[:q.size].reshape(q.shape)  # [1, kv, g, t, hd]
     key = ("shares", pool.n, ATTN_BLOCK, t, slots is not None)
     if key not in packing.memo:  # the same for every layer of the forward
         packing.memo[key] = _packed_shares(packing, pool.n, q.shape, slots)
     shares = packing.memo[key]
     flat = (q.reshape(-1, q.shape[4]), k.reshape(-1, k.shape[3]), v.reshape(-1, v.shape[3]),
-            out.reshape(-1, out.shape[4]))  # [kv g t, hd], [kv t, hd] x2, [kv g t, hd]: views
+            spare.reshape(-1, q.shape[4]))  # [kv g t, hd], [kv t, hd] x2, [kv g t + 1, hd]: views
 
     def rows(s, e):
         return slice(s, e) if slots is None else slots[s:e]
@@ -233,7 +235,7 @@ def _flat_rows(stack: tuple, where: np.ndarray, shape: tuple) -> tuple:
     qrows = (heads + where[qi][:, None, None, :]).reshape(-1)  # [m kv g n]
     krows = np.arange(kv).reshape(1, kv, 1) * t + where[ki][:, None, :]  # [m, kv, L]
     keep = np.broadcast_to(real[:, None, None, :], (len(qi), kv, g, qi.shape[1])).reshape(-1)  # [m kv g n]
-    return qrows, krows, masks, qrows[keep], np.flatnonzero(keep)
+    return qrows, krows, masks, np.where(keep, qrows, kv * g * t)  # a padding query's output: the spare row
 
 
 def _attend_stacked(flat: tuple, group: tuple, softcap) -> None:
@@ -244,7 +246,7 @@ def _attend_stacked(flat: tuple, group: tuple, softcap) -> None:
 
     # flat: [kv g t, hd], [kv t, hd] x2, out [kv g t, hd]"""
     fq, fk, fv, fout = flat
-    qrows, krows, masks, dst, src = group  # [m kv g n], [m, kv, L], [m, n, L], [r], [r]
+    qrows, krows, masks, dst = group  # [m kv g n], [m, kv, L], [m, n, L], [m kv g n]
     m, kv, L = krows.shape
     n = masks.shape[1]
     hd = fq.shape[1]
@@ -258,8 +260,8 @@ def _attend_stacked(flat: tuple, group: tuple, softcap) -> None:
     np.subtract(scores, scores.max(axis=-1, keepdims=True), out=scores)
     np.exp(scores, out=scores)
     o = scores @ vs  # [m, kv, g n, hd]
-    o /= scores.sum(axis=-1, keepdims=True)
-    fout[dst] = o.reshape(-1, hd)[src]
+    o /= np.einsum("...l->...", scores)[..., None]  # each row's sum over its L (einsum: a short row's sum, fast)
+    fout[dst] = o.reshape(-1, hd)
 
 
 def _branches(positions: np.ndarray, prefix: int) -> list[tuple[int, int]]:  # [n] -> [(start, end)] in the segment
