@@ -28,3 +28,19 @@ def test_the_misses_of_a_partly_cached_run_are_the_uncached_runs_bits(cli, tmp_p
     partly = _samples(cli, tmp_path / "partly", 8, env)        # 7 missed: alone, it would share no prefix
     fresh = _samples(cli, tmp_path / "fresh", 8)
     assert partly[7] == fresh[7]
+
+
+def test_a_partly_cached_multiple_input_run_scores_its_misses_as_the_uncached_run(cli, tmp_path):
+    """winogrande-shaped documents (two contexts that share their start, `prefix_scoring.document_split`): the split
+    is the document's own, so a missed document gets the uncached run's bits, and a hit is the same result."""
+    def samples(out, limit, env=None):
+        res = cli("score", "-m", "default", "--tasks", "suite_wino", "--include-path", SUITE, "--limit", str(limit),
+                  "--output-path", str(out), "--log-samples", env=env)
+        assert res.returncode == 0, res.stderr.decode()
+        (path,) = out.rglob("samples_suite_wino_*.jsonl")
+        return {s["doc_id"]: s["resps"] for s in map(json.loads, path.read_text().splitlines())}
+
+    env = {"NLPKIT_RESULTS_CACHE": str(tmp_path / "rc")}
+    samples(tmp_path / "first", 3, env)                  # documents 0-2 cached
+    partly = samples(tmp_path / "partly", 5, env)        # 3 and 4 missed
+    assert partly == samples(tmp_path / "fresh", 5)
