@@ -339,6 +339,10 @@ metadata:
 """,
 }
 
+REAL3 = ("boolq,openbookqa,sciq,arc_challenge,lambada_standard,logiqa,triviaqa,nq_open,bbh_fewshot_boolean_expressions,"
+         "mmlu_pro_biology,mmlu_anatomy_generative,mmlu_flan_n_shot_generative_anatomy,wic,rte,sst2,qnli,"
+         "blimp_adjunct_island,arithmetic_2da,xwinograd_en,headqa_en,pubmedqa,lambada_openai_cloze_yaml,asdiv")
+REAL_GEN_TOKS = 8
 RUNS = {  # run name -> (tasks, extra lm_eval arguments)
     "suite": ("suite_group,suite_ll,suite_ll_ppl,suite_rolling,suite_gen,suite_gen_prefix,suite_wino,suite_proc", []),
     "limit": ("suite_tag,suite_gen", ["--limit", "3", "--num_fewshot", "1"]),
@@ -348,6 +352,8 @@ RUNS = {  # run name -> (tasks, extra lm_eval arguments)
     # more of lm-eval's files, other kinds: f1/mcc (mrpc, cola, cb's own aggregation hook), hook choices (copa, race,
     # mathqa), letter targets (commonsense_qa), a Jinja-built choice list (wsc273), list targets (webqs), a group
     "real2": ("glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs", ["--num_fewshot", "1"]),
+    # a sweep of other popular files, each at its own num_fewshot (generations cut to 8 tokens: REAL_GEN_TOKS)
+    "real3": (REAL3, []),
 }
 REAL_DIR = Path("/tmp/nlpkit-real-task-wrappers")  # the wrappers name lm-eval's installed files: not a fixture
 
@@ -381,7 +387,7 @@ def run_lmeval(run: str, model: str) -> None:
         from real_task_data import write_wrappers
 
         shutil.rmtree(REAL_DIR, ignore_errors=True)
-        include = str(write_wrappers(REAL_DIR))
+        include = str(write_wrappers(REAL_DIR, max_gen_toks=REAL_GEN_TOKS))
     cmd = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",
            f"pretrained={MODELS[model]},dtype=float32", "--tasks", tasks, "--include_path", include,
            "--device", "cpu", "--batch_size", "1", "--output_path", str(out.relative_to(ROOT)), "--log_samples",

@@ -111,6 +111,139 @@ MRPC = [{"sentence1": a, "sentence2": b, "label": l, "idx": i} for i, (a, b, l) 
     ("The cat sat.", "A cat was sitting.", 1), ("It rained.", "The sun shone.", 0), ("Bob ran.", "Bob jogged.", 1), ("I ate.", "You slept.", 0), ("He won.", "He was the winner.", 1)])]
 COLA = [{"sentence": s, "label": l, "idx": i} for i, (s, l) in enumerate([("The cat sat.", 1), ("Cat the sat.", 0), ("He runs fast.", 1), ("Runs he fast fast.", 0), ("I like tea.", 1)])]
 
+# a third sweep: more of lm-eval's popular files (our own documents in each dataset's schema)
+BOOLQ = [{"question": q, "passage": p, "idx": i, "label": l} for i, (q, p, l) in enumerate([
+    ("is the sun a star", "The Sun is the star at the centre of the Solar System.", 1),
+    ("can penguins fly", "Penguins are flightless birds living mostly in the southern hemisphere.", 0),
+    ("is water wet", "Water is a liquid at room temperature and wets most surfaces.", 1),
+    ("is paris in spain", "Paris is the capital and largest city of France.", 0)])]
+OBQA = [{"id": f"o{i}", "question_stem": q, "choices": {"text": c, "label": ["A", "B", "C", "D"]}, "answerKey": k}
+        for i, (q, c, k) in enumerate([
+            ("The sun is responsible for", ["puppies learning new tricks", "plants sprouting, blooming and wilting",
+                                            "mail being delivered", "cars going fast"], "B"),
+            ("When food is reduced in the stomach", ["the mind needs time", "nutrients are being deconstructed",
+                                                      "reader's digest is a book", "the body is cold"], "B"),
+            ("Poison causes harm to which of the following?", ["a Tree", "a robot", "a house", "a car"], "A"),
+            ("A magnet will stick to", ["a belt buckle", "a wooden table", "a plastic cup", "a paper plate"], "A")])]
+SCIQ = [{"question": q, "distractor3": d3, "distractor1": d1, "distractor2": d2, "correct_answer": a, "support": s}
+        for q, d1, d2, d3, a, s in [
+            ("What type of organism is commonly used in preparation of foods such as cheese and yogurt?",
+             "viruses", "protozoa", "gymnosperms", "mesophilic organisms",
+             " Mesophiles grow best in moderate temperature, typically between 25 and 40 degrees."),
+            ("What phenomenon makes global winds blow northeast to southwest?", "tropical effect",
+             "muon effect", "centrifugal effect", "coriolis effect", ""),
+            ("Changes from a less-ordered state to a more-ordered state are", "endothermic", "unbalanced",
+             "reactive", "exothermic", "Summary Changes of state are examples of phase changes.\n"),
+            ("What is the least dangerous radioactive decay?", "zeta decay", "beta decay", "gamma decay",
+             "alpha decay", "All radioactive decay is dangerous to living things, but alpha decay is the least.")]]
+LAMBADA_STD = [{"text": t} for t in ["He stood at the door for a long moment and then knocked twice",
+                                     "They sailed across the bay until they reached the island",
+                                     "She handed him the key and told him to lock the gate"]]
+LOGIQA = [{"label": l, "context": c, "question": q, "options": o} for l, c, q, o in [
+    ("a", "Some cats are black. All black things absorb heat.", "Which must be true?",
+     ["Some cats absorb heat.", "All cats are black.", "No cat absorbs heat.", "Heat is black."]),
+    ("c ", "Every student passed the test. Ann is a student.", "What follows?",
+     ["Ann failed.", "Ann skipped it.", "Ann passed.", "Nobody passed."]),
+    ("b", "If it rains, the road is wet. The road is dry.", "What can be inferred?",
+     ["It rains.", "It does not rain.", "The road is wet.", "Roads are dry."])]]
+TRIVIAQA = [{"question": q, "question_id": f"tq{i}", "question_source": "http://www.quizballs.com/",
+             "entity_pages": {"doc_source": [], "filename": [], "title": [], "wiki_context": []},
+             "search_results": {"description": [], "filename": [], "rank": [], "title": [], "url": [],
+                                "search_context": []},
+             "answer": {"aliases": al, "normalized_aliases": [a.lower() for a in al], "matched_wiki_entity_name": "",
+                        "normalized_matched_wiki_entity_name": "", "normalized_value": al[0].lower(),
+                        "type": "WikipediaEntity", "value": al[0]}}
+            for i, (q, al) in enumerate([
+                ("Which planet is known as the Red Planet", ["Mars", "Planet Mars", "The Red Planet"]),
+                ("Who wrote Romeo and Juliet", ["William Shakespeare", "Shakespeare", "The Bard"]),
+                ("What is the capital city of Japan", ["Tokyo", "T\u014dky\u014d"]),
+                ("How many legs does a spider have", ["8", "Eight"])])]
+NQ = [{"question": q, "answer": a} for q, a in [
+    ("who wrote the declaration of independence", ["Thomas Jefferson"]),
+    ("when did the first world war start", ["1914", "28 July 1914"]),
+    ("what is the largest ocean on earth", ["the Pacific Ocean", "Pacific"]),
+    ("who painted the mona lisa", ["Leonardo da Vinci"])]]
+BBH_BOOL = [{"input": i, "target": t} for i, t in [
+    ("not ( True ) and ( True ) is", "False"), ("True and not not ( not False ) is", "True"),
+    ("not True or ( False and True ) is", "False"), ("False or not ( True ) and False is", "False")]]
+MMLU_PRO = [{"question_id": i, "question": q, "options": o, "answer": a, "answer_index": "ABCDEFGHIJ".index(a),
+             "cot_content": cot, "category": cat, "src": "ori_mmlu-biology"}
+            for i, (q, o, a, cot, cat) in enumerate([
+                ("Which organelle makes ATP?", ["nucleus", "mitochondrion", "ribosome", "vacuole", "wall"], "B",
+                 "A: Let's think step by step. Cells make ATP in mitochondria. The answer is (B).", "biology"),
+                ("What carries oxygen in blood?", ["plasma", "platelets", "hemoglobin", "lymph"], "C",
+                 "A: Let's think step by step. Hemoglobin binds oxygen. The answer is (C).", "biology"),
+                ("What is 6 x 7?", ["42", "36", "48", "49", "40", "54"], "A",
+                 "A: Let's think step by step. 6 x 7 = 42. The answer is (A).", "math"),
+                ("Which base pairs with adenine in DNA?", ["cytosine", "guanine", "uracil", "thymine "], "D",
+                 "A: Let's think step by step. A pairs with T. The answer is (D).", "biology"),
+                ("What do plants release in photosynthesis?", ["oxygen", "nitrogen", "carbon", "helium"], "A",
+                 "A: Let's think step by step. Plants release oxygen. The answer is (A).", "biology"),
+                ("Where are genes found?", ["chromosomes", "lipids", "sugars"], "A",
+                 "A: Let's think step by step. Genes lie on chromosomes. The answer is (A).", "biology"),
+                ("Which organ pumps blood?", ["lung", "heart", "liver", "brain", "skin", "bone", "eye"], "B",
+                 "A: Let's think step by step. The heart pumps blood. The answer is (B).", "biology")])]
+WIC = [{"word": w, "sentence1": s1, "sentence2": s2, "start1": s1.index(f), "start2": s2.index(g),
+        "end1": s1.index(f) + len(f), "end2": s2.index(g) + len(g), "idx": i, "label": l}
+       for i, (w, s1, s2, f, g, l) in enumerate([
+           ("bank", "He sat on the river bank.", "She works at the bank.", "bank", "bank", 0),
+           ("run", "I run every morning.", "They run to the shop.", "run", "run", 1),
+           ("light", "Turn on the light.", "The box is light.", "light", "light", 0),
+           ("play", "The children play outside.", "We play football.", "play", "play", 1)])]
+RTE = [{"sentence1": a, "sentence2": b, "label": l, "idx": i} for i, (a, b, l) in enumerate([
+    ("Dana Reeve, the widow of the actor Christopher Reeve, has died.", "Christopher Reeve had an accident.", 1),
+    ("Yet, we now are discovering that antibiotics are losing their effectiveness.", "Bacteria is winning.", 0),
+    ("Cairo is now home to some 15 million people.", "15 million people live in Cairo.", 0)])]
+SST2 = [{"sentence": s, "label": l, "idx": i} for i, (s, l) in enumerate([
+    ("it 's a charming and often affecting journey . ", 1), ("unflinchingly bleak and desperate ", 0),
+    ("allows us to hope that nolan is poised to embark a major career ", 1), ("the acting is dreadful", 0)])]
+QNLI = [{"question": q, "sentence": s, "label": l, "idx": i} for i, (q, s, l) in enumerate([
+    ("What came into force after the new constitution was herald?", "As of that day, the new constitution "
+     "heralding the Second Republic came into force.", 0),
+    ("What is the first major city in the stream of the Rhine?", "The most important tributaries in this area are "
+     "the Ill below of Strasbourg.", 1),
+    ("Where is the Eiffel Tower?", "The Eiffel Tower stands in Paris.", 0)])]
+BLIMP = [{"sentence_good": g, "sentence_bad": b, "field": "syntax", "linguistics_term": "island_effects",
+          "UID": "adjunct_island", "simple_LM_method": True, "one_prefix_method": False, "two_prefix_method": False,
+          "lexically_identical": True, "pair_id": i}
+         for i, (g, b) in enumerate([
+             ("Who should Derek hug after shocking Richard?", "Who should Derek hug Richard after shocking?"),
+             ("What had Rachel forgotten before leaving?", "What had Rachel forgotten bikes before leaving?"),
+             ("Who did Amy see while kissing Tom?", "Who did Amy see Tom while kissing?")])]
+ARITH = [{"context": c, "completion": r} for c, r in [
+    ("Q: What is 98 plus 45?\n\nA:", " 143"), ("Q: What is 12 plus 34?\n\nA:", " 46"),
+    ("  Q: What is 70 plus 70?\n\nA: ", " 140")]]
+XWINO = [{"sentence": s, "option1": a, "option2": b, "answer": ans} for s, a, b, ans in [
+    ("The cup is on the table because the _ is heavy.", "cup", "table", "1"),
+    ("Tom thanked Bill because _ had helped him.", "Tom", "Bill", "2"),
+    ("The fish ate the worm. The _ was hungry.", "fish", "worm", "1")]]
+HEADQA = [{"name": "Cuaderno_2013_1_B", "year": "2013", "category": "biology", "qid": i + 1, "qtext": q,
+           "ra": ra, "image": None, "answers": [{"aid": j + 1, "atext": t} for j, t in enumerate(ans)]}
+          for i, (q, ans, ra) in enumerate([
+              ("Which cell organelle contains DNA besides the nucleus?", ["Ribosome", "Mitochondrion",
+                                                                          "Golgi apparatus", "Lysosome"], 2),
+              ("The normal pH of human blood is:", ["6.0", "7.4", "8.5", "5.5"], 2),
+              ("Insulin is produced by the:", ["liver", "pancreas", "kidney", "spleen"], 2)])]
+PUBMEDQA = [{"QUESTION": q, "CONTEXTS": c, "LABELS": ["BACKGROUND"] * len(c), "MESHES": ["Humans"], "YEAR": "2001",
+             "reasoning_required_pred": "yes", "reasoning_free_pred": "yes", "final_decision": d,
+             "LONG_ANSWER": "It does."}
+            for q, c, d in [
+                ("Does coffee improve alertness?", ["Caffeine blocks adenosine.", "Subjects were tested."], "yes"),
+                ("Do vitamins cure colds?", ["A trial of 200 adults was run."], "no"),
+                ("Is walking good for the heart?", ["Walking was measured.", "Hearts were scanned.",
+                                                    "Results varied."], "maybe")]]
+ASDIV = [{"body": b, "question": q, "solution_type": "Addition", "answer": a, "formula": f} for b, q, a, f in [
+    ("Seven red apples and two green apples are in the basket.", "How many apples are in the basket?",
+     "9 (apples)", "7+2=9"),
+    ("Ellen has six more balls than Marin. Marin has nine balls.", "How many balls does Ellen have?",
+     "15 (balls)", "6+9=15"),
+    ("A pie costs 3 dollars.", " How much do 4 pies cost?", "12", "3*4=12")]]
+MATH = [{"problem": p, "level": "Level 1", "type": "Algebra", "solution": s} for p, s in [
+    ("What is $2+3$?", "We have $2+3=\\boxed{5}$."), ("Solve $x+1=3$.", "Subtract one: $x=\\boxed{2}$.")]]
+IFEVAL = [{"key": i, "prompt": p, "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
+          for i, p in enumerate(["Write a short poem about the sea without using any commas.",
+                                 "Describe a cat in two sentences and use no commas."])]
+
 # task -> (lm-eval file, splits, docs, extra YAML lines)
 WRAPPED = {
     "arc_easy": ("arc/arc_easy.yaml", ("train", "validation", "test"), ARC, ""),
@@ -134,6 +267,32 @@ WRAPPED = {
     "webqs": ("webqs/webqs.yaml", ("train", "test"), WEBQS, "num_fewshot: 0\n"),  # list targets: no shots in lm-eval
     "mrpc": ("glue/mrpc/default.yaml", ("train", "validation"), MRPC, ""),
     "cola": ("glue/cola/default.yaml", ("train", "validation"), COLA, ""),
+    # a third sweep: more popular files (a flan filter, hook-built prompts, YAML-listed shots, multiple input, ...)
+    "boolq": ("super_glue/boolq/default.yaml", ("train", "validation"), BOOLQ, ""),
+    "openbookqa": ("openbookqa/openbookqa.yaml", ("train", "validation", "test"), OBQA, ""),
+    "sciq": ("sciq/sciq.yaml", ("train", "validation", "test"), SCIQ, ""),
+    "arc_challenge": ("arc/arc_challenge.yaml", ("train", "validation", "test"), ARC, ""),
+    "lambada_standard": ("lambada/lambada_standard.yaml", ("validation", "test"), LAMBADA_STD, ""),
+    "logiqa": ("logiqa/logiqa.yaml", ("train", "validation", "test"), LOGIQA, ""),
+    "triviaqa": ("triviaqa/default.yaml", ("train", "validation"), TRIVIAQA, ""),
+    "nq_open": ("nq_open/nq_open.yaml", ("train", "validation"), NQ, ""),
+    "bbh_fewshot_boolean_expressions": ("bbh/fewshot/boolean_expressions.yaml", ("test",), BBH_BOOL, ""),
+    "bbh_cot_fewshot_boolean_expressions": ("bbh/cot_fewshot/boolean_expressions.yaml", ("test",), BBH_BOOL, ""),
+    "mmlu_pro_biology": ("mmlu_pro/mmlu_pro_biology.yaml", ("validation", "test"), MMLU_PRO, ""),
+    "mmlu_anatomy_generative": ("mmlu/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU, ""),
+    "mmlu_flan_n_shot_generative_anatomy": ("mmlu/flan_n_shot/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU,
+                                            ""),
+    "wic": ("super_glue/wic/default.yaml", ("train", "validation"), WIC, ""),
+    "rte": ("glue/rte/default.yaml", ("train", "validation"), RTE, ""),
+    "sst2": ("glue/sst2/default.yaml", ("train", "validation"), SST2, ""),
+    "qnli": ("glue/qnli/default.yaml", ("train", "validation"), QNLI, ""),
+    "blimp_adjunct_island": ("blimp/adjunct_island.yaml", ("train",), BLIMP, ""),
+    "arithmetic_2da": ("arithmetic/arithmetic_2da.yaml", ("validation",), ARITH, ""),
+    "xwinograd_en": ("xwinograd/xwinograd_en.yaml", ("test",), XWINO, ""),
+    "headqa_en": ("headqa/headqa_en.yaml", ("train", "validation", "test"), HEADQA, ""),
+    "pubmedqa": ("pubmedqa/pubmedqa.yaml", ("train", "validation", "test"), PUBMEDQA, ""),
+    "lambada_openai_cloze_yaml": ("lambada_cloze/lambada_openai_cloze.yaml", ("test",), LAMBADA, ""),
+    "asdiv": ("asdiv/default.yaml", ("validation",), ASDIV, ""),
 }
 GROUP = """group: mmlu_mini
 task:
@@ -159,8 +318,10 @@ metadata:
 
 
 
-def write_wrappers(d: Path, tasks_dir: Path | None = None) -> Path:
-    """Into folder `d`: each task's data files and a YAML that includes lm-eval's own file and reads them."""
+def write_wrappers(d: Path, tasks_dir: Path | None = None, max_gen_toks: int | None = None) -> Path:
+    """Into folder `d`: each task's data files and a YAML that includes lm-eval's own file and reads them.
+    `max_gen_toks`: generate_until tasks keep their own generation_kwargs but generate at most that many tokens (the
+    tiny test models have 64 positions; lm-eval refuses a max_gen_toks that leaves no room for the context)."""
     tasks_dir = tasks_dir or lmeval_tasks_dir()
     d.mkdir(parents=True, exist_ok=True)
     for name, (rel, splits, docs, extra) in WRAPPED.items():
@@ -169,9 +330,23 @@ def write_wrappers(d: Path, tasks_dir: Path | None = None) -> Path:
             p = d / f"{name}-{split}.jsonl"
             p.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in docs), encoding="utf-8")
             files[split] = str(p)
+        if max_gen_toks is not None:
+            extra += _short_generations(tasks_dir / rel, max_gen_toks)
         (d / f"{name}.yaml").write_text(
             f"include: {tasks_dir / rel}\ntask: {name}\ndataset_path: json\ndataset_name: null\n"
             f"dataset_kwargs:\n  data_files: {json.dumps(files)}\n{extra}", encoding="utf-8")
     (d / "mmlu_mini.yaml").write_text(GROUP, encoding="utf-8")
     (d / "glue_mini.yaml").write_text(GLUE_GROUP, encoding="utf-8")
     return d
+
+
+def _short_generations(path: Path, max_gen_toks: int) -> str:
+    """A `generation_kwargs:` line: the task file's own (read from lm-eval's installed file) with `max_gen_toks`."""
+    from nlpkit.evaluation.harness.task_files import load_yaml
+
+    cfg = load_yaml(path, resolve=False)
+    if cfg.get("output_type", "generate_until") != "generate_until":
+        return ""
+    kwargs = dict(cfg.get("generation_kwargs") or {})
+    kwargs["max_gen_toks"] = max_gen_toks
+    return f"generation_kwargs: {json.dumps(kwargs)}\n"

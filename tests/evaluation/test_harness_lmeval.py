@@ -22,7 +22,12 @@ RUNS = {"suite": ([], "suite_group,suite_ll,suite_ll_ppl,suite_rolling,suite_gen
         "limit": (["--limit", "3", "--num-fewshot", "1"], "suite_tag,suite_gen"),
         # lm-eval's own task files (read from its installation) around our documents (real_task_data.py)
         "real": ([], "arc_easy,hellaswag,winogrande,mmlu_mini,lambada_openai,wikitext,truthfulqa_mc2,piqa"),
-        "real2": (["--num-fewshot", "1"], "glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs")}
+        "real2": (["--num-fewshot", "1"], "glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs"),
+        "real3": ([], "boolq,openbookqa,sciq,arc_challenge,lambada_standard,logiqa,triviaqa,nq_open,"
+                      "bbh_fewshot_boolean_expressions,mmlu_pro_biology,mmlu_anatomy_generative,"
+                      "mmlu_flan_n_shot_generative_anatomy,wic,rte,sst2,qnli,blimp_adjunct_island,arithmetic_2da,"
+                      "xwinograd_en,headqa_en,pubmedqa,lambada_openai_cloze_yaml,asdiv")}
+REAL_GEN_TOKS = 8  # tools/make_task_fixtures.py's: generations cut short to fit the tiny models' 64 positions
 
 
 def _files(folder: Path) -> tuple[dict, dict]:
@@ -49,7 +54,8 @@ def both(request, tmp_path_factory):
         sys.path.insert(0, str(Path(__file__).parent))
         from real_task_data import write_wrappers
 
-        include = str(write_wrappers(tmp_path_factory.mktemp("wrappers"), Path(lm_eval.__file__).parent / "tasks"))
+        include = str(write_wrappers(tmp_path_factory.mktemp("wrappers"), Path(lm_eval.__file__).parent / "tasks",
+                                     max_gen_toks=REAL_GEN_TOKS))
     import os
     cwd = os.getcwd()
     os.chdir(ROOT)   # the task files name their data relative to the repository root, as lm-eval read them

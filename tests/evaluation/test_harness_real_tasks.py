@@ -1,5 +1,5 @@
 """lm-evaluation-harness's REAL task files (arc_easy, hellaswag, winogrande, gsm8k, an MMLU subtask group,
-lambada_openai, wikitext, truthfulqa_mc2, piqa), read from the installed package and wrapped to read small local
+lambada_openai, wikitext, truthfulqa_mc2, piqa and the others of real_task_data.WRAPPED), read from the installed package and wrapped to read small local
 data in each dataset's schema: the requests nlpkit builds (every argument: contexts with their few-shot examples,
 continuations, generation settings) equal the ones lm-eval builds in-process from the same files. Skipped without
 lm-eval (the files are read from its installation, never copied here)."""
@@ -68,6 +68,15 @@ def _plain(args):
     (["mmlu_mini"], 5, None),
     (["arc_easy", "winogrande", "gsm8k"], 2, 3),
     (["copa", "commonsense_qa", "social_iqa", "race", "mathqa", "wsc273", "anli_r1", "cb", "mrpc"], 2, 2),
+    # a sweep of other popular files: each at its own num_fewshot (YAML-listed shots of bbh, mmlu_pro's first_n
+    # shots with their own hooks, multiple input, hook prompts, a Jinja map over a list of dicts), then 2-shot
+    (["boolq", "openbookqa", "sciq", "arc_challenge", "lambada_standard", "logiqa", "triviaqa", "nq_open",
+      "bbh_fewshot_boolean_expressions", "bbh_cot_fewshot_boolean_expressions", "mmlu_pro_biology",
+      "mmlu_anatomy_generative", "mmlu_flan_n_shot_generative_anatomy", "wic", "rte", "sst2", "qnli",
+      "blimp_adjunct_island", "arithmetic_2da", "xwinograd_en", "headqa_en", "pubmedqa", "lambada_openai_cloze_yaml",
+      "asdiv"], None, None),
+    (["boolq", "openbookqa", "sciq", "logiqa", "triviaqa", "nq_open", "mmlu_pro_biology", "wic", "rte", "qnli",
+      "headqa_en", "pubmedqa", "xwinograd_en", "bbh_fewshot_boolean_expressions"], 2, 3),
 ])
 def test_real_task_files_render_lmevals_requests(task_dir, names, num_fewshot, limit):
     ref = _lmeval_arguments(task_dir, names, num_fewshot, limit)

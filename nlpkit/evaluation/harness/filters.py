@@ -33,6 +33,80 @@ def regex(regex_pattern: str = r"#### (\-?[0-9\.\,]+)", group_select: int = 0, f
     return lambda resps, docs: [[one(r) for r in inst] for inst in resps]
 
 
+_PUNCT_TABLE: dict | None = None
+
+
+def _punctuation_table() -> dict:
+    """Every code point below sys.maxunicode whose Unicode category is P* -> None (str.translate deletes them)."""
+    global _PUNCT_TABLE
+    if _PUNCT_TABLE is None:
+        import sys
+        import unicodedata
+
+        _PUNCT_TABLE = dict.fromkeys(i for i in range(sys.maxunicode) if unicodedata.category(chr(i)).startswith("P"))
+    return _PUNCT_TABLE
+
+
+def multi_choice_regex(regex_pattern: str = r"#### (\-?[0-9\.\,]+)", group_select: int = 0,
+                       fallback: str = "[invalid]", ignore_case: bool = False, ignore_punctuation: bool = False,
+                       regexes_to_ignore: list | None = None) -> Filter:
+    """lm-eval's multi_choice_regex (mmlu_flan_n_shot generative, ...): the pattern's `group_select`-th match; else a
+    choice's text found in the response (both after the ignore options; longest choice first), as its letter
+    "(A)", "(B)", ...; else ": A"-style letters of the document's `choices`, as "(A)"; else `fallback`."""
+    rx = re.compile(regex_pattern)
+
+    def find(regex, resp, convert: dict):
+        if not isinstance(resp, str):
+            resp = ""
+        match = regex.findall(resp)
+        if match:
+            match = match[group_select]
+            if isinstance(match, tuple):
+                match = [m for m in match if m]
+                if not match:
+                    return ""
+                match = match[0]
+            match = match.strip()
+            if match and match in convert:
+                match = convert[match]
+        return match
+
+    def ignores(st: str) -> str:
+        for pat in regexes_to_ignore or ():
+            st = re.sub(pat, "", st)
+        if ignore_case:
+            st = st.lower()
+        if ignore_punctuation:
+            st = st.translate(_punctuation_table())
+        return st
+
+    def apply(resps, docs):
+        out = []
+        for inst, doc in zip(resps, docs, strict=True):
+            choice_to_letter, texts, letters = {}, [], []
+            for i, c in enumerate(doc["choices"]):
+                letter = chr(ord("A") + i)
+                m = ignores(c.strip())
+                texts.append(re.escape(m))
+                choice_to_letter[m] = f"({letter})"
+                letters.append(letter)
+            by_text = re.compile("|".join(sorted(texts, key=len, reverse=True)))
+            by_letter = re.compile(rf":[\s]*({'|'.join(letters)})")
+            to_target = {x: f"({x})" for x in letters}
+            filtered = []
+            for resp in inst:
+                match = find(rx, resp, {})
+                if not match:
+                    match = find(by_text, ignores(resp), choice_to_letter)
+                    if not match:
+                        match = find(by_letter, resp, to_target)
+                filtered.append(match if match else fallback)
+            out.append(filtered)
+        return out
+
+    return apply
+
+
 def take_first() -> Filter:
     return lambda resps, docs: [r[0] for r in resps]
 
@@ -61,7 +135,7 @@ def majority_vote() -> Filter:
     return lambda resps, docs: [[Counter(r).most_common(1)[0][0]] for r in resps]
 
 
-FILTERS = {"regex": regex, "take_first": take_first, "take_first_k": take_first_k,
+FILTERS = {"regex": regex, "multi_choice_regex": multi_choice_regex, "take_first": take_first, "take_first_k": take_first_k,
            "remove_whitespace": remove_whitespace, "lowercase": lowercase, "uppercase": uppercase,
            "majority_vote": majority_vote}
 
