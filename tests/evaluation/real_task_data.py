@@ -166,6 +166,19 @@ NQ = [{"question": q, "answer": a} for q, a in [
 BBH_BOOL = [{"input": i, "target": t} for i, t in [
     ("not ( True ) and ( True ) is", "False"), ("True and not not ( not False ) is", "True"),
     ("not True or ( False and True ) is", "False"), ("False or not ( True ) and False is", "False")]]
+BBH_SNARKS = [{"input": i, "target": t} for i, t in [
+    ("Which statement is sarcastic?\nOptions:\n(A) Yes, because having interests is a crime\n(B) Yes, because "
+     "having interests is a right", "(A)"),
+    ("Which statement is sarcastic?\nOptions:\n(A) Great, a flat tyre on my birthday\n(B) Bad, a flat tyre on "
+     "my birthday", "(A)"),
+    ("Which statement is sarcastic?\nOptions:\n(A) I love rain on a picnic\n(B) I hate rain on a picnic", "(A)")]]
+BBH_WORDS = [{"input": "Sort the following words alphabetically: List: " + w, "target": " ".join(sorted(w.split()))}
+             for w in ["oven costume counterpart", "pear apple fig", "zeta alpha mu beta"]]
+BBH_SPORTS = [{"input": f'Is the following sentence plausible? "{x}"', "target": t} for x, t in [
+    ("Joao Moutinho caught the screen pass in the NFC championship.", "no"),
+    ("Jonas Valanciunas beat the buzzer.", "yes"), ("Mookie Betts scored a penalty kick.", "no")]]
+BBH_ARITH = [{"input": e + " =", "target": str(v)} for e, v in [
+    ("((-1 + 2) * (3 - 4))", -1), ("((5 * 2) + (7 - 9))", 8), ("((0 - 6) - (2 * -3))", 0)]]
 MMLU_PRO = [{"question_id": i, "question": q, "options": o, "answer": a, "answer_index": "ABCDEFGHIJ".index(a),
              "cot_content": cot, "category": cat, "src": "ori_mmlu-biology"}
             for i, (q, o, a, cot, cat) in enumerate([
@@ -278,6 +291,12 @@ WRAPPED = {
     "nq_open": ("nq_open/nq_open.yaml", ("train", "validation"), NQ, ""),
     "bbh_fewshot_boolean_expressions": ("bbh/fewshot/boolean_expressions.yaml", ("test",), BBH_BOOL, ""),
     "bbh_cot_fewshot_boolean_expressions": ("bbh/cot_fewshot/boolean_expressions.yaml", ("test",), BBH_BOOL, ""),
+    "bbh_zeroshot_snarks": ("bbh/zeroshot/snarks.yaml", ("test",), BBH_SNARKS, ""),
+    "bbh_cot_zeroshot_snarks": ("bbh/cot_zeroshot/snarks.yaml", ("test",), BBH_SNARKS, ""),
+    "bbh_zeroshot_word_sorting": ("bbh/zeroshot/word_sorting.yaml", ("test",), BBH_WORDS, ""),
+    "bbh_zeroshot_sports_understanding": ("bbh/zeroshot/sports_understanding.yaml", ("test",), BBH_SPORTS, ""),
+    "bbh_zeroshot_multistep_arithmetic_two": ("bbh/zeroshot/multistep_arithmetic_two.yaml", ("test",), BBH_ARITH,
+                                              ""),
     "mmlu_pro_biology": ("mmlu_pro/mmlu_pro_biology.yaml", ("validation", "test"), MMLU_PRO, ""),
     "mmlu_anatomy_generative": ("mmlu/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU, ""),
     "mmlu_flan_n_shot_generative_anatomy": ("mmlu/flan_n_shot/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU,

@@ -24,8 +24,9 @@ RUNS = {"suite": ([], "suite_group,suite_ll,suite_ll_ppl,suite_rolling,suite_gen
         "real": ([], "arc_easy,hellaswag,winogrande,mmlu_mini,lambada_openai,wikitext,truthfulqa_mc2,piqa"),
         "real2": (["--num-fewshot", "1"], "glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs"),
         "real3": ([], "boolq,openbookqa,sciq,arc_challenge,lambada_standard,logiqa,triviaqa,nq_open,"
-                      "bbh_fewshot_boolean_expressions,mmlu_pro_biology,mmlu_anatomy_generative,"
-                      "mmlu_flan_n_shot_generative_anatomy,wic,rte,sst2,qnli,blimp_adjunct_island,arithmetic_2da,"
+                      "bbh_fewshot_boolean_expressions,bbh_zeroshot_snarks,bbh_zeroshot_sports_understanding,"
+                      "bbh_zeroshot_multistep_arithmetic_two,bbh_zeroshot_word_sorting,mmlu_pro_biology,"
+                      "mmlu_anatomy_generative,mmlu_flan_n_shot_generative_anatomy,wic,rte,sst2,qnli,blimp_adjunct_island,arithmetic_2da,"
                       "xwinograd_en,headqa_en,pubmedqa,lambada_openai_cloze_yaml,asdiv")}
 REAL_GEN_TOKS = 8  # tools/make_task_fixtures.py's: generations cut short to fit the tiny models' 64 positions
 

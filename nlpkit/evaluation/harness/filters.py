@@ -1,7 +1,10 @@
 """A task's `filter_list`: named pipelines applied to every request's responses, as lm-evaluation-harness 0.4.13's
 filters: `regex` (findall, the `group_select`-th match, its first non-empty group, stripped; `fallback` when none),
-`take_first`, `take_first_k`, `remove_whitespace`, `lowercase`, `uppercase`, `majority_vote`. Any other filter is
-refused by name. Without a `filter_list`, one pipeline "none" = take_first.
+`multi_choice_regex` (the pattern, else a choice's text or a ": X" letter of the document's `choices`), `take_first`,
+`take_first_k`, `remove_whitespace`, `lowercase`, `uppercase`, `majority_vote`, `map`, `custom` (its `filter_fn`
+hook), and `function: !function module.Class` filter classes of the task's folder (lm-eval's Filter protocol:
+`Class(**kwargs).apply(resps, docs)`; bbh's MultiChoiceRegexFilter, ...). Any other filter is refused by name.
+Without a `filter_list`, one pipeline "none" = take_first.
 """
 
 from __future__ import annotations
@@ -135,9 +138,51 @@ def majority_vote() -> Filter:
     return lambda resps, docs: [[Counter(r).most_common(1)[0][0]] for r in resps]
 
 
+def map_values(mapping_dict: dict | None = None, default_value=None) -> Filter:
+    """lm-eval's `map`: each response looked up in `mapping_dict` (`default_value` when absent)."""
+    mapping = mapping_dict or {}
+    if not isinstance(mapping, dict):
+        raise TypeError("map: mapping_dict must be a mapping")
+    return lambda resps, docs: [[mapping.get(r, default_value) for r in inst] for inst in resps]
+
+
+def hook_filter(task: str, cls: Callable, kwargs: dict) -> Filter:
+    """A `function: !function module.Class` step: lm-eval's Filter protocol, `Class(**kwargs).apply(resps, docs)`
+    (a fresh instance per application, as lm-eval's pipeline makes one); its failures name the task and the hook."""
+    from nlpkit.evaluation.harness.hooks import call_hook, hook_name
+
+    def make():
+        inst = call_hook(task, "filter", cls, **kwargs)
+        if not callable(getattr(inst, "apply", None)):
+            raise NlpkitError(f"task {task}: filter hook {hook_name(cls)} has no apply(resps, docs) (lm-eval's "
+                              "Filter protocol)")
+        return inst
+
+    def apply(resps, docs):
+        inst = make()
+        try:
+            return list(inst.apply(resps, docs))
+        except NlpkitError:
+            raise
+        except Exception as e:
+            raise NlpkitError(f"task {task}: filter hook {hook_name(cls)} raised {type(e).__name__}: {e}") from None
+
+    make()  # its arguments checked before any model runs
+    return apply
+
+
+def custom(task: str, filter_fn: Callable | None = None) -> Filter:
+    """lm-eval's `custom`: `filter_fn(resps, docs)` (a `!function` hook)."""
+    from nlpkit.evaluation.harness.hooks import call_hook
+
+    if not callable(filter_fn):
+        raise TypeError("custom: filter_fn must be a !function hook")
+    return lambda resps, docs: list(call_hook(task, "filter_fn", filter_fn, resps, docs))
+
+
 FILTERS = {"regex": regex, "multi_choice_regex": multi_choice_regex, "take_first": take_first, "take_first_k": take_first_k,
            "remove_whitespace": remove_whitespace, "lowercase": lowercase, "uppercase": uppercase,
-           "majority_vote": majority_vote}
+           "majority_vote": majority_vote, "map": map_values}
 
 
 def build_filters(task: str, filter_list) -> list[tuple[str, list[Filter]]]:
@@ -149,12 +194,15 @@ def build_filters(task: str, filter_list) -> list[tuple[str, list[Filter]]]:
         steps = []
         for fn in entry.get("filter", []):
             name = fn.get("function")
-            if callable(name) or name not in FILTERS:
-                raise NlpkitError(f"task {task}: filter {name if isinstance(name, str) else getattr(name, '__name__', name)!r} "
-                                  f"is not supported ({', '.join(FILTERS)})")
             kwargs = {k: v for k, v in fn.items() if k != "function"}
+            if callable(name):
+                steps.append(hook_filter(task, name, kwargs))
+                continue
+            if name != "custom" and name not in FILTERS:
+                raise NlpkitError(f"task {task}: filter {name!r} is not supported ({', '.join(FILTERS)}, custom, "
+                                  "or a !function filter class)")
             try:
-                steps.append(FILTERS[name](**kwargs))
+                steps.append(custom(task, **kwargs) if name == "custom" else FILTERS[name](**kwargs))
             except (TypeError, re.error) as e:
                 raise NlpkitError(f"task {task}: filter {name}: {e}") from None
         out.append((entry["name"], steps))

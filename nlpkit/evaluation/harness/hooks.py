@@ -69,10 +69,10 @@ def hook_name(fn: Callable) -> str:
     return f"{module}.{getattr(fn, '__name__', repr(fn))}"
 
 
-def call_hook(task: str, what: str, fn: Callable, *args):
-    """`fn(*args)`; an exception becomes one line naming the task, the hook and what it does."""
+def call_hook(task: str, what: str, fn: Callable, *args, **kwargs):
+    """`fn(*args, **kwargs)`; an exception becomes one line naming the task, the hook and what it does."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except NlpkitError:
         raise
     except Exception as e:
