@@ -149,7 +149,7 @@ def map_values(mapping_dict: dict | None = None, default_value=None) -> Filter:
 def hook_filter(task: str, cls: Callable, kwargs: dict) -> Filter:
     """A `function: !function module.Class` step: lm-eval's Filter protocol, `Class(**kwargs).apply(resps, docs)`
     (a fresh instance per application, as lm-eval's pipeline makes one); its failures name the task and the hook."""
-    from nlpkit.evaluation.harness.hooks import call_hook, hook_name
+    from nlpkit.evaluation.harness.hooks import call_hook, foreign, hook_name
 
     def make():
         inst = call_hook(task, "filter", cls, **kwargs)
@@ -165,7 +165,8 @@ def hook_filter(task: str, cls: Callable, kwargs: dict) -> Filter:
         except NlpkitError:
             raise
         except Exception as e:
-            raise NlpkitError(f"task {task}: filter hook {hook_name(cls)} raised {type(e).__name__}: {e}") from None
+            raise NlpkitError(f"task {task}: filter hook {hook_name(cls)} raised {type(e).__name__}: {foreign(e)}") \
+                from None
 
     make()  # its arguments checked before any model runs
     return apply

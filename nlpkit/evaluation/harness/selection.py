@@ -107,7 +107,12 @@ class _Builder:
         self.registry, self.meta, self.sel = registry, meta, sel
 
     def full_config(self, entry: Entry, overrides: dict | None) -> dict:
-        cfg = deepcopy(load_yaml(entry.path, resolve=True)) if entry.path else deepcopy(entry.cfg or {})
+        try:
+            cfg = deepcopy(load_yaml(entry.path, resolve=True)) if entry.path else deepcopy(entry.cfg or {})
+        except TaskFileError:
+            raise
+        except NlpkitError as e:  # a hook module that cannot be imported: the task named too
+            raise NlpkitError(f"{entry.category} {entry.name}: {e}") from None
         if overrides:
             cfg = {**cfg, **overrides}
         md = cfg.get("metadata", {})
