@@ -339,12 +339,6 @@ metadata:
 """,
 }
 
-REAL3 = ("boolq,openbookqa,sciq,arc_challenge,lambada_standard,logiqa,triviaqa,nq_open,"
-         "bbh_fewshot_boolean_expressions,bbh_zeroshot_snarks,bbh_zeroshot_sports_understanding,"
-         "bbh_zeroshot_multistep_arithmetic_two,bbh_zeroshot_word_sorting,mmlu_pro_biology,mmlu_anatomy_generative,"
-         "mmlu_flan_n_shot_generative_anatomy,wic,rte,sst2,qnli,blimp_adjunct_island,arithmetic_2da,xwinograd_en,"
-         "headqa_en,pubmedqa,lambada_openai_cloze_yaml,asdiv")
-REAL_GEN_TOKS = 8
 RUNS = {  # run name -> (tasks, extra lm_eval arguments)
     "suite": ("suite_group,suite_ll,suite_ll_ppl,suite_rolling,suite_gen,suite_gen_prefix,suite_wino,suite_proc", []),
     "limit": ("suite_tag,suite_gen", ["--limit", "3", "--num_fewshot", "1"]),
@@ -354,8 +348,8 @@ RUNS = {  # run name -> (tasks, extra lm_eval arguments)
     # more of lm-eval's files, other kinds: f1/mcc (mrpc, cola, cb's own aggregation hook), hook choices (copa, race,
     # mathqa), letter targets (commonsense_qa), a Jinja-built choice list (wsc273), list targets (webqs), a group
     "real2": ("glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs", ["--num_fewshot", "1"]),
-    # a sweep of other popular files, each at its own num_fewshot (generations cut to 8 tokens: REAL_GEN_TOKS)
-    "real3": (REAL3, []),
+    # a sweep of other popular files, each at its own num_fewshot (real_task_data.REAL3_RUN; generations cut to GEN_TOKS)
+    "real3": ("REAL3_RUN", []),
 }
 REAL_DIR = Path("/tmp/nlpkit-real-task-wrappers")  # the wrappers name lm-eval's installed files: not a fixture
 
@@ -386,10 +380,11 @@ def run_lmeval(run: str, model: str) -> None:
     include = str(SUITE.relative_to(ROOT))
     if run.startswith("real"):
         sys.path.insert(0, str(ROOT / "tests" / "evaluation"))
-        from real_task_data import write_wrappers
+        from real_task_data import GEN_TOKS, REAL3_RUN, write_wrappers
 
+        tasks = REAL3_RUN if tasks == "REAL3_RUN" else tasks
         shutil.rmtree(REAL_DIR, ignore_errors=True)
-        include = str(write_wrappers(REAL_DIR, max_gen_toks=REAL_GEN_TOKS))
+        include = str(write_wrappers(REAL_DIR, max_gen_toks=GEN_TOKS))
     cmd = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",
            f"pretrained={MODELS[model]},dtype=float32", "--tasks", tasks, "--include_path", include,
            "--device", "cpu", "--batch_size", "1", "--output_path", str(out.relative_to(ROOT)), "--log_samples",

@@ -196,6 +196,21 @@ MMLU_PRO = [{"question_id": i, "question": q, "options": o, "answer": a, "answer
                  "A: Let's think step by step. Genes lie on chromosomes. The answer is (A).", "biology"),
                 ("Which organ pumps blood?", ["lung", "heart", "liver", "brain", "skin", "bone", "eye"], "B",
                  "A: Let's think step by step. The heart pumps blood. The answer is (B).", "biology")])]
+GPQA = [{"Pre-Revision Question": q, "Question": q, "Correct Answer": c, "Incorrect Answer 1": w[0],
+         "Incorrect Answer 2": w[1], "Incorrect Answer 3": w[2], "Explanation": "e", "Subdomain": "Physics",
+         "Record ID": f"rec{i}"}
+        for i, (q, c, w) in enumerate([
+            ("What is the unit of force?", "newton", ["joule", "watt [title] unit", "pascal"]),
+            ("Which particle has no charge?", " neutron ", ["proton", "electron", "positron"]),
+            ("What is the speed of light in vacuum, roughly?", "3e8 m/s", ["3e5 m/s", "340 m/s", "1 m/s"]),
+            ("Which gas is a noble gas?", "argon", ["oxygen", "nitrogen", "chlorine"])])]
+MUSR = [{"narrative": n, "question": q, "choices": repr(c), "answer_index": a, "answer_choice": c[a]}
+        for n, q, c, a in [
+            ("In the manor, the butler was found by the stairs. Mia had a key; Tom had none.",
+             "Who is the most likely murderer?", ["Mia", "Tom"], 0),
+            ("Ana put the book on the shelf, then Ben moved it to the desk.", "Where would Ana look for the book?",
+             ["shelf", "desk", "bag"], 0),
+            ("Sam paints well; Lee writes well.", "Who should write the report?", ["Sam", "Lee"], 1)]]
 WIC = [{"word": w, "sentence1": s1, "sentence2": s2, "start1": s1.index(f), "start2": s2.index(g),
         "end1": s1.index(f) + len(f), "end2": s2.index(g) + len(g), "idx": i, "label": l}
        for i, (w, s1, s2, f, g, l) in enumerate([
@@ -297,6 +312,11 @@ WRAPPED = {
     "bbh_zeroshot_sports_understanding": ("bbh/zeroshot/sports_understanding.yaml", ("test",), BBH_SPORTS, ""),
     "bbh_zeroshot_multistep_arithmetic_two": ("bbh/zeroshot/multistep_arithmetic_two.yaml", ("test",), BBH_ARITH,
                                               ""),
+    "leaderboard_gpqa_main": ("leaderboard/gpqa/gpqa_main_zeroshot.yaml", ("train",), GPQA, ""),
+    "leaderboard_mmlu_pro": ("leaderboard/mmlu_pro/mmlu_pro.yaml", ("validation", "test"), MMLU_PRO, ""),
+    "leaderboard_bbh_snarks": ("leaderboard/bbh_mc/snarks.yaml", ("test",), BBH_SNARKS, ""),
+    "leaderboard_musr_murder_mysteries": ("leaderboard/musr/musr_murder_mysteries.yaml", ("murder_mysteries",),
+                                          MUSR, ""),
     "mmlu_pro_biology": ("mmlu_pro/mmlu_pro_biology.yaml", ("validation", "test"), MMLU_PRO, ""),
     "mmlu_anatomy_generative": ("mmlu/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU, ""),
     "mmlu_flan_n_shot_generative_anatomy": ("mmlu/flan_n_shot/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU,
@@ -313,6 +333,16 @@ WRAPPED = {
     "lambada_openai_cloze_yaml": ("lambada_cloze/lambada_openai_cloze.yaml", ("test",), LAMBADA, ""),
     "asdiv": ("asdiv/default.yaml", ("validation",), ASDIV, ""),
 }
+# the whole-run sweep (tools/make_task_fixtures.py's run "real3", test_harness_lmeval.py), each at its own num_fewshot
+REAL3_RUN = ",".join([
+    "boolq", "openbookqa", "sciq", "arc_challenge", "lambada_standard", "logiqa", "triviaqa", "nq_open",
+    "bbh_fewshot_boolean_expressions", "bbh_zeroshot_snarks", "bbh_zeroshot_sports_understanding",
+    "bbh_zeroshot_multistep_arithmetic_two", "bbh_zeroshot_word_sorting", "mmlu_pro_biology",
+    "mmlu_anatomy_generative", "mmlu_flan_n_shot_generative_anatomy", "wic", "rte", "sst2", "qnli",
+    "blimp_adjunct_island", "arithmetic_2da", "xwinograd_en", "headqa_en", "pubmedqa", "lambada_openai_cloze_yaml",
+    "asdiv", "leaderboard_gpqa_main", "leaderboard_mmlu_pro", "leaderboard_bbh_snarks",
+    "leaderboard_musr_murder_mysteries"])
+GEN_TOKS = 8  # the whole runs' generations cut to 8 tokens (the tiny models have 64 positions)
 GROUP = """group: mmlu_mini
 task:
   - mmlu_anatomy

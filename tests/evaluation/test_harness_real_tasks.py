@@ -26,8 +26,13 @@ def task_dir(tmp_path_factory) -> Path:
 
 
 def _lmeval_arguments(task_dir: Path, names: list[str], num_fewshot=None, limit=None) -> dict:
+    import random
+
+    import numpy as np
     from lm_eval.tasks import TaskManager
 
+    random.seed(0)  # as lm-eval's simple_evaluate, before it loads the tasks (gpqa's hook shuffles)
+    np.random.seed(1234)
     loaded = TaskManager(include_path=str(task_dir), include_defaults=False).load(names)
     out = {}
     for name, task in loaded["tasks"].items():
@@ -74,7 +79,9 @@ def _plain(args):
       "bbh_fewshot_boolean_expressions", "bbh_cot_fewshot_boolean_expressions", "mmlu_pro_biology",
       "mmlu_anatomy_generative", "mmlu_flan_n_shot_generative_anatomy", "wic", "rte", "sst2", "qnli",
       "blimp_adjunct_island", "arithmetic_2da", "xwinograd_en", "headqa_en", "pubmedqa", "lambada_openai_cloze_yaml",
-      "asdiv"], None, None),
+      "asdiv", "bbh_zeroshot_snarks", "bbh_cot_zeroshot_snarks", "bbh_zeroshot_word_sorting",
+      "bbh_zeroshot_sports_understanding", "bbh_zeroshot_multistep_arithmetic_two", "leaderboard_gpqa_main",
+      "leaderboard_mmlu_pro", "leaderboard_bbh_snarks", "leaderboard_musr_murder_mysteries"], None, None),
     (["boolq", "openbookqa", "sciq", "logiqa", "triviaqa", "nq_open", "mmlu_pro_biology", "wic", "rte", "qnli",
       "headqa_en", "pubmedqa", "xwinograd_en", "bbh_fewshot_boolean_expressions"], 2, 3),
 ])
