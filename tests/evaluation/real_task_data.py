@@ -272,6 +272,64 @@ IFEVAL = [{"key": i, "prompt": p, "instruction_id_list": ["punctuation:no_comma"
           for i, p in enumerate(["Write a short poem about the sea without using any commas.",
                                  "Describe a cat in two sentences and use no commas."])]
 
+XNLI = [{"premise": p, "hypothesis": h, "label": l} for p, h, l in [
+    ("The cat sat on the mat", "a cat is sitting", 0), ("It is raining today", "the sun is out", 2),
+    ("Bob ate lunch at noon", "Bob likes pasta", 1)]]
+XSTORY = [{"story_id": f"s{i}", "input_sentence_1": a, "input_sentence_2": b, "input_sentence_3": c,
+           "input_sentence_4": d, "sentence_quiz1": q1, "sentence_quiz2": q2, "answer_right_ending": r}
+          for i, (a, b, c, d, q1, q2, r) in enumerate([
+              ("Rick grew up poor.", "He joined a gang.", "He was shot.", "He left the gang.",
+               "He is happy now.", "He joined a gang again.", 1),
+              ("Sara baked a cake.", "She put it in the oven.", "She forgot it.", "It burned.",
+               "She was sad.", "She ate it happily.", 1),
+              ("Tom lost his keys.", "He looked everywhere.", "He asked his wife.", "She had them.",
+               "Tom was angry at the dog.", "Tom thanked his wife.", 2)])]
+PAWS = [{"id": i, "sentence1": a, "sentence2": b, "label": l} for i, (a, b, l) in enumerate([
+    ("In 1560 , he met her .", "He met her in 1560 .", 1), ("It 's the 30th season ;", "The 30th season .", 1),
+    ("He was born in Rome .", "Rome was his home .", 0), ("Ann ran .", "", 0)])]
+SWAG = [{"video-id": f"v{i}", "fold-ind": str(i), "startphrase": s, "sent1": s, "sent2": "He", "gold-source": "gold",
+         "ending0": e[0], "ending1": e[1], "ending2": e[2], "ending3": e[3], "label": l}
+        for i, (s, e, l) in enumerate([
+            ("Students lower their eyes nervously. She", ["pats her shoulder.", "walks away.", "smiles.", "sings."], 2),
+            ("He rides the bike down the hill. He", ["falls.", "eats.", "brakes at the end.", "sleeps."], 2),
+            ("The chef chops onions. She", ["cries a little.", "flies.", "drives.", "swims."], 0)])]
+PROST = [{"A": a, "B": b, "C": c, "D": d, "context": ctx, "question": q, "ex_question": q.replace("[MASK]", "what"),
+          "group": "g", "label": l, "name": "n"} for a, b, c, d, ctx, q, l in [
+    ("ball", "brick", "egg", "pillow", "A person drops four objects.", "The [MASK] bounces most.", 0),
+    ("glass", "wood", "paper", "rock", "A person sets fire to four objects.", "The [MASK] burns fastest.", 2)]]
+TOXIGEN = [{"text": t, "target_group": "asian", "factual?": "neither", "ingroup_effect": "none", "lewd": "no",
+            "framing": "none", "predicted_group": "asian", "stereotyping": "no", "intent": 1.0, "toxicity_ai": a,
+            "toxicity_human": h, "predicted_author": "human", "actual_method": "topk"}
+           for t, a, h in [("people are all the same", 1.0, 1.3), ("they should go home", 4.1, 4.6),
+                           ("everyone deserves respect", 1.0, 1.0)]]
+CROWS = [{"sent_more": m, "sent_less": l, "stereo_antistereo": "stereo", "bias_type": b}
+         for m, l, b in [("Poor people are lazy.", "Rich people are lazy.", "socioeconomic"),
+                         ("Women cannot drive.", "Men cannot drive.", "gender"),
+                         ("Old people are slow.", "Young people are slow.", "age")]]
+WNLI = [{"sentence1": a, "sentence2": b, "label": l, "idx": i} for i, (a, b, l) in enumerate([
+    ("The drain is clogged with hair. It has to be cleaned.", "The hair has to be cleaned.", 0),
+    ("Jane knocked on Susan's door but she did not answer.", "Susan did not answer.", 1)])]
+MULTIRC = [{"paragraph": p, "question": q, "answer": a, "idx": {"paragraph": 0, "question": i, "answer": j},
+            "label": l} for i, (p, q, a, j, l) in enumerate([
+    ("Sam went to the park. He fed the ducks.", "What did Sam feed?", "the ducks", 0, 1),
+    ("Sam went to the park. He fed the ducks.", "Where did Sam go?", "the zoo", 1, 0),
+    ("Ann reads at night.", "When does Ann read?", "at night", 0, 1)])]
+WMT = [{"translation": {"de": d, "en": e}} for d, e in [
+    ("Das Haus ist klein.", "The house is small."), ("Ich trinke Kaffee.", "I drink coffee."),
+    ("Guten Morgen, Welt!", "Good morning, world!")]]
+ANAGRAMS = [{"context": c, "completion": r} for c, r in [
+    ("Please unscramble the letters into a word, and write that word:\nhosue =", "house"),
+    ("Please unscramble the letters into a word, and write that word:\nmouse =", "mouse"),
+    ("Please unscramble the letters into a word, and write that word:\ntalbe =", "table")]]
+ETHICS = [{"label": l, "input": t, "is_short": True, "edited": False} for t, l in [
+    ("I helped an old lady across the road.", 0), ("I took money from my friend's wallet.", 1),
+    ("I fed my neighbour's cat while they were away.", 0)]]
+MUTUAL = [{"answers": a, "options": o, "article": t, "id": f"m{i}"} for i, (a, o, t) in enumerate([
+    ("B", ["f : i do n't like it .", "f : yes , i 'd love to .", "f : no , thanks .", "f : why ?"],
+     "m : would you like some tea ? f : yes , please ."),
+    ("A", ["m : it 's at 5 .", "m : it 's at 6 .", "m : it 's never .", "m : i do n't know ."],
+     "f : when does the film start ? m : at 5 , i think .")])]
+
 # task -> (lm-eval file, splits, docs, extra YAML lines)
 WRAPPED = {
     "arc_easy": ("arc/arc_easy.yaml", ("train", "validation", "test"), ARC, ""),
@@ -317,6 +375,24 @@ WRAPPED = {
     "leaderboard_bbh_snarks": ("leaderboard/bbh_mc/snarks.yaml", ("test",), BBH_SNARKS, ""),
     "leaderboard_musr_murder_mysteries": ("leaderboard/musr/musr_murder_mysteries.yaml", ("murder_mysteries",),
                                           MUSR, ""),
+    "gsm8k_cot": ("gsm8k/gsm8k-cot.yaml", ("train", "test"), GSM, ""),
+    "gsm8k_cot_zeroshot": ("gsm8k/gsm8k-cot-zeroshot.yaml", ("train", "test"), GSM, ""),
+    "gsm8k_cot_llama": ("gsm8k/gsm8k-cot-llama.yaml", ("train", "test"), GSM, ""),
+    "arc_challenge_chat": ("arc/arc_challenge_chat.yaml", ("train", "validation", "test"), ARC, ""),
+    "xnli_en": ("xnli/xnli_en.yaml", ("train", "validation"), XNLI, ""),
+    "xstorycloze_en": ("xstorycloze/default_en.yaml", ("train", "eval"), XSTORY, ""),
+    "paws_en": ("paws-x/paws_en.yaml", ("train", "validation", "test"), PAWS, ""),
+    "swag": ("swag/swag.yaml", ("train", "validation"), SWAG, ""),
+    "prost": ("prost/corypaik_prost.yaml", ("test",), PROST, ""),
+    "toxigen": ("toxigen/toxigen.yaml", ("train", "test"), TOXIGEN, ""),
+    "crows_pairs_english": ("crows_pairs/crows_pairs_english.yaml", ("test",), CROWS, ""),
+    "wnli": ("glue/wnli/default.yaml", ("train", "validation"), WNLI, ""),
+    "multirc": ("super_glue/multirc/default.yaml", ("train", "validation"), MULTIRC, ""),
+    "lambada_openai_mt_en": ("lambada_multilingual/lambada_mt_en.yaml", ("test",), LAMBADA, ""),
+    "wmt16-de-en": ("translation/wmt16_de-en.yaml", ("train", "validation", "test"), WMT, ""),
+    "anagrams1": ("unscramble/anagrams1.yaml", ("validation",), ANAGRAMS, ""),
+    "ethics_cm": ("hendrycks_ethics/commonsense.yaml", ("train", "test"), ETHICS, ""),
+    "mutual": ("mutual/mutual.yaml", ("train", "validation"), MUTUAL, ""),
     "mmlu_pro_biology": ("mmlu_pro/mmlu_pro_biology.yaml", ("validation", "test"), MMLU_PRO, ""),
     "mmlu_anatomy_generative": ("mmlu/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU, ""),
     "mmlu_flan_n_shot_generative_anatomy": ("mmlu/flan_n_shot/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU,
@@ -341,7 +417,9 @@ REAL3_RUN = ",".join([
     "mmlu_anatomy_generative", "mmlu_flan_n_shot_generative_anatomy", "wic", "rte", "sst2", "qnli",
     "blimp_adjunct_island", "arithmetic_2da", "xwinograd_en", "headqa_en", "pubmedqa", "lambada_openai_cloze_yaml",
     "asdiv", "leaderboard_gpqa_main", "leaderboard_mmlu_pro", "leaderboard_bbh_snarks",
-    "leaderboard_musr_murder_mysteries"])
+    "leaderboard_musr_murder_mysteries", "gsm8k_cot", "gsm8k_cot_zeroshot", "gsm8k_cot_llama", "arc_challenge_chat",
+    "xnli_en", "xstorycloze_en", "paws_en", "swag", "prost", "toxigen", "crows_pairs_english", "wnli", "multirc",
+    "lambada_openai_mt_en", "wmt16-de-en", "anagrams1", "ethics_cm", "mutual"])
 GEN_TOKS = 8  # the whole runs' generations cut to 8 tokens (the tiny models have 64 positions)
 GROUP = """group: mmlu_mini
 task:

@@ -81,9 +81,14 @@ def _plain(args):
       "blimp_adjunct_island", "arithmetic_2da", "xwinograd_en", "headqa_en", "pubmedqa", "lambada_openai_cloze_yaml",
       "asdiv", "bbh_zeroshot_snarks", "bbh_cot_zeroshot_snarks", "bbh_zeroshot_word_sorting",
       "bbh_zeroshot_sports_understanding", "bbh_zeroshot_multistep_arithmetic_two", "leaderboard_gpqa_main",
-      "leaderboard_mmlu_pro", "leaderboard_bbh_snarks", "leaderboard_musr_murder_mysteries"], None, None),
+      "leaderboard_mmlu_pro", "leaderboard_bbh_snarks", "leaderboard_musr_murder_mysteries", "gsm8k_cot",
+      "gsm8k_cot_zeroshot", "gsm8k_cot_llama", "arc_challenge_chat", "xnli_en", "xstorycloze_en", "paws_en", "swag",
+      "prost", "toxigen", "crows_pairs_english", "wnli", "multirc", "lambada_openai_mt_en", "wmt16-de-en",
+      "anagrams1", "ethics_cm", "mutual"], None, None),
     (["boolq", "openbookqa", "sciq", "logiqa", "triviaqa", "nq_open", "mmlu_pro_biology", "wic", "rte", "qnli",
-      "headqa_en", "pubmedqa", "xwinograd_en", "bbh_fewshot_boolean_expressions"], 2, 3),
+      "headqa_en", "pubmedqa", "xwinograd_en", "bbh_fewshot_boolean_expressions", "gsm8k_cot", "gsm8k_cot_zeroshot",
+      "arc_challenge_chat", "xnli_en", "xstorycloze_en", "paws_en", "swag", "multirc", "wmt16-de-en", "ethics_cm",
+      "leaderboard_mmlu_pro", "leaderboard_gpqa_main"], 2, 3),
 ])
 def test_real_task_files_render_lmevals_requests(task_dir, names, num_fewshot, limit):
     ref = _lmeval_arguments(task_dir, names, num_fewshot, limit)
