@@ -330,6 +330,21 @@ MUTUAL = [{"answers": a, "options": o, "article": t, "id": f"m{i}"} for i, (a, o
     ("A", ["m : it 's at 5 .", "m : it 's at 6 .", "m : it 's never .", "m : i do n't know ."],
      "f : when does the film start ? m : at 5 , i think .")])]
 
+DATE0 = {"day": "", "month": "", "year": ""}
+DROP = [{"section_id": "s", "query_id": f"q{i}", "passage": p, "question": q,
+         "answer": {"number": n, "date": DATE0, "spans": sp, "worker_id": "", "hit_id": ""},
+         "validated_answers": {"number": vn, "date": [DATE0] * len(vn), "spans": vs, "worker_id": [""] * len(vn),
+                               "hit_id": [""] * len(vn)}}
+        for i, (p, q, n, sp, vn, vs) in enumerate([
+            ("The Bears scored 7 points in the first quarter and 3 in the second.", "How many points in total?",
+             "10", [], ["10"], [[]]),
+            ("Anna, Bob and Carl went to the fair.", "Who went to the fair?", "", ["Anna", "Bob", "Carl"],
+             ["", ""], [["Anna", "Bob", "Carl"], ["Anna"]]),
+            ("The war ended in 1945 after six years.", "How many years did the war last?", "6", [], [], [])])]
+MATH_DOCS = [{"problem": p, "level": "Level 2", "type": "Algebra", "solution": s} for p, s in [
+    ("What is $2+3$?", "We have $2+3=\\boxed{5}$."), ("Solve $x+1=3$.", "Subtract one: $x=\\boxed{2}$."),
+    ("Simplify $\\frac{4}{2}$.", "It is $\\boxed{2}$."), ("What is $3^2$?", "$3^2 = \\boxed{9}$")]]
+
 # task -> (lm-eval file, splits, docs, extra YAML lines)
 WRAPPED = {
     "arc_easy": ("arc/arc_easy.yaml", ("train", "validation", "test"), ARC, ""),
@@ -393,6 +408,8 @@ WRAPPED = {
     "anagrams1": ("unscramble/anagrams1.yaml", ("validation",), ANAGRAMS, ""),
     "ethics_cm": ("hendrycks_ethics/commonsense.yaml", ("train", "test"), ETHICS, ""),
     "mutual": ("mutual/mutual.yaml", ("train", "validation"), MUTUAL, ""),
+    "drop": ("drop/default.yaml", ("train", "validation"), DROP, ""),
+    "hendrycks_math_algebra": ("hendrycks_math/hendrycks_math_algebra.yaml", ("train", "test"), MATH_DOCS, ""),
     "mmlu_pro_biology": ("mmlu_pro/mmlu_pro_biology.yaml", ("validation", "test"), MMLU_PRO, ""),
     "mmlu_anatomy_generative": ("mmlu/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU, ""),
     "mmlu_flan_n_shot_generative_anatomy": ("mmlu/flan_n_shot/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU,
@@ -419,7 +436,7 @@ REAL3_RUN = ",".join([
     "asdiv", "leaderboard_gpqa_main", "leaderboard_mmlu_pro", "leaderboard_bbh_snarks",
     "leaderboard_musr_murder_mysteries", "gsm8k_cot", "gsm8k_cot_zeroshot", "gsm8k_cot_llama", "arc_challenge_chat",
     "xnli_en", "xstorycloze_en", "paws_en", "swag", "prost", "toxigen", "crows_pairs_english", "wnli", "multirc",
-    "lambada_openai_mt_en", "wmt16-de-en", "anagrams1", "ethics_cm", "mutual"])
+    "lambada_openai_mt_en", "wmt16-de-en", "anagrams1", "ethics_cm", "mutual", "drop", "hendrycks_math_algebra"])
 GEN_TOKS = 8  # the whole runs' generations cut to 8 tokens (the tiny models have 64 positions)
 GROUP = """group: mmlu_mini
 task:

@@ -84,7 +84,7 @@ def _plain(args):
       "leaderboard_mmlu_pro", "leaderboard_bbh_snarks", "leaderboard_musr_murder_mysteries", "gsm8k_cot",
       "gsm8k_cot_zeroshot", "gsm8k_cot_llama", "arc_challenge_chat", "xnli_en", "xstorycloze_en", "paws_en", "swag",
       "prost", "toxigen", "crows_pairs_english", "wnli", "multirc", "lambada_openai_mt_en", "wmt16-de-en",
-      "anagrams1", "ethics_cm", "mutual"], None, None),
+      "anagrams1", "ethics_cm", "mutual", "drop", "hendrycks_math_algebra"], None, None),
     (["boolq", "openbookqa", "sciq", "logiqa", "triviaqa", "nq_open", "mmlu_pro_biology", "wic", "rte", "qnli",
       "headqa_en", "pubmedqa", "xwinograd_en", "bbh_fewshot_boolean_expressions", "gsm8k_cot", "gsm8k_cot_zeroshot",
       "arc_challenge_chat", "xnli_en", "xstorycloze_en", "paws_en", "swag", "multirc", "wmt16-de-en", "ethics_cm",
