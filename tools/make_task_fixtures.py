@@ -350,6 +350,7 @@ RUNS = {  # run name -> (tasks, extra lm_eval arguments)
     "real2": ("glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs", ["--num_fewshot", "1"]),
     # a sweep of other popular files, each at its own num_fewshot (real_task_data.REAL3_RUN; generations cut to GEN_TOKS)
     "real3": ("REAL3_RUN", []),
+    "real4": ("REAL4_RUN", ["--num_fewshot", "1", "--limit", "2"]),
 }
 REAL_DIR = Path("/tmp/nlpkit-real-task-wrappers")  # the wrappers name lm-eval's installed files: not a fixture
 
@@ -380,9 +381,9 @@ def run_lmeval(run: str, model: str) -> None:
     include = str(SUITE.relative_to(ROOT))
     if run.startswith("real"):
         sys.path.insert(0, str(ROOT / "tests" / "evaluation"))
-        from real_task_data import GEN_TOKS, REAL3_RUN, write_wrappers
+        from real_task_data import GEN_TOKS, REAL3_RUN, REAL4_RUN, write_wrappers
 
-        tasks = REAL3_RUN if tasks == "REAL3_RUN" else tasks
+        tasks = {"REAL3_RUN": REAL3_RUN, "REAL4_RUN": REAL4_RUN}.get(tasks, tasks)
         shutil.rmtree(REAL_DIR, ignore_errors=True)
         include = str(write_wrappers(REAL_DIR, max_gen_toks=GEN_TOKS))
     cmd = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",

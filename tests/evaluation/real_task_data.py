@@ -437,6 +437,12 @@ REAL3_RUN = ",".join([
     "leaderboard_musr_murder_mysteries", "gsm8k_cot", "gsm8k_cot_zeroshot", "gsm8k_cot_llama", "arc_challenge_chat",
     "xnli_en", "xstorycloze_en", "paws_en", "swag", "prost", "toxigen", "crows_pairs_english", "wnli", "multirc",
     "lambada_openai_mt_en", "wmt16-de-en", "anagrams1", "ethics_cm", "mutual", "drop", "hendrycks_math_algebra"])
+# the same files 1-shot on the first 2 documents (run "real4": --num_fewshot 1 --limit 2)
+REAL4_RUN = ",".join([
+    "boolq", "sciq", "logiqa", "triviaqa", "nq_open", "headqa_en", "pubmedqa", "wmt16-de-en", "gsm8k_cot_zeroshot",
+    "mmlu_pro_biology", "leaderboard_mmlu_pro", "leaderboard_gpqa_main", "xnli_en", "xstorycloze_en", "swag",
+    "multirc", "drop", "arc_challenge_chat", "mmlu_flan_n_shot_generative_anatomy", "bbh_zeroshot_snarks",
+    "crows_pairs_english", "blimp_adjunct_island", "arithmetic_2da"])
 GEN_TOKS = 8  # the whole runs' generations cut to 8 tokens (the tiny models have 64 positions)
 GROUP = """group: mmlu_mini
 task:

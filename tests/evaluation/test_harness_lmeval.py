@@ -23,7 +23,8 @@ RUNS = {"suite": ([], "suite_group,suite_ll,suite_ll_ppl,suite_rolling,suite_gen
         # lm-eval's own task files (read from its installation) around our documents (real_task_data.py)
         "real": ([], "arc_easy,hellaswag,winogrande,mmlu_mini,lambada_openai,wikitext,truthfulqa_mc2,piqa"),
         "real2": (["--num-fewshot", "1"], "glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs"),
-        "real3": ([], "REAL3_RUN")}  # real_task_data.REAL3_RUN: a sweep of other popular files
+        "real3": ([], "REAL3_RUN"),  # real_task_data.REAL3_RUN: a sweep of other popular files
+        "real4": (["--num-fewshot", "1", "--limit", "2"], "REAL4_RUN")}
 
 
 def _files(folder: Path) -> tuple[dict, dict]:
@@ -48,9 +49,9 @@ def both(request, tmp_path_factory):
         lm_eval = pytest.importorskip("lm_eval")
         import sys
         sys.path.insert(0, str(Path(__file__).parent))
-        from real_task_data import GEN_TOKS, REAL3_RUN, write_wrappers
+        from real_task_data import GEN_TOKS, REAL3_RUN, REAL4_RUN, write_wrappers
 
-        tasks = REAL3_RUN if tasks == "REAL3_RUN" else tasks
+        tasks = {"REAL3_RUN": REAL3_RUN, "REAL4_RUN": REAL4_RUN}.get(tasks, tasks)
         include = str(write_wrappers(tmp_path_factory.mktemp("wrappers"), Path(lm_eval.__file__).parent / "tasks",
                                      max_gen_toks=GEN_TOKS))
     import os
