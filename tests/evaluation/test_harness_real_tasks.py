@@ -96,3 +96,64 @@ def test_real_task_files_render_lmevals_requests(task_dir, names, num_fewshot, l
     assert sorted(got) == sorted(ref)
     for key in ref:
         assert got[key] == ref[key], key
+
+
+CHATML = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT_TASKS = ["gsm8k_cot_llama", "arc_challenge_chat", "mmlu_pro_biology", "bbh_fewshot_boolean_expressions",
+              "leaderboard_mmlu_pro", "xwinograd_en", "triviaqa", "wmt16-de-en", "crows_pairs_english",
+              "mmlu_flan_n_shot_generative_anatomy"]
+
+
+@pytest.fixture(scope="module")
+def chat_model(tmp_path_factory) -> Path:
+    import shutil
+
+    d = tmp_path_factory.mktemp("chat") / "gpt2-chat"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "score" / "models" / "gpt2-bpe", d)
+    cfg = json.loads((d / "tokenizer_config.json").read_text())
+    (d / "tokenizer_config.json").write_text(json.dumps({**cfg, "chat_template": CHATML}))
+    return d
+
+
+@pytest.mark.parametrize("system, multiturn, num_fewshot", [(None, False, None), ("Be brief.", True, None),
+                                                            ("Be brief.", False, 2)])
+def test_real_task_files_render_lmevals_chat_requests(task_dir, chat_model, system, multiturn, num_fewshot):
+    """With a chat template (--chat, --system, --fewshot-as-multiturn): the real files' requests are the ones lm-eval
+    builds with --apply_chat_template, --system_instruction, --fewshot_as_multiturn (YAML-listed shots, gen_prefix,
+    multiple input, chat-style task files)."""
+    transformers = pytest.importorskip("transformers")
+    from lm_eval.tasks import TaskManager
+
+    from nlpkit.evaluation.harness.model_adapter import HarnessModel
+    from nlpkit.evaluation.harness.run import RunOptions, build_instances, prepare
+    from nlpkit.evaluation.harness.selection import select
+    from nlpkit.evaluation.harness.task_files import TaskRegistry
+    from nlpkit.lm.spec import LoadSpec
+
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_file=str(chat_model / "tokenizer.json"))
+    tok.chat_template = CHATML
+
+    def apply(history, add_generation_prompt=True):  # lm-eval's HFLM.apply_chat_template
+        return tok.apply_chat_template(history, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                       continue_final_message=not add_generation_prompt)
+
+    ref = {}
+    for name, task in TaskManager(include_path=str(task_dir), include_defaults=False).load(CHAT_TASKS)["tasks"].items():
+        if num_fewshot is not None and task.get_config("num_fewshot") != 0:
+            task.set_config(key="num_fewshot", value=num_fewshot)
+        elif task.get_config("num_fewshot") is None:
+            task.set_config(key="num_fewshot", value=0)
+        task.set_fewshot_seed(seed=1234)
+        task.build_all_requests(system_instruction=system, apply_chat_template=True, fewshot_as_multiturn=multiturn,
+                                chat_template=apply)
+        ref.update({(name, i.doc_id, i.idx): _plain(i.args) for i in task.instances})
+    options = RunOptions(chat=True, system=system, fewshot_as_multiturn=multiturn, num_fewshot=num_fewshot)
+    template = HarnessModel(LoadSpec(str(chat_model))).chat_template(system)
+    got = {}
+    for name, p in prepare(select(CHAT_TASKS, TaskRegistry([task_dir])), options).items():
+        got.update({(name, i.doc_id, i.idx): _plain(i.arguments) for insts in build_instances(p, options, template)
+                    for i in insts})
+    assert sorted(got) == sorted(ref)
+    for key in ref:
+        assert got[key] == ref[key], key
