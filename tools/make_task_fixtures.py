@@ -351,6 +351,8 @@ RUNS = {  # run name -> (tasks, extra lm_eval arguments)
     # a sweep of other popular files, each at its own num_fewshot (real_task_data.REAL3_RUN; generations cut to GEN_TOKS)
     "real3": ("REAL3_RUN", []),
     "real4": ("REAL4_RUN", ["--num_fewshot", "1", "--limit", "2"]),
+    # lm-eval's own mmlu group (four subgroups over tags of 57 subtasks), every subtask wrapped
+    "real5": ("mmlu", ["--num_fewshot", "1", "--limit", "1"]),
 }
 REAL_DIR = Path("/tmp/nlpkit-real-task-wrappers")  # the wrappers name lm-eval's installed files: not a fixture
 

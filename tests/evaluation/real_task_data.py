@@ -485,6 +485,15 @@ def write_wrappers(d: Path, tasks_dir: Path | None = None, max_gen_toks: int | N
         (d / f"{name}.yaml").write_text(
             f"include: {tasks_dir / rel}\ntask: {name}\ndataset_path: json\ndataset_name: null\n"
             f"dataset_kwargs:\n  data_files: {json.dumps(files)}\n{extra}", encoding="utf-8")
+    files = {}
+    for split in ("dev", "test"):  # every subtask of lm-eval's own `mmlu` group (groups of groups of tags)
+        p = d / f"mmlu-all-{split}.jsonl"
+        p.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in MMLU), encoding="utf-8")
+        files[split] = str(p)
+    for f in sorted((tasks_dir / "mmlu" / "default").glob("mmlu_*.yaml")):
+        if f.stem not in WRAPPED:
+            (d / f"{f.stem}.yaml").write_text(f"include: {f}\ntask: {f.stem}\ndataset_path: json\ndataset_name: null\n"
+                                              f"dataset_kwargs:\n  data_files: {json.dumps(files)}\n", encoding="utf-8")
     (d / "mmlu_mini.yaml").write_text(GROUP, encoding="utf-8")
     (d / "glue_mini.yaml").write_text(GLUE_GROUP, encoding="utf-8")
     return d

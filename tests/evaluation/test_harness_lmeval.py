@@ -24,7 +24,8 @@ RUNS = {"suite": ([], "suite_group,suite_ll,suite_ll_ppl,suite_rolling,suite_gen
         "real": ([], "arc_easy,hellaswag,winogrande,mmlu_mini,lambada_openai,wikitext,truthfulqa_mc2,piqa"),
         "real2": (["--num-fewshot", "1"], "glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs"),
         "real3": ([], "REAL3_RUN"),  # real_task_data.REAL3_RUN: a sweep of other popular files
-        "real4": (["--num-fewshot", "1", "--limit", "2"], "REAL4_RUN")}
+        "real4": (["--num-fewshot", "1", "--limit", "2"], "REAL4_RUN"),
+        "real5": (["--num-fewshot", "1", "--limit", "1"], "mmlu")}  # lm-eval's nested mmlu group, 57 subtasks
 
 
 def _files(folder: Path) -> tuple[dict, dict]:

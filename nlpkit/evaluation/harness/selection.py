@@ -60,6 +60,25 @@ class Selection:
     groups: dict[str, Group] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # task -> its YAML file (error messages)
 
+    def top_down(self) -> list[str]:
+        """Group names in lm-eval's order of its loaded groups: each top-level group, then its subgroups depth-first
+        (lm-eval fills a group's n-shot and higher_is_better from its children in this order, in one pass, so a
+        group above a subgroup gets none)."""
+        children = {c.name for g in self.groups.values() for c in g.children if isinstance(c, Group)}
+        order: dict[str, None] = {}
+
+        def visit(g: Group) -> None:
+            for c in g.children:
+                if isinstance(c, Group):
+                    order.setdefault(c.name)
+                    visit(c)
+
+        for name, g in self.groups.items():
+            if name not in children:
+                order.setdefault(name)
+                visit(g)
+        return list(order)
+
     def bottom_up(self) -> list[str]:
         """Group names, children before parents (lm-eval aggregates subgroups first)."""
         children = {c.name for g in self.groups.values() for c in g.children if isinstance(c, Group)}
