@@ -352,6 +352,15 @@ TQA_GEN = [{"type": "Adversarial", "category": "Misconceptions", "question": q, 
     ("Where is the Great Wall visible from?", "It is hard to see from space", ["Not from the Moon"],
      ["From the Moon", "From Mars."])]]
 
+PILE = [{"text": t, "meta": {"pile_set_name": "Pile-CC"}} for t in [
+    "The quick brown fox jumps over the lazy dog.\n\nIt was not the first time.",
+    "def f(x):\n    return x + 1\n", "Caf\u00e9 prices rose 3 % in 2020 ; analysts said so ."]]
+C4 = [{"text": t, "timestamp": ts, "url": "https://example.org/" + str(i)} for i, (t, ts) in enumerate([
+    ("The market opened at 9 @-@ 30 . It closed ( late ) at 5 .", "2019-04-25T12:57:54Z"),
+    ("She said \" hello \" and left ; it was = = over = = .", "2019-04-21T10:07:13Z")])]
+PALOMA = [{"text": t, "id": f"p{i}", "source": "c4_100_domains", "subdomain": "news"} for i, t in enumerate([
+    "A short paragraph about gardens and bees.", "Another about trains \u2014 fast ones."])]
+
 # task -> (lm-eval file, splits, docs, extra YAML lines)
 WRAPPED = {
     "arc_easy": ("arc/arc_easy.yaml", ("train", "validation", "test"), ARC, ""),
@@ -419,6 +428,9 @@ WRAPPED = {
     "hendrycks_math_algebra": ("hendrycks_math/hendrycks_math_algebra.yaml", ("train", "test"), MATH_DOCS, ""),
     "truthfulqa_mc1": ("truthfulqa/truthfulqa_mc1.yaml", ("validation",), TQA, ""),
     "truthfulqa_gen": ("truthfulqa/truthfulqa_gen.yaml", ("validation",), TQA_GEN, ""),
+    "pile_10k": ("pile_10k/pile_10k.yaml", ("train",), PILE, ""),
+    "c4": ("c4/c4.yaml", ("train", "validation"), C4, ""),
+    "paloma_c4_100_domains": ("paloma/paloma_c4_100_domains.yaml", ("val", "test"), PALOMA, ""),
     "mmlu_pro_biology": ("mmlu_pro/mmlu_pro_biology.yaml", ("validation", "test"), MMLU_PRO, ""),
     "mmlu_anatomy_generative": ("mmlu/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU, ""),
     "mmlu_flan_n_shot_generative_anatomy": ("mmlu/flan_n_shot/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU,
@@ -446,7 +458,7 @@ REAL3_RUN = ",".join([
     "leaderboard_musr_murder_mysteries", "gsm8k_cot", "gsm8k_cot_zeroshot", "gsm8k_cot_llama", "arc_challenge_chat",
     "xnli_en", "xstorycloze_en", "paws_en", "swag", "prost", "toxigen", "crows_pairs_english", "wnli", "multirc",
     "lambada_openai_mt_en", "wmt16-de-en", "anagrams1", "ethics_cm", "mutual", "drop", "hendrycks_math_algebra",
-    "truthfulqa_mc1", "truthfulqa_gen"])
+    "truthfulqa_mc1", "truthfulqa_gen", "pile_10k", "c4", "paloma_c4_100_domains"])
 # the same files 1-shot on the first 2 documents (run "real4": --num_fewshot 1 --limit 2)
 REAL4_RUN = ",".join([
     "boolq", "sciq", "logiqa", "triviaqa", "nq_open", "headqa_en", "pubmedqa", "wmt16-de-en", "gsm8k_cot_zeroshot",
