@@ -361,6 +361,36 @@ C4 = [{"text": t, "timestamp": ts, "url": "https://example.org/" + str(i)} for i
 PALOMA = [{"text": t, "id": f"p{i}", "source": "c4_100_domains", "subdomain": "news"} for i, t in enumerate([
     "A short paragraph about gardens and bees.", "Another about trains \u2014 fast ones."])]
 
+MGSM = [{"question": q, "answer": a, "answer_number": n, "equation_solution": e} for q, a, n, e in [
+    ("Roger has 5 balls. He buys 2 cans of 3 balls. How many balls does he have?",
+     "Step-by-Step Answer: Roger starts with 5 balls. 2 cans of 3 is 6. 5 + 6 = 11. The answer is 11.", 11, "5+6=11"),
+    ("Janet has 16 eggs and eats 3. How many are left?", None, 13, None),
+    ("A robe takes 2 bolts of blue fiber and half that of white. How many bolts?", None, 3, None),
+    ("There are 15 trees; 6 more are planted. How many trees?",
+     "Step-by-Step Answer: 15 + 6 = 21. The answer is 21.", 21, "15+6=21")]]
+BELEBELE = [{"link": "l", "question_number": i, "flores_passage": p, "question": q, "mc_answer1": a[0],
+             "mc_answer2": a[1], "mc_answer3": a[2], "mc_answer4": a[3], "correct_answer_num": c,
+             "dialect": "eng_Latn", "ds": "2023-05-03"} for i, (p, q, a, c) in enumerate([
+    ("The ferry leaves at noon and returns at six.", "When does the ferry return? ", ["noon", "six", "one", "ten"], "2"),
+    ("Bees make honey from nectar.", "What do bees make?", ["wax only", "milk", "honey", "silk"], "3"),
+    ("The museum is closed on Mondays.", "When is the museum closed?", ["Mondays", "Sundays", "never", "daily"], "1")])]
+MEDMCQA = [{"id": f"m{i}", "question": q, "opa": o[0], "opb": o[1], "opc": o[2], "opd": o[3], "cop": c,
+            "choice_type": "single", "exp": None, "subject_name": "Anatomy", "topic_name": None}
+           for i, (q, o, c) in enumerate([
+               ("Which nerve supplies the deltoid?", ["axillary", "radial", "ulnar", "median"], 0),
+               ("Normal adult heart rate?", ["20", "70", "150", "200"], 1),
+               ("Largest organ of the body?", ["liver", "brain", "skin", "lung"], 2)])]
+MEDQA = [{"id": f"q{i}", "sent1": q, "sent2": "", "ending0": o[0], "ending1": o[1], "ending2": o[2],
+          "ending3": o[3], "label": l} for i, (q, o, l) in enumerate([
+    ("A 23-year-old has fever and a rash. Next step?", ["rest", "antibiotics", "surgery", "nothing"], 1),
+    ("A child has a barking cough. Diagnosis?", ["croup", "asthma", "flu", "cold"], 0),
+    ("Deficiency causing scurvy?", ["vitamin A", "vitamin D", "vitamin C", "iron"], 2)])]
+AGIEVAL = [{"query": q, "choices": c, "gold": g} for q, c, g in [
+    ("Q: If 2x = 6, what is x? Answer Choices: (A)1 (B)2 (C)3 (D)4\nA: Among A through D, the answer is",
+     ["(A)1", "(B)2", "(C)3", "(D)4"], [2]),
+    ("Q: What is 5 - 2? Answer Choices: (A)3 (B)7 (C)2 (D)10\nA: Among A through D, the answer is",
+     ["(A)3", "(B)7", "(C)2", "(D)10"], [0])]]
+
 # task -> (lm-eval file, splits, docs, extra YAML lines)
 WRAPPED = {
     "arc_easy": ("arc/arc_easy.yaml", ("train", "validation", "test"), ARC, ""),
@@ -431,6 +461,12 @@ WRAPPED = {
     "pile_10k": ("pile_10k/pile_10k.yaml", ("train",), PILE, ""),
     "c4": ("c4/c4.yaml", ("train", "validation"), C4, ""),
     "paloma_c4_100_domains": ("paloma/paloma_c4_100_domains.yaml", ("val", "test"), PALOMA, ""),
+    "mgsm_direct_en": ("mgsm/direct/mgsm_direct_en.yaml", ("train", "test"), MGSM, ""),
+    "mgsm_native_cot_en": ("mgsm/native_cot/mgsm_native_cot_en.yaml", ("train", "test"), MGSM, ""),
+    "belebele_eng_Latn": ("belebele/belebele_eng_Latn.yaml", ("test",), BELEBELE, ""),
+    "medmcqa": ("medmcqa/medmcqa.yaml", ("train", "validation"), MEDMCQA, ""),
+    "medqa_4options": ("medqa/medqa.yaml", ("train", "validation", "test"), MEDQA, ""),
+    "agieval_sat_math": ("agieval/sat-math.yaml", ("test",), AGIEVAL, ""),
     "mmlu_pro_biology": ("mmlu_pro/mmlu_pro_biology.yaml", ("validation", "test"), MMLU_PRO, ""),
     "mmlu_anatomy_generative": ("mmlu/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU, ""),
     "mmlu_flan_n_shot_generative_anatomy": ("mmlu/flan_n_shot/generative/mmlu_anatomy.yaml", ("dev", "test"), MMLU,
@@ -458,7 +494,8 @@ REAL3_RUN = ",".join([
     "leaderboard_musr_murder_mysteries", "gsm8k_cot", "gsm8k_cot_zeroshot", "gsm8k_cot_llama", "arc_challenge_chat",
     "xnli_en", "xstorycloze_en", "paws_en", "swag", "prost", "toxigen", "crows_pairs_english", "wnli", "multirc",
     "lambada_openai_mt_en", "wmt16-de-en", "anagrams1", "ethics_cm", "mutual", "drop", "hendrycks_math_algebra",
-    "truthfulqa_mc1", "truthfulqa_gen", "pile_10k", "c4", "paloma_c4_100_domains"])
+    "truthfulqa_mc1", "truthfulqa_gen", "pile_10k", "c4", "paloma_c4_100_domains", "mgsm_direct_en",
+    "mgsm_native_cot_en", "belebele_eng_Latn", "medmcqa", "medqa_4options", "agieval_sat_math"])
 # the same files 1-shot on the first 2 documents (run "real4": --num_fewshot 1 --limit 2)
 REAL4_RUN = ",".join([
     "boolq", "sciq", "logiqa", "triviaqa", "nq_open", "headqa_en", "pubmedqa", "wmt16-de-en", "gsm8k_cot_zeroshot",

@@ -85,11 +85,13 @@ def _plain(args):
       "gsm8k_cot_zeroshot", "gsm8k_cot_llama", "arc_challenge_chat", "xnli_en", "xstorycloze_en", "paws_en", "swag",
       "prost", "toxigen", "crows_pairs_english", "wnli", "multirc", "lambada_openai_mt_en", "wmt16-de-en",
       "anagrams1", "ethics_cm", "mutual", "drop", "hendrycks_math_algebra", "truthfulqa_mc1", "truthfulqa_gen",
-      "pile_10k", "c4", "paloma_c4_100_domains"], None, None),
+      "pile_10k", "c4", "paloma_c4_100_domains", "mgsm_direct_en", "mgsm_native_cot_en", "belebele_eng_Latn",
+      "medmcqa", "medqa_4options", "agieval_sat_math"], None, None),
     (["boolq", "openbookqa", "sciq", "logiqa", "triviaqa", "nq_open", "mmlu_pro_biology", "wic", "rte", "qnli",
       "headqa_en", "pubmedqa", "xwinograd_en", "bbh_fewshot_boolean_expressions", "gsm8k_cot", "gsm8k_cot_zeroshot",
       "arc_challenge_chat", "xnli_en", "xstorycloze_en", "paws_en", "swag", "multirc", "wmt16-de-en", "ethics_cm",
-      "leaderboard_mmlu_pro", "leaderboard_gpqa_main"], 2, 3),
+      "leaderboard_mmlu_pro", "leaderboard_gpqa_main", "mgsm_direct_en", "mgsm_native_cot_en", "belebele_eng_Latn",
+      "medmcqa", "medqa_4options"], 2, 3),
 ])
 def test_real_task_files_render_lmevals_requests(task_dir, names, num_fewshot, limit):
     ref = _lmeval_arguments(task_dir, names, num_fewshot, limit)
