@@ -353,7 +353,10 @@ RUNS = {  # run name -> (tasks, extra lm_eval arguments)
     "real4": ("REAL4_RUN", ["--num_fewshot", "1", "--limit", "2"]),
     # lm-eval's own mmlu group (four subgroups over tags of 57 subtasks), every subtask wrapped
     "real5": ("mmlu", ["--num_fewshot", "1", "--limit", "1"]),
+    # the llama-spm model (a tokenizer that adds BOS: lm-eval scores that BOS in a rolling text too)
+    "real_llama": ("LLAMA_RUN", []),
 }
+RUN_MODELS = {"real_llama": ["llama-spm"]}  # runs made with another model than --models
 REAL_DIR = Path("/tmp/nlpkit-real-task-wrappers")  # the wrappers name lm-eval's installed files: not a fixture
 
 
@@ -383,9 +386,9 @@ def run_lmeval(run: str, model: str) -> None:
     include = str(SUITE.relative_to(ROOT))
     if run.startswith("real"):
         sys.path.insert(0, str(ROOT / "tests" / "evaluation"))
-        from real_task_data import GEN_TOKS, REAL3_RUN, REAL4_RUN, write_wrappers
+        from real_task_data import GEN_TOKS, LLAMA_RUN, REAL3_RUN, REAL4_RUN, write_wrappers
 
-        tasks = {"REAL3_RUN": REAL3_RUN, "REAL4_RUN": REAL4_RUN}.get(tasks, tasks)
+        tasks = {"REAL3_RUN": REAL3_RUN, "REAL4_RUN": REAL4_RUN, "LLAMA_RUN": LLAMA_RUN}.get(tasks, tasks)
         shutil.rmtree(REAL_DIR, ignore_errors=True)
         include = str(write_wrappers(REAL_DIR, max_gen_toks=GEN_TOKS))
     cmd = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",
@@ -408,7 +411,7 @@ def main() -> None:
         write_suite()
     for run in args.runs.split(","):
         shutil.rmtree(OUT / "lmeval" / run, ignore_errors=True)
-        for model in args.models.split(","):
+        for model in RUN_MODELS.get(run, args.models.split(",")):
             run_lmeval(run, model)
     for f in (OUT / "lmeval").rglob("results_*.json"):  # the machine's description is not a fixture
         doc = json.loads(f.read_text(encoding="utf-8"))

@@ -502,6 +502,11 @@ REAL4_RUN = ",".join([
     "mmlu_pro_biology", "leaderboard_mmlu_pro", "leaderboard_gpqa_main", "xnli_en", "xstorycloze_en", "swag",
     "multirc", "drop", "arc_challenge_chat", "mmlu_flan_n_shot_generative_anatomy", "bbh_zeroshot_snarks",
     "crows_pairs_english", "blimp_adjunct_island", "arithmetic_2da"])
+# a Llama-style SentencePiece model (its tokenizer adds BOS) on rolling texts, empty contexts and the common files
+LLAMA_RUN = ",".join([
+    "wikitext", "pile_10k", "c4", "paloma_c4_100_domains", "lambada_openai", "arc_easy", "hellaswag", "winogrande",
+    "boolq", "crows_pairs_english", "blimp_adjunct_island", "xnli_en", "triviaqa", "gsm8k_cot_zeroshot",
+    "bbh_zeroshot_snarks"])
 GEN_TOKS = 8  # the whole runs' generations cut to 8 tokens (the tiny models have 64 positions)
 GROUP = """group: mmlu_mini
 task:
