@@ -108,6 +108,16 @@ def test_hooks_needing_a_missing_package_name_the_task_and_the_package(cli, task
         "ModuleNotFoundError: 'sympy' and 'math_verify' are required (the task's hooks need a package" in lines[0]
 
 
+def test_unsafe_code_task_is_refused_before_its_hooks_import(cli, tasks):
+    """mbpp/humaneval (`unsafe_code: true`) run the model's code: refused by name, their hooks never imported."""
+    (tasks / "danger.py").write_text("raise SystemExit('imported!')\ndef text(doc):\n    return doc['q']\n")
+    _variant(tasks, "unsafe", GOOD.format(data=tasks / "data.jsonl").replace("t_ok", "t_unsafe")
+             .replace('doc_to_text: "{{q}}"', "doc_to_text: !function danger.text") + "unsafe_code: true\n")
+    code, lines = _run(cli, tasks, "t_unsafe")
+    assert code == 1 and len(lines) == 1
+    assert "task t_unsafe executes the model's generated code (unsafe_code: true" in lines[0]
+
+
 def test_filter_class_that_raises_names_task_and_hook(cli, tasks):
     (tasks / "filt.py").write_text("class Picky:\n    def __init__(self, strict=True):\n        pass\n\n"
                                    "    def apply(self, resps, docs):\n        raise ValueError('no `luck`')\n")

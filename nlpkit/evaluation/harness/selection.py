@@ -121,6 +121,11 @@ def _entry_from_path(path: Path) -> Entry:
     return Entry(name, category, path.resolve(), cfg)
 
 
+def _unsafe(task: str, where: str) -> NlpkitError:
+    return NlpkitError(f"{where}: task {task} executes the model's generated code (unsafe_code: true, lm-eval's "
+                       "--confirm_run_unsafe_code): nlpkit does not run such tasks")
+
+
 class _Builder:
     def __init__(self, registry: TaskRegistry, meta: dict, sel: Selection):
         self.registry, self.meta, self.sel = registry, meta, sel
@@ -152,6 +157,8 @@ class _Builder:
         if entry.category == "python":
             raise NlpkitError(f"{entry.path}: task {entry.name} is a Python class task (class: ...): nlpkit runs "
                               "YAML tasks only")
+        if (entry.cfg or {}).get("unsafe_code") or (overrides or {}).get("unsafe_code"):  # before its hooks import
+            raise _unsafe(entry.name, str(entry.path))
         cfg = self.full_config(entry, overrides)
         for key in ("tag", "group", "task_list"):
             cfg.pop(key, None)
@@ -159,6 +166,8 @@ class _Builder:
 
     def add_task(self, cfg: dict, where: str) -> str:
         tc = TaskConfig.from_dict(cfg, where)
+        if tc.unsafe_code:
+            raise _unsafe(tc.task, where)
         if tc.output_type not in ("loglikelihood", "multiple_choice", "loglikelihood_rolling", "generate_until"):
             raise NlpkitError(f"{where}: task {tc.task}: output_type {tc.output_type!r} is not supported "
                               "(loglikelihood, multiple_choice, loglikelihood_rolling, generate_until)")
