@@ -348,7 +348,15 @@ RUNS = {  # run name -> (tasks, extra lm_eval arguments)
     # more of lm-eval's files, other kinds: f1/mcc (mrpc, cola, cb's own aggregation hook), hook choices (copa, race,
     # mathqa), letter targets (commonsense_qa), a Jinja-built choice list (wsc273), list targets (webqs), a group
     "real2": ("glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs", ["--num_fewshot", "1"]),
+    # a sweep of other popular files, each at its own num_fewshot (real_task_data.REAL3_RUN; generations cut to GEN_TOKS)
+    "real3": ("REAL3_RUN", []),
+    "real4": ("REAL4_RUN", ["--num_fewshot", "1", "--limit", "2"]),
+    # lm-eval's own mmlu group (four subgroups over tags of 57 subtasks), every subtask wrapped
+    "real5": ("mmlu", ["--num_fewshot", "1", "--limit", "1"]),
+    # the llama-spm model (a tokenizer that adds BOS: lm-eval scores that BOS in a rolling text too)
+    "real_llama": ("LLAMA_RUN", []),
 }
+RUN_MODELS = {"real_llama": ["llama-spm"]}  # runs made with another model than --models
 REAL_DIR = Path("/tmp/nlpkit-real-task-wrappers")  # the wrappers name lm-eval's installed files: not a fixture
 
 
@@ -378,10 +386,11 @@ def run_lmeval(run: str, model: str) -> None:
     include = str(SUITE.relative_to(ROOT))
     if run.startswith("real"):
         sys.path.insert(0, str(ROOT / "tests" / "evaluation"))
-        from real_task_data import write_wrappers
+        from real_task_data import GEN_TOKS, LLAMA_RUN, REAL3_RUN, REAL4_RUN, write_wrappers
 
+        tasks = {"REAL3_RUN": REAL3_RUN, "REAL4_RUN": REAL4_RUN, "LLAMA_RUN": LLAMA_RUN}.get(tasks, tasks)
         shutil.rmtree(REAL_DIR, ignore_errors=True)
-        include = str(write_wrappers(REAL_DIR))
+        include = str(write_wrappers(REAL_DIR, max_gen_toks=GEN_TOKS))
     cmd = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",
            f"pretrained={MODELS[model]},dtype=float32", "--tasks", tasks, "--include_path", include,
            "--device", "cpu", "--batch_size", "1", "--output_path", str(out.relative_to(ROOT)), "--log_samples",
@@ -402,7 +411,7 @@ def main() -> None:
         write_suite()
     for run in args.runs.split(","):
         shutil.rmtree(OUT / "lmeval" / run, ignore_errors=True)
-        for model in args.models.split(","):
+        for model in RUN_MODELS.get(run, args.models.split(",")):
             run_lmeval(run, model)
     for f in (OUT / "lmeval").rglob("results_*.json"):  # the machine's description is not a fixture
         doc = json.loads(f.read_text(encoding="utf-8"))

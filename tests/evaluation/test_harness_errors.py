@@ -95,6 +95,41 @@ def test_hook_that_raises_names_task_and_hook(cli, tasks):
     assert "task t_hook: process_docs hook utils.boom raised ValueError: no documents today" in lines[0]
 
 
+def test_hooks_needing_a_missing_package_name_the_task_and_the_package(cli, tasks):
+    """minerva_math's and ifeval's hooks import sympy/math_verify and langdetect: without them, one line naming the
+    task, the hook file and the package (backquotes in the hook's message are not read as nlpkit options)."""
+    (tasks / "needs.py").write_text("raise ModuleNotFoundError('`sympy` and `math_verify` are required')\n"
+                                    "def text(doc):\n    return doc['q']\n")
+    _variant(tasks, "needs", GOOD.format(data=tasks / "data.jsonl").replace("t_ok", "t_needs")
+             .replace('doc_to_text: "{{q}}"', "doc_to_text: !function needs.text"))
+    code, lines = _run(cli, tasks, "t_needs")
+    assert code == 1 and len(lines) == 1
+    assert lines[0].startswith("nlpkit: error: task t_needs: ") and "needs.py: importing it raised " \
+        "ModuleNotFoundError: 'sympy' and 'math_verify' are required (the task's hooks need a package" in lines[0]
+
+
+def test_unsafe_code_task_is_refused_before_its_hooks_import(cli, tasks):
+    """mbpp/humaneval (`unsafe_code: true`) run the model's code: refused by name, their hooks never imported."""
+    (tasks / "danger.py").write_text("raise SystemExit('imported!')\ndef text(doc):\n    return doc['q']\n")
+    _variant(tasks, "unsafe", GOOD.format(data=tasks / "data.jsonl").replace("t_ok", "t_unsafe")
+             .replace('doc_to_text: "{{q}}"', "doc_to_text: !function danger.text") + "unsafe_code: true\n")
+    code, lines = _run(cli, tasks, "t_unsafe")
+    assert code == 1 and len(lines) == 1
+    assert "task t_unsafe executes the model's generated code (unsafe_code: true" in lines[0]
+
+
+def test_filter_class_that_raises_names_task_and_hook(cli, tasks):
+    (tasks / "filt.py").write_text("class Picky:\n    def __init__(self, strict=True):\n        pass\n\n"
+                                   "    def apply(self, resps, docs):\n        raise ValueError('no `luck`')\n")
+    _variant(tasks, "filt", GOOD.format(data=tasks / "data.jsonl").replace("t_ok", "t_filt")
+             .replace("output_type: multiple_choice", "output_type: generate_until")
+             + "generation_kwargs:\n  max_gen_toks: 2\nfilter_list:\n  - name: x\n    filter:\n"
+             "      - function: !function filt.Picky\n        strict: false\n")
+    code, lines = _run(cli, tasks, "t_filt")
+    assert code == 1 and len(lines) == 1
+    assert "task t_filt: filter hook filt.Picky raised ValueError: no 'luck'" in lines[0]
+
+
 @pytest.mark.parametrize("extra, says", [
     ("filter_list:\n  - name: x\n    filter:\n      - function: custom_thing\n", "filter 'custom_thing' is not supported"),
     ("metric_list:\n  - metric: brier_score\n", "metric 'brier_score' is not supported"),

@@ -22,7 +22,12 @@ RUNS = {"suite": ([], "suite_group,suite_ll,suite_ll_ppl,suite_rolling,suite_gen
         "limit": (["--limit", "3", "--num-fewshot", "1"], "suite_tag,suite_gen"),
         # lm-eval's own task files (read from its installation) around our documents (real_task_data.py)
         "real": ([], "arc_easy,hellaswag,winogrande,mmlu_mini,lambada_openai,wikitext,truthfulqa_mc2,piqa"),
-        "real2": (["--num-fewshot", "1"], "glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs")}
+        "real2": (["--num-fewshot", "1"], "glue_mini,cb,commonsense_qa,social_iqa,anli_r1,wsc273,mathqa,race,webqs"),
+        "real3": ([], "REAL3_RUN"),  # real_task_data.REAL3_RUN: a sweep of other popular files
+        "real4": (["--num-fewshot", "1", "--limit", "2"], "REAL4_RUN"),
+        "real5": (["--num-fewshot", "1", "--limit", "1"], "mmlu"),  # lm-eval's nested mmlu group, 57 subtasks
+        "real_llama": ([], "LLAMA_RUN")}  # the llama-spm model (its tokenizer adds BOS)
+RUN_MODEL = {"real_llama": "tests/fixtures/score/models/llama-spm"}
 
 
 def _files(folder: Path) -> tuple[dict, dict]:
@@ -47,20 +52,22 @@ def both(request, tmp_path_factory):
         lm_eval = pytest.importorskip("lm_eval")
         import sys
         sys.path.insert(0, str(Path(__file__).parent))
-        from real_task_data import write_wrappers
+        from real_task_data import GEN_TOKS, LLAMA_RUN, REAL3_RUN, REAL4_RUN, write_wrappers
 
-        include = str(write_wrappers(tmp_path_factory.mktemp("wrappers"), Path(lm_eval.__file__).parent / "tasks"))
+        tasks = {"REAL3_RUN": REAL3_RUN, "REAL4_RUN": REAL4_RUN, "LLAMA_RUN": LLAMA_RUN}.get(tasks, tasks)
+        include = str(write_wrappers(tmp_path_factory.mktemp("wrappers"), Path(lm_eval.__file__).parent / "tasks",
+                                     max_gen_toks=GEN_TOKS))
     import os
     cwd = os.getcwd()
     os.chdir(ROOT)   # the task files name their data relative to the repository root, as lm-eval read them
     try:
-        res = CliRunner().invoke(command, ["-m", MODEL, "--tasks", tasks, "--include-path", include,
+        res = CliRunner().invoke(command, ["-m", RUN_MODEL.get(request.param, MODEL), "--tasks", tasks, "--include-path", include,
                                            "--output-path", str(out), "--log-samples", "--format", "jsonl", "--quiet",
                                            *extra], catch_exceptions=False)
     finally:
         os.chdir(cwd)
     assert res.exit_code == 0, res.output
-    folder = "tests__fixtures__score__models__gpt2-bpe"
+    folder = RUN_MODEL.get(request.param, MODEL).replace("/", "__")
     return _files(FIX / "lmeval" / request.param / folder), _files(out / folder), res.output
 
 

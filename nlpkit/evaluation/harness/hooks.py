@@ -35,7 +35,8 @@ def _load_module(path: Path):
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # the hook module's own failure, named
-        raise NlpkitError(f"{path}: importing it raised {type(e).__name__}: {e}") from None
+        hint = " (the task's hooks need a package that is not installed)" if isinstance(e, ImportError) else ""
+        raise NlpkitError(f"{path}: importing it raised {type(e).__name__}: {foreign(e)}{hint}") from None
     sys.modules[name] = module
     _MODULES[key] = module
     return module
@@ -65,15 +66,25 @@ def import_function(qual: str, base_dir: Path) -> Callable:
 def hook_name(fn: Callable) -> str:
     """`module.function` as the task file names it (the module by its file's name)."""
     code = getattr(fn, "__code__", None)
-    module = Path(code.co_filename).stem if code is not None else getattr(fn, "__module__", "?").rpartition(".")[2]
+    source = code.co_filename if code is not None else \
+        getattr(sys.modules.get(getattr(fn, "__module__", None) or ""), "__file__", None)  # a class: its module's
+    module = Path(source).stem if source else (getattr(fn, "__module__", None) or "?").rpartition(".")[2]
     return f"{module}.{getattr(fn, '__name__', repr(fn))}"
 
 
-def call_hook(task: str, what: str, fn: Callable, *args):
-    """`fn(*args)`; an exception becomes one line naming the task, the hook and what it does."""
+def foreign(e: BaseException) -> str:
+    """A task code exception's message on one line, its backquotes made plain quotes (the CLI reads `name` in an
+    error as one of its own parameters and spells it as an option)."""
+    lines = str(e).strip().splitlines()
+    return (lines[0] if lines else "").replace("`", "'")
+
+
+def call_hook(task: str, what: str, fn: Callable, *args, **kwargs):
+    """`fn(*args, **kwargs)`; an exception becomes one line naming the task, the hook and what it does."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except NlpkitError:
         raise
     except Exception as e:
-        raise NlpkitError(f"task {task}: {what} hook {hook_name(fn)} raised {type(e).__name__}: {e}") from None
+        raise NlpkitError(f"task {task}: {what} hook {hook_name(fn)} raised {type(e).__name__}: {foreign(e)}") \
+            from None

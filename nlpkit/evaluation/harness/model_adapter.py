@@ -9,7 +9,8 @@ changes.
   that share a long token prefix (few-shot examples, a description) compute it once
   (`nlpkit.lm.transformer.prefix_scoring`);
 - loglikelihood_rolling: a text -> its log-likelihood over lm-eval's disjoint windows of the model's positions
-  (`--context` of perplexity, mode disjoint), the first token predicted from the prefix token;
+  (`--context` of perplexity, mode disjoint), the first token predicted from the prefix token, the text encoded as
+  lm-eval's HF backend encodes it (`rolling_ids`: with the BOS a Llama-style tokenizer adds, scored too);
 - generate_until: (context, generation_kwargs) -> the generation, cut at `until` (and the end-of-sequence text), at
   most `max_gen_toks` tokens, greedy unless `do_sample`;
 - the chat template as lm-eval's `apply_chat_template` (`continue_final_message` when a gen_prefix opens the reply;
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from typing import Callable, Sequence
+
+import numpy as np
 
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.interface import Capability
@@ -100,16 +103,35 @@ class HarnessModel:
                               f"{self.path} (a model without a context window: an n-gram model) has not")
 
     def loglikelihood_rolling(self, texts: Sequence[str]) -> list[float]:
-        from nlpkit.lm.perplexity.text_perplexity import text_perplexity
+        from nlpkit.lm.perplexity.window_scoring import score_windows
+        from nlpkit.lm.perplexity.windows import check_window, window_plan
 
+        check_window("disjoint", self.window, None)
+        prefix = self.lm.prefix_id
+        if prefix is None:
+            raise NlpkitError(f"{self.path}: loglikelihood_rolling predicts a text's first token from the model's BOS "
+                              "or EOS token; this model defines neither")
         out = []
         for text in texts:
             if not text:
                 out.append(0.0)
                 continue
-            perp, _ = text_perplexity(self.lm, text, mode="disjoint", context=self.window, stride=None, add_bos=True)
-            out.append(-perp.nll)
+            seq, windows = window_plan(self.rolling_ids(text), prefix, mode="disjoint", context=self.window,
+                                       stride=None)
+            out.append(float(np.sum(np.asarray(score_windows(self.lm, seq, windows).logprobs, dtype=np.float64))))
         return out
+
+    def rolling_ids(self, text: str) -> list[int]:
+        """A rolling text's tokens as lm-eval 0.4.13's HF backend encodes them (`tok_encode` with the tokenizer's own
+        special tokens): a tokenizer that adds BOS (Llama, Mistral, Gemma) puts one first unless the text starts
+        with it, and that BOS is scored after the prefix BOS as part of the text (lm-eval issue #3333); GPT-2-style
+        tokenizers add none."""
+        model = getattr(self.lm, "model", None)
+        if model is not None and hasattr(model, "require_tokenizer"):
+            from nlpkit.lm.transformer.packed_scoring import tok_encode
+
+            return tok_encode(model, text)
+        return list(self.lm.encode(text))
 
     def generate_until(self, requests: Sequence[tuple[str, dict]], chat: bool = False, seed: int = 1234,
                        batch_size: int | None = None) -> list[str]:

@@ -81,8 +81,9 @@ def results_document(run, selection, model_info: dict, options, start: float, ch
                                   for n, c in selection.tasks.items())}
     nshot = {n: run.configs[n].get("num_fewshot", 0) for n in selection.tasks}
     hib = dict(run.higher_is_better)
-    for g in (groups[n] for n in selection.bottom_up()):
+    for g in groups.values():
         versions[g.name] = g.version
+    for g in (groups[n] for n in selection.top_down()):  # lm-eval's one pass, parents before their subgroups
         vals = {nshot[c] for c in g.child_names if c in nshot}
         if len(vals) == 1:
             nshot[g.name] = vals.pop()
@@ -100,7 +101,7 @@ def results_document(run, selection, model_info: dict, options, start: float, ch
     if group_results:
         doc["groups"] = group_results
     doc.update({
-        "group_subtasks": {g.name: g.child_names for g in groups.values()},
+        "group_subtasks": {n: groups[n].child_names for n in selection.top_down()},
         "configs": dict(sorted(run.configs.items())),
         "versions": dict(sorted(versions.items())),
         "n-shot": dict(sorted(nshot.items())),

@@ -46,8 +46,24 @@ class PreparedTask:
     docs: list  # (doc_id, doc)
 
 
+RANDOM_SEED, NUMPY_SEED = 0, 1234  # lm-eval's simple_evaluate defaults (random_seed, numpy_random_seed)
+
+
+def seed_global_generators() -> None:
+    """Python's and numpy's global generators seeded as lm-eval seeds them before it loads any task: hooks that draw
+    from them (leaderboard_gpqa's process_docs shuffles the choices with `random.shuffle`) then draw lm-eval's
+    numbers, so the documents and prompts are lm-eval's."""
+    import random
+
+    import numpy as np
+
+    random.seed(RANDOM_SEED)
+    np.random.seed(NUMPY_SEED)
+
+
 def prepare(selection: Selection, options: RunOptions) -> dict[str, PreparedTask]:
     """Every selected task loaded and checked: its data, metrics, filters, `num_fewshot` resolved, its documents."""
+    seed_global_generators()
     out = {}
     for name, cfg in selection.tasks.items():
         if options.num_fewshot is not None:

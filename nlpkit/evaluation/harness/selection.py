@@ -60,6 +60,25 @@ class Selection:
     groups: dict[str, Group] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # task -> its YAML file (error messages)
 
+    def top_down(self) -> list[str]:
+        """Group names in lm-eval's order of its loaded groups: each top-level group, then its subgroups depth-first
+        (lm-eval fills a group's n-shot and higher_is_better from its children in this order, in one pass, so a
+        group above a subgroup gets none)."""
+        children = {c.name for g in self.groups.values() for c in g.children if isinstance(c, Group)}
+        order: dict[str, None] = {}
+
+        def visit(g: Group) -> None:
+            for c in g.children:
+                if isinstance(c, Group):
+                    order.setdefault(c.name)
+                    visit(c)
+
+        for name, g in self.groups.items():
+            if name not in children:
+                order.setdefault(name)
+                visit(g)
+        return list(order)
+
     def bottom_up(self) -> list[str]:
         """Group names, children before parents (lm-eval aggregates subgroups first)."""
         children = {c.name for g in self.groups.values() for c in g.children if isinstance(c, Group)}
@@ -102,12 +121,22 @@ def _entry_from_path(path: Path) -> Entry:
     return Entry(name, category, path.resolve(), cfg)
 
 
+def _unsafe(task: str, where: str) -> NlpkitError:
+    return NlpkitError(f"{where}: task {task} executes the model's generated code (unsafe_code: true, lm-eval's "
+                       "--confirm_run_unsafe_code): nlpkit does not run such tasks")
+
+
 class _Builder:
     def __init__(self, registry: TaskRegistry, meta: dict, sel: Selection):
         self.registry, self.meta, self.sel = registry, meta, sel
 
     def full_config(self, entry: Entry, overrides: dict | None) -> dict:
-        cfg = deepcopy(load_yaml(entry.path, resolve=True)) if entry.path else deepcopy(entry.cfg or {})
+        try:
+            cfg = deepcopy(load_yaml(entry.path, resolve=True)) if entry.path else deepcopy(entry.cfg or {})
+        except TaskFileError:
+            raise
+        except NlpkitError as e:  # a hook module that cannot be imported: the task named too
+            raise NlpkitError(f"{entry.category} {entry.name}: {e}") from None
         if overrides:
             cfg = {**cfg, **overrides}
         md = cfg.get("metadata", {})
@@ -128,6 +157,8 @@ class _Builder:
         if entry.category == "python":
             raise NlpkitError(f"{entry.path}: task {entry.name} is a Python class task (class: ...): nlpkit runs "
                               "YAML tasks only")
+        if (entry.cfg or {}).get("unsafe_code") or (overrides or {}).get("unsafe_code"):  # before its hooks import
+            raise _unsafe(entry.name, str(entry.path))
         cfg = self.full_config(entry, overrides)
         for key in ("tag", "group", "task_list"):
             cfg.pop(key, None)
@@ -135,6 +166,8 @@ class _Builder:
 
     def add_task(self, cfg: dict, where: str) -> str:
         tc = TaskConfig.from_dict(cfg, where)
+        if tc.unsafe_code:
+            raise _unsafe(tc.task, where)
         if tc.output_type not in ("loglikelihood", "multiple_choice", "loglikelihood_rolling", "generate_until"):
             raise NlpkitError(f"{where}: task {tc.task}: output_type {tc.output_type!r} is not supported "
                               "(loglikelihood, multiple_choice, loglikelihood_rolling, generate_until)")
