@@ -29,6 +29,7 @@ a scoring forward's are to fix a row's bits: 16 rows padded to 24 cost an eighth
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
@@ -37,10 +38,13 @@ import numpy as np
 from nlpkit.errors import NlpkitError
 from nlpkit.lm.transformer.cache import KVCache
 from nlpkit.lm.transformer.model import Model, layer_norm, output_rows, rms_norm, softcap_
-from nlpkit.lm.threads import SERIAL, engine_threads, held_blas_threads
+from nlpkit.lm.threads import SERIAL, blas_info, engine_threads, held_blas_threads
 from nlpkit.lm.transformer.packing import packed_starts
 from nlpkit.lm.transformer.kv_pool import KVPool, PooledStepAttention
 from nlpkit.lm.transformer.layer_loop import PromptsAttention, run_layers
+from nlpkit.lm.transformer import products, stored_weights
+from nlpkit.lm.transformer.products import STEP_TILE, rows_times
+from nlpkit.lm.transformer.stored_weights import is_stored
 
 
 @dataclass
@@ -257,10 +261,25 @@ class DecodingBatch:
                 s.cache.advance(1)
             x = rms_norm(x, w.norm_g, c.norm_eps) if c.uses_rope and c.norm == "rms" \
                 else layer_norm(x, w.norm_g, w.norm_b, c.norm_eps)
-            logits = output_rows(x, w.lm_head, SERIAL, pad=False)[0]  # [n, V] (native weights too)
+            logits = self._head(x[0]) if n > 1 else output_rows(x, w.lm_head, SERIAL, pad=False)[0]  # [n, V]
         if c.final_softcap is not None:
             softcap_(logits, c.final_softcap)
         return logits
+
+    def _head(self, x: np.ndarray) -> np.ndarray:  # [n, d] -> [n, V]
+        """A step's output projection of n > 1 rows in `products.rows_times`' orientation, over the vocabulary rows
+        `[V, d]` (`step_head`: native weights' tiles as expanded, float32 weights' copy in that layout), the same
+        tiles for both (so the same bits); a small projection, or no memory for the copy: `x @ lm_head`."""
+        e = step_head(self.model)
+        if e is None:
+            return output_rows(x[None], self.model.weights.lm_head, SERIAL, pad=False)[0]
+        if not is_stored(e):
+            return rows_times(x, e, tile=STEP_TILE)
+        out = np.empty((x.shape[0], e.rows), np.float32)
+        tiles = [(r, min(r + STEP_TILE, e.rows)) for r in range(0, e.rows, STEP_TILE)]
+        for r0, r1, wt in e.tiles_t(tiles):  # [d, r1 - r0]: the stored rows (expanded), transposed
+            rows_times(x, wt.T, out[:, r0:r1], tile=STEP_TILE)  # one product per tile
+        return out
 
     def _layer_opts(self, cs, local_cs):
         """Per layer li, (RoPE tables, sliding window, softcap): a sliding layer's own tables and window."""
@@ -274,6 +293,44 @@ class DecodingBatch:
             return (local_cs if sliding else cs), (c.sliding_window if sliding else None), c.attn_softcap
 
         return opts
+
+
+HEAD_COPY_SHARE = 0.1  # of the memory available: the most a float32 output projection's step copy may take
+
+
+def step_head(model):  # -> [V, d] C order | StoredMatrix | None
+    """The output projection as vocabulary rows `[V, d]` for a batched step's `products.rows_times`, when it is
+    larger than `products.SMALL_HEAD` (a small one stays `x @ lm_head`, as native weights expand it whole): native
+    weights' StoredMatrix (its tiles expanded as rows: no copy, and no slower than `x @ tile.T` on any kernel
+    measured); for float32 weights (`[d, V]`, the layout a one-row step's matrix-vector product reads fastest), on
+    OpenBLAS's AVX-512 kernels only (`rows_kernel`), a C-order copy made at the first batched step of n > 1 rows
+    and kept on the model (SmolLM2-135M: 113 MB beside 540 MB of weights), unless it would take more than
+    HEAD_COPY_SHARE of the memory available; else None."""
+    from nlpkit.lm.transformer.loaders.native import available_memory
+
+    w = model.weights.lm_head
+    small = stored_weights.SMALL_MATRIX if is_stored(w) else products.SMALL_HEAD  # (equal; a test moves them)
+    if (w.rows * w.cols if is_stored(w) else w.size) <= small:
+        return None
+    if is_stored(w):
+        return w
+    e = getattr(model, "_step_head", None)
+    if e is None:
+        memory = available_memory()
+        fits = rows_kernel() and (memory is None or w.nbytes <= memory * HEAD_COPY_SHARE)
+        e = model._step_head = np.ascontiguousarray(w.T) if fits else False  # [V, d] | not here (asked once)
+    return e if e is not False else None
+
+
+ROWS_KERNELS = ("skylakex", "cooperlake", "sapphirerapids")  # OpenBLAS cores where `rows_times` pays for a copy
+
+
+@functools.cache
+def rows_kernel() -> bool:
+    """Whether numpy's OpenBLAS runs its AVX-512 (SkylakeX family) kernels, where a 16-row output projection over
+    `[V, d]` rows takes 11-12 ms against 16-17 for `x @ [d, V]` (SmolLM2-135M, 2 threads); its Haswell and Zen
+    kernels run `x @ [d, V]` in ~8 ms and `rows_times` in ~11, so a float32 copy would cost memory for nothing."""
+    return (blas_info().get("kernel") or "").lower() in ROWS_KERNELS
 
 
 def _tables(rope, prompts, spans) -> tuple[np.ndarray, np.ndarray]:  # -> [T, rot/2] x2
