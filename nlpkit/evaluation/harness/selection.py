@@ -122,8 +122,8 @@ def _entry_from_path(path: Path) -> Entry:
 
 
 def _unsafe(task: str, where: str) -> NlpkitError:
-    return NlpkitError(f"{where}: task {task} executes the model's generated code (unsafe_code: true, lm-eval's "
-                       "--confirm_run_unsafe_code): nlpkit does not run such tasks")
+    return NlpkitError(f"{where}: task {task} executes the model's generated code (unsafe_code: true, which "
+                       "lm-eval runs only when confirmed): nlpkit does not run such tasks")
 
 
 class _Builder:
