@@ -85,3 +85,24 @@ def test_with_siblings_gives_each_request_its_documents_contexts_when_there_are_
              Instance("loglikelihood", other, ("Q", " x"), 0, 1), Instance("loglikelihood", other, ("Q", " y"), 1, 1)]
     assert with_siblings(insts) == [("A b", " c", ("A b", "A d")), ("A d", " c", ("A b", "A d")), ("", " c"),
                                     ("Q", " x"), ("Q", " y")]
+
+
+def test_task_runs_pack_larger_forwards_with_the_same_bits():
+    """`HarnessModel` packs forwards of TASK_PACK_TOKENS tokens (fewer forwards' fixed costs): every number the same
+    bits as forwards of PACK_TOKENS, the document splits included."""
+    from nlpkit.evaluation.harness.model_adapter import HarnessModel
+    from nlpkit.lm.spec import LoadSpec
+    from nlpkit.lm.transformer.packed_scoring import PACK_TOKENS, TASK_PACK_TOKENS
+
+    model = HarnessModel(LoadSpec(None))
+    assert model.scorer.pack_tokens == TASK_PACK_TOKENS > PACK_TOKENS
+    requests = [("Q: What colour is snow?\nA:", " white"), ("Q: What colour is snow?\nA:", " cold and white")]
+    for k in range(12):  # 36 documents of two contexts each
+        for i in range(len(DOCS)):
+            reqs, contexts = _doc(i)
+            contexts = tuple(f"Story {k}: {c}" for c in contexts)
+            requests += [(c, cont, contexts) for c, ((_, (cont,))) in zip(contexts, reqs)]
+    model.scorer.pack_tokens = 64  # many small forwards
+    small = model.loglikelihood(requests)
+    model.scorer.pack_tokens = TASK_PACK_TOKENS
+    assert model.loglikelihood(requests) == small

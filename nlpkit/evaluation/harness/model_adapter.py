@@ -64,6 +64,10 @@ class HarnessModel:
         self.window = (lm.context_length if Capability.CONTEXT_WINDOW in lm.capabilities else
                        lm.window_context(None) if Capability.WINDOWS in lm.capabilities else None)
         self.scorer = lm.continuation_scorer(self.window)
+        if hasattr(self.scorer, "pack_tokens"):  # a packed scorer: forwards of TASK_PACK_TOKENS (the same bits)
+            from nlpkit.lm.transformer.packed_scoring import TASK_PACK_TOKENS
+
+            self.scorer.pack_tokens = TASK_PACK_TOKENS
 
     # ------------------------------------------------------------------ requests
     def loglikelihood(self, requests: Sequence[tuple],
