@@ -305,18 +305,18 @@ class PackedScorer:
         for prefix, by_ctx in split_groups.items():
             segments += _split_segments(list(prefix), by_ctx)
         out: list[list[ContinuationScore | None]] = [[None] * len(pairs) for pairs in requests]
-        limit = self._rope_limit()
+        limit = self.rope_limit()
         for s in segments:  # RoPE tables that depend on a sequence's length: such a sequence has its forward alone
             if len(s.positions) and int(s.positions.max()) + 1 > limit:
-                self._run([s], out, top)
+                self.run_forward([s], out, top)
         packed = [s for s in segments if not (len(s.positions) and int(s.positions.max()) + 1 > limit)]
         for group in _balanced_groups(packed, self.pack_tokens):
-            self._run([packed[i] for i in group], out, top)
+            self.run_forward([packed[i] for i in group], out, top)
         for (r, j), (r0, j0) in copies:
             out[r][j] = replace(out[r0][j0], ids=list(out[r0][j0].ids))
         return out  # type: ignore[return-value]
 
-    def _rope_limit(self) -> float:
+    def rope_limit(self) -> float:
         """The sequence length past which the model's RoPE tables change for the whole sequence (longrope's long
         factors, dynamic NTK scaling); infinite when they never do."""
         rope = self.model.rope
@@ -326,7 +326,7 @@ class PackedScorer:
             return float(rope.long_after)
         return float(rope.max_seq_len) if rope.dynamic else float("inf")
 
-    def _run(self, segments: list[_Segment], out: list[list[ContinuationScore | None]], top: int = 0) -> None:
+    def run_forward(self, segments: list[_Segment], out: list[list[ContinuationScore | None]], top: int = 0) -> None:
         """One packed forward of `segments`: logits at the rows something is scored from, log-softmax per row (and
         the `top` best tokens of each row scored)."""
         tokens = np.asarray([t for s in segments for t in s.tokens], dtype=np.int64)  # [T]

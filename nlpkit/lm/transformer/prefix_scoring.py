@@ -174,7 +174,7 @@ def score_shared(scorer, requests: Sequence[tuple[str, Sequence[str]]],
         branches = [b for b in branches if b[1]]
         segments += _segments(list(ctxs[0][:lcp]), branches)
     for group in forward_groups([len(s.tokens) for s in segments], scorer.pack_tokens):
-        scorer._run([segments[i] for i in group], out)
+        scorer.run_forward([segments[i] for i in group], out)
     rest_requests = [[pairs[r][j] for j in range(len(pairs[r])) if (r, j) not in shared] for r in range(len(pairs))]
     rest_splits = [0 if not splits or any(tuple(c) in in_cluster for c, _ in pairs[r]) else splits[r]
                    for r in range(len(pairs))]

@@ -92,15 +92,15 @@ def score_prompts(scorer: PackedScorer, prompts: Sequence[tuple[Sequence[int], b
             run.append(member)
             size += len(member[1])
         segments.append(_segment(list(prefix), run))
-    limit = scorer._rope_limit()
+    limit = scorer.rope_limit()
     long = [s for s in segments if int(s.positions.max()) + 1 > limit]
     packed = [s for s in segments if int(s.positions.max()) + 1 <= limit]
     scored: list[list] = [[None] for _ in prompts]
     for s in long:  # RoPE tables that depend on a sequence's length: such a sequence has its forward alone
-        scorer._run([s], scored, top)
+        scorer.run_forward([s], scored, top)
     if store is None:
         for group in balanced_groups(packed, scorer.pack_tokens):
-            scorer._run([packed[i] for i in group], scored, top)
+            scorer.run_forward([packed[i] for i in group], scored, top)
     else:
         _run_stored(scorer, packed, scored, top, store)
     for k in first.values():
