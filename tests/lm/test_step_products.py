@@ -3,6 +3,8 @@ the same numbers as `x @ lm_head` (within float32 rounding), tile by tile, for f
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -57,12 +59,12 @@ def test_a_batched_step_reads_the_float32_output_projection_as_a_kept_copy_of_it
     monkeypatch.setattr(products, "SMALL_HEAD", 0)  # the fixture's projection taken as a large one
     monkeypatch.setattr(batch_decoding, "rows_kernel", lambda: True)  # an AVX-512 OpenBLAS kernel, wherever run
     e = step_head(model)
-    assert e is step_head(model)  # made once, kept on the model
+    assert e is step_head(model)  # made once, kept while the model lives
     assert e.flags.c_contiguous and np.array_equal(e, model.weights.lm_head.T)
     prompts = [[5, 9, 11], [7], [3, 4, 5, 6, 8]]
     with_rows = _steps(model, prompts)
     # without room for the copy: `x @ lm_head` as before, the same logits within float32 rounding
-    monkeypatch.setattr(model, "_step_head", None, raising=False)
+    monkeypatch.setattr(batch_decoding, "_STEP_HEADS", weakref.WeakKeyDictionary())
     monkeypatch.setattr(batch_decoding, "HEAD_COPY_SHARE", 0.0)
     assert step_head(model) is None
     without = _steps(model, prompts)
@@ -91,6 +93,6 @@ def test_native_and_float32_weights_project_a_step_through_the_same_tiles_of_row
 
 def test_float32_weights_are_not_copied_where_the_kernel_runs_x_times_lm_head_faster(model, monkeypatch):
     monkeypatch.setattr(products, "SMALL_HEAD", 0)
-    monkeypatch.setattr(model, "_step_head", None, raising=False)
+    monkeypatch.setattr(batch_decoding, "_STEP_HEADS", weakref.WeakKeyDictionary())
     monkeypatch.setattr(batch_decoding, "rows_kernel", lambda: False)  # OpenBLAS's Haswell or Zen kernels
     assert step_head(model) is None

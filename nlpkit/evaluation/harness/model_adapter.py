@@ -130,11 +130,10 @@ class HarnessModel:
         special tokens): a tokenizer that adds BOS (Llama, Mistral, Gemma) puts one first unless the text starts
         with it, and that BOS is scored after the prefix BOS as part of the text (lm-eval issue #3333); GPT-2-style
         tokenizers add none."""
-        model = getattr(self.lm, "model", None)
-        if model is not None and hasattr(model, "require_tokenizer"):
+        if Capability.LOGITS in self.lm.capabilities:  # a transformer: its tokenizer's vocabulary
             from nlpkit.lm.transformer.packed_scoring import tok_encode
 
-            return tok_encode(model, text)
+            return tok_encode(self.lm.model, text)
         return list(self.lm.encode(text))
 
     def generate_until(self, requests: Sequence[tuple[str, dict]], chat: bool = False, seed: int = 1234,

@@ -30,6 +30,7 @@ a scoring forward's are to fix a row's bits: 16 rows padded to 24 cost an eighth
 from __future__ import annotations
 
 import functools
+import weakref
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
@@ -304,8 +305,8 @@ def step_head(model):  # -> [V, d] C order | StoredMatrix | None
     weights' StoredMatrix (its tiles expanded as rows: no copy, and no slower than `x @ tile.T` on any kernel
     measured); for float32 weights (`[d, V]`, the layout a one-row step's matrix-vector product reads fastest), on
     OpenBLAS's AVX-512 kernels only (`rows_kernel`), a C-order copy made at the first batched step of n > 1 rows
-    and kept on the model (SmolLM2-135M: 113 MB beside 540 MB of weights), unless it would take more than
-    HEAD_COPY_SHARE of the memory available; else None."""
+    and kept while the model lives (`_STEP_HEADS`; SmolLM2-135M: 113 MB beside 540 MB of weights), unless it would
+    take more than HEAD_COPY_SHARE of the memory available; else None."""
     from nlpkit.lm.transformer.loaders.native import available_memory
 
     w = model.weights.lm_head
@@ -314,12 +315,16 @@ def step_head(model):  # -> [V, d] C order | StoredMatrix | None
         return None
     if is_stored(w):
         return w
-    e = getattr(model, "_step_head", None)
+    e = _STEP_HEADS.get(model)
     if e is None:
         memory = available_memory()
         fits = rows_kernel() and (memory is None or w.nbytes <= memory * HEAD_COPY_SHARE)
-        e = model._step_head = np.ascontiguousarray(w.T) if fits else False  # [V, d] | not here (asked once)
+        e = _STEP_HEADS[model] = np.ascontiguousarray(w.T) if fits else False  # [V, d] | not here (asked once)
     return e if e is not False else None
+
+
+# step_head's copies, per model while it lives (False: asked, none made)
+_STEP_HEADS: "weakref.WeakKeyDictionary[Model, np.ndarray | bool]" = weakref.WeakKeyDictionary()
 
 
 ROWS_KERNELS = ("skylakex", "cooperlake", "sapphirerapids")  # OpenBLAS cores where `rows_times` pays for a copy
