@@ -67,7 +67,7 @@ def test_auto_weights_from_the_environment_pass_for_an_ngram_model(cli):
 def test_no_module_probes_a_model_batch_or_scorer():
     """Models, batches and scorers say what they can do by their type (`capabilities`, declared attributes): no
     hasattr/getattr on them in the lm wing, the evaluation wing or the commands."""
-    probe = re.compile(r"\b(hasattr|getattr)\((model|lm|batch|scorer|self\.model|base|tok|model\.\w+), \"")
+    probe = re.compile(r"\b(hasattr|getattr)\((self\.)?(model|lm|batch|scorer|base|tok|mask|model\.\w+), \"")
     found = [f"{p.relative_to(PKG)}:{i}" for d in ("lm", "evaluation", "cli") for p in (PKG / d).rglob("*.py")
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if probe.search(line)]
     assert not found, found

@@ -9,6 +9,7 @@ Without a `filter_list`, one pipeline "none" = take_first.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from typing import Callable
@@ -36,18 +37,14 @@ def regex(regex_pattern: str = r"#### (\-?[0-9\.\,]+)", group_select: int = 0, f
     return lambda resps, docs: [[one(r) for r in inst] for inst in resps]
 
 
-_PUNCT_TABLE: dict | None = None
-
-
+@functools.cache
 def _punctuation_table() -> dict:
-    """Every code point below sys.maxunicode whose Unicode category is P* -> None (str.translate deletes them)."""
-    global _PUNCT_TABLE
-    if _PUNCT_TABLE is None:
-        import sys
-        import unicodedata
+    """Every code point below sys.maxunicode whose Unicode category is P* -> None (str.translate deletes them), as
+    lm-eval's multi_choice_regex drops punctuation (exact_match's `string.punctuation` is another set)."""
+    import sys
+    import unicodedata
 
-        _PUNCT_TABLE = dict.fromkeys(i for i in range(sys.maxunicode) if unicodedata.category(chr(i)).startswith("P"))
-    return _PUNCT_TABLE
+    return dict.fromkeys(i for i in range(sys.maxunicode) if unicodedata.category(chr(i)).startswith("P"))
 
 
 def multi_choice_regex(regex_pattern: str = r"#### (\-?[0-9\.\,]+)", group_select: int = 0,

@@ -64,9 +64,9 @@ class HarnessModel:
         self.window = (lm.context_length if Capability.CONTEXT_WINDOW in lm.capabilities else
                        lm.window_context(None) if Capability.WINDOWS in lm.capabilities else None)
         self.scorer = lm.continuation_scorer(self.window)
-        if hasattr(self.scorer, "pack_tokens"):  # a packed scorer: forwards of TASK_PACK_TOKENS (the same bits)
-            from nlpkit.lm.transformer.packed_scoring import TASK_PACK_TOKENS
+        from nlpkit.lm.transformer.packed_scoring import TASK_PACK_TOKENS, PackedScorer
 
+        if isinstance(self.scorer, PackedScorer):  # forwards of TASK_PACK_TOKENS (the same bits)
             self.scorer.pack_tokens = TASK_PACK_TOKENS
 
     # ------------------------------------------------------------------ requests

@@ -68,8 +68,9 @@ def attention(q, k, v, mask, pool: RowPool, softcap=None, q0: int = 0):
     # [b, kv, g, t - q0, hd], [b, kv, L, hd] x2, [t, L] | Packing | None -> [b, kv, g, t - q0, hd]
     """
     if isinstance(mask, Packing):
-        own = getattr(mask, "attend", None)  # a packing that attends on its own (prompt_scoring's kept prefixes)
-        return own(q, k, v, pool, softcap) if own is not None else packed_attention(q, k, v, mask, pool, softcap)
+        if mask.attends_itself:  # prompt_scoring's kept prefixes
+            return mask.attend(q, k, v, pool, softcap)
+        return packed_attention(q, k, v, mask, pool, softcap)
     t, L = q0 + q.shape[3], k.shape[2]
     if mask is None or t <= ATTN_BLOCK:
         return _attend(q, k, v, None if mask is None else mask[q0:], softcap)

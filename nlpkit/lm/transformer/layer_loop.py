@@ -117,7 +117,7 @@ class CacheAttention:
         mask, softcap, _ = self.plans[li]
         if self.slots is None:
             return attention(q[:, :, :, keep:], k, v, mask, self.pool, softcap, keep)
-        if isinstance(mask, Packing) and getattr(mask, "attend", None) is None:  # read at the slots, no gather
+        if isinstance(mask, Packing) and not mask.attends_itself:  # read at the slots, no gather
             return packed_attention(q, k, v, mask, self.pool, softcap, slots=self.slots)
         sl = self.slots  # the packed tokens' rows, gathered in order: the segments as the Packing lays them out
         o = np.zeros_like(q)  # padding rows stay zero

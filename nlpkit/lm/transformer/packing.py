@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import ClassVar
+
 import numpy as np
 
 from nlpkit.lm.transformer.products import ROW_ALIGN, residue_slots, round_up
@@ -34,6 +36,8 @@ class Packing:
     prefixes: list[int] | None = None
     # what `attention_ops.packed_attention` works out from the segments, once for all the layers of a forward
     memo: dict = field(default_factory=dict, repr=False, compare=False)
+    # True: the packing runs its own attention, `attend(q, k, v, pool, softcap)` (prompt_scoring's kept prefixes)
+    attends_itself: ClassVar[bool] = False
 
     @property
     def length(self) -> int:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 
@@ -199,6 +199,7 @@ class _StoredPrefixPacking(Packing):
     keep: list = field(default_factory=list)  # (start in full, P, [keys, values] filled per layer)
     n_layers: int = 0
     calls: int = 0
+    attends_itself: ClassVar[bool] = True
 
     def slots(self, tokens: np.ndarray) -> np.ndarray:  # [t] -> [t]
         return residue_slots(self.own_residues)
